@@ -1,0 +1,42 @@
+# Convenience front end over CMake. `make demo` and `make test` install what is missing first.
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all setup configure build demo test asan bench install clean
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+configure: $(BUILD)/CMakeCache.txt
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: setup
+	@$(MAKE) --no-print-directory build
+	bash scripts/demo.sh $(BUILD)
+
+test: setup
+	@$(MAKE) --no-print-directory build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The same tests under AddressSanitizer and UndefinedBehaviorSanitizer.
+asan: setup
+	@$(MAKE) --no-print-directory BUILD=build-asan CMAKE_FLAGS="-DTSC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" build
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+
+bench: setup
+	@$(MAKE) --no-print-directory build
+	bash bench/run_all.sh $(BUILD)
+
+install: build
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) build-asan

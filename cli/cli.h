@@ -1,0 +1,40 @@
+/* cli.h: the `tilescope` command. One subcommand per file (cmd_<name>.c); each entry point
+ * takes the arguments after the subcommand name and returns the exit code:
+ * 0 success, 1 the job failed (bad file, bad data), 2 usage error. Only main() exits. */
+#ifndef TSC_CLI_H
+#define TSC_CLI_H
+
+#include <stdio.h>
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;  /* one line for `tilescope help` */
+    const char *usage;    /* full usage text for `tilescope help <name>` and --help */
+} tsc_cli_cmd_t;
+
+/* The command table (main.c). */
+extern const tsc_cli_cmd_t tsc_cli_commands[];
+const tsc_cli_cmd_t *tsc_cli_find(const char *name);
+
+/* Prints "tilescope <cmd>: <message>" and the command's usage to stderr; returns 2. */
+int tsc_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "tilescope <cmd>: <message>" to stderr; returns 1. */
+int tsc_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* True when arg is -h or --help (then print usage to stdout and return 0). */
+int tsc_cli_is_help(const char *arg);
+void tsc_cli_print_usage(const char *cmd, FILE *to);
+
+/* Parse a whole-string number for flag, range-checked [lo, hi]. 0 on success; on failure
+ * prints a usage error and returns 2 (so callers can `return rc`). */
+int tsc_cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi, long *out);
+int tsc_cli_parse_double(const char *cmd, const char *flag, const char *s, double lo, double hi,
+                         double *out);
+/* For a flag that takes a value: returns argv[++*i] or NULL after printing a usage error. */
+const char *tsc_cli_value(const char *cmd, int argc, char **argv, int *i);
+
+/* Subcommands. */
+int tsc_cmd_info(int argc, char **argv);
+int tsc_cmd_synth(int argc, char **argv);
+
+#endif

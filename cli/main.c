@@ -1,0 +1,125 @@
+/* main.c: `tilescope <command> [options]`: dispatch and the shared argument helpers. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tsc_status.h"
+
+static int cmd_help(int argc, char **argv);
+
+/* Usage texts live beside their command in cmd_<name>.c; these externs collect them. */
+extern const char tsc_usage_info[], tsc_usage_synth[];
+
+static const char usage_help[] = "usage: tilescope help [COMMAND]\n";
+
+const tsc_cli_cmd_t tsc_cli_commands[] = {
+    {"info", tsc_cmd_info, "what a dump holds: geometry, steps, layers, datasets, completeness", tsc_usage_info},
+    {"synth", tsc_cmd_synth, "write a dump with planted, documented structure", tsc_usage_synth},
+    {"help", cmd_help, "help on a command", usage_help},
+    {NULL, NULL, NULL, NULL}
+};
+
+const tsc_cli_cmd_t *tsc_cli_find(const char *name) {
+    for (const tsc_cli_cmd_t *c = tsc_cli_commands; c->name; c++)
+        if (strcmp(c->name, name) == 0) return c;
+    return NULL;
+}
+
+void tsc_cli_print_usage(const char *cmd, FILE *to) {
+    const tsc_cli_cmd_t *c = cmd ? tsc_cli_find(cmd) : NULL;
+    if (c) { fputs(c->usage, to); return; }
+    fprintf(to, "usage: tilescope <command> [options]   (tilescope " TSC_VERSION ")\n\ncommands:\n");
+    for (c = tsc_cli_commands; c->name; c++) fprintf(to, "  %-10s %s\n", c->name, c->summary);
+    fprintf(to, "\n`tilescope help <command>` or `tilescope <command> --help` for its options.\n"
+                "Exit status: 0 success, 1 the job failed, 2 usage error.\n");
+}
+
+int tsc_cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "tilescope %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\n\n", stderr);
+    tsc_cli_print_usage(cmd, stderr);
+    return 2;
+}
+
+int tsc_cli_fail(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "tilescope %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 1;
+}
+
+int tsc_cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
+
+int tsc_cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return tsc_cli_usage_error(cmd, "%s expects an integer in [%ld, %ld], got '%s'", flag, lo, hi, s);
+    *out = v;
+    return 0;
+}
+
+int tsc_cli_parse_double(const char *cmd, const char *flag, const char *s, double lo, double hi,
+                         double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi))
+        return tsc_cli_usage_error(cmd, "%s expects a number in [%g, %g], got '%s'", flag, lo, hi, s);
+    *out = v;
+    return 0;
+}
+
+const char *tsc_cli_value(const char *cmd, int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        tsc_cli_usage_error(cmd, "%s needs a value", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int cmd_help(int argc, char **argv) {
+    if (argc > 1) return tsc_cli_usage_error("help", "too many arguments");
+    if (argc == 1 && !tsc_cli_find(argv[0]))
+        return tsc_cli_usage_error("help", "unknown command '%s'", argv[0]);
+    tsc_cli_print_usage(argc == 1 ? argv[0] : NULL, stdout);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        tsc_cli_print_usage(NULL, stderr);
+        return 2;
+    }
+    if (tsc_cli_is_help(argv[1])) {
+        tsc_cli_print_usage(NULL, stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("tilescope %s\n", TSC_VERSION);
+        return 0;
+    }
+    const tsc_cli_cmd_t *c = tsc_cli_find(argv[1]);
+    if (!c) {
+        fprintf(stderr, "tilescope: unknown command '%s'\n\n", argv[1]);
+        tsc_cli_print_usage(NULL, stderr);
+        return 2;
+    }
+    for (int i = 2; i < argc; i++)
+        if (tsc_cli_is_help(argv[i])) {
+            tsc_cli_print_usage(c->name, stdout);
+            return 0;
+        }
+    return c->run(argc - 2, argv + 2);
+}

@@ -1,0 +1,86 @@
+/* tsc_formats.h: the number formats tilescope models, and rounding into them.
+ *
+ * Every format is described by its encoding; values travel as double (exact for every format
+ * here) or float, and as raw bit patterns (uint64_t, low bits used) when stored.
+ *
+ *   uint16_t b = tsc_bf16_from_f32(-4.703990459442139f);   // 0xc097 (-4.71875), nearest-even
+ *   float    f = tsc_bf16_to_f32(b);
+ *   tsc_rng_t rng; tsc_rng_seed(&rng, 42);
+ *   double   s = tsc_round(0.1, TSC_FMT_BF16, TSC_ROUND_STOCHASTIC, &rng);
+ *   tsc_convert_to_f32(TSC_FMT_BF16, bf16_buf, f32_buf, n);          // bulk, exact
+ *
+ * Rounding modes: nearest-even (IEEE default), toward zero, stochastic (round up with
+ * probability equal to the discarded fraction of an ULP; reproducible for a seed).
+ * Specials: NaN stays NaN (quiet); Inf stays Inf where the format has it; overflow under
+ * nearest-even gives Inf (IEEE formats) or NaN/saturation as each FP8 spec says (documented
+ * in formats.c); subnormals are produced and read per each format.
+ */
+#ifndef TSC_FORMATS_H
+#define TSC_FORMATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tsc_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    TSC_FMT_FP64 = 0,
+    TSC_FMT_FP32,
+    TSC_FMT_TF32,     /* 1-8-10, stored in 32 bits as an FP32 with the low 13 mantissa bits zero */
+    TSC_FMT_BF16,     /* 1-8-7, bias 127 */
+    TSC_FMT_FP16,     /* IEEE binary16, 1-5-10, bias 15 */
+    TSC_FMT_FP8_E4M3, /* OCP FP8 E4M3 (fn): bias 7, no Inf, NaN = S.1111.111, max 448 */
+    TSC_FMT_FP8_E5M2, /* OCP FP8 E5M2: bias 15, IEEE-like Inf/NaN, max 57344 */
+    TSC_FMT_COUNT
+} tsc_format_t;
+
+typedef enum {
+    TSC_ROUND_NEAREST_EVEN = 0,
+    TSC_ROUND_TOWARD_ZERO,
+    TSC_ROUND_STOCHASTIC
+} tsc_round_t;
+
+/* Counter-based RNG for stochastic rounding: the same seed gives the same bits. */
+typedef struct { uint64_t state; } tsc_rng_t;
+void tsc_rng_seed(tsc_rng_t *rng, uint64_t seed);
+uint64_t tsc_rng_next(tsc_rng_t *rng);
+
+/* Canonical lower-case name ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2"). */
+const char *tsc_format_name(tsc_format_t fmt);
+/* Parses a name (also accepts "f32", "float32", "bfloat16", "e4m3", ...). TSC_ERR_ARG if unknown. */
+tsc_status_t tsc_format_parse(const char *name, tsc_format_t *out);
+/* Storage size in bytes: 8, 4, 4, 2, 2, 1, 1. */
+size_t tsc_format_size(tsc_format_t fmt);
+/* Explicit mantissa bits (52, 23, 10, 7, 10, 3, 2) and exponent bits (11, 8, 8, 8, 5, 4, 5). */
+int tsc_format_mant_bits(tsc_format_t fmt);
+int tsc_format_exp_bits(tsc_format_t fmt);
+
+/* Fast scalar conversions, nearest-even. */
+uint16_t tsc_bf16_from_f32(float x);
+float tsc_bf16_to_f32(uint16_t b);
+uint16_t tsc_fp16_from_f32(float x);
+float tsc_fp16_to_f32(uint16_t h);
+
+/* Generic: rounds x to fmt with mode; returns the rounded value as a double (exact).
+ * rng is used only for TSC_ROUND_STOCHASTIC (may be NULL otherwise). */
+double tsc_round(double x, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng);
+/* Generic encode/decode between a double and fmt's bit pattern (low bits of the result). */
+uint64_t tsc_encode(double x, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng);
+double tsc_decode(uint64_t bits, tsc_format_t fmt);
+
+/* Bulk conversions of n elements. src/dst hold fmt's storage (tsc_format_size bytes each).
+ * tsc_convert_from_f32 rounds with mode (stochastic uses rng); to_f32 is exact except for
+ * FP64 sources, which are rounded to nearest-even float. A run-time-selected AVX-512 BF16
+ * path gives the same bits as the portable one. */
+void tsc_convert_from_f32(tsc_format_t fmt, const float *src, void *dst, size_t n,
+                          tsc_round_t mode, tsc_rng_t *rng);
+void tsc_convert_to_f32(tsc_format_t fmt, const void *src, float *dst, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,57 @@
+/* tsc_status.h: status codes and error details shared by every layer of libtilescope.
+ *
+ * Library functions never exit and never print; they return a tsc_status_t and record a
+ * human-readable detail (naming the file, the object and what was expected) that
+ * tsc_error_last() returns until the next error on the same thread.
+ *
+ *   tsc_status_t st = tsc_dump_open(&d, "run.h5");
+ *   if (st != TSC_OK) {
+ *       fprintf(stderr, "tilescope: %s\n", tsc_error_last());
+ *       return 1;
+ *   }
+ */
+#ifndef TSC_STATUS_H
+#define TSC_STATUS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    TSC_OK = 0,
+    TSC_ERR_ARG,         /* a bad argument (a flag value, a policy string, a NULL pointer) */
+    TSC_ERR_IO,          /* a file could not be opened, read, written or renamed */
+    TSC_ERR_FORMAT,      /* a file is not what it claims (not HDF5, wrong format name, corrupt) */
+    TSC_ERR_VERSION,     /* a format version this build does not read */
+    TSC_ERR_MISSING,     /* a required dataset, attribute or group is absent */
+    TSC_ERR_SHAPE,       /* a shape contradicts the metadata or another argument */
+    TSC_ERR_NONFINITE,   /* NaN or Inf where finite values are required */
+    TSC_ERR_NOMEM,       /* an allocation failed */
+    TSC_ERR_UNSUPPORTED, /* a valid request this build cannot serve (a dtype, a GPU feature) */
+    TSC_ERR_EXTERNAL,    /* an external program or library failed (gnuplot, LAPACK, cairo) */
+    TSC_ERR_INTERNAL     /* a broken invariant: a bug in tilescope */
+} tsc_status_t;
+
+/* A short, constant name of the status ("I/O error", ...). Never NULL. */
+const char *tsc_status_str(tsc_status_t st);
+
+/* Records a printf-style detail for st on this thread and returns st, so callers can write
+ * `return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));`. */
+tsc_status_t tsc_error_set(tsc_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Prefixes the current detail with more context ("reading step 3: " + old detail); returns st. */
+tsc_status_t tsc_error_wrap(tsc_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The detail of the last error recorded on this thread ("" when none). Valid until the next
+ * tsc_error_set/tsc_error_wrap on this thread. */
+const char *tsc_error_last(void);
+
+/* Forgets the last error detail of this thread. */
+void tsc_error_clear(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tilescope needs that are missing (DESIGN.md §5). Idempotent:
+# prints what it installs, or nothing to do. Uses apt-get as root, sudo otherwise.
+set -euo pipefail
+pkgs=(
+  build-essential cmake pkg-config
+  libhdf5-dev hdf5-tools                 # dump format; h5dump for interop tests
+  libcairo2-dev libpango1.0-dev          # heatmaps, PDF/SVG/PNG, text
+  gnuplot-nox                            # curves (child process through a pipe)
+  liblapacke-dev libopenblas-dev         # SVD, eigenvalues
+  poppler-utils                          # pdfinfo/pdftotext/pdftoppm in report tests
+  python3-h5py python3-numpy             # interop tests and baselines
+  python3-matplotlib                     # the heatmap benchmark's baseline
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"

@@ -1,0 +1,26 @@
+/* Minimal test harness: CHECK records failures and goes on; tsc_test_done prints the closing
+ * line "N passed, N failed" and returns the exit code. */
+#ifndef TSC_TEST_H
+#define TSC_TEST_H
+#include <stdio.h>
+#include <string.h>
+#include <math.h>
+
+static int tsc_t_pass, tsc_t_fail;
+
+#define CHECK(cond) do { if (cond) tsc_t_pass++; else { tsc_t_fail++; \
+  fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); } } while (0)
+#define CHECKF(cond, ...) do { if (cond) tsc_t_pass++; else { tsc_t_fail++; \
+  fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); fprintf(stderr, __VA_ARGS__); \
+  fputc('\n', stderr); } } while (0)
+#define CHECK_EQ_INT(a, b) CHECKF((long long)(a) == (long long)(b), "%lld != %lld", (long long)(a), (long long)(b))
+#define CHECK_EQ_U32(a, b) CHECKF((unsigned)(a) == (unsigned)(b), "0x%08x != 0x%08x", (unsigned)(a), (unsigned)(b))
+#define CHECK_NEAR(a, b, tol) CHECKF(fabs((double)(a) - (double)(b)) <= (tol), "%.17g vs %.17g (tol %g)", \
+  (double)(a), (double)(b), (double)(tol))
+#define CHECK_STREQ(a, b) CHECKF(strcmp((a), (b)) == 0, "\"%s\" != \"%s\"", (a), (b))
+
+static inline int tsc_test_done(void) {
+  printf("%d passed, %d failed\n", tsc_t_pass, tsc_t_fail);
+  return tsc_t_fail ? 1 : 0;
+}
+#endif
