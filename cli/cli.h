@@ -36,5 +36,9 @@ const char *tsc_cli_value(const char *cmd, int argc, char **argv, int *i);
 /* Subcommands. */
 int tsc_cmd_info(int argc, char **argv);
 int tsc_cmd_synth(int argc, char **argv);
+int tsc_cmd_replay(int argc, char **argv);
+int tsc_cmd_analyze(int argc, char **argv);
+int tsc_cmd_diagnose(int argc, char **argv);
+int tsc_cmd_explain(int argc, char **argv);
 
 #endif

@@ -66,11 +66,24 @@ uint16_t tsc_fp16_from_f32(float x);
 float tsc_fp16_to_f32(uint16_t h);
 
 /* Generic: rounds x to fmt with mode; returns the rounded value as a double (exact).
- * rng is used only for TSC_ROUND_STOCHASTIC (may be NULL otherwise). */
+ * rng is used only for TSC_ROUND_STOCHASTIC (may be NULL otherwise; NULL there means
+ * nearest-even). In stochastic mode every call consumes exactly one draw. An out-of-range
+ * fmt gives NaN (tsc_encode: 0). Rounding from a double happens once (never through float). */
 double tsc_round(double x, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng);
 /* Generic encode/decode between a double and fmt's bit pattern (low bits of the result). */
 uint64_t tsc_encode(double x, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng);
 double tsc_decode(uint64_t bits, tsc_format_t fmt);
+
+/* x rounded to fmt, returned as the float holding that value (exact for every format but
+ * fp64, which returns x). Same rules as tsc_round; bf16 nearest-even is a fast path. */
+float tsc_round_f32(float x, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng);
+
+/* The AVX-512 BF16 path of tsc_convert_from_f32 (bf16, nearest-even) is used when the CPU has
+ * it; tsc_formats_simd_set(0) forces the portable path (tests, benchmarks), (1) allows it
+ * again; both return 1 when the SIMD path is now in use. Not thread-safe to toggle
+ * while conversions run. */
+int tsc_formats_simd_set(int enable);
+int tsc_formats_simd_active(void);
 
 /* Bulk conversions of n elements. src/dst hold fmt's storage (tsc_format_size bytes each).
  * tsc_convert_from_f32 rounds with mode (stochastic uses rng); to_f32 is exact except for

@@ -1,0 +1,635 @@
+/* diagnose.c: the Appendix F workflow (tsc_diagnose.h): substitution, verdict, rounding event,
+ * mitigation. Replays stream one (batch row, head) at a time like the analysis. */
+#include "tsc_diagnose.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tsc_attention.h"
+#include "tsc_dump.h"
+
+void tsc_diagnose_opts_init(tsc_diagnose_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    tsc_analysis_opts_init(&o->an);
+    const double b[4] = {1.5, 2, 4, 8};
+    for (int i = 0; i < 4; i++) o->betas[i] = b[i];
+    o->n_betas = 4;
+    o->eps = 1e-3;
+    o->removed_frac = 0.1;
+    o->max_heads = 16;
+    o->max_steps = 4;
+}
+
+typedef struct {
+    tsc_dump_t *d;
+    const tsc_dump_meta_t *m;
+    int T, D, H, Hkv, nb;
+    int bs[4096];
+    float *q, *k, *v, *dO, *o, *lse, *dl;
+    double *dl_hp;             /* [nb, T] scratch for the delta-src check */
+    /* the head being examined */
+    int ns, nf;
+    long long *steps;          /* [ns] */
+    int feats[64];             /* [nf] features B sums over */
+    float *ohp, *dof;          /* [ns, nb, T, nf] hp O and dO at those features */
+    double *bstep;             /* [ns] B(lp) per step */
+    uint8_t *tie;              /* [ns, nb, T] rows with >= 2 exact maxima in lp's scores */
+    int use_mask;              /* 1: B sums over the tie rows only */
+    int64_t n_tie_rows;
+    const tsc_policy_t *lp;
+    tsc_attn_trace_t tr;       /* tiles trace of lp (tie rows) */
+} rep_t;
+
+static tsc_status_t load(rep_t *r, long long step, int layer, int h, int b) {
+    int kvh = h / (r->H / r->Hkv);
+    tsc_status_t st;
+    if ((st = tsc_dump_read(r->d, step, layer, "q", b, h, r->q)) || (st = tsc_dump_read(r->d, step, layer, "k", b, kvh, r->k)) ||
+        (st = tsc_dump_read(r->d, step, layer, "v", b, kvh, r->v)) || (st = tsc_dump_read(r->d, step, layer, "do", b, h, r->dO)))
+        return st;
+    return TSC_OK;
+}
+
+static tsc_status_t run(rep_t *r, const tsc_policy_t *pol, int backward, tsc_attn_trace_t *tr) {
+    tsc_attn_dims_t dims = {.B = 1, .H = 1, .Hkv = 1, .T = r->T, .D = r->D, .causal = r->m->causal,
+                            .scale = r->m->softmax_scale};
+    tsc_attn_io_t io = {.dtype = TSC_ATTN_F32, .q = r->q, .k = r->k, .v = r->v, .dout = backward ? r->dO : NULL,
+                        .o = r->o, .lse = r->lse, .delta = backward ? r->dl : NULL};
+    if (tr) tr->b = tr->h = 0;
+    return tsc_attn_run(pol, &dims, &io, tr, tr ? 1 : 0);
+}
+
+/* B(pol) over the head's steps (see tsc_diagnose.h); with hp_pass, fills the hp cache instead.
+ * per_step (may be NULL) gets B per step. */
+static tsc_status_t bias_of(rep_t *r, const tsc_policy_t *pol, int layer, int h, int hp_pass, double *sum,
+                            double *per_step) {
+    *sum = 0.0;
+    for (int si = 0; si < r->ns; si++) {
+        double bs = 0.0;
+        for (int bi = 0; bi < r->nb; bi++) {
+            tsc_status_t st = load(r, r->steps[si], layer, h, r->bs[bi]);
+            size_t mrow = ((size_t)si * r->nb + bi) * (size_t)r->T;
+            if (hp_pass && st == TSC_OK) {
+                /* tie rows from lp's tile statistics: ties at the row max summed over its tiles */
+                if ((st = run(r, r->lp, 0, &r->tr)) != TSC_OK) return st;
+                for (int t = 0; t < r->T; t++) {
+                    double mx = -INFINITY;
+                    int nt = 0;
+                    for (int kt = 0; kt < r->tr.n_kt; kt++) {
+                        double v = r->tr.tile_max[(size_t)t * r->tr.n_kt + kt];
+                        if (!isnan(v) && v > mx) mx = v;
+                    }
+                    for (int kt = 0; kt < r->tr.n_kt; kt++)
+                        if (r->tr.tile_max[(size_t)t * r->tr.n_kt + kt] == mx)
+                            nt += r->tr.ties_exact[(size_t)t * r->tr.n_kt + kt];
+                    r->tie[mrow + t] = nt >= 2;
+                    r->n_tie_rows += nt >= 2;
+                }
+            }
+            if (st == TSC_OK) st = run(r, pol, 0, NULL);
+            if (st != TSC_OK) return st;
+            size_t base = ((size_t)si * r->nb + bi) * (size_t)r->T * r->nf;
+            for (int t = 0; t < r->T; t++)
+                for (int f = 0; f < r->nf; f++) {
+                    if (!hp_pass && r->use_mask && !r->tie[mrow + t]) continue;
+                    size_t x = base + (size_t)t * r->nf + f, e = (size_t)t * r->D + r->feats[f];
+                    if (hp_pass) {
+                        r->ohp[x] = r->o[e];
+                        r->dof[x] = r->dO[e];
+                    } else {
+                        bs += (double)r->dof[x] * ((double)r->o[e] - (double)r->ohp[x]);
+                    }
+                }
+        }
+        if (per_step) per_step[si] = bs;
+        *sum += bs;
+    }
+    return TSC_OK;
+}
+
+/* Σ over the head's steps of δ_pol − δ_hp (all features; backward replays). */
+static tsc_status_t delta_sum_of(rep_t *r, const tsc_policy_t *hp, const tsc_policy_t *pol, int layer, int h,
+                                 double *sum) {
+    *sum = 0.0;
+    for (int si = 0; si < r->ns; si++)
+        for (int bi = 0; bi < r->nb; bi++) {
+            tsc_status_t st = load(r, r->steps[si], layer, h, r->bs[bi]);
+            if (st == TSC_OK) st = run(r, hp, 1, NULL);
+            if (st != TSC_OK) return st;
+            for (int t = 0; t < r->T; t++) r->dl_hp[t] = r->dl[t];
+            if ((st = run(r, pol, 1, NULL)) != TSC_OK) return st;
+            for (int t = 0; t < r->T; t++) *sum += (double)r->dl[t] - r->dl_hp[t];
+        }
+    return TSC_OK;
+}
+
+static void bits_str(float x, int keep, char *buf, size_t size) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    char m[40];
+    int n = 0;
+    for (int i = 22; i >= 0; i--) {
+        m[n++] = (char)('0' + ((u >> i) & 1));
+        if (keep < 23 && (i == 23 - keep || i == 23 - keep - 1)) m[n++] = '|';
+    }
+    m[n] = '\0';
+    char e[9];
+    for (int i = 0; i < 8; i++) e[i] = (char)('0' + ((u >> (30 - i)) & 1));
+    e[8] = '\0';
+    snprintf(buf, size, "%u %s %s", u >> 31, e, m);
+}
+
+/* The largest rounding event among the features F of every row of batch row b at step: FP32
+ * additions s + a*v (sums from 0 per key tile) whose significand overflowed and whose result has
+ * rounding bit 1 and sticky bits set relative to out_fmt; the error is R_out(sum) - sum. */
+static tsc_status_t find_event(rep_t *r, const tsc_policy_t *lp, tsc_format_t out_fmt, long long step, int layer,
+                               int h, int b, tsc_diag_head_t *dh, double *best) {
+    tsc_attn_trace_t tr;
+    tsc_status_t st = tsc_attn_trace_init(&tr, r->T, r->D, lp->block_k, TSC_TRACE_SCORES);
+    if (st != TSC_OK) return st;
+    if ((st = load(r, step, layer, h, b)) == TSC_OK) st = run(r, lp, 0, &tr);
+    if (st != TSC_OK) {
+        tsc_attn_trace_free(&tr);
+        return st;
+    }
+    int keep = tsc_format_mant_bits(out_fmt), sh = 23 - keep;
+    uint32_t rb = sh >= 2 ? 1u << (sh - 1) : 0, stm = rb ? rb - 1 : 0;
+    for (int t = 0; t < r->T && rb; t++)
+        for (int f = 0; f < r->nf; f++) {
+            int i = r->feats[f], nv = r->m->causal ? t + 1 : r->T;
+            float s = 0.0f;
+            for (int j = 0; j < nv; j++) {
+                if (j % lp->block_k == 0) s = 0.0f;
+                float a = (float)tr.pbar[(size_t)t * r->T + j];
+                if (a == 0.0f) continue;
+                float vv = (float)tsc_round(r->v[(size_t)j * r->D + i], lp->fmt[TSC_STAGE_V], TSC_ROUND_NEAREST_EVEN, NULL);
+                float p = a * vv, sn = fmaf(a, vv, s);
+                if (s != 0.0f && p != 0.0f && sn != 0.0f && isfinite(sn)) {
+                    int es, ep, en;
+                    frexpf(s, &es);
+                    frexpf(p, &ep);
+                    frexpf(sn, &en);
+                    uint32_t u;
+                    memcpy(&u, &sn, sizeof u);
+                    if (en > (es > ep ? es : ep) && (u & rb) && (u & stm)) {
+                        double rounded = tsc_round((double)sn, out_fmt, TSC_ROUND_NEAREST_EVEN, NULL);
+                        double e = rounded - (double)sn;
+                        if (fabs(e) > *best) {
+                            *best = fabs(e);
+                            dh->ev_found = 1;
+                            dh->ev_b = b, dh->ev_t = t, dh->ev_i = i, dh->ev_key = j;
+                            dh->ev_before = s, dh->ev_term = p, dh->ev_sum = sn;
+                            dh->ev_pbar = a, dh->ev_v = vv;
+                            dh->ev_rounded = rounded, dh->ev_err = e;
+                        }
+                    }
+                }
+                s = sn;
+            }
+        }
+    snprintf(dh->ev_fmt, sizeof dh->ev_fmt, "%s", tsc_format_name(out_fmt));
+    tsc_attn_trace_free(&tr);
+    return TSC_OK;
+}
+
+void tsc_diagnose_free(tsc_diagnosis_t *d) {
+    if (!d) return;
+    tsc_analysis_free(d->an);
+    free(d->heads);
+    free(d);
+}
+
+static int by_risk(const void *x, const void *y) {
+    const tsc_diag_head_t *a = x, *b = y;
+    return (a->risk < b->risk) - (a->risk > b->risk);
+}
+
+static int is_forward_stage(tsc_stage_t s) { return s < TSC_STAGE_P; }
+
+/* Steps 2-5 for one at-risk head (see tsc_diagnose.h). */
+static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const tsc_policy_t *hp, const tsc_policy_t *lp,
+                            const tsc_policy_t *stable, tsc_format_t out_fmt, const tsc_diagnose_opts_t *opts,
+                            tsc_diag_head_t *dh) {
+    tsc_status_t st;
+    /* The head's steps, and its flagged features (from any of its records: pooled, all equal). */
+    r->ns = 0;
+    const tsc_head_result_t *any = NULL;
+    for (size_t i = 0; i < a->n_heads; i++) {
+        const tsc_head_result_t *x = &a->heads[i];
+        if (x->layer != dh->layer || x->head != dh->head || x->skipped) continue;
+        r->steps[r->ns++] = x->step;
+        any = x;
+    }
+    dh->n_steps = r->ns;
+    r->nf = 0;
+    if (any && any->n_features_flagged > 0) {
+        for (int f = 0; f < any->n_features_flagged && f < TSC_ANALYSIS_MAX_FLAGGED; f++)
+            r->feats[r->nf++] = dh->features[f] = any->flagged_features[f];
+        dh->n_features = r->nf;
+    } else {
+        for (int f = 0; f < r->D && f < 64; f++) r->feats[r->nf++] = f;
+    }
+    size_t n = (size_t)r->ns * r->nb * r->T * r->nf;
+    free(r->ohp), free(r->dof), free(r->bstep);
+    free(r->tie);
+    r->tie = calloc((size_t)r->ns * r->nb * r->T + 1, 1);
+    r->n_tie_rows = 0;
+    r->ohp = malloc(n * sizeof *r->ohp);
+    r->dof = malloc(n * sizeof *r->dof);
+    r->bstep = malloc((size_t)(r->ns ? r->ns : 1) * sizeof *r->bstep);
+    if (!r->ohp || !r->dof || !r->bstep || !r->tie) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory for %zu values", n);
+    double dummy;
+    if ((st = bias_of(r, hp, dh->layer, dh->head, 1, &dummy, NULL)) != TSC_OK) return st;
+    r->use_mask = r->n_tie_rows > 0;
+    dh->n_tie_rows = r->n_tie_rows;
+    if ((st = bias_of(r, lp, dh->layer, dh->head, 0, &dh->bias_lp, r->bstep)) != TSC_OK) return st;
+    int sbest = 0;
+    for (int si = 1; si < r->ns; si++)
+        if (fabs(r->bstep[si]) > fabs(r->bstep[sbest])) sbest = si;
+    if (r->ns) dh->step = r->steps[sbest];
+    /* The substitution replays use the max_steps steps with the largest |B(lp)| (in step order):
+     * the bias is measured where it is, and the cost stays bounded on long dumps. */
+    if (opts->max_steps > 0 && r->ns > opts->max_steps) {
+        uint8_t *keep = calloc((size_t)r->ns, 1);
+        if (!keep) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+        for (int k = 0; k < opts->max_steps; k++) {
+            int bi = -1;
+            for (int si = 0; si < r->ns; si++)
+                if (!keep[si] && (bi < 0 || fabs(r->bstep[si]) > fabs(r->bstep[bi]))) bi = si;
+            if (bi < 0) break;
+            keep[bi] = 1;
+        }
+        size_t blk = (size_t)r->nb * r->T * r->nf, mblk = (size_t)r->nb * r->T;
+        int w = 0;
+        dh->bias_lp = 0.0;
+        for (int si = 0; si < r->ns; si++) {
+            if (!keep[si]) continue;
+            memmove(r->ohp + (size_t)w * blk, r->ohp + (size_t)si * blk, blk * sizeof *r->ohp);
+            memmove(r->dof + (size_t)w * blk, r->dof + (size_t)si * blk, blk * sizeof *r->dof);
+            memmove(r->tie + (size_t)w * mblk, r->tie + (size_t)si * mblk, mblk);
+            r->steps[w] = r->steps[si];
+            r->bstep[w] = r->bstep[si];
+            dh->bias_lp += r->bstep[w];
+            w++;
+        }
+        r->ns = w;
+        free(keep);
+    }
+    dh->n_steps_replayed = r->ns;
+    double base = dh->bias_lp != 0.0 ? dh->bias_lp : 1.0;
+
+    /* 2. substitutions: each low forward stage alone; then, when no single stage removes the
+     * bias, a greedy set: add the stage that leaves the least bias until it is removed. */
+    tsc_stage_t stages[TSC_STAGE_COUNT], fw[TSC_STAGE_COUNT];
+    int nst = tsc_policy_low_stages(lp, stages), nfw = 0;
+    for (int i = 0; i < nst; i++)
+        if (is_forward_stage(stages[i])) fw[nfw++] = stages[i];
+    double best = INFINITY, single[TSC_STAGE_COUNT];
+    for (int si = 0; si < nfw && dh->n_subst < TSC_DIAG_MAX_SUBST; si++) {
+        tsc_policy_t q = *lp;
+        tsc_policy_stage_set(&q, fw[si], TSC_FMT_FP32);
+        double sv;
+        if ((st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL)) != TSC_OK) return st;
+        int k = dh->n_subst++;
+        tsc_policy_format(&q, dh->subst_name[k], sizeof dh->subst_name[k]);
+        snprintf(dh->subst_stage[k], sizeof dh->subst_stage[k], "%s", tsc_stage_name(fw[si]));
+        dh->subst_ratio[k] = single[si] = sv / base;
+        if (fabs(single[si]) < best) {
+            best = fabs(single[si]);
+            if (best <= opts->removed_frac) {
+                snprintf(dh->culprit, sizeof dh->culprit, "%s", tsc_stage_name(fw[si]));
+                dh->culprit_ratio = single[si];
+            }
+        }
+    }
+    if (strcmp(dh->culprit, "none") == 0 && nfw > 1) {
+        /* The forward is a chain of roundings: raising one stage alone is often undone by the
+         * next (bf16-torch rounds P̄V, then Ō, then O with a BF16 ℓ), so look for the smallest set:
+         * every pair, then every triple; among sets of one size the smallest |ratio| wins. */
+        for (int size = 2; size <= 3 && strcmp(dh->culprit, "none") == 0; size++) {
+            double best_set = INFINITY;
+            int bi0 = -1, bi1 = -1, bi2 = -1;
+            for (int i0 = 0; i0 < nfw; i0++)
+                for (int i1 = i0 + 1; i1 < nfw; i1++)
+                    for (int i2 = size == 3 ? i1 + 1 : nfw; i2 <= nfw; i2++) {
+                        if (size == 3 && i2 == nfw) break;
+                        tsc_policy_t q = *lp;
+                        tsc_policy_stage_set(&q, fw[i0], TSC_FMT_FP32);
+                        tsc_policy_stage_set(&q, fw[i1], TSC_FMT_FP32);
+                        if (size == 3) tsc_policy_stage_set(&q, fw[i2], TSC_FMT_FP32);
+                        double sv;
+                        if ((st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL)) != TSC_OK) return st;
+                        if (fabs(sv / base) < best_set) {
+                            best_set = fabs(sv / base);
+                            bi0 = i0, bi1 = i1, bi2 = size == 3 ? i2 : -1;
+                        }
+                    }
+            if (bi0 < 0 || best_set > opts->removed_frac || dh->n_subst >= TSC_DIAG_MAX_SUBST) continue;
+            tsc_policy_t q = *lp;
+            tsc_policy_stage_set(&q, fw[bi0], TSC_FMT_FP32);
+            tsc_policy_stage_set(&q, fw[bi1], TSC_FMT_FP32);
+            if (bi2 >= 0) tsc_policy_stage_set(&q, fw[bi2], TSC_FMT_FP32);
+            double sv;
+            if ((st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL)) != TSC_OK) return st;
+            int k = dh->n_subst++;
+            tsc_policy_format(&q, dh->subst_name[k], sizeof dh->subst_name[k]);
+            snprintf(dh->subst_stage[k], sizeof dh->subst_stage[k], "%s+%s%s%s", tsc_stage_name(fw[bi0]),
+                     tsc_stage_name(fw[bi1]), bi2 >= 0 ? "+" : "", bi2 >= 0 ? tsc_stage_name(fw[bi2]) : "");
+            dh->subst_ratio[k] = sv / base;
+            snprintf(dh->culprit, sizeof dh->culprit, "%s", dh->subst_stage[k]);
+            dh->culprit_ratio = dh->subst_ratio[k];
+        }
+    }
+    /* δ from an FP32 O: removes the δ error by construction; reported to confirm the channel. */
+    {
+        tsc_policy_t q = *lp;
+        q.delta_src = TSC_DELTA_HP_O;
+        double s_lp, s_q;
+        if ((st = delta_sum_of(r, hp, lp, dh->layer, dh->head, &s_lp)) != TSC_OK) return st;
+        if ((st = delta_sum_of(r, hp, &q, dh->layer, dh->head, &s_q)) != TSC_OK) return st;
+        dh->delta_src_ratio = s_lp != 0.0 ? s_q / s_lp : NAN;
+    }
+    /* 5. mitigation */
+    double sv;
+    if ((st = bias_of(r, stable, dh->layer, dh->head, 0, &sv, NULL)) != TSC_OK) return st;
+    dh->stable_ratio = sv / base;
+    double best_beta = NAN, best_br = INFINITY;
+    for (int bi = 0; bi < opts->n_betas && bi < TSC_DIAG_MAX_BETAS; bi++) {
+        tsc_policy_t q = *stable;
+        q.stable.beta = opts->betas[bi];
+        if ((st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL)) != TSC_OK) return st;
+        dh->beta_ratio[bi] = sv / base;
+        if (fabs(dh->beta_ratio[bi]) < best_br) {
+            best_br = fabs(dh->beta_ratio[bi]);
+            best_beta = opts->betas[bi];
+        }
+    }
+    /* 3. verdict */
+    const tsc_head_result_t *rec = NULL;
+    for (size_t i = 0; i < a->n_heads; i++)
+        if (a->heads[i].layer == dh->layer && a->heads[i].head == dh->head && a->heads[i].step == dh->step)
+            rec = &a->heads[i];
+    dh->delta_p = rec ? rec->delta_err.p_sign : NAN;
+    dh->mean_cos = rec ? rec->rank1_mean_cos : NAN;
+    dh->top_energy = rec ? rec->rank1_top_energy : NAN;
+    int biased = dh->flagged || dh->delta_biased;
+    int similar = (isfinite(dh->mean_cos) && dh->mean_cos >= 0.9) || (isfinite(dh->top_energy) && dh->top_energy >= 0.9);
+    if (!biased) snprintf(dh->verdict, sizeof dh->verdict, "not biased");
+    else if (rec && rec->has_x) snprintf(dh->verdict, sizeof dh->verdict, similar ? "accumulates" : "biased");
+    else snprintf(dh->verdict, sizeof dh->verdict, "biased (no x)");
+    /* 4. the bit level at the examined step */
+    double evbest = 0.0;
+    dh->ev_found = 0;
+    for (int bi = 0; bi < r->nb && r->ns; bi++)
+        if ((st = find_event(r, lp, out_fmt, dh->step, dh->layer, dh->head, r->bs[bi], dh, &evbest)) != TSC_OK) return st;
+    char sp[TSC_POLICY_STR_MAX];
+    tsc_policy_format(stable, sp, sizeof sp);
+    if (fabs(dh->stable_ratio) <= opts->removed_frac)
+        snprintf(dh->recommendation, sizeof dh->recommendation,
+                 "use %.100s (leaves %.0f%% of the bias; best beta of the sweep %g)", sp,
+                 100.0 * fabs(dh->stable_ratio), best_beta);
+    else if (strcmp(dh->culprit, "none") != 0)
+        snprintf(dh->recommendation, sizeof dh->recommendation,
+                 "hold '%s' in FP32 for this head (+stable:beta=2 leaves %.0f%% of the bias; best beta %g leaves %.0f%%)",
+                 dh->culprit, 100.0 * fabs(dh->stable_ratio), best_beta, 100.0 * best_br);
+    else
+        snprintf(dh->recommendation, sizeof dh->recommendation,
+                 "no single stage removes the bias; compute delta from an FP32 O (+hp-delta) for this head");
+    return TSC_OK;
+}
+
+tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const tsc_diagnose_opts_t *opts,
+                              tsc_diagnosis_t **out) {
+    *out = NULL;
+    tsc_diagnosis_t *dg = calloc(1, sizeof *dg);
+    if (!dg) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    tsc_status_t st = tsc_analysis_run(dump_path, out_dir, &opts->an, &dg->an);
+    if (st != TSC_OK) {
+        free(dg);
+        return st;
+    }
+    tsc_analysis_t *a = dg->an;
+    dg->n_betas = opts->n_betas;
+    memcpy(dg->betas, opts->betas, sizeof dg->betas);
+    dg->removed_frac = opts->removed_frac;
+    tsc_policy_t hp, lp;
+    tsc_policy_parse(a->hp, &hp);
+    tsc_policy_parse(a->lp, &lp);
+    tsc_format_t out_fmt = tsc_format_mant_bits(lp.fmt[TSC_STAGE_PV]) < 23 ? lp.fmt[TSC_STAGE_PV] : lp.fmt[TSC_STAGE_O];
+    tsc_policy_t stable = lp;
+    stable.stable.enabled = 1;
+    stable.stable.beta = 2.0;
+    stable.stable.eps = opts->eps;
+    if (stable.stable.gap <= 0) stable.stable.gap = 1.0;
+    tsc_policy_format(&stable, dg->stable_policy, sizeof dg->stable_policy);
+
+    /* At-risk (layer, head)s: flagged (pooled over steps), or δ-biased in some step. */
+    dg->heads = calloc(a->n_heads ? a->n_heads : 1, sizeof *dg->heads);
+    if (!dg->heads) {
+        tsc_diagnose_free(dg);
+        return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    }
+    for (size_t i = 0; i < a->n_heads; i++) {
+        const tsc_head_result_t *x = &a->heads[i];
+        if (x->skipped || !(x->flagged || x->delta_biased)) continue;
+        size_t k = 0;
+        while (k < dg->n && !(dg->heads[k].layer == x->layer && dg->heads[k].head == x->head)) k++;
+        tsc_diag_head_t *dh = &dg->heads[k];
+        if (k == dg->n) {
+            dg->n++;
+            memset(dh, 0, sizeof *dh);
+            dh->layer = x->layer;
+            dh->head = x->head;
+            dh->step = x->step;
+            dh->culprit_ratio = dh->stable_ratio = dh->delta_src_ratio = NAN;
+            dh->feature_mean_ulp = NAN;
+            for (int b = 0; b < TSC_DIAG_MAX_BETAS; b++) dh->beta_ratio[b] = NAN;
+            snprintf(dh->culprit, sizeof dh->culprit, "none");
+        }
+        dh->flagged |= x->flagged;
+        dh->delta_biased |= x->delta_biased;
+    }
+    for (size_t k = 0; k < dg->n; k++) {
+        tsc_diag_head_t *dh = &dg->heads[k];
+        for (size_t i = 0; i < a->n_heads; i++)
+            if (a->heads[i].layer == dh->layer && a->heads[i].head == dh->head && !a->heads[i].skipped)
+                dh->delta_cumsum = a->heads[i].delta_cumsum;
+        dh->risk = fabs(dh->delta_cumsum);
+    }
+    qsort(dg->heads, dg->n, sizeof *dg->heads, by_risk);
+
+    rep_t r;
+    memset(&r, 0, sizeof r);
+    if ((st = tsc_dump_open(&r.d, dump_path)) != TSC_OK) {
+        tsc_diagnose_free(dg);
+        return st;
+    }
+    r.m = tsc_dump_meta(r.d);
+    r.T = r.m->seq_len, r.D = r.m->head_dim, r.H = r.m->n_head, r.Hkv = r.m->n_kv_head;
+    for (int b = 0; b < r.m->batch && r.nb < 4096; b++)
+        if (tsc_select_set_has(&opts->an.sel.batches, b)) r.nb++, r.bs[r.nb - 1] = b;
+    size_t TD = (size_t)r.T * r.D;
+    float **bufs[] = {&r.q, &r.k, &r.v, &r.dO, &r.o};
+    int bad = 0;
+    for (size_t i = 0; i < 5; i++)
+        if (!(*bufs[i] = malloc(TD * sizeof(float)))) bad = 1;
+    r.lse = malloc((size_t)r.T * sizeof(float));
+    r.dl = malloc((size_t)r.T * sizeof(float));
+    r.dl_hp = malloc((size_t)r.T * sizeof(double));
+    r.steps = malloc((size_t)(a->n_steps ? a->n_steps : 1) * sizeof(long long));
+    r.lp = &lp;
+    if (st == TSC_OK) st = tsc_attn_trace_init(&r.tr, r.T, r.D, lp.block_k, TSC_TRACE_TILES);
+    if (bad || !r.lse || !r.dl || !r.dl_hp || !r.steps) st = tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+
+    for (size_t k = 0; k < dg->n && st == TSC_OK; k++) {
+        tsc_diag_head_t *dh = &dg->heads[k];
+        if ((int)k >= opts->max_heads) {
+            snprintf(dh->verdict, sizeof dh->verdict, "not examined");
+            continue;
+        }
+        st = examine(&r, a, &hp, &lp, &stable, out_fmt, opts, dh);
+        /* the pooled mean error of the first flagged feature */
+        if (st == TSC_OK && dh->n_features > 0) {
+            for (size_t i = 0; i < a->n_heads; i++)
+                if (a->heads[i].layer == dh->layer && a->heads[i].head == dh->head && !a->heads[i].skipped &&
+                    a->heads[i].top_feature == dh->features[0])
+                    dh->feature_mean_ulp = a->heads[i].top_feature_mean_ulp;
+        }
+    }
+    for (int i = 0; i < 5; i++) free(*bufs[i]);
+    free(r.lse), free(r.dl), free(r.dl_hp), free(r.steps), free(r.ohp), free(r.dof), free(r.bstep), free(r.tie);
+    tsc_attn_trace_free(&r.tr);
+    tsc_dump_close(r.d);
+    if (st != TSC_OK) {
+        tsc_diagnose_free(dg);
+        return tsc_error_wrap(st, "diagnose %s: ", dump_path);
+    }
+    *out = dg;
+    return TSC_OK;
+}
+
+const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, size_t size) {
+    const tsc_diag_head_t *h = &d->heads[i];
+    char feats[128] = "all";
+    if (h->n_features > 0) {
+        size_t n = 0;
+        for (int f = 0; f < h->n_features && n < sizeof feats - 8; f++)
+            n += (size_t)snprintf(feats + n, sizeof feats - n, "%s%d", f ? "," : "", h->features[f]);
+    }
+    snprintf(buf, size,
+             "layer %d head %d: evidence: features %s biased (B %+.3g over %d steps), accumulated "
+             "sum_T(delta_lp-delta_hp) %+.3g; culprit stage %s (leaves %.0f%%), delta from FP32 O leaves %.0f%%; "
+             "verdict: %s; recommendation: %s",
+             h->layer, h->head, feats, h->bias_lp, h->n_steps, h->delta_cumsum, h->culprit,
+             100.0 * fabs(h->culprit_ratio), 100.0 * fabs(h->delta_src_ratio), h->verdict,
+             h->recommendation[0] ? h->recommendation : "-");
+    return buf;
+}
+
+const char *tsc_diagnose_event_text(const tsc_diagnosis_t *d, size_t i, char *buf, size_t size) {
+    const tsc_diag_head_t *h = &d->heads[i];
+    if (!h->ev_found) {
+        snprintf(buf, size, "%s", "");
+        return buf;
+    }
+    int keep = 7;
+    tsc_format_t f;
+    if (tsc_format_parse(h->ev_fmt, &f) == TSC_OK) keep = tsc_format_mant_bits(f);
+    char b1[64], b2[64], b3[64], b4[64];
+    bits_str(h->ev_before, 23, b1, sizeof b1);
+    bits_str(h->ev_term, 23, b2, sizeof b2);
+    bits_str(h->ev_sum, keep, b3, sizeof b3);
+    bits_str((float)h->ev_rounded, 23, b4, sizeof b4);
+    snprintf(buf, size,
+             "  largest rounding event: layer %d head %d step %lld, batch %d row %d feature %d, key %d (P-bar %.9g, v %.9g)\n"
+             "    running FP32 sum  %.17g  (%s)\n"
+             "    + term P-bar*v    %.17g  (%s)\n"
+             "    = FP32 sum        %.17g  (%s: kept | rounding bit | sticky)\n"
+             "    rounded to %s    %.17g  (%s), error %.17g\n",
+             h->layer, h->head, h->step, h->ev_b, h->ev_t, h->ev_i, h->ev_key, h->ev_pbar, h->ev_v, (double)h->ev_before,
+             b1, (double)h->ev_term, b2, (double)h->ev_sum, b3, h->ev_fmt, h->ev_rounded, b4, h->ev_err);
+    return buf;
+}
+
+static void diag_json(void *ctx, tsc_json_t *j) {
+    const tsc_diagnosis_t *d = ctx;
+    tsc_json_key(j, "diagnosis");
+    tsc_json_object_begin(j);
+    tsc_json_kv_string(j, "stable_policy", d->stable_policy);
+    tsc_json_kv_numbers(j, "betas", d->betas, (size_t)d->n_betas);
+    tsc_json_kv_number(j, "removed_frac", d->removed_frac);
+    tsc_json_kv_int(j, "n_at_risk", (int64_t)d->n);
+    tsc_json_key(j, "at_risk");
+    tsc_json_array_begin(j);
+    for (size_t i = 0; i < d->n; i++) {
+        const tsc_diag_head_t *h = &d->heads[i];
+        tsc_json_object_begin(j);
+        tsc_json_kv_int(j, "rank", (int64_t)i + 1);
+        tsc_json_kv_int(j, "layer", h->layer);
+        tsc_json_kv_int(j, "head", h->head);
+        tsc_json_kv_int(j, "step", h->step);
+        tsc_json_kv_number(j, "risk", h->risk);
+        tsc_json_kv_int(j, "n_steps", h->n_steps);
+        tsc_json_kv_int(j, "n_steps_replayed", h->n_steps_replayed);
+        tsc_json_kv_int(j, "n_tie_rows", h->n_tie_rows);
+        tsc_json_kv_number(j, "delta_cumsum", h->delta_cumsum);
+        tsc_json_kv_number(j, "delta_p", h->delta_p);
+        int64_t fl[TSC_ANALYSIS_MAX_FLAGGED];
+        for (int f = 0; f < h->n_features; f++) fl[f] = h->features[f];
+        tsc_json_kv_ints(j, "features", fl, (size_t)h->n_features);
+        tsc_json_kv_number(j, "feature_mean_ulp", h->feature_mean_ulp);
+        tsc_json_kv_number(j, "bias_lp", h->bias_lp);
+        tsc_json_key(j, "substitutions");
+        tsc_json_array_begin(j);
+        for (int s = 0; s < h->n_subst; s++) {
+            tsc_json_object_begin(j);
+            tsc_json_kv_string(j, "stage", h->subst_stage[s]);
+            tsc_json_kv_string(j, "policy", h->subst_name[s]);
+            tsc_json_kv_number(j, "bias_ratio", h->subst_ratio[s]);
+            tsc_json_object_end(j);
+        }
+        tsc_json_array_end(j);
+        tsc_json_kv_string(j, "culprit", h->culprit);
+        tsc_json_kv_number(j, "culprit_ratio", h->culprit_ratio);
+        tsc_json_kv_number(j, "delta_src_ratio", h->delta_src_ratio);
+        tsc_json_kv_number(j, "stable_ratio", h->stable_ratio);
+        tsc_json_kv_numbers(j, "beta_ratios", h->beta_ratio, (size_t)d->n_betas);
+        tsc_json_kv_string(j, "verdict", h->verdict);
+        tsc_json_kv_string(j, "recommendation", h->recommendation);
+        tsc_json_key(j, "event");
+        tsc_json_object_begin(j);
+        tsc_json_kv_bool(j, "found", h->ev_found);
+        if (h->ev_found) {
+            tsc_json_kv_int(j, "batch", h->ev_b);
+            tsc_json_kv_int(j, "token", h->ev_t);
+            tsc_json_kv_int(j, "feature", h->ev_i);
+            tsc_json_kv_int(j, "key", h->ev_key);
+            tsc_json_kv_number(j, "pbar", h->ev_pbar);
+            tsc_json_kv_number(j, "v", h->ev_v);
+            tsc_json_kv_number(j, "sum_before", h->ev_before);
+            tsc_json_kv_number(j, "term", h->ev_term);
+            tsc_json_kv_number(j, "sum_fp32", h->ev_sum);
+            tsc_json_kv_string(j, "out_format", h->ev_fmt);
+            tsc_json_kv_number(j, "rounded", h->ev_rounded);
+            tsc_json_kv_number(j, "error", h->ev_err);
+        }
+        tsc_json_object_end(j);
+        tsc_json_object_end(j);
+    }
+    tsc_json_array_end(j);
+    tsc_json_object_end(j);
+}
+
+void tsc_diagnose_summary_json(const tsc_diagnosis_t *d, tsc_json_t *j) {
+    tsc_analysis_summary_json_ex(d->an, j, diag_json, (void *)d);
+}
+
+tsc_status_t tsc_diagnose_write_summary(const tsc_diagnosis_t *d, const char *path) {
+    tsc_json_t j;
+    tsc_json_init(&j);
+    tsc_diagnose_summary_json(d, &j);
+    tsc_status_t st = tsc_json_write_file(&j, path);
+    tsc_json_free(&j);
+    return st;
+}

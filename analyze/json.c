@@ -1,0 +1,266 @@
+/* json.c: deterministic JSON writer with non-finite bookkeeping (tsc_json.h). */
+#include "tsc_json.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void tsc_json_init(tsc_json_t *j) {
+    memset(j, 0, sizeof *j);
+    j->status = TSC_OK;
+    j->indent = 2;
+}
+
+void tsc_json_free(tsc_json_t *j) {
+    if (!j) return;
+    free(j->buf);
+    j->buf = NULL;
+    j->len = j->cap = 0;
+}
+
+void tsc_json_set_indent(tsc_json_t *j, int spaces) { j->indent = spaces < 0 ? 0 : spaces; }
+
+static void put(tsc_json_t *j, const char *s, size_t n) {
+    if (j->status != TSC_OK) return;
+    if (j->len + n + 1 > j->cap) {
+        size_t cap = j->cap ? j->cap : 4096;
+        while (cap < j->len + n + 1) cap *= 2;
+        char *b = realloc(j->buf, cap);
+        if (!b) {
+            j->status = tsc_error_set(TSC_ERR_NOMEM, "JSON writer: no memory for %zu bytes", cap);
+            return;
+        }
+        j->buf = b;
+        j->cap = cap;
+    }
+    memcpy(j->buf + j->len, s, n);
+    j->len += n;
+    j->buf[j->len] = '\0';
+}
+
+static void puts_(tsc_json_t *j, const char *s) { put(j, s, strlen(s)); }
+
+static void newline(tsc_json_t *j) {
+    if (!j->indent) return;
+    put(j, "\n", 1);
+    for (int i = 0; i < j->depth * j->indent; i++) put(j, " ", 1);
+}
+
+static void misuse(tsc_json_t *j, const char *what) {
+    if (j->status == TSC_OK) j->status = tsc_error_set(TSC_ERR_INTERNAL, "JSON writer misuse: %s", what);
+}
+
+/* Before any value: separators and indentation, and the array index for paths. */
+static void before_value(tsc_json_t *j) {
+    if (j->status != TSC_OK) return;
+    if (j->depth == 0) {
+        if (j->len) misuse(j, "second top-level value");
+        return;
+    }
+    tsc_json_frame_t *f = &j->stack[j->depth - 1];
+    if (f->is_array) {
+        if (f->count++) put(j, ",", 1);
+        newline(j);
+    } else {
+        if (!j->pending_key) misuse(j, "a value in an object without a key");
+        j->pending_key = 0;
+    }
+}
+
+static void begin(tsc_json_t *j, int is_array) {
+    before_value(j);
+    if (j->status != TSC_OK) return;
+    if (j->depth >= TSC_JSON_MAX_DEPTH) {
+        misuse(j, "nesting deeper than TSC_JSON_MAX_DEPTH");
+        return;
+    }
+    put(j, is_array ? "[" : "{", 1);
+    tsc_json_frame_t *f = &j->stack[j->depth++];
+    f->is_array = is_array;
+    f->count = 0;
+    f->key[0] = '\0';
+}
+
+static void end(tsc_json_t *j, int is_array) {
+    if (j->status != TSC_OK) return;
+    if (j->depth == 0 || j->stack[j->depth - 1].is_array != is_array || j->pending_key) {
+        misuse(j, is_array ? "unbalanced array end" : "unbalanced object end");
+        return;
+    }
+    int had = j->stack[j->depth - 1].count > 0;
+    j->depth--;
+    if (had) newline(j);
+    put(j, is_array ? "]" : "}", 1);
+}
+
+void tsc_json_object_begin(tsc_json_t *j) { begin(j, 0); }
+void tsc_json_object_end(tsc_json_t *j) { end(j, 0); }
+void tsc_json_array_begin(tsc_json_t *j) { begin(j, 1); }
+void tsc_json_array_end(tsc_json_t *j) { end(j, 1); }
+
+static void put_escaped(tsc_json_t *j, const char *s) {
+    put(j, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char tmp[8];
+        switch (*p) {
+        case '"': puts_(j, "\\\""); break;
+        case '\\': puts_(j, "\\\\"); break;
+        case '\n': puts_(j, "\\n"); break;
+        case '\r': puts_(j, "\\r"); break;
+        case '\t': puts_(j, "\\t"); break;
+        case '\b': puts_(j, "\\b"); break;
+        case '\f': puts_(j, "\\f"); break;
+        default:
+            if (*p < 0x20 || *p == 0x7f) {
+                snprintf(tmp, sizeof tmp, "\\u%04x", *p);
+                puts_(j, tmp);
+            } else {
+                put(j, (const char *)p, 1);
+            }
+        }
+    }
+    put(j, "\"", 1);
+}
+
+void tsc_json_key(tsc_json_t *j, const char *key) {
+    if (j->status != TSC_OK) return;
+    if (j->depth == 0 || j->stack[j->depth - 1].is_array || j->pending_key) {
+        misuse(j, "a key outside an object or twice in a row");
+        return;
+    }
+    tsc_json_frame_t *f = &j->stack[j->depth - 1];
+    if (f->count++) put(j, ",", 1);
+    newline(j);
+    put_escaped(j, key);
+    put(j, j->indent ? ": " : ":", j->indent ? 2 : 1);
+    snprintf(f->key, sizeof f->key, "%s", key);
+    j->pending_key = 1;
+}
+
+void tsc_json_string(tsc_json_t *j, const char *s) {
+    before_value(j);
+    if (s) put_escaped(j, s);
+    else puts_(j, "null");
+}
+
+/* The path of the value being written: keys joined by '.', array indices in brackets. */
+static void current_path(const tsc_json_t *j, char *out, size_t cap) {
+    size_t n = 0;
+    out[0] = '\0';
+    for (int d = 0; d < j->depth && n < cap; d++) {
+        const tsc_json_frame_t *f = &j->stack[d];
+        int w;
+        if (f->is_array) w = snprintf(out + n, cap - n, "[%" PRId64 "]", f->count - 1);
+        else w = snprintf(out + n, cap - n, "%s%s", n ? "." : "", f->key);
+        if (w < 0) break;
+        n += (size_t)w;
+    }
+}
+
+void tsc_json_number(tsc_json_t *j, double v) {
+    before_value(j);
+    if (!isfinite(v)) {
+        if (j->n_nonfinite < TSC_JSON_MAX_NOTES)
+            current_path(j, j->nonfinite_paths[j->n_nonfinite], sizeof j->nonfinite_paths[0]);
+        j->n_nonfinite++;
+        puts_(j, "null");
+        return;
+    }
+    char tmp[40];
+    if (v == 0.0) v = 0.0; /* -0 prints as 0 */
+    if (v == floor(v) && fabs(v) < 1e15) snprintf(tmp, sizeof tmp, "%.1f", v);
+    else snprintf(tmp, sizeof tmp, "%.17g", v);
+    puts_(j, tmp);
+}
+
+void tsc_json_int(tsc_json_t *j, int64_t v) {
+    before_value(j);
+    char tmp[32];
+    snprintf(tmp, sizeof tmp, "%" PRId64, v);
+    puts_(j, tmp);
+}
+
+void tsc_json_bool(tsc_json_t *j, int v) {
+    before_value(j);
+    puts_(j, v ? "true" : "false");
+}
+
+void tsc_json_null(tsc_json_t *j) {
+    before_value(j);
+    puts_(j, "null");
+}
+
+void tsc_json_kv_string(tsc_json_t *j, const char *key, const char *s) { tsc_json_key(j, key); tsc_json_string(j, s); }
+void tsc_json_kv_number(tsc_json_t *j, const char *key, double v) { tsc_json_key(j, key); tsc_json_number(j, v); }
+void tsc_json_kv_int(tsc_json_t *j, const char *key, int64_t v) { tsc_json_key(j, key); tsc_json_int(j, v); }
+void tsc_json_kv_bool(tsc_json_t *j, const char *key, int v) { tsc_json_key(j, key); tsc_json_bool(j, v); }
+
+void tsc_json_kv_numbers(tsc_json_t *j, const char *key, const double *v, size_t n) {
+    tsc_json_key(j, key);
+    int ind = j->indent;
+    tsc_json_array_begin(j);
+    j->indent = 0; /* numeric arrays on one line */
+    for (size_t i = 0; i < n; i++) tsc_json_number(j, v[i]);
+    tsc_json_array_end(j);
+    j->indent = ind;
+}
+
+void tsc_json_kv_ints(tsc_json_t *j, const char *key, const int64_t *v, size_t n) {
+    tsc_json_key(j, key);
+    int ind = j->indent;
+    tsc_json_array_begin(j);
+    j->indent = 0;
+    for (size_t i = 0; i < n; i++) tsc_json_int(j, v[i]);
+    tsc_json_array_end(j);
+    j->indent = ind;
+}
+
+void tsc_json_nonfinite_note(tsc_json_t *j) {
+    int64_t n = j->n_nonfinite;
+    tsc_json_object_begin(j);
+    tsc_json_kv_int(j, "count", n);
+    tsc_json_kv_string(j, "written_as", "null");
+    tsc_json_key(j, "first_paths");
+    tsc_json_array_begin(j);
+    for (int64_t i = 0; i < n && i < TSC_JSON_MAX_NOTES; i++) tsc_json_string(j, j->nonfinite_paths[i]);
+    tsc_json_array_end(j);
+    tsc_json_object_end(j);
+}
+
+tsc_status_t tsc_json_status(const tsc_json_t *j) { return j->status; }
+
+const char *tsc_json_text(const tsc_json_t *j, size_t *len) {
+    if (len) *len = j->len;
+    return j->buf ? j->buf : "";
+}
+
+tsc_status_t tsc_json_write_file(const tsc_json_t *j, const char *path) {
+    if (j->status != TSC_OK) return tsc_error_set(j->status, "%s: not written: the JSON writer failed earlier", path);
+    if (j->depth != 0 || j->len == 0)
+        return tsc_error_set(TSC_ERR_INTERNAL, "%s: not written: the JSON document is unfinished", path);
+    char tmp[4096];
+    int w = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (w < 0 || (size_t)w >= sizeof tmp) return tsc_error_set(TSC_ERR_ARG, "%s: path too long", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return tsc_error_set(TSC_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    int bad = fwrite(j->buf, 1, j->len, f) != j->len || fputc('\n', f) == EOF;
+    int err = errno;
+    if (fclose(f) != 0 && !bad) {
+        bad = 1;
+        err = errno;
+    }
+    if (bad) {
+        remove(tmp);
+        return tsc_error_set(TSC_ERR_IO, "%s: write failed: %s", tmp, strerror(err));
+    }
+    if (rename(tmp, path) != 0) {
+        err = errno;
+        remove(tmp);
+        return tsc_error_set(TSC_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(err));
+    }
+    return TSC_OK;
+}

@@ -1,0 +1,159 @@
+/* tsc_analysis.h: `tilescope analyze`: a dump -> DIR/analysis.h5 + per-head results (which
+ * summary.json is written from). For every selected step, layer and head it replays attention
+ * under an hp and an lp policy (tsc_attention.h) and measures (issue 4, item 1):
+ *   a. error and bias of O and delta (lp - hp): max/mean abs/rel error, ULPs, signed mean, sign
+ *      consistency, t-statistic, sign-test p; per-feature bias of O; sum_T(delta_lp - delta_hp)
+ *      and its cumulative sum across the analysed steps;
+ *   b. ties and sinks from the lp scores: rows with >= 2 entries at the row max (exactly, and
+ *      within eps), P-bar = 1 counts, key positions holding the row max (sinks);
+ *   c. a rounding census of the P-bar V accumulation (FP32 additions whose significand overflowed
+ *      and whose result has rounding bit 1 and sticky bits set relative to the output format);
+ *   d. O-bar_error(t) for a chosen and an automatically chosen (b, T, I);
+ *   e. identity (1) of PAPER.md §4 and, where x is captured, the rank-1 decomposition of the
+ *      dW^Q error (cosine similarity, SVD energy, effective rank, projection share);
+ *   f. spectral norms of captured weights (per head for w_q), power iteration vs LAPACK.
+ *
+ * Memory bound: heads are streamed one at a time; per head the analysis holds the inputs and
+ * outputs of one (batch row, head) in float (about 16 T*D floats), the lp trace of scores and
+ * P-bar (2 T*T doubles), per-feature accumulators (D), the delta differences of the head (B*T
+ * doubles) and, with x captured, one [T, C] x slice and the [T, D] P K; plus per dump the
+ * cumulative arrays [steps, layers, heads]. So memory is O(T*T + T*(D + C) + B*T) per head,
+ * independent of the number of steps, layers and heads in the file (weights: one [out, in]
+ * matrix at a time).
+ *
+ *   tsc_analysis_opts_t o; tsc_analysis_opts_init(&o);
+ *   tsc_analysis_t *a;
+ *   if (tsc_analysis_run("run.h5", "out", &o, &a) != TSC_OK) puts(tsc_error_last());
+ *   for (size_t i = 0; i < a->n_heads; i++) if (a->heads[i].flagged) ...;
+ *   tsc_analysis_write_summary(a, "out/summary.json"); tsc_analysis_free(a);
+ */
+#ifndef TSC_ANALYSIS_H
+#define TSC_ANALYSIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tsc_json.h"
+#include "tsc_policy.h"
+#include "tsc_select.h"
+#include "tsc_stats.h"
+#include "tsc_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TSC_ANALYSIS_FORMAT_NAME "tilescope-analysis"
+#define TSC_ANALYSIS_FORMAT_VERSION 1
+#define TSC_ANALYSIS_MAX_SINKS 4      /* top sink keys reported per head */
+#define TSC_ANALYSIS_MAX_FLAGGED 16   /* flagged features listed per head (all are counted) */
+
+typedef struct {
+    char hp[TSC_POLICY_STR_MAX];  /* "" -> fp32 */
+    char lp[TSC_POLICY_STR_MAX];  /* "" -> the dump's policy if it parses, else bf16-fa2 */
+    tsc_select_t sel;             /* steps/layers/heads/batches */
+    tsc_flag_rule_t rule;         /* default TSC_FLAG_RULE_DEFAULT */
+    double tie_eps;               /* "within eps" ties, default 1e-3 */
+    int probe_b, probe_t, probe_i;/* a chosen (b, T, I) for O-bar_error(t); -1: none */
+    int n_terms;                  /* rank-1 terms per head and step (largest |coefficient|), 32 */
+    int census;                   /* 1 (default): rounding census of P-bar V */
+    int identity;                 /* 1 (default): identity (1) via an lp+hp-delta backward */
+    int progress;                 /* 1: a progress line on stderr */
+} tsc_analysis_opts_t;
+
+void tsc_analysis_opts_init(tsc_analysis_opts_t *o);
+
+/* Results of one (step, layer, head), over the selected batch rows. */
+typedef struct {
+    long long step;
+    int layer, head;
+    int64_t n_rows;              /* B*T rows analysed (tokens) */
+    int skipped;                 /* 1: inputs had NaN/Inf, nothing else below is valid */
+    int64_t n_nonfinite;         /* non-finite input values (q, k, v, do) */
+    char first_nonfinite[96];    /* "v[b=0,t=3,d=5]" or "" */
+    tsc_err_summary_t o_err;     /* O_lp vs O_hp over B*T*D elements, ULPs of lp's O format */
+    tsc_err_summary_t delta_err; /* delta_lp vs delta_hp over B*T rows, ULPs of lp's delta format */
+    double delta_sum;            /* sum over b, T of (delta_lp - delta_hp) */
+    double delta_cumsum;         /* running sum of delta_sum over the analysed steps (same layer, head) */
+    double o_dump_vs_lp_max_abs; /* max |o (dump) - O_lp|, NaN when the dump has no o */
+    /* a: per-feature flags */
+    int n_features_tested, n_features_flagged;
+    int flagged_features[TSC_ANALYSIS_MAX_FLAGGED];
+    int flagged;                 /* the (layer, head) is flagged: >= 1 feature flagged, pooled over steps */
+    int delta_biased;            /* sign-test p of delta differences * n_head_tests < alpha */
+    int top_feature;             /* most significant feature (smallest p, then largest |mean|) */
+    double top_feature_mean_ulp, top_feature_p, top_feature_sign_consistency;
+    /* b: ties and sinks */
+    int64_t rows_multi_max, rows_multi_max_eps; /* rows with >= 2 entries at the row max */
+    int64_t pbar_one, rows_pbar_one_2;          /* entries with P-bar = 1; rows with >= 2 of them */
+    int sink_keys[TSC_ANALYSIS_MAX_SINKS];      /* keys holding the row max most often (-1: none) */
+    int64_t sink_counts[TSC_ANALYSIS_MAX_SINKS];
+    int n_sinks_flagged;
+    int sinks_flagged[TSC_ANALYSIS_MAX_SINKS];  /* flagged sink keys (rule in docs/FORMAT.md §3) */
+    /* c: rounding census */
+    int64_t census_additions;                   /* additions examined */
+    int64_t census_events_neg, census_events_pos;
+    double census_err_neg, census_err_pos;      /* summed event errors, in O units */
+    double census_share;                        /* share of the signed O error in elements with an event */
+    /* d: probes */
+    int probe_b, probe_t, probe_i;              /* automatic (b, T, I) */
+    double probe_err;                           /* O_lp - O_hp there */
+    double probe_final_obar_err;                /* last point of the O-bar_error(t) curve */
+    /* e: gradient decomposition */
+    double identity_rel_residual, identity_max_abs_residual, identity_max_abs_lhs; /* NaN: not run */
+    int has_x;
+    int n_terms;
+    double rank1_top_energy, rank1_eff_rank, rank1_mean_cos, rank1_proj_share;
+    double dwq_err_fro;                         /* |alpha sum_T coeff[T] PK[T]^T X[T]|_F, all tokens */
+} tsc_head_result_t;
+
+/* Spectral norms of one (step, layer). NaN where the weight is absent. */
+typedef struct {
+    long long step;
+    int layer;
+    double w_norm[4];          /* w_q, w_k, w_v, w_o: power iteration */
+    double w_norm_lapack[4];   /* the same from LAPACK */
+    double max_rel_diff;       /* max relative power-vs-LAPACK difference over this step/layer */
+} tsc_layer_result_t;
+
+typedef struct {
+    char dump_path[1024];
+    char hp[TSC_POLICY_STR_MAX], lp[TSC_POLICY_STR_MAX];
+    char selection[512];
+    int B, H, Hkv, T, D, C, n_layer;
+    double scale;
+    int causal;
+    int n_steps;                 /* analysed steps */
+    long long *steps;            /* [n_steps] */
+    size_t n_heads, n_layers_res;
+    tsc_head_result_t *heads;    /* [n_heads] in (step, layer, head) order */
+    tsc_layer_result_t *layers;  /* [n_layers_res] */
+    int64_t n_feature_tests, n_head_tests; /* Bonferroni denominators: (layer, head, feature) and records */
+    tsc_flag_rule_t rule;
+    double tie_eps;
+    int64_t n_skipped_heads;
+    double wq_head_norm_max_rel_diff;      /* power vs LAPACK over every per-head w_q norm */
+} tsc_analysis_t;
+
+/* Runs the analysis of dump_path, writing out_dir/analysis.h5 (out_dir must exist). On success
+ * *out owns the results (tsc_analysis_free). Errors: those of tsc_dump_open/read (naming file and
+ * dataset), TSC_ERR_ARG for a bad policy string or an empty selection, TSC_ERR_IO for the output;
+ * on failure no analysis.h5 is left behind and *out is NULL. NaN/Inf in a head's inputs is not an
+ * error: that head is skipped and reported. */
+tsc_status_t tsc_analysis_run(const char *dump_path, const char *out_dir, const tsc_analysis_opts_t *opts,
+                              tsc_analysis_t **out);
+void tsc_analysis_free(tsc_analysis_t *a);
+
+/* Writes the summary (keys documented in docs/FORMAT.md §3) into j as one object. */
+void tsc_analysis_summary_json(const tsc_analysis_t *a, tsc_json_t *j);
+/* The same with extra keys: extra(ctx, j) is called inside the object before "nonfinite_numbers"
+ * (diagnose adds its "diagnosis" there). */
+typedef void (*tsc_summary_extra_fn)(void *ctx, tsc_json_t *j);
+void tsc_analysis_summary_json_ex(const tsc_analysis_t *a, tsc_json_t *j, tsc_summary_extra_fn extra, void *ctx);
+/* tsc_analysis_summary_json into path (atomic). */
+tsc_status_t tsc_analysis_write_summary(const tsc_analysis_t *a, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

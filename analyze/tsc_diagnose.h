@@ -1,0 +1,122 @@
+/* tsc_diagnose.h: `tilescope diagnose`: the paper's Appendix F workflow end to end (PAPER.md §8).
+ *
+ * 1. Run the analysis (tsc_analysis.h) and take the at-risk (layer, head)s: flagged features, or a
+ *    significant δ bias in some step. Each is examined at the step with the largest |Σ_T(δ_lp − δ_hp)|.
+ * 2. Attribution by substitution: replay that head with one low-precision forward stage of lp at a
+ *    time raised to FP32 (tsc_policy_low_stages + tsc_policy_stage_set), and with δ taken from an
+ *    FP32 O (+hp-delta, reported apart: it removes the δ error by construction). The culprit is
+ *    the single stage with the smallest |ratio| when that is ≤ removed_frac; when none is, a
+ *    greedy set of up to 3 stages (each round adds the stage leaving the least bias), e.g.
+ *    "pv+l" for bf16-torch, whose BF16 ℓ makes the final O rounding repeat the tie; "none" when
+ *    3 stages do not remove it.
+ * 3. Accumulation verdict: the δ bias test plus the similarity of the rank-1 directions (mean
+ *    cosine / top energy, where x is captured).
+ * 4. The bit level: the single P̄V addition with the largest rounding error among the flagged
+ *    features of every row at the examined step, with operands, FP32 sum and kept|rounding|sticky
+ *    bits, like PAPER.md §5 (bits formatted here; the sum is the FP32 fused multiply-add).
+ * 5. Mitigation: the same δ bias under lp+stable (β = 2, ε = 1e-3) and a β sweep.
+ *
+ *   tsc_diagnose_opts_t o; tsc_diagnose_opts_init(&o);
+ *   tsc_diagnosis_t *dg;
+ *   if (tsc_diagnose_run("run.h5", "out", &o, &dg) != TSC_OK) puts(tsc_error_last());
+ *   char line[512]; for (size_t i = 0; i < dg->n; i++) puts(tsc_diagnose_line(dg, i, line, sizeof line));
+ *   tsc_diagnose_write_summary(dg, "out/summary.json"); tsc_diagnose_free(dg);
+ */
+#ifndef TSC_DIAGNOSE_H
+#define TSC_DIAGNOSE_H
+
+#include <stddef.h>
+
+#include "tsc_analysis.h"
+#include "tsc_policy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TSC_DIAG_MAX_BETAS 8
+#define TSC_DIAG_MAX_SUBST (TSC_STAGE_COUNT + 2)
+
+typedef struct {
+    tsc_analysis_opts_t an;            /* the analysis' options (policies, selection, flag rule) */
+    double betas[TSC_DIAG_MAX_BETAS];  /* the β sweep of +stable (default 1.5, 2, 4, 8); ε = eps */
+    int n_betas;
+    double eps;                        /* ε of +stable, default 1e-3 */
+    double removed_frac;               /* default 0.1 */
+    int max_heads;                     /* heads examined in depth, by risk, default 16 */
+    int max_steps;                     /* steps replayed per head (largest |B(lp)|), default 4; 0 all */
+} tsc_diagnose_opts_t;
+
+void tsc_diagnose_opts_init(tsc_diagnose_opts_t *o);
+
+/* One at-risk (layer, head). The bias measured for every policy X is
+ *   B(X) = sum over the analysed steps, batch rows, tie rows T and the head's flagged features i
+ *          (all features when none is flagged) of dO[T, i] * (O_X - O_hp)[T, i],
+ * the part of sum_T(delta_X - delta_hp) those features carry (PAPER.md §5); ratios are B(X)/B(lp).
+ * Tie rows: rows with >= 2 exact maxima in lp's scores, where the mechanism of PAPER.md §5 acts;
+ * other rows only add zero-mean rounding noise that would hide what a substitution removes (all
+ * rows are used when the head has no tie row). Forward replays only (O does not depend on the
+ * backward stages). */
+typedef struct {
+    int layer, head;
+    long long step;                    /* the step with the largest |B(lp)| (the event is looked for there) */
+    int n_steps;                       /* analysed steps of this head */
+    long long n_tie_rows;              /* rows B sums over (tie rows), 0: all rows were used */
+    int n_steps_replayed;              /* steps the substitution replays use (max_steps) */
+    double risk;                       /* |sum over steps of sum_T(delta_lp - delta_hp)| (ranking key) */
+    double delta_cumsum;               /* that sum, signed */
+    double delta_p;                    /* sign-test p of the delta differences at the examined step */
+    int n_features;
+    int features[TSC_ANALYSIS_MAX_FLAGGED]; /* flagged features (pooled), or none: all were used */
+    double feature_mean_ulp;           /* pooled mean O error of the first flagged feature (ULPs) */
+    double bias_lp;                    /* B(lp) over the replayed steps */
+    int flagged, delta_biased;
+    int n_subst;
+    char subst_name[TSC_DIAG_MAX_SUBST][TSC_POLICY_STR_MAX]; /* policy strings */
+    char subst_stage[TSC_DIAG_MAX_SUBST][48];                /* stage name(s), "a+b" for a set */
+    double subst_ratio[TSC_DIAG_MAX_SUBST];
+    char culprit[48];                  /* the stage (or greedy set "a+b") removing the bias, or "none" */
+    double culprit_ratio;
+    double delta_src_ratio;            /* sum(delta - delta_hp) with delta from an FP32 O (+hp-delta) over lp's */
+    double stable_ratio;               /* lp+stable:beta=2,eps=... */
+    double beta_ratio[TSC_DIAG_MAX_BETAS];
+    char verdict[32];                  /* "accumulates", "biased", "biased (no x)", "not biased" */
+    double mean_cos, top_energy;       /* from the analysis (NaN without x) */
+    char recommendation[240];
+    /* the single largest rounding event at the examined step (flagged features, every row) */
+    int ev_found;
+    int ev_b, ev_t, ev_i, ev_key;
+    float ev_before, ev_term, ev_sum;  /* FP32 running sum, the term a·v, the FP32 result */
+    double ev_pbar, ev_v;              /* a = P̄ as used, v */
+    double ev_rounded, ev_err;         /* the result rounded to the output format, and its error */
+    char ev_fmt[16];                   /* the output format */
+} tsc_diag_head_t;
+
+typedef struct {
+    tsc_analysis_t *an;                /* owned */
+    size_t n;
+    tsc_diag_head_t *heads;            /* [n] by decreasing risk */
+    char stable_policy[TSC_POLICY_STR_MAX];
+    double betas[TSC_DIAG_MAX_BETAS];
+    int n_betas;
+    double removed_frac;
+} tsc_diagnosis_t;
+
+/* Runs the workflow (writes out_dir/analysis.h5 through the analysis). Errors as
+ * tsc_analysis_run; on failure *out is NULL. */
+tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const tsc_diagnose_opts_t *opts,
+                              tsc_diagnosis_t **out);
+void tsc_diagnose_free(tsc_diagnosis_t *d);
+
+/* One line for head i: "layer L head H: evidence ...; verdict ...; recommendation ...". Returns buf. */
+const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, size_t size);
+/* The worked-example block of head i's rounding event (multi-line), or "" when none. Returns buf. */
+const char *tsc_diagnose_event_text(const tsc_diagnosis_t *d, size_t i, char *buf, size_t size);
+/* The analysis summary plus "diagnosis" (keys in docs/FORMAT.md §3). */
+void tsc_diagnose_summary_json(const tsc_diagnosis_t *d, tsc_json_t *j);
+tsc_status_t tsc_diagnose_write_summary(const tsc_diagnosis_t *d, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,93 @@
+/* tsc_json.h: a small JSON writer for summary.json and --json output.
+ *
+ * The writer builds the document in memory (keys appear in the order they are written, so the
+ * output is deterministic), escapes strings per RFC 8259 (quote, backslash, control characters as
+ * \uXXXX; bytes >= 0x80 pass through, the caller supplies UTF-8), prints doubles with 17
+ * significant digits (they read back bit for bit), and writes NaN/Inf as null while counting them
+ * and remembering the path of the first 16 ("steps[0].heads[3].o.max_rel") so the caller can add
+ * a note (tsc_json_nonfinite_note). Errors (no memory, a key outside an object, unbalanced ends)
+ * are sticky: later calls do nothing and tsc_json_status reports the first.
+ *
+ *   tsc_json_t j; tsc_json_init(&j);
+ *   tsc_json_object_begin(&j);
+ *   tsc_json_key(&j, "n_rows"); tsc_json_int(&j, 1024);
+ *   tsc_json_key(&j, "bias"); tsc_json_number(&j, -0.19);
+ *   tsc_json_object_end(&j); tsc_json_write_file(&j, "out/summary.json"); tsc_json_free(&j);
+ */
+#ifndef TSC_JSON_H
+#define TSC_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tsc_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TSC_JSON_MAX_DEPTH 32
+#define TSC_JSON_MAX_NOTES 16
+
+typedef struct {
+    int is_array;
+    int64_t count;  /* members written so far */
+    char key[64];   /* the current key (objects) for paths */
+} tsc_json_frame_t;
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    tsc_status_t status;
+    int depth;
+    int pending_key;                 /* a key was written, its value is due */
+    int indent;                      /* spaces per level; 0 = compact */
+    tsc_json_frame_t stack[TSC_JSON_MAX_DEPTH];
+    int64_t n_nonfinite;             /* NaN/Inf numbers written as null */
+    char nonfinite_paths[TSC_JSON_MAX_NOTES][160];
+} tsc_json_t;
+
+/* Starts an empty document (indent 2). Never fails (memory is allocated on first write). */
+void tsc_json_init(tsc_json_t *j);
+/* Frees the buffer; tsc_json_free(NULL) is a no-op. */
+void tsc_json_free(tsc_json_t *j);
+void tsc_json_set_indent(tsc_json_t *j, int spaces);
+
+void tsc_json_object_begin(tsc_json_t *j);
+void tsc_json_object_end(tsc_json_t *j);
+void tsc_json_array_begin(tsc_json_t *j);
+void tsc_json_array_end(tsc_json_t *j);
+/* A key inside an object; the next call writes its value. */
+void tsc_json_key(tsc_json_t *j, const char *key);
+void tsc_json_string(tsc_json_t *j, const char *s);  /* NULL writes null */
+void tsc_json_number(tsc_json_t *j, double v);        /* non-finite -> null, noted */
+void tsc_json_int(tsc_json_t *j, int64_t v);
+void tsc_json_bool(tsc_json_t *j, int v);
+void tsc_json_null(tsc_json_t *j);
+
+/* key + value in one call. */
+void tsc_json_kv_string(tsc_json_t *j, const char *key, const char *s);
+void tsc_json_kv_number(tsc_json_t *j, const char *key, double v);
+void tsc_json_kv_int(tsc_json_t *j, const char *key, int64_t v);
+void tsc_json_kv_bool(tsc_json_t *j, const char *key, int v);
+/* An array of n doubles / int64 under key. [n] */
+void tsc_json_kv_numbers(tsc_json_t *j, const char *key, const double *v, size_t n);
+void tsc_json_kv_ints(tsc_json_t *j, const char *key, const int64_t *v, size_t n);
+
+/* Writes, as the value of the current key, the note object about non-finite numbers:
+ * {"count": N, "written_as": "null", "first_paths": [...]} (count 0 and an empty list if none). */
+void tsc_json_nonfinite_note(tsc_json_t *j);
+
+/* TSC_OK, or the first error (TSC_ERR_NOMEM, TSC_ERR_INTERNAL for misuse). */
+tsc_status_t tsc_json_status(const tsc_json_t *j);
+/* The text so far (NUL-terminated; "" when empty). */
+const char *tsc_json_text(const tsc_json_t *j, size_t *len);
+/* Writes the finished document (depth back to 0) to path atomically: a temporary file beside it,
+ * then rename. TSC_ERR_INTERNAL if unfinished, TSC_ERR_IO naming the file on failure (the
+ * temporary is removed; an old file at path is left untouched). */
+tsc_status_t tsc_json_write_file(const tsc_json_t *j, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

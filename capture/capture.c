@@ -1,0 +1,288 @@
+/* capture.c: host capture sessions (tsc_capture.h): a session folder with one file per step,
+ * each renamed into place when complete, packed into one dump at the end. */
+#include "tsc_capture.h"
+#include "tsc_h5.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct tsc_capture {
+    char path[4096];
+    char dir[4200];
+    tsc_dump_meta_t meta;
+    tsc_select_t sel;
+    tsc_capture_opts_t opts;
+    long long last_step;      /* -1 before the first */
+    long long cur_step;
+    int active;               /* the current step is kept */
+    tsc_dump_writer_t *w;     /* the current step's file */
+    int n_done;
+};
+
+static int store_fmt_of(const tsc_capture_t *s, tsc_format_t src) {
+    return s->opts.store_fmt > 0 ? s->opts.store_fmt - 1 : (int)src;
+}
+
+tsc_status_t tsc_capture_open(tsc_capture_t **out, const char *path, const tsc_dump_meta_t *meta,
+                              const tsc_capture_opts_t *opts) {
+    tsc_h5_init();
+    *out = NULL;
+    if (!path || !*path) return tsc_error_set(TSC_ERR_ARG, "capture: empty output path");
+    if (strlen(path) >= 4000) return tsc_error_set(TSC_ERR_ARG, "capture: path too long");
+    tsc_status_t st = tsc_dump_meta_check(meta);
+    if (st != TSC_OK) return tsc_error_wrap(st, "capture %s: ", path);
+    tsc_capture_t *s = calloc(1, sizeof *s);
+    if (!s) return tsc_error_set(TSC_ERR_NOMEM, "capture %s: out of memory", path);
+    snprintf(s->path, sizeof s->path, "%s", path);
+    snprintf(s->dir, sizeof s->dir, "%s.capture", path);
+    s->meta = *meta;
+    s->last_step = s->cur_step = -1;
+    if (opts) s->opts = *opts;
+    if (s->opts.store_fmt < 0) s->opts.store_fmt = 0;
+    if (s->opts.store_fmt > (int)TSC_FMT_COUNT || s->opts.deflate < 0 || s->opts.deflate > 9) {
+        free(s);
+        return tsc_error_set(TSC_ERR_ARG, "capture %s: store_fmt %d or deflate %d out of range", path,
+                             opts ? opts->store_fmt : 0, opts ? opts->deflate : 0);
+    }
+    st = tsc_select_parse(&s->sel, s->opts.select);
+    if (st != TSC_OK) { free(s); return tsc_error_wrap(st, "capture %s: ", path); }
+    s->opts.select = NULL;  /* not kept: the caller's string may not outlive the session */
+    char sp[4300];
+    snprintf(sp, sizeof sp, "%s/session.h5", s->dir);
+    if (mkdir(s->dir, 0755) != 0) {
+        int err = errno;
+        struct stat sb;
+        if (err != EEXIST || stat(sp, &sb) == 0) {
+            if (err == EEXIST)
+                st = tsc_error_set(TSC_ERR_IO, "capture %s: session folder %s exists from an earlier session; pack "
+                                   "it (tsc_capture_pack) or remove it", path, s->dir);
+            else
+                st = tsc_error_set(TSC_ERR_IO, "capture %s: cannot create session folder %s: %s", path, s->dir,
+                                   strerror(err));
+            free(s);
+            return st;
+        }
+    }
+    tsc_dump_writer_t *w;
+    st = tsc_dump_writer_open(&w, sp, meta, NULL);
+    if (st == TSC_OK) {
+        char buf[2048];
+        st = tsc_dump_writer_attr_str(w, "capture_select", tsc_select_format(&s->sel, buf, sizeof buf));
+        if (st == TSC_OK) st = tsc_dump_writer_close(w);
+        else tsc_dump_writer_abort(w);
+    }
+    if (st != TSC_OK) {
+        rmdir(s->dir);
+        free(s);
+        return tsc_error_wrap(st, "capture %s: ", path);
+    }
+    *out = s;
+    return TSC_OK;
+}
+
+int tsc_capture_wants(const tsc_capture_t *s, long long step, int layer) {
+    return tsc_select_set_has(&s->sel.steps, step) && (layer < 0 || tsc_select_set_has(&s->sel.layers, layer));
+}
+
+int tsc_capture_n_steps(const tsc_capture_t *s) { return s->n_done; }
+
+tsc_status_t tsc_capture_step_begin(tsc_capture_t *s, long long step) {
+    if (s->w) { tsc_dump_writer_abort(s->w); s->w = NULL; }
+    s->active = 0;
+    if (step < 0 || step <= s->last_step)
+        return tsc_error_set(TSC_ERR_ARG, "capture %s: step %lld does not follow step %lld", s->path, step,
+                             s->last_step);
+    s->cur_step = step;
+    s->last_step = step;
+    if (!tsc_select_set_has(&s->sel.steps, step)) return TSC_OK;
+    char sp[4300];
+    snprintf(sp, sizeof sp, "%s/step_%08lld.h5", s->dir, step);
+    tsc_dump_write_opts_t o = {s->opts.deflate, !s->sel.heads.all || !s->sel.batches.all};
+    tsc_status_t st = tsc_dump_writer_open(&s->w, sp, &s->meta, &o);
+    if (st != TSC_OK) return tsc_error_wrap(st, "capture step %lld: ", step);
+    s->active = 1;
+    return TSC_OK;
+}
+
+tsc_status_t tsc_capture_put(tsc_capture_t *s, int layer, const char *name, tsc_format_t fmt, int rank,
+                             const uint64_t *dims, const void *data) {
+    if (s->cur_step < 0) return tsc_error_set(TSC_ERR_ARG, "capture %s: put('%s') outside a step", s->path, name);
+    if (!s->active || !tsc_select_set_has(&s->sel.layers, layer)) return TSC_OK;
+    if (!data) return tsc_error_set(TSC_ERR_ARG, "capture %s: put('%s'): NULL data", s->path, name);
+    if ((unsigned)fmt >= (unsigned)TSC_FMT_COUNT)
+        return tsc_error_set(TSC_ERR_ARG, "capture %s: put('%s'): unknown format %d", s->path, name, (int)fmt);
+    int erank, per_head;
+    uint64_t ed[4];
+    tsc_status_t st = tsc_dump_expected_shape(&s->meta, name, &erank, ed, &per_head);
+    if (st != TSC_OK) return tsc_error_wrap(st, "capture %s: ", s->path);
+    tsc_format_t store = (tsc_format_t)store_fmt_of(s, fmt);
+    /* lse is float32 in format v1 whatever the run handed over */
+    if (!strcmp(name, "lse")) store = TSC_FMT_FP32;
+    if (!per_head || (s->sel.heads.all && s->sel.batches.all))
+        return tsc_dump_writer_put(s->w, s->cur_step, layer, name, rank, dims, fmt, data, store);
+    if (rank != erank) return tsc_dump_writer_put(s->w, s->cur_step, layer, name, rank, dims, fmt, data, store);
+    /* Only the selected heads (for k/v: the kv heads the selected query heads read). */
+    int kv = !strcmp(name, "k") || !strcmp(name, "v");
+    int group = s->meta.n_head / s->meta.n_kv_head;
+    size_t slice = tsc_format_size(fmt);
+    for (int i = 2; i < rank; i++) slice *= (size_t)dims[i];
+    for (uint64_t b = 0; b < dims[0]; b++) {
+        if (!tsc_select_set_has(&s->sel.batches, (long long)b)) continue;
+        for (uint64_t h = 0; h < dims[1]; h++) {
+            int keep = 0;
+            if (kv) {
+                for (int qh = (int)h * group; qh < ((int)h + 1) * group && !keep; qh++)
+                    keep = tsc_select_set_has(&s->sel.heads, qh);
+            } else {
+                keep = tsc_select_set_has(&s->sel.heads, (long long)h);
+            }
+            if (!keep) continue;
+            const char *p = (const char *)data + (b * dims[1] + h) * slice;
+            st = tsc_dump_writer_put_head(s->w, s->cur_step, layer, name, rank, dims, (int)b, (int)h, fmt, p, store);
+            if (st != TSC_OK) return st;
+        }
+    }
+    return TSC_OK;
+}
+
+tsc_status_t tsc_capture_step_end(tsc_capture_t *s) {
+    if (s->cur_step < 0) return tsc_error_set(TSC_ERR_ARG, "capture %s: step_end without step_begin", s->path);
+    long long step = s->cur_step;
+    s->cur_step = -1;
+    if (!s->active) return TSC_OK;
+    s->active = 0;
+    tsc_dump_writer_t *w = s->w;
+    s->w = NULL;
+    tsc_status_t st = tsc_dump_writer_step_done(w, step);
+    if (st != TSC_OK) {
+        tsc_dump_writer_abort(w);
+        return tsc_error_wrap(st, "capture step %lld: ", step);
+    }
+    /* close + rename: after this the step file is complete under its final name */
+    st = tsc_dump_writer_close(w);
+    if (st != TSC_OK) return tsc_error_wrap(st, "capture step %lld: ", step);
+    s->n_done++;
+    return TSC_OK;
+}
+
+tsc_status_t tsc_capture_close(tsc_capture_t *s) {
+    if (!s) return TSC_OK;
+    if (s->w) tsc_dump_writer_abort(s->w);
+    tsc_status_t st = TSC_OK;
+    if (!s->opts.keep_session) st = tsc_capture_pack(s->dir, s->path, 1);
+    free(s);
+    return st;
+}
+
+/* ---- packing ---------------------------------------------------------------------------------- */
+
+static tsc_status_t copy_file(const char *from, const char *to) {
+    int in = open(from, O_RDONLY);
+    if (in < 0) return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", from, strerror(errno));
+    int outfd = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (outfd < 0) {
+        int err = errno;
+        close(in);
+        return tsc_error_set(TSC_ERR_IO, "%s: cannot create: %s", to, strerror(err));
+    }
+    char buf[1 << 16];
+    tsc_status_t st = TSC_OK;
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n == 0) break;
+        if (n < 0) { if (errno == EINTR) continue; st = tsc_error_set(TSC_ERR_IO, "%s: read failed: %s", from, strerror(errno)); break; }
+        for (ssize_t off = 0; off < n;) {
+            ssize_t m = write(outfd, buf + off, (size_t)(n - off));
+            if (m < 0) {
+                if (errno == EINTR) continue;
+                st = tsc_error_set(TSC_ERR_IO, "%s: write failed: %s", to, strerror(errno));
+                break;
+            }
+            off += m;
+        }
+        if (st != TSC_OK) break;
+    }
+    close(in);
+    if (close(outfd) != 0 && st == TSC_OK) st = tsc_error_set(TSC_ERR_IO, "%s: close failed: %s", to, strerror(errno));
+    return st;
+}
+
+static int cmp_ll(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+tsc_status_t tsc_capture_pack(const char *session_dir, const char *out_path, int remove_folder) {
+    tsc_h5_init();
+    char sp[4300], tmp[4300];
+    snprintf(sp, sizeof sp, "%s/session.h5", session_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_path, (long)getpid());
+    /* The session's own reader lists the complete steps and the incomplete one. */
+    tsc_dump_t *d;
+    tsc_status_t st = tsc_dump_open(&d, session_dir);
+    if (st != TSC_OK) return st;
+    int n = tsc_dump_n_steps(d);
+    long long incomplete = tsc_dump_incomplete_step(d);
+    long long *steps = malloc(sizeof(long long) * (size_t)(n + 1));
+    if (!steps) { tsc_dump_close(d); return tsc_error_set(TSC_ERR_NOMEM, "packing %s: out of memory", session_dir); }
+    for (int i = 0; i < n; i++) steps[i] = tsc_dump_step_at(d, i);
+    tsc_dump_close(d);
+    qsort(steps, (size_t)n, sizeof *steps, cmp_ll);
+
+    /* session.h5 already holds every root attribute: start from a copy of it. */
+    st = copy_file(sp, tmp);
+    hid_t fid = H5I_INVALID_HID;
+    if (st == TSC_OK) {
+        fid = H5Fopen(tmp, H5F_ACC_RDWR, H5P_DEFAULT);
+        if (fid < 0) st = tsc_error_set(TSC_ERR_IO, "packing %s: cannot open the copy %s", session_dir, tmp);
+    }
+    if (st == TSC_OK && incomplete >= 0) st = tsc_h5_attr_write_long(fid, "incomplete_step", (long)incomplete);
+    for (int i = 0; st == TSC_OK && i < n; i++) {
+        char stp[4400], g[64];
+        snprintf(stp, sizeof stp, "%s/step_%08lld.h5", session_dir, steps[i]);
+        snprintf(g, sizeof g, "step_%08lld", steps[i]);
+        hid_t sf;
+        st = tsc_h5_open(&sf, stp, 0);
+        if (st != TSC_OK) break;
+        /* H5Ocopy moves the chunks as stored (no conversion, filters kept). */
+        if (H5Ocopy(sf, g, fid, g, H5P_DEFAULT, H5P_DEFAULT) < 0)
+            st = tsc_error_set(TSC_ERR_IO, "packing %s: copying %s from %s failed (disk full?)", session_dir, g, stp);
+        H5Fclose(sf);
+    }
+    if (fid >= 0 && H5Fclose(fid) < 0 && st == TSC_OK)
+        st = tsc_error_set(TSC_ERR_IO, "packing %s: closing %s failed", session_dir, tmp);
+    if (st == TSC_OK && rename(tmp, out_path) != 0)
+        st = tsc_error_set(TSC_ERR_IO, "packing %s: cannot rename %s to %s: %s", session_dir, tmp, out_path,
+                           strerror(errno));
+    if (st != TSC_OK) {
+        unlink(tmp);
+        free(steps);
+        return st;
+    }
+    if (remove_folder) {
+        DIR *dp = opendir(session_dir);
+        if (dp) {
+            struct dirent *e;
+            char p[4400];
+            while ((e = readdir(dp))) {
+                if (strncmp(e->d_name, "step_", 5) != 0 && strcmp(e->d_name, "session.h5") != 0) continue;
+                snprintf(p, sizeof p, "%s/%s", session_dir, e->d_name);
+                unlink(p);
+            }
+            closedir(dp);
+        }
+        if (rmdir(session_dir) != 0) {
+            free(steps);
+            return tsc_error_set(TSC_ERR_IO, "packed %s into %s but cannot remove the folder: %s", session_dir,
+                                 out_path, strerror(errno));
+        }
+    }
+    free(steps);
+    return TSC_OK;
+}

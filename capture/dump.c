@@ -1,0 +1,996 @@
+/* dump.c: dump format v1 reader, validator and whole-dump writer (tsc_dump.h). */
+#include "tsc_dump.h"
+#include "tsc_h5.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- metadata -------------------------------------------------------------------------------- */
+
+void tsc_dump_meta_init(tsc_dump_meta_t *m) {
+    memset(m, 0, sizeof *m);
+    m->format_version = TSC_DUMP_FORMAT_VERSION;
+    m->n_layer = m->n_head = m->n_kv_head = m->head_dim = m->d_model = m->seq_len = m->batch = 1;
+    m->causal = 1;
+    m->softmax_scale = 1.0;
+    m->tile_q = m->tile_k = 64;
+    snprintf(m->policy, sizeof m->policy, "unknown");
+    m->rank = 0;
+    m->world_size = 1;
+    snprintf(m->producer, sizeof m->producer, "tilescope");
+}
+
+tsc_status_t tsc_dump_meta_check(const tsc_dump_meta_t *m) {
+    struct { const char *name; int v; } pos[] = {
+        {"n_layer", m->n_layer}, {"n_head", m->n_head}, {"n_kv_head", m->n_kv_head}, {"head_dim", m->head_dim},
+        {"d_model", m->d_model}, {"seq_len", m->seq_len}, {"batch", m->batch}, {"tile_q", m->tile_q},
+        {"tile_k", m->tile_k}, {"world_size", m->world_size}};
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        if (pos[i].v <= 0) return tsc_error_set(TSC_ERR_SHAPE, "metadata: %s = %d, expected a positive integer",
+                                                pos[i].name, pos[i].v);
+    if (m->n_head % m->n_kv_head)
+        return tsc_error_set(TSC_ERR_SHAPE, "metadata: n_head = %d is not a multiple of n_kv_head = %d", m->n_head,
+                             m->n_kv_head);
+    if (m->rank < 0 || m->rank >= m->world_size)
+        return tsc_error_set(TSC_ERR_SHAPE, "metadata: rank = %d outside [0, world_size = %d)", m->rank, m->world_size);
+    if (!(m->softmax_scale > 0) || !isfinite(m->softmax_scale))
+        return tsc_error_set(TSC_ERR_SHAPE, "metadata: softmax_scale = %g, expected a positive finite number",
+                             m->softmax_scale);
+    if (m->causal != 0 && m->causal != 1)
+        return tsc_error_set(TSC_ERR_SHAPE, "metadata: causal = %d, expected 0 or 1", m->causal);
+    return TSC_OK;
+}
+
+static int is_per_head_name(const char *name) {
+    return !strcmp(name, "q") || !strcmp(name, "k") || !strcmp(name, "v") || !strcmp(name, "o") ||
+           !strcmp(name, "do") || !strcmp(name, "lse") || !strncmp(name, "tiles/", 6);
+}
+
+tsc_status_t tsc_dump_expected_shape(const tsc_dump_meta_t *m, const char *name, int *rank, uint64_t dims[4],
+                                     int *per_head) {
+    uint64_t B = (uint64_t)m->batch, H = (uint64_t)m->n_head, K = (uint64_t)m->n_kv_head, T = (uint64_t)m->seq_len,
+             D = (uint64_t)m->head_dim, C = (uint64_t)m->d_model;
+    *per_head = is_per_head_name(name);
+    dims[0] = dims[1] = dims[2] = dims[3] = 0;
+    if (!strcmp(name, "q") || !strcmp(name, "o") || !strcmp(name, "do")) {
+        *rank = 4; dims[0] = B; dims[1] = H; dims[2] = T; dims[3] = D;
+    } else if (!strcmp(name, "k") || !strcmp(name, "v")) {
+        *rank = 4; dims[0] = B; dims[1] = K; dims[2] = T; dims[3] = D;
+    } else if (!strcmp(name, "lse")) {
+        *rank = 3; dims[0] = B; dims[1] = H; dims[2] = T;
+    } else if (!strcmp(name, "x")) {
+        *rank = 3; dims[0] = B; dims[1] = T; dims[2] = C;
+    } else if (!strcmp(name, "w_q")) {
+        *rank = 2; dims[0] = H * D; dims[1] = C;
+    } else if (!strcmp(name, "w_k") || !strcmp(name, "w_v")) {
+        *rank = 2; dims[0] = K * D; dims[1] = C;
+    } else if (!strcmp(name, "w_o")) {
+        *rank = 2; dims[0] = C; dims[1] = H * D;
+    } else if (!strncmp(name, "tiles/", 6) && name[6] && !strchr(name + 6, '/')) {
+        *rank = 4; dims[0] = B; dims[1] = H; dims[2] = T; dims[3] = (T + (uint64_t)m->tile_k - 1) / (uint64_t)m->tile_k;
+    } else {
+        return tsc_error_set(TSC_ERR_ARG, "unknown dataset name '%s' (expected q, k, v, o, do, lse, x, w_q, w_k, w_v, "
+                             "w_o or tiles/<stat>)", name);
+    }
+    return TSC_OK;
+}
+
+static const char *dim_labels_of(const char *name) {
+    if (!strcmp(name, "q") || !strcmp(name, "o") || !strcmp(name, "do")) return "batch,head,token,feature";
+    if (!strcmp(name, "k") || !strcmp(name, "v")) return "batch,kv_head,token,feature";
+    if (!strcmp(name, "lse")) return "batch,head,token";
+    if (!strcmp(name, "x")) return "batch,token,channel";
+    if (!strcmp(name, "w_o")) return "out_channel,in_feature";
+    if (!strncmp(name, "w_", 2)) return "out_feature,in_channel";
+    return "batch,head,token,key_tile";
+}
+
+static const char *units_of(const char *name) {
+    if (!strcmp(name, "lse")) return "nats";
+    if (!strcmp(name, "do")) return "dloss/do";
+    if (!strncmp(name, "tiles/", 6)) return "per tile";
+    return "activation";
+}
+
+static void shape_str(int rank, const uint64_t *dims, char *buf, size_t cap) {
+    size_t len = 0;
+    len += (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < rank && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%llu", i ? ", " : "", (unsigned long long)dims[i]);
+    if (len < cap) snprintf(buf + len, cap - len, "]");
+}
+
+/* ---- reader ---------------------------------------------------------------------------------- */
+
+struct tsc_dump {
+    char path[4096];
+    char dir[4200];          /* session folder, "" for a single file */
+    tsc_dump_meta_t meta;
+    hid_t root;              /* the single file, or the session's session.h5 */
+    int n_steps;
+    long long *steps;
+    long long incomplete;
+    uint64_t size;
+    /* the open step file of a session (one at a time) */
+    long long step_open;
+    hid_t step_fid;
+    /* the last dataset opened (streaming reads come head after head from one dataset) */
+    char ds_path[256];
+    hid_t ds;
+    tsc_dump_dataset_info_t ds_info;
+    void *buf;               /* one slice of raw bits, for conversion to float */
+    size_t buf_cap;
+};
+
+static int cmp_ll(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* "step_00000012" -> 12; -1 when name is not a step group name. */
+static long long step_of_name(const char *name, const char *suffix) {
+    if (strncmp(name, "step_", 5) != 0) return -1;
+    const char *p = name + 5;
+    long long v = 0;
+    int nd = 0;
+    while (*p >= '0' && *p <= '9' && nd < 18) { v = v * 10 + (*p - '0'); p++; nd++; }
+    if (nd < 8) return -1;
+    if (suffix ? strncmp(p, suffix, strlen(suffix)) != 0 : *p != '\0') return -1;
+    return v;
+}
+
+typedef struct {
+    tsc_dump_t *d;
+    size_t cap;
+    tsc_status_t st;
+} list_ctx_t;
+
+static herr_t list_steps_cb(hid_t g, const char *name, const H5L_info_t *info, void *op) {
+    list_ctx_t *c = op;
+    long long s = step_of_name(name, NULL);
+    if (s < 0) return 0;
+    hid_t sg = H5Gopen2(g, name, H5P_DEFAULT);
+    if (sg < 0) { c->st = tsc_error_set(TSC_ERR_FORMAT, "%s: group %s is unreadable (corrupt file)", c->d->path, name); return -1; }
+    long done = 0;
+    int complete = H5Aexists(sg, "complete") > 0 && tsc_h5_attr_read_long(sg, "complete", &done) == TSC_OK && done == 1;
+    H5Gclose(sg);
+    if (!complete) {
+        if (c->d->incomplete < 0 || s < c->d->incomplete) c->d->incomplete = s;
+        return 0;
+    }
+    if ((size_t)c->d->n_steps == c->cap) {
+        size_t nc = c->cap ? 2 * c->cap : 64;
+        long long *ns = realloc(c->d->steps, nc * sizeof *ns);
+        if (!ns) { c->st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory listing steps", c->d->path); return -1; }
+        c->d->steps = ns;
+        c->cap = nc;
+    }
+    c->d->steps[c->d->n_steps++] = s;
+    return 0;
+}
+
+static tsc_status_t list_session(tsc_dump_t *d) {
+    DIR *dp = opendir(d->dir);
+    if (!dp) return tsc_error_set(TSC_ERR_IO, "%s: cannot list the session folder: %s", d->dir, strerror(errno));
+    size_t cap = 0;
+    struct dirent *e;
+    tsc_status_t st = TSC_OK;
+    while ((e = readdir(dp))) {
+        long long s = step_of_name(e->d_name, ".h5");
+        if (s < 0) continue;
+        const char *rest = strstr(e->d_name, ".h5");
+        if (strcmp(rest, ".h5") != 0) {
+            /* "step_X.h5.tmp.<pid>": the step in flight when the writer stopped */
+            if (strncmp(rest, ".h5.tmp.", 8) == 0 && (d->incomplete < 0 || s < d->incomplete)) d->incomplete = s;
+            continue;
+        }
+        if ((size_t)d->n_steps == cap) {
+            size_t nc = cap ? 2 * cap : 64;
+            long long *ns = realloc(d->steps, nc * sizeof *ns);
+            if (!ns) { st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory listing steps", d->dir); break; }
+            d->steps = ns;
+            cap = nc;
+        }
+        d->steps[d->n_steps++] = s;
+    }
+    closedir(dp);
+    return st;
+}
+
+static uint64_t file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+static uint64_t folder_size(const char *dir) {
+    DIR *dp = opendir(dir);
+    uint64_t total = 0;
+    if (!dp) return 0;
+    struct dirent *e;
+    char p[8192];
+    while ((e = readdir(dp))) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        total += file_size(p);
+    }
+    closedir(dp);
+    return total;
+}
+
+/* Reads and checks the root attributes of the dump. */
+static tsc_status_t read_meta(hid_t root, const char *path, tsc_dump_meta_t *m) {
+    char fmt[128];
+    tsc_status_t st = tsc_h5_attr_read_str(root, "format", fmt, sizeof fmt);
+    if (st == TSC_ERR_MISSING)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: not a tilescope dump (root attribute 'format' is missing; expected "
+                             "'%s')", path, TSC_DUMP_FORMAT_NAME);
+    if (st != TSC_OK) return tsc_error_wrap(TSC_ERR_FORMAT, "%s: not a tilescope dump: ", path);
+    if (strcmp(fmt, TSC_DUMP_FORMAT_NAME) != 0)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: not a tilescope dump (root attribute format = '%s', expected '%s')",
+                             path, fmt, TSC_DUMP_FORMAT_NAME);
+    long v;
+    st = tsc_h5_attr_read_long(root, "format_version", &v);
+    if (st != TSC_OK) return tsc_error_wrap(st == TSC_ERR_MISSING ? TSC_ERR_MISSING : TSC_ERR_FORMAT, "%s: ", path);
+    if (v != TSC_DUMP_FORMAT_VERSION)
+        return tsc_error_set(TSC_ERR_VERSION, "%s: dump format version %ld, this build of tilescope reads version %d; "
+                             "use a tilescope that matches the writer (or re-export the dump)", path, v,
+                             TSC_DUMP_FORMAT_VERSION);
+    tsc_dump_meta_init(m);
+    m->format_version = (int)v;
+    struct { const char *name; int *dst; } ints[] = {
+        {"n_layer", &m->n_layer}, {"n_head", &m->n_head}, {"n_kv_head", &m->n_kv_head}, {"head_dim", &m->head_dim},
+        {"d_model", &m->d_model}, {"seq_len", &m->seq_len}, {"batch", &m->batch}, {"causal", &m->causal},
+        {"tile_q", &m->tile_q}, {"tile_k", &m->tile_k}, {"rank", &m->rank}, {"world_size", &m->world_size}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        st = tsc_h5_attr_read_long(root, ints[i].name, &v);
+        if (st != TSC_OK) return tsc_error_wrap(st, "%s: ", path);
+        if (v < -2147483647L || v > 2147483647L)
+            return tsc_error_set(TSC_ERR_SHAPE, "%s: root attribute %s = %ld is out of range", path, ints[i].name, v);
+        *ints[i].dst = (int)v;
+    }
+    st = tsc_h5_attr_read_double(root, "softmax_scale", &m->softmax_scale);
+    if (st == TSC_OK) st = tsc_h5_attr_read_str(root, "policy", m->policy, sizeof m->policy);
+    if (st == TSC_OK) st = tsc_h5_attr_read_str(root, "producer", m->producer, sizeof m->producer);
+    if (st != TSC_OK) return tsc_error_wrap(st, "%s: ", path);
+    st = tsc_dump_meta_check(m);
+    if (st != TSC_OK) return tsc_error_wrap(st, "%s: ", path);
+    return TSC_OK;
+}
+
+tsc_status_t tsc_dump_open(tsc_dump_t **out, const char *path) {
+    tsc_h5_init();
+    *out = NULL;
+    if (!path || !*path) return tsc_error_set(TSC_ERR_ARG, "no dump path given");
+    tsc_dump_t *d = calloc(1, sizeof *d);
+    if (!d) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
+    d->root = d->step_fid = d->ds = H5I_INVALID_HID;
+    d->incomplete = d->step_open = -1;
+    snprintf(d->path, sizeof d->path, "%s", path);
+    struct stat sb;
+    char alt[4200];
+    tsc_status_t st;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        snprintf(d->dir, sizeof d->dir, "%s", path);
+    } else if (stat(path, &sb) != 0 && errno == ENOENT &&
+               (snprintf(alt, sizeof alt, "%s.capture", path), stat(alt, &sb) == 0 && S_ISDIR(sb.st_mode))) {
+        snprintf(d->dir, sizeof d->dir, "%s", alt);
+    }
+    if (d->dir[0]) {
+        char sp[8192];
+        snprintf(sp, sizeof sp, "%s/session.h5", d->dir);
+        st = tsc_h5_open(&d->root, sp, 0);
+        if (st != TSC_OK) { tsc_error_wrap(st, "capture session %s: ", d->dir); goto fail; }
+        st = read_meta(d->root, sp, &d->meta);
+        if (st != TSC_OK) goto fail;
+        st = list_session(d);
+        if (st != TSC_OK) goto fail;
+        d->size = folder_size(d->dir);
+    } else {
+        st = tsc_h5_open(&d->root, path, 0);
+        if (st != TSC_OK) goto fail;
+        st = read_meta(d->root, path, &d->meta);
+        if (st != TSC_OK) goto fail;
+        list_ctx_t c = {d, 0, TSC_OK};
+        hsize_t idx = 0;
+        if (H5Literate(d->root, H5_INDEX_NAME, H5_ITER_INC, &idx, list_steps_cb, &c) < 0) {
+            st = c.st != TSC_OK ? c.st
+                                : tsc_error_set(TSC_ERR_FORMAT, "%s: cannot list the root group (corrupt file)", path);
+            goto fail;
+        }
+        long inc;
+        if (H5Aexists(d->root, "incomplete_step") > 0 && tsc_h5_attr_read_long(d->root, "incomplete_step", &inc) == TSC_OK &&
+            inc >= 0 && (d->incomplete < 0 || inc < d->incomplete))
+            d->incomplete = inc;
+        d->size = file_size(path);
+    }
+    qsort(d->steps, (size_t)d->n_steps, sizeof *d->steps, cmp_ll);
+    *out = d;
+    return TSC_OK;
+fail:
+    tsc_dump_close(d);
+    return st;
+}
+
+static void close_ds(tsc_dump_t *d) {
+    if (d->ds >= 0) H5Dclose(d->ds);
+    d->ds = H5I_INVALID_HID;
+    d->ds_path[0] = '\0';
+}
+
+void tsc_dump_close(tsc_dump_t *d) {
+    if (!d) return;
+    close_ds(d);
+    if (d->step_fid >= 0) H5Fclose(d->step_fid);
+    if (d->root >= 0) H5Fclose(d->root);
+    free(d->steps);
+    free(d->buf);
+    free(d);
+}
+
+const tsc_dump_meta_t *tsc_dump_meta(const tsc_dump_t *d) { return &d->meta; }
+const char *tsc_dump_path(const tsc_dump_t *d) { return d->path; }
+int tsc_dump_is_session(const tsc_dump_t *d) { return d->dir[0] != '\0'; }
+uint64_t tsc_dump_size_bytes(const tsc_dump_t *d) { return d->size; }
+int tsc_dump_n_steps(const tsc_dump_t *d) { return d->n_steps; }
+long long tsc_dump_step_at(const tsc_dump_t *d, int i) { return i >= 0 && i < d->n_steps ? d->steps[i] : -1; }
+long long tsc_dump_incomplete_step(const tsc_dump_t *d) { return d->incomplete; }
+
+int tsc_dump_has_step(const tsc_dump_t *d, long long step) {
+    return bsearch(&step, d->steps, (size_t)d->n_steps, sizeof *d->steps, cmp_ll) != NULL;
+}
+
+/* The file holding step's group (the single file, or the session's step file, opened on demand). */
+static tsc_status_t step_file(tsc_dump_t *d, long long step, hid_t *fid) {
+    if (!tsc_dump_has_step(d, step))
+        return tsc_error_set(TSC_ERR_MISSING, "%s: step %lld is not in the dump%s", d->path, step,
+                             step == d->incomplete ? " (it is the incomplete step)" : "");
+    if (!d->dir[0]) { *fid = d->root; return TSC_OK; }
+    if (d->step_open != step) {
+        close_ds(d);
+        if (d->step_fid >= 0) H5Fclose(d->step_fid);
+        d->step_fid = H5I_INVALID_HID;
+        d->step_open = -1;
+        char sp[8192];
+        snprintf(sp, sizeof sp, "%s/step_%08lld.h5", d->dir, step);
+        tsc_status_t st = tsc_h5_open(&d->step_fid, sp, 0);
+        if (st != TSC_OK) return st;
+        d->step_open = step;
+    }
+    *fid = d->step_fid;
+    return TSC_OK;
+}
+
+typedef struct {
+    int *layers;
+    int cap, n;
+} layers_ctx_t;
+
+static herr_t list_layers_cb(hid_t g, const char *name, const H5L_info_t *info, void *op) {
+    layers_ctx_t *c = op;
+    if (strncmp(name, "layer_", 6) != 0) return 0;
+    char *end;
+    long l = strtol(name + 6, &end, 10);
+    if (*end || end - (name + 6) < 3 || l < 0) return 0;
+    if (c->n < c->cap) c->layers[c->n] = (int)l;
+    c->n++;
+    return 0;
+}
+
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return x < y ? -1 : x > y;
+}
+
+tsc_status_t tsc_dump_layers(tsc_dump_t *d, long long step, int *layers, int cap, int *n) {
+    hid_t fid;
+    *n = 0;
+    tsc_status_t st = step_file(d, step, &fid);
+    if (st != TSC_OK) return st;
+    char gp[64];
+    snprintf(gp, sizeof gp, "step_%08lld", step);
+    hid_t g = H5Gopen2(fid, gp, H5P_DEFAULT);
+    if (g < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: group %s is unreadable", d->path, gp);
+    layers_ctx_t c = {layers, cap, 0};
+    hsize_t idx = 0;
+    herr_t e = H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &idx, list_layers_cb, &c);
+    H5Gclose(g);
+    if (e < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: cannot list the layers of %s (corrupt file)", d->path, gp);
+    if (layers) qsort(layers, (size_t)(c.n < cap ? c.n : cap), sizeof *layers, cmp_int);
+    *n = c.n;
+    return TSC_OK;
+}
+
+int tsc_dump_has_layer(tsc_dump_t *d, long long step, int layer) {
+    hid_t fid;
+    if (step_file(d, step, &fid) != TSC_OK) return 0;
+    char gp[64];
+    snprintf(gp, sizeof gp, "step_%08lld/layer_%03d", step, layer);
+    return tsc_h5_exists(fid, gp);
+}
+
+typedef struct {
+    char (*names)[TSC_DUMP_NAME_MAX];
+    int cap, n;
+    const char *prefix;
+} names_ctx_t;
+
+static herr_t list_names_cb(hid_t g, const char *name, const H5L_info_t *info, void *op) {
+    names_ctx_t *c = op;
+    H5O_info_t oi;
+    if (H5Oget_info_by_name(g, name, &oi, H5P_DEFAULT) < 0) return 0;
+    if (oi.type == H5O_TYPE_GROUP && !c->prefix[0] && !strcmp(name, "tiles")) {
+        hid_t tg = H5Gopen2(g, name, H5P_DEFAULT);
+        if (tg < 0) return 0;
+        names_ctx_t sub = *c;
+        sub.prefix = "tiles/";
+        hsize_t idx = 0;
+        H5Literate(tg, H5_INDEX_NAME, H5_ITER_INC, &idx, list_names_cb, &sub);
+        c->n = sub.n;
+        H5Gclose(tg);
+        return 0;
+    }
+    if (oi.type != H5O_TYPE_DATASET) return 0;
+    if (c->n < c->cap) snprintf(c->names[c->n], TSC_DUMP_NAME_MAX, "%s%s", c->prefix, name);
+    c->n++;
+    return 0;
+}
+
+tsc_status_t tsc_dump_dataset_names(tsc_dump_t *d, long long step, int layer, char (*names)[TSC_DUMP_NAME_MAX],
+                                    int cap, int *n) {
+    hid_t fid;
+    *n = 0;
+    tsc_status_t st = step_file(d, step, &fid);
+    if (st != TSC_OK) return st;
+    char gp[64];
+    snprintf(gp, sizeof gp, "step_%08lld/layer_%03d", step, layer);
+    if (!tsc_h5_exists(fid, gp))
+        return tsc_error_set(TSC_ERR_MISSING, "%s: step %lld has no layer %d", d->path, step, layer);
+    hid_t g = H5Gopen2(fid, gp, H5P_DEFAULT);
+    if (g < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: group %s is unreadable", d->path, gp);
+    names_ctx_t c = {names, cap, 0, ""};
+    hsize_t idx = 0;
+    herr_t e = H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &idx, list_names_cb, &c);
+    H5Gclose(g);
+    if (e < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: cannot list %s (corrupt file)", d->path, gp);
+    *n = c.n;
+    return TSC_OK;
+}
+
+/* Opens (or reuses) the dataset and fills d->ds_info, checking the shape against the metadata. */
+static tsc_status_t open_ds(tsc_dump_t *d, long long step, int layer, const char *name) {
+    char p[256];
+    snprintf(p, sizeof p, "step_%08lld/layer_%03d/%s", step, layer, name);
+    hid_t fid;
+    tsc_status_t st = step_file(d, step, &fid);
+    if (st != TSC_OK) return st;
+    if (d->ds >= 0 && strcmp(p, d->ds_path) == 0) return TSC_OK;
+    close_ds(d);
+    int erank, per_head;
+    uint64_t edims[4];
+    st = tsc_dump_expected_shape(&d->meta, name, &erank, edims, &per_head);
+    if (st != TSC_OK) return tsc_error_wrap(st, "%s: ", d->path);
+    if (!tsc_h5_exists(fid, p))
+        return tsc_error_set(TSC_ERR_MISSING, "%s: step %lld, layer %d has no dataset '%s' (%s)", d->path, step, layer,
+                             name, p);
+    hid_t ds = H5Dopen2(fid, p, H5P_DEFAULT);
+    if (ds < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: dataset %s is unreadable (corrupt file)", d->path, p);
+    tsc_dump_dataset_info_t *in = &d->ds_info;
+    memset(in, 0, sizeof *in);
+    hid_t sp = H5Dget_space(ds), ty = H5Dget_type(ds), pl = H5Dget_create_plist(ds);
+    hsize_t hd[8];
+    int rank = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    st = TSC_OK;
+    if (sp < 0 || ty < 0 || rank < 0 || rank > 8 || H5Sget_simple_extent_dims(sp, hd, NULL) < 0) {
+        st = tsc_error_set(TSC_ERR_FORMAT, "%s: dataset %s has an unreadable shape or type", d->path, p);
+    } else if ((st = tsc_h5_type_format(ty, &in->dtype)) != TSC_OK) {
+        tsc_error_wrap(st, "%s: dataset %s: ", d->path, p);
+    } else {
+        in->rank = rank;
+        for (int i = 0; i < rank && i < 4; i++) in->dims[i] = hd[i];
+        int ok = rank == erank;
+        /* tiles/<stat> may use their own key-tile count: only the first three dimensions are fixed */
+        int ncheck = strncmp(name, "tiles/", 6) == 0 ? 3 : erank;
+        for (int i = 0; ok && i < ncheck; i++) ok = hd[i] == edims[i];
+        if (ok && ncheck == 3 && erank == 4) ok = hd[3] > 0;
+        if (!ok) {
+            char got[128], want[128];
+            shape_str(rank > 4 ? 4 : rank, in->dims, got, sizeof got);
+            shape_str(erank, edims, want, sizeof want);
+            st = tsc_error_set(TSC_ERR_SHAPE, "%s: dataset %s has shape %s%s, the metadata implies %s", d->path, p, got,
+                               rank > 4 ? "..." : "", want);
+        }
+        in->per_head = per_head;
+        in->storage_bytes = H5Dget_storage_size(ds);
+        int nf = pl >= 0 ? H5Pget_nfilters(pl) : 0;
+        for (int i = 0; i < nf; i++) {
+            unsigned flags;
+            size_t ne = 0;
+            if (H5Pget_filter2(pl, (unsigned)i, &flags, &ne, NULL, 0, NULL, NULL) == H5Z_FILTER_DEFLATE) in->compressed = 1;
+        }
+        in->heads_mask = ~0ULL;
+        if (per_head && H5Aexists(ds, "heads_stored") > 0) {
+            long hs[64];
+            size_t nh = 0;
+            if (tsc_h5_attr_read_longs(ds, "heads_stored", hs, 64, &nh) == TSC_OK) {
+                in->heads_mask = 0;
+                for (size_t i = 0; i < nh && i < 64; i++)
+                    if (hs[i] >= 0 && hs[i] < 64) in->heads_mask |= 1ULL << hs[i];
+            }
+        }
+    }
+    if (sp >= 0) H5Sclose(sp);
+    if (ty >= 0) H5Tclose(ty);
+    if (pl >= 0) H5Pclose(pl);
+    if (st != TSC_OK) { H5Dclose(ds); return st; }
+    d->ds = ds;
+    snprintf(d->ds_path, sizeof d->ds_path, "%s", p);
+    return TSC_OK;
+}
+
+tsc_status_t tsc_dump_dataset_info(tsc_dump_t *d, long long step, int layer, const char *name,
+                                   tsc_dump_dataset_info_t *info) {
+    tsc_status_t st = open_ds(d, step, layer, name);
+    if (st == TSC_OK && info) *info = d->ds_info;
+    return st;
+}
+
+int tsc_dump_has_dataset(tsc_dump_t *d, long long step, int layer, const char *name) {
+    hid_t fid;
+    char p[256];
+    if (step_file(d, step, &fid) != TSC_OK) return 0;
+    snprintf(p, sizeof p, "step_%08lld/layer_%03d/%s", step, layer, name);
+    return tsc_h5_exists(fid, p);
+}
+
+uint64_t tsc_dump_slice_elems(tsc_dump_t *d, long long step, int layer, const char *name) {
+    if (open_ds(d, step, layer, name) != TSC_OK) return 0;
+    const tsc_dump_dataset_info_t *in = &d->ds_info;
+    uint64_t n = 1;
+    for (int i = in->per_head ? 2 : (!strcmp(name, "x") ? 1 : 0); i < in->rank; i++) n *= in->dims[i];
+    return n;
+}
+
+/* Reads the slice (b, h) of the open dataset with memory type mt into out. */
+static tsc_status_t read_slice(tsc_dump_t *d, const char *name, int b, int h, hid_t mt, void *out) {
+    const tsc_dump_dataset_info_t *in = &d->ds_info;
+    hsize_t start[4] = {0, 0, 0, 0}, count[4];
+    int fixed = in->per_head ? 2 : (!strcmp(name, "x") ? 1 : 0);
+    if (fixed >= 1 && (b < 0 || (uint64_t)b >= in->dims[0]))
+        return tsc_error_set(TSC_ERR_ARG, "%s: %s: batch index %d outside [0, %llu)", d->path, d->ds_path, b,
+                             (unsigned long long)in->dims[0]);
+    if (fixed >= 2 && (h < 0 || (uint64_t)h >= in->dims[1]))
+        return tsc_error_set(TSC_ERR_ARG, "%s: %s: head index %d outside [0, %llu)", d->path, d->ds_path, h,
+                             (unsigned long long)in->dims[1]);
+    for (int i = 0; i < in->rank; i++) {
+        count[i] = i < fixed ? 1 : in->dims[i];
+        if (i == 0 && fixed >= 1) start[i] = (hsize_t)b;
+        if (i == 1 && fixed >= 2) start[i] = (hsize_t)h;
+    }
+    hid_t fs = H5Dget_space(d->ds);
+    /* the memory space has the selection's own shape: HDF5 then copies whole rows (a 1-D memory
+     * space against a 4-D selection makes it walk element by element, ~100x slower) */
+    hid_t ms = H5Screate_simple(in->rank, count, NULL);
+    tsc_status_t st = TSC_OK;
+    if (fs < 0 || ms < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0)
+        st = tsc_error_set(TSC_ERR_INTERNAL, "%s: %s: cannot select slice (%d, %d)", d->path, d->ds_path, b, h);
+    else if (H5Dread(d->ds, mt, ms, fs, H5P_DEFAULT, out) < 0)
+        st = tsc_error_set(TSC_ERR_FORMAT, "%s: %s: reading slice (batch %d, head %d) failed: the data is truncated "
+                           "or corrupt", d->path, d->ds_path, b, h);
+    if (fs >= 0) H5Sclose(fs);
+    if (ms >= 0) H5Sclose(ms);
+    return st;
+}
+
+tsc_status_t tsc_dump_read_raw(tsc_dump_t *d, long long step, int layer, const char *name, int b, int h, void *out) {
+    tsc_status_t st = open_ds(d, step, layer, name);
+    if (st != TSC_OK) return st;
+    hid_t mt = tsc_h5_type_create(d->ds_info.dtype);
+    if (mt < 0) return TSC_ERR_INTERNAL;
+    st = read_slice(d, name, b, h, mt, out);
+    H5Tclose(mt);
+    return st;
+}
+
+tsc_status_t tsc_dump_read(tsc_dump_t *d, long long step, int layer, const char *name, int b, int h, float *out) {
+    tsc_status_t st = open_ds(d, step, layer, name);
+    if (st != TSC_OK) return st;
+    tsc_format_t f = d->ds_info.dtype;
+    if (f == TSC_FMT_FP32 || f == TSC_FMT_FP64 || f == TSC_FMT_TF32)
+        return read_slice(d, name, b, h, H5T_NATIVE_FLOAT, out);
+    /* Read the stored bits and widen them ourselves: exact, and far faster than HDF5's soft
+     * (bit-by-bit) conversion of custom floating-point types. */
+    uint64_t n = tsc_dump_slice_elems(d, step, layer, name);
+    size_t need = (size_t)n * tsc_format_size(f);
+    if (need > d->buf_cap) {
+        void *nb = realloc(d->buf, need);
+        if (!nb) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory reading %s", d->path, d->ds_path);
+        d->buf = nb;
+        d->buf_cap = need;
+    }
+    hid_t mt = tsc_h5_type_create(f);
+    if (mt < 0) return TSC_ERR_INTERNAL;
+    st = read_slice(d, name, b, h, mt, d->buf);
+    H5Tclose(mt);
+    if (st == TSC_OK) tsc_convert_to_f32(f, d->buf, out, (size_t)n);
+    return st;
+}
+
+tsc_status_t tsc_dump_attr_longs(tsc_dump_t *d, const char *name, long *values, size_t cap, size_t *n) {
+    tsc_status_t st = tsc_h5_attr_read_longs(d->root, name, values, cap, n);
+    return st == TSC_OK ? st : tsc_error_wrap(st, "%s: ", d->path);
+}
+
+tsc_status_t tsc_dump_attr_str(tsc_dump_t *d, const char *name, char *value, size_t cap) {
+    tsc_status_t st = tsc_h5_attr_read_str(d->root, name, value, cap);
+    return st == TSC_OK ? st : tsc_error_wrap(st, "%s: ", d->path);
+}
+
+/* ---- validator ------------------------------------------------------------------------------- */
+
+static void report(tsc_dump_report_fn fn, void *ctx, int sev, int *errors, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void report(tsc_dump_report_fn fn, void *ctx, int sev, int *errors, const char *fmt, ...) {
+    char msg[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (sev >= 2) (*errors)++;
+    if (fn) fn(ctx, sev, msg);
+}
+
+int tsc_dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn fn, void *ctx) {
+    int errors = 0;
+    const tsc_dump_meta_t *m = &d->meta;
+    if (d->incomplete >= 0)
+        report(fn, ctx, 1, &errors, "step %lld is incomplete (the writer stopped during it); it is ignored",
+               d->incomplete);
+    if (d->n_steps == 0) report(fn, ctx, 1, &errors, "the dump holds no complete step");
+    static const char *required[] = {"q", "k", "v"}, *expected[] = {"o", "do", "lse"};
+    int *layers = malloc(sizeof(int) * (size_t)(m->n_layer + 64));
+    size_t slice_max = (size_t)m->seq_len * (size_t)(m->head_dim > m->d_model ? m->head_dim : m->d_model) * 8 + 64;
+    void *buf = malloc(slice_max);
+    if (!layers || !buf) {
+        free(layers);
+        free(buf);
+        report(fn, ctx, 2, &errors, "out of memory while validating");
+        return errors;
+    }
+    for (int si = 0; si < d->n_steps; si++) {
+        long long step = d->steps[si];
+        int nl = 0;
+        tsc_status_t st = tsc_dump_layers(d, step, layers, m->n_layer + 64, &nl);
+        if (st != TSC_OK) { report(fn, ctx, 2, &errors, "step %lld: %s", step, tsc_error_last()); continue; }
+        if (nl == 0) report(fn, ctx, 1, &errors, "step %lld holds no layer", step);
+        if (nl > m->n_layer + 64) nl = m->n_layer + 64;
+        for (int li = 0; li < nl; li++) {
+            int layer = layers[li];
+            if (layer >= m->n_layer)
+                report(fn, ctx, 2, &errors, "step %lld: layer %d is outside [0, n_layer = %d)", step, layer, m->n_layer);
+            for (int i = 0; i < 3; i++)
+                if (!tsc_dump_has_dataset(d, step, layer, required[i]))
+                    report(fn, ctx, 2, &errors, "step %lld, layer %d: dataset '%s' is missing", step, layer, required[i]);
+            for (int i = 0; i < 3; i++)
+                if (!tsc_dump_has_dataset(d, step, layer, expected[i]))
+                    report(fn, ctx, 1, &errors, "step %lld, layer %d: dataset '%s' is missing (replay and analysis "
+                           "need it)", step, layer, expected[i]);
+            char names[64][TSC_DUMP_NAME_MAX];
+            int nn = 0;
+            if (tsc_dump_dataset_names(d, step, layer, names, 64, &nn) != TSC_OK) {
+                report(fn, ctx, 2, &errors, "step %lld, layer %d: %s", step, layer, tsc_error_last());
+                continue;
+            }
+            for (int k = 0; k < nn && k < 64; k++) {
+                tsc_dump_dataset_info_t in;
+                int erank, ph;
+                uint64_t ed[4];
+                if (tsc_dump_expected_shape(m, names[k], &erank, ed, &ph) != TSC_OK) {
+                    report(fn, ctx, 1, &errors, "step %lld, layer %d: unknown dataset '%s' (ignored)", step, layer,
+                           names[k]);
+                    continue;
+                }
+                st = tsc_dump_dataset_info(d, step, layer, names[k], &in);
+                if (st != TSC_OK) { report(fn, ctx, 2, &errors, "%s", tsc_error_last()); continue; }
+                if (!strcmp(names[k], "lse") && in.dtype != TSC_FMT_FP32)
+                    report(fn, ctx, 1, &errors, "step %lld, layer %d: lse is %s, format v1 stores it as fp32", step,
+                           layer, tsc_format_name(in.dtype));
+                if (!deep) continue;
+                uint64_t ne = tsc_dump_slice_elems(d, step, layer, names[k]);
+                size_t need = (size_t)ne * tsc_format_size(in.dtype);
+                if (need > slice_max) {
+                    void *nb = realloc(buf, need);
+                    if (!nb) { report(fn, ctx, 2, &errors, "out of memory while validating"); continue; }
+                    buf = nb;
+                    slice_max = need;
+                }
+                int nb_ = in.per_head || !strcmp(names[k], "x") ? (int)in.dims[0] : 1;
+                int nh = in.per_head ? (int)in.dims[1] : 1;
+                int bad = 0;
+                for (int b = 0; b < nb_ && !bad; b++)
+                    for (int h = 0; h < nh && !bad; h++)
+                        if (tsc_dump_read_raw(d, step, layer, names[k], b, h, buf) != TSC_OK) {
+                            report(fn, ctx, 2, &errors, "%s", tsc_error_last());
+                            bad = 1;
+                        }
+            }
+        }
+    }
+    free(layers);
+    free(buf);
+    return errors;
+}
+
+/* ---- writer ---------------------------------------------------------------------------------- */
+
+struct tsc_dump_writer {
+    tsc_h5_file_t f;
+    tsc_dump_meta_t meta;
+    tsc_dump_write_opts_t opts;
+    /* the dataset being filled head by head */
+    char ds_path[256];
+    hid_t ds;
+    int ds_heads;               /* heads dimension of the open dataset */
+    uint64_t heads_written;     /* bit h: head h written (heads < 64) */
+    void *conv;                 /* conversion buffer */
+    size_t conv_cap;
+};
+
+static tsc_status_t writer_close_ds(tsc_dump_writer_t *w) {
+    tsc_status_t st = TSC_OK;
+    if (w->ds < 0) return st;
+    /* A dataset with only some heads written tells readers which ones hold data. */
+    if (w->ds_heads <= 64) {
+        uint64_t all = w->ds_heads == 64 ? ~0ULL : ((1ULL << w->ds_heads) - 1);
+        if (w->heads_written != all) {
+            long hs[64];
+            size_t n = 0;
+            for (int h = 0; h < w->ds_heads; h++)
+                if (w->heads_written >> h & 1) hs[n++] = h;
+            st = tsc_h5_attr_write_longs(w->ds, "heads_stored", hs, n);
+        }
+    }
+    if (H5Dclose(w->ds) < 0 && st == TSC_OK) st = tsc_error_set(TSC_ERR_IO, "%s: closing %s failed", w->f.path, w->ds_path);
+    w->ds = H5I_INVALID_HID;
+    w->ds_path[0] = '\0';
+    return st;
+}
+
+static tsc_status_t write_meta(hid_t root, const tsc_dump_meta_t *m) {
+    tsc_status_t st = tsc_h5_attr_write_str(root, "format", TSC_DUMP_FORMAT_NAME);
+    if (st == TSC_OK) st = tsc_h5_attr_write_long(root, "format_version", TSC_DUMP_FORMAT_VERSION);
+    struct { const char *name; int v; } ints[] = {
+        {"n_layer", m->n_layer}, {"n_head", m->n_head}, {"n_kv_head", m->n_kv_head}, {"head_dim", m->head_dim},
+        {"d_model", m->d_model}, {"seq_len", m->seq_len}, {"batch", m->batch}, {"causal", m->causal},
+        {"tile_q", m->tile_q}, {"tile_k", m->tile_k}, {"rank", m->rank}, {"world_size", m->world_size}};
+    for (size_t i = 0; st == TSC_OK && i < sizeof ints / sizeof ints[0]; i++)
+        st = tsc_h5_attr_write_long(root, ints[i].name, ints[i].v);
+    if (st == TSC_OK) st = tsc_h5_attr_write_double(root, "softmax_scale", m->softmax_scale);
+    if (st == TSC_OK) st = tsc_h5_attr_write_str(root, "policy", m->policy);
+    if (st == TSC_OK) st = tsc_h5_attr_write_str(root, "producer", m->producer);
+    if (st == TSC_OK) st = tsc_h5_attr_write_str(root, "tilescope_version", TSC_VERSION);
+    return st;
+}
+
+tsc_status_t tsc_dump_writer_open(tsc_dump_writer_t **out, const char *path, const tsc_dump_meta_t *meta,
+                                  const tsc_dump_write_opts_t *opts) {
+    *out = NULL;
+    tsc_status_t st = tsc_dump_meta_check(meta);
+    if (st != TSC_OK) return tsc_error_wrap(st, "%s: ", path);
+    if (opts && (opts->deflate < 0 || opts->deflate > 9))
+        return tsc_error_set(TSC_ERR_ARG, "%s: deflate level %d outside [0, 9]", path, opts->deflate);
+    tsc_dump_writer_t *w = calloc(1, sizeof *w);
+    if (!w) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
+    w->ds = H5I_INVALID_HID;
+    w->meta = *meta;
+    w->meta.format_version = TSC_DUMP_FORMAT_VERSION;
+    if (opts) w->opts = *opts;
+    st = tsc_h5_create(&w->f, path);
+    if (st != TSC_OK) { free(w); return st; }
+    st = write_meta(w->f.fid, &w->meta);
+    if (st != TSC_OK) { tsc_dump_writer_abort(w); return st; }
+    *out = w;
+    return TSC_OK;
+}
+
+static tsc_status_t check_dims(tsc_dump_writer_t *w, const char *name, int rank, const uint64_t *dims, int *per_head) {
+    int erank;
+    uint64_t ed[4];
+    tsc_status_t st = tsc_dump_expected_shape(&w->meta, name, &erank, ed, per_head);
+    if (st != TSC_OK) return tsc_error_wrap(st, "%s: ", w->f.path);
+    int ok = rank == erank;
+    int tiles = strncmp(name, "tiles/", 6) == 0, ncheck = tiles ? 3 : erank;
+    for (int i = 0; ok && i < ncheck; i++) ok = dims[i] == ed[i];
+    if (ok && tiles) ok = dims[3] > 0;
+    if (!ok) {
+        char got[128], want[128];
+        shape_str(rank > 4 ? 4 : rank, dims, got, sizeof got);
+        shape_str(erank, ed, want, sizeof want);
+        return tsc_error_set(TSC_ERR_SHAPE, "%s: dataset '%s' given with shape %s, the metadata implies %s", w->f.path,
+                             name, got, want);
+    }
+    return TSC_OK;
+}
+
+static tsc_status_t layer_group(tsc_dump_writer_t *w, long long step, int layer, const char *name, hid_t *g,
+                                const char **leaf) {
+    char gp[128];
+    if (step < 0 || layer < 0 || layer >= w->meta.n_layer)
+        return tsc_error_set(TSC_ERR_ARG, "%s: step %lld / layer %d out of range (n_layer = %d)", w->f.path, step,
+                             layer, w->meta.n_layer);
+    const char *slash = strrchr(name, '/');
+    if (slash) snprintf(gp, sizeof gp, "step_%08lld/layer_%03d/%.*s", step, layer, (int)(slash - name), name);
+    else snprintf(gp, sizeof gp, "step_%08lld/layer_%03d", step, layer);
+    *leaf = slash ? slash + 1 : name;
+    int fresh_step = !tsc_h5_exists(w->f.fid, gp);
+    tsc_status_t st = tsc_h5_group_create(w->f.fid, gp, g);
+    if (st != TSC_OK || !fresh_step) return st;
+    /* label the new groups with their numbers (cheap, and readable without parsing names) */
+    char sp[64];
+    snprintf(sp, sizeof sp, "step_%08lld", step);
+    hid_t sg = H5Gopen2(w->f.fid, sp, H5P_DEFAULT);
+    if (sg >= 0) {
+        if (H5Aexists(sg, "step") <= 0) st = tsc_h5_attr_write_long(sg, "step", (long)step);
+        H5Gclose(sg);
+    }
+    snprintf(sp, sizeof sp, "step_%08lld/layer_%03d", step, layer);
+    hid_t lg = H5Gopen2(w->f.fid, sp, H5P_DEFAULT);
+    if (lg >= 0) {
+        if (st == TSC_OK && H5Aexists(lg, "layer") <= 0) st = tsc_h5_attr_write_long(lg, "layer", layer);
+        H5Gclose(lg);
+    }
+    if (st != TSC_OK) H5Gclose(*g);
+    return st;
+}
+
+static tsc_h5_write_opts_t ds_opts(const tsc_dump_writer_t *w, const char *name, int per_head) {
+    tsc_h5_write_opts_t o = {0, w->opts.deflate, 0, 0};
+    /* one chunk = one head's slice (the streaming reader's unit); x: one sequence [T, C] */
+    if (per_head) o.rank_chunk = !strcmp(name, "lse") ? 1 : 2;
+    else if (!strcmp(name, "x")) o.rank_chunk = 2;
+    else if (w->opts.deflate) o.rank_chunk = 2;  /* weights: one chunk, only because filters need chunks */
+    if (w->opts.fill_nan && per_head) { o.fill = NAN; o.has_fill = 1; }
+    return o;
+}
+
+tsc_status_t tsc_dump_writer_put(tsc_dump_writer_t *w, long long step, int layer, const char *name, int rank,
+                                 const uint64_t *dims, tsc_format_t src_fmt, const void *data,
+                                 tsc_format_t store_fmt) {
+    int per_head;
+    tsc_status_t st = check_dims(w, name, rank, dims, &per_head);
+    if (st != TSC_OK) return st;
+    st = writer_close_ds(w);
+    if (st != TSC_OK) return st;
+    hid_t g;
+    const char *leaf;
+    st = layer_group(w, step, layer, name, &g, &leaf);
+    if (st != TSC_OK) return st;
+    if (H5Lexists(g, leaf, H5P_DEFAULT) > 0) {
+        H5Gclose(g);
+        return tsc_error_set(TSC_ERR_ARG, "%s: step %lld, layer %d: dataset '%s' written twice", w->f.path, step, layer,
+                             name);
+    }
+    tsc_h5_write_opts_t o = ds_opts(w, name, per_head);
+    st = tsc_h5_write_array(g, leaf, store_fmt, rank, dims, data, src_fmt, dim_labels_of(name), units_of(name), &o);
+    H5Gclose(g);
+    return st;
+}
+
+tsc_status_t tsc_dump_writer_put_head(tsc_dump_writer_t *w, long long step, int layer, const char *name, int rank,
+                                      const uint64_t *dims, int b, int h, tsc_format_t src_fmt, const void *data,
+                                      tsc_format_t store_fmt) {
+    int per_head;
+    tsc_status_t st = check_dims(w, name, rank, dims, &per_head);
+    if (st != TSC_OK) return st;
+    if (!per_head)
+        return tsc_error_set(TSC_ERR_ARG, "%s: '%s' is not a per-head dataset; write it with tsc_dump_writer_put",
+                             w->f.path, name);
+    if (b < 0 || (uint64_t)b >= dims[0] || h < 0 || (uint64_t)h >= dims[1])
+        return tsc_error_set(TSC_ERR_ARG, "%s: '%s': slice (%d, %d) outside [%llu, %llu]", w->f.path, name, b, h,
+                             (unsigned long long)dims[0], (unsigned long long)dims[1]);
+    char p[256];
+    snprintf(p, sizeof p, "step_%08lld/layer_%03d/%s", step, layer, name);
+    hid_t ft = tsc_h5_type_create(store_fmt);
+    if (ft < 0) return TSC_ERR_UNSUPPORTED;
+    if (w->ds < 0 || strcmp(p, w->ds_path) != 0) {
+        st = writer_close_ds(w);
+        hid_t g = H5I_INVALID_HID;
+        const char *leaf;
+        if (st == TSC_OK) st = layer_group(w, step, layer, name, &g, &leaf);
+        if (st == TSC_OK && H5Lexists(g, leaf, H5P_DEFAULT) <= 0) {
+            tsc_h5_write_opts_t o = ds_opts(w, name, per_head);
+            st = tsc_h5_write_array(g, leaf, store_fmt, rank, dims, NULL, store_fmt, dim_labels_of(name),
+                                    units_of(name), &o);
+        }
+        if (st == TSC_OK) {
+            w->ds = H5Dopen2(g, leaf, H5P_DEFAULT);
+            if (w->ds < 0) st = tsc_error_set(TSC_ERR_IO, "%s: cannot reopen %s", w->f.path, p);
+            snprintf(w->ds_path, sizeof w->ds_path, "%s", p);
+            w->ds_heads = (int)dims[1];
+            w->heads_written = 0;
+        }
+        if (g >= 0) H5Gclose(g);
+        if (st != TSC_OK) { H5Tclose(ft); return st; }
+    }
+    hsize_t n = 1, start[4] = {(hsize_t)b, (hsize_t)h, 0, 0}, count[4] = {1, 1, 1, 1};
+    for (int i = 2; i < rank; i++) { n *= dims[i]; count[i] = dims[i]; }
+    const void *buf = data;
+    if (src_fmt != store_fmt) {
+        size_t need = (size_t)n * (tsc_format_size(store_fmt) + sizeof(float));
+        if (need > w->conv_cap) {
+            void *nb = realloc(w->conv, need);
+            if (!nb) { H5Tclose(ft); return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", w->f.path); }
+            w->conv = nb;
+            w->conv_cap = need;
+        }
+        float *f = w->conv;
+        void *dst = f + n;
+        if (src_fmt == TSC_FMT_FP32) memcpy(f, data, (size_t)n * sizeof(float));
+        else tsc_convert_to_f32(src_fmt, data, f, (size_t)n);
+        tsc_convert_from_f32(store_fmt, f, dst, (size_t)n, TSC_ROUND_NEAREST_EVEN, NULL);
+        buf = dst;
+    }
+    hid_t fs = H5Dget_space(w->ds), ms = H5Screate_simple(rank, count, NULL);  /* same shape: fast path */
+    if (fs < 0 || ms < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+        H5Dwrite(w->ds, ft, ms, fs, H5P_DEFAULT, buf) < 0)
+        st = tsc_error_set(TSC_ERR_IO, "%s: writing %s slice (%d, %d) failed (disk full?)", w->f.path, p, b, h);
+    else if (h < 64)
+        w->heads_written |= 1ULL << h;
+    if (fs >= 0) H5Sclose(fs);
+    if (ms >= 0) H5Sclose(ms);
+    H5Tclose(ft);
+    return st;
+}
+
+tsc_status_t tsc_dump_writer_attr_longs(tsc_dump_writer_t *w, const char *name, const long *v, size_t n) {
+    return tsc_h5_attr_write_longs(w->f.fid, name, v, n);
+}
+
+tsc_status_t tsc_dump_writer_attr_str(tsc_dump_writer_t *w, const char *name, const char *value) {
+    return tsc_h5_attr_write_str(w->f.fid, name, value);
+}
+
+tsc_status_t tsc_dump_writer_step_done(tsc_dump_writer_t *w, long long step) {
+    tsc_status_t st = writer_close_ds(w);
+    if (st != TSC_OK) return st;
+    char sp[64];
+    snprintf(sp, sizeof sp, "step_%08lld", step);
+    hid_t g;
+    st = tsc_h5_group_create(w->f.fid, sp, &g);
+    if (st != TSC_OK) return st;
+    if (H5Aexists(g, "step") <= 0) st = tsc_h5_attr_write_long(g, "step", (long)step);
+    /* written last: a reader lists only the steps that carry it */
+    if (st == TSC_OK) st = tsc_h5_attr_write_long(g, "complete", 1);
+    H5Gclose(g);
+    return st;
+}
+
+tsc_status_t tsc_dump_writer_flush(tsc_dump_writer_t *w) {
+    if (H5Fflush(w->f.fid, H5F_SCOPE_GLOBAL) < 0)
+        return tsc_error_set(TSC_ERR_IO, "%s: flushing %s failed", w->f.path, w->f.tmp);
+    return TSC_OK;
+}
+
+tsc_status_t tsc_dump_writer_close(tsc_dump_writer_t *w) {
+    if (!w) return TSC_OK;
+    tsc_status_t st = writer_close_ds(w);
+    if (st == TSC_OK) st = tsc_h5_commit(&w->f);
+    else tsc_h5_abort(&w->f);
+    free(w->conv);
+    free(w);
+    return st;
+}
+
+void tsc_dump_writer_abort(tsc_dump_writer_t *w) {
+    if (!w) return;
+    if (w->ds >= 0) H5Dclose(w->ds);
+    tsc_h5_abort(&w->f);
+    free(w->conv);
+    free(w);
+}

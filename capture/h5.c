@@ -1,0 +1,494 @@
+/* h5.c: checked HDF5 helpers (tsc_h5.h). */
+#include "tsc_h5.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void tsc_h5_init(void) {
+    static int done;
+    if (done) return;
+    /* HDF5 prints its error stack to stderr by default; library code must not print, so every
+     * failure is reported through tsc_error_set instead. */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    done = 1;
+}
+
+const char *tsc_h5_where(hid_t obj, char *buf, size_t cap) {
+    char file[2048] = "?", name[1024] = "";
+    if (cap == 0) return buf;
+    if (H5Fget_name(obj, file, sizeof file) < 0) snprintf(file, sizeof file, "?");
+    if (H5Iget_type(obj) != H5I_FILE && H5Iget_name(obj, name, sizeof name) < 0) name[0] = '\0';
+    snprintf(buf, cap, "%s:%s", file, name[0] ? name : "/");
+    return buf;
+}
+
+/* ---- number formats as HDF5 floating-point types -------------------------------------------- */
+
+typedef struct {
+    tsc_format_t fmt;
+    size_t size, spos, epos, esize, mpos, msize, ebias;
+} layout_t;
+
+/* Bit layouts (sign position, exponent position and size, mantissa position and size, bias). */
+static const layout_t layouts[] = {
+    {TSC_FMT_BF16, 2, 15, 7, 8, 0, 7, 127},
+    {TSC_FMT_FP16, 2, 15, 10, 5, 0, 10, 15},
+    {TSC_FMT_FP8_E4M3, 1, 7, 3, 4, 0, 3, 7},
+    {TSC_FMT_FP8_E5M2, 1, 7, 2, 5, 0, 2, 15},
+};
+
+hid_t tsc_h5_type_create(tsc_format_t fmt) {
+    tsc_h5_init();
+    if (fmt == TSC_FMT_FP64) return H5Tcopy(H5T_IEEE_F64LE);
+    if (fmt == TSC_FMT_FP32 || fmt == TSC_FMT_TF32) return H5Tcopy(H5T_IEEE_F32LE);
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        const layout_t *l = &layouts[i];
+        if (l->fmt != fmt) continue;
+        /* Start from IEEE single (implied normalisation, zero padding) and shrink it: the fields
+         * must fit inside the precision at every intermediate step, hence this order. */
+        hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+        if (t < 0 || H5Tset_fields(t, l->spos, l->epos, l->esize, l->mpos, l->msize) < 0 ||
+            H5Tset_offset(t, 0) < 0 || H5Tset_precision(t, l->size * 8) < 0 ||
+            H5Tset_size(t, l->size) < 0 || H5Tset_ebias(t, l->ebias) < 0 ||
+            H5Tset_norm(t, H5T_NORM_IMPLIED) < 0 || H5Tset_inpad(t, H5T_PAD_ZERO) < 0) {
+            if (t >= 0) H5Tclose(t);
+            tsc_error_set(TSC_ERR_INTERNAL, "HDF5 refused the %s floating-point layout", tsc_format_name(fmt));
+            return H5I_INVALID_HID;
+        }
+        return t;
+    }
+    tsc_error_set(TSC_ERR_UNSUPPORTED, "no HDF5 type for number format %d", (int)fmt);
+    return H5I_INVALID_HID;
+}
+
+tsc_status_t tsc_h5_type_format(hid_t type, tsc_format_t *out) {
+    H5T_class_t cls = H5Tget_class(type);
+    if (cls != H5T_FLOAT)
+        return tsc_error_set(TSC_ERR_UNSUPPORTED, "stored type is not floating-point (HDF5 class %d)", (int)cls);
+    size_t size = H5Tget_size(type), spos, epos, esize, mpos, msize;
+    if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) < 0)
+        return tsc_error_set(TSC_ERR_FORMAT, "cannot read the floating-point fields of a stored type");
+    size_t ebias = H5Tget_ebias(type);
+    H5T_order_t order = H5Tget_order(type);
+    if (size > 1 && order != H5T_ORDER_LE)
+        return tsc_error_set(TSC_ERR_UNSUPPORTED, "big-endian floating-point data is not supported");
+    if (size == 8 && msize == 52 && esize == 11 && ebias == 1023) { *out = TSC_FMT_FP64; return TSC_OK; }
+    if (size == 4 && msize == 23 && esize == 8 && ebias == 127) { *out = TSC_FMT_FP32; return TSC_OK; }
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        const layout_t *l = &layouts[i];
+        if (size == l->size && spos == l->spos && epos == l->epos && esize == l->esize &&
+            mpos == l->mpos && msize == l->msize && ebias == l->ebias) {
+            *out = l->fmt;
+            return TSC_OK;
+        }
+    }
+    return tsc_error_set(TSC_ERR_UNSUPPORTED,
+                         "unknown floating-point layout: %zu bytes, sign bit %zu, exponent %zu bits at %zu "
+                         "(bias %zu), mantissa %zu bits at %zu", size, spos, esize, epos, ebias, msize, mpos);
+}
+
+/* ---- files ----------------------------------------------------------------------------------- */
+
+static hid_t strong_fapl(void) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    /* Strong close: H5Fclose closes every object still open in the file, so an error path that
+     * forgot a group id cannot keep the file open (and unrenamed) behind our back. */
+    if (fapl >= 0) H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+    return fapl;
+}
+
+tsc_status_t tsc_h5_create(tsc_h5_file_t *f, const char *path) {
+    tsc_h5_init();
+    f->fid = H5I_INVALID_HID;
+    if (!path || !*path) return tsc_error_set(TSC_ERR_ARG, "empty output path");
+    if (strlen(path) >= sizeof f->path) return tsc_error_set(TSC_ERR_ARG, "%s: path too long", path);
+    snprintf(f->path, sizeof f->path, "%s", path);
+    snprintf(f->tmp, sizeof f->tmp, "%s.tmp.%ld", path, (long)getpid());
+    /* Probe with open(2) first: HDF5's own failure would not tell us why (errno). */
+    int fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        return tsc_error_set(TSC_ERR_IO, "%s: cannot create (temporary file %s): %s", path, f->tmp,
+                             strerror(errno));
+    close(fd);
+    hid_t fapl = strong_fapl();
+    f->fid = H5Fcreate(f->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (fapl >= 0) H5Pclose(fapl);
+    if (f->fid < 0) {
+        unlink(f->tmp);
+        return tsc_error_set(TSC_ERR_IO, "%s: HDF5 cannot create temporary file %s", path, f->tmp);
+    }
+    return TSC_OK;
+}
+
+tsc_status_t tsc_h5_commit(tsc_h5_file_t *f) {
+    if (f->fid < 0) return tsc_error_set(TSC_ERR_ARG, "%s: file is not open", f->path);
+    herr_t e = H5Fclose(f->fid);
+    f->fid = H5I_INVALID_HID;
+    if (e < 0) {
+        unlink(f->tmp);
+        return tsc_error_set(TSC_ERR_IO, "%s: closing the temporary file %s failed (disk full?)", f->path, f->tmp);
+    }
+    if (rename(f->tmp, f->path) != 0) {
+        int err = errno;
+        unlink(f->tmp);
+        return tsc_error_set(TSC_ERR_IO, "%s: cannot rename %s into place: %s", f->path, f->tmp, strerror(err));
+    }
+    return TSC_OK;
+}
+
+void tsc_h5_abort(tsc_h5_file_t *f) {
+    if (f->fid >= 0) H5Fclose(f->fid);
+    f->fid = H5I_INVALID_HID;
+    if (f->tmp[0]) unlink(f->tmp);
+}
+
+tsc_status_t tsc_h5_open(hid_t *fid, const char *path, int rw) {
+    tsc_h5_init();
+    *fid = H5I_INVALID_HID;
+    struct stat st;
+    if (stat(path, &st) != 0) return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) return tsc_error_set(TSC_ERR_IO, "%s: is a folder, expected an HDF5 file", path);
+    FILE *fp = fopen(path, rw ? "r+b" : "rb");
+    if (!fp) return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    fclose(fp);
+    htri_t is = H5Fis_hdf5(path);
+    if (is <= 0)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: not an HDF5 file (no HDF5 signature%s)", path,
+                             st.st_size == 0 ? "; the file is empty" : "");
+    /* default (weak) close degree here: a file opened twice in one process (by h5py and by us,
+     * say) must be opened with the same degree, and HDF5's default is what others use */
+    *fid = H5Fopen(path, rw ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (*fid < 0)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: HDF5 cannot open it: the file is truncated or corrupt "
+                             "(%lld bytes on disk)", path, (long long)st.st_size);
+    return TSC_OK;
+}
+
+/* ---- groups ---------------------------------------------------------------------------------- */
+
+tsc_status_t tsc_h5_group_create(hid_t loc, const char *path, hid_t *out) {
+    char buf[1024], where[2048];
+    if (out) *out = H5I_INVALID_HID;
+    if (strlen(path) >= sizeof buf) return tsc_error_set(TSC_ERR_ARG, "group path too long: %s", path);
+    snprintf(buf, sizeof buf, "%s", path);
+    hid_t cur = loc;
+    int own = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
+        htri_t ex = H5Lexists(cur, tok, H5P_DEFAULT);
+        hid_t g = ex > 0 ? H5Gopen2(cur, tok, H5P_DEFAULT)
+                         : ex == 0 ? H5Gcreate2(cur, tok, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
+        if (g < 0) {
+            tsc_h5_where(cur, where, sizeof where);
+            if (own) H5Gclose(cur);
+            return tsc_error_set(TSC_ERR_IO, "%s: cannot create or open group '%s'", where, tok);
+        }
+        if (own) H5Gclose(cur);
+        cur = g;
+        own = 1;
+    }
+    if (!own) return tsc_error_set(TSC_ERR_ARG, "empty group path");
+    if (out) *out = cur;
+    else H5Gclose(cur);
+    return TSC_OK;
+}
+
+int tsc_h5_exists(hid_t loc, const char *path) {
+    char buf[1024];
+    if (strlen(path) >= sizeof buf) return 0;
+    snprintf(buf, sizeof buf, "%s", path);
+    /* H5Lexists on "a/b" fails (not 0) when "a" is missing, so check component by component. */
+    for (char *p = buf; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (H5Lexists(loc, buf, H5P_DEFAULT) <= 0) return 0;
+        *p = '/';
+    }
+    return H5Lexists(loc, buf, H5P_DEFAULT) > 0;
+}
+
+/* ---- attributes ------------------------------------------------------------------------------ */
+
+static tsc_status_t attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, hid_t space,
+                               const void *buf) {
+    char where[2048];
+    if (H5Aexists(obj, name) > 0 && H5Adelete(obj, name) < 0)
+        return tsc_error_set(TSC_ERR_IO, "%s: cannot replace attribute '%s'", tsc_h5_where(obj, where, sizeof where), name);
+    hid_t a = H5Acreate2(obj, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t e = a < 0 ? -1 : H5Awrite(a, mtype, buf);
+    if (a >= 0) H5Aclose(a);
+    if (e < 0)
+        return tsc_error_set(TSC_ERR_IO, "%s: cannot write attribute '%s'", tsc_h5_where(obj, where, sizeof where), name);
+    return TSC_OK;
+}
+
+tsc_status_t tsc_h5_attr_write_str(hid_t obj, const char *name, const char *value) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    hid_t s = H5Screate(H5S_SCALAR);
+    tsc_status_t st;
+    if (t < 0 || s < 0 || H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, H5T_CSET_UTF8) < 0)
+        st = tsc_error_set(TSC_ERR_INTERNAL, "cannot make a string type for attribute '%s'", name);
+    else
+        st = attr_write(obj, name, t, t, s, &value);
+    if (t >= 0) H5Tclose(t);
+    if (s >= 0) H5Sclose(s);
+    return st;
+}
+
+static tsc_status_t attr_write_arr(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *v,
+                                   size_t n, int scalar) {
+    hsize_t dim = n;
+    hid_t s = scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &dim, NULL);
+    if (s < 0) return tsc_error_set(TSC_ERR_INTERNAL, "cannot make a dataspace for attribute '%s'", name);
+    tsc_status_t st = attr_write(obj, name, ftype, mtype, s, v);
+    H5Sclose(s);
+    return st;
+}
+
+tsc_status_t tsc_h5_attr_write_double(hid_t obj, const char *name, double value) {
+    return attr_write_arr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value, 1, 1);
+}
+tsc_status_t tsc_h5_attr_write_long(hid_t obj, const char *name, long value) {
+    long long v = value;
+    return attr_write_arr(obj, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, &v, 1, 1);
+}
+tsc_status_t tsc_h5_attr_write_longs(hid_t obj, const char *name, const long *values, size_t n) {
+    long long tmp[256];
+    long long *v = n <= 256 ? tmp : malloc(n * sizeof *v);
+    if (!v) return tsc_error_set(TSC_ERR_NOMEM, "attribute '%s': out of memory", name);
+    for (size_t i = 0; i < n; i++) v[i] = values[i];
+    /* An empty list is stored as a one-dimensional dataspace of size 0 (h5py reads array([])). */
+    tsc_status_t st = attr_write_arr(obj, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, v, n, 0);
+    if (v != tmp) free(v);
+    return st;
+}
+tsc_status_t tsc_h5_attr_write_doubles(hid_t obj, const char *name, const double *values, size_t n) {
+    return attr_write_arr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, values, n, 0);
+}
+
+static hid_t attr_open(hid_t obj, const char *name, tsc_status_t *st) {
+    char where[2048];
+    htri_t ex = H5Aexists(obj, name);
+    if (ex <= 0) {
+        *st = tsc_error_set(ex == 0 ? TSC_ERR_MISSING : TSC_ERR_FORMAT, "%s: attribute '%s' %s",
+                            tsc_h5_where(obj, where, sizeof where), name, ex == 0 ? "is missing" : "is unreadable");
+        return H5I_INVALID_HID;
+    }
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0)
+        *st = tsc_error_set(TSC_ERR_FORMAT, "%s: attribute '%s' is unreadable", tsc_h5_where(obj, where, sizeof where), name);
+    else
+        *st = TSC_OK;
+    return a;
+}
+
+tsc_status_t tsc_h5_attr_read_str(hid_t obj, const char *name, char *value, size_t cap) {
+    char where[2048];
+    tsc_status_t st;
+    if (cap) value[0] = '\0';
+    hid_t a = attr_open(obj, name, &st);
+    if (a < 0) return st;
+    hid_t t = H5Aget_type(a), s = H5Aget_space(a), m = H5I_INVALID_HID;
+    st = TSC_OK;
+    if (t < 0 || s < 0 || H5Tget_class(t) != H5T_STRING || H5Sget_simple_extent_npoints(s) != 1) {
+        st = tsc_error_set(TSC_ERR_FORMAT, "%s: attribute '%s' is not a single string",
+                           tsc_h5_where(obj, where, sizeof where), name);
+    } else if (H5Tis_variable_str(t) > 0) {
+        char *p = NULL;
+        m = H5Tcopy(H5T_C_S1);
+        if (m < 0 || H5Tset_size(m, H5T_VARIABLE) < 0 || H5Tset_cset(m, H5Tget_cset(t)) < 0 ||
+            H5Aread(a, m, &p) < 0)
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s: cannot read string attribute '%s'",
+                               tsc_h5_where(obj, where, sizeof where), name);
+        else if (cap)
+            snprintf(value, cap, "%s", p ? p : "");
+        if (p) H5free_memory(p);
+    } else {
+        size_t n = H5Tget_size(t);
+        char *buf = calloc(n + 1, 1);
+        m = H5Tcopy(H5T_C_S1);
+        if (!buf) st = tsc_error_set(TSC_ERR_NOMEM, "attribute '%s': out of memory", name);
+        else if (m < 0 || H5Tset_size(m, n) < 0 || H5Tset_cset(m, H5Tget_cset(t)) < 0 || H5Aread(a, m, buf) < 0)
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s: cannot read string attribute '%s'",
+                               tsc_h5_where(obj, where, sizeof where), name);
+        else if (cap)
+            snprintf(value, cap, "%s", buf);
+        free(buf);
+    }
+    if (m >= 0) H5Tclose(m);
+    if (t >= 0) H5Tclose(t);
+    if (s >= 0) H5Sclose(s);
+    H5Aclose(a);
+    return st;
+}
+
+/* Reads a numeric attribute (any size) as long long or double into v[0..cap); count in *n. */
+static tsc_status_t attr_read_num(hid_t obj, const char *name, int as_double, void *v, size_t cap, size_t *n) {
+    char where[2048];
+    tsc_status_t st;
+    hid_t a = attr_open(obj, name, &st);
+    if (a < 0) return st;
+    hid_t t = H5Aget_type(a), s = H5Aget_space(a);
+    H5T_class_t cls = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
+    hssize_t np = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
+    st = TSC_OK;
+    if ((cls != H5T_INTEGER && cls != H5T_FLOAT) || np < 0) {
+        st = tsc_error_set(TSC_ERR_FORMAT, "%s: attribute '%s' is not numeric",
+                           tsc_h5_where(obj, where, sizeof where), name);
+    } else {
+        double *buf = malloc(((size_t)np + 1) * sizeof(double));
+        /* Integers read through long long, floats through double: no precision lost either way. */
+        hid_t mt = cls == H5T_INTEGER ? H5T_NATIVE_LLONG : H5T_NATIVE_DOUBLE;
+        if (!buf) st = tsc_error_set(TSC_ERR_NOMEM, "attribute '%s': out of memory", name);
+        else if (np > 0 && H5Aread(a, mt, buf) < 0)
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s: cannot read attribute '%s'", tsc_h5_where(obj, where, sizeof where), name);
+        else {
+            for (size_t i = 0; i < (size_t)np && i < cap; i++) {
+                double dv = cls == H5T_INTEGER ? (double)((long long *)buf)[i] : buf[i];
+                long long lv = cls == H5T_INTEGER ? ((long long *)buf)[i] : (long long)buf[i];
+                if (as_double) ((double *)v)[i] = dv;
+                else ((long *)v)[i] = (long)lv;
+            }
+            *n = (size_t)np;
+        }
+        free(buf);
+    }
+    if (t >= 0) H5Tclose(t);
+    if (s >= 0) H5Sclose(s);
+    H5Aclose(a);
+    return st;
+}
+
+tsc_status_t tsc_h5_attr_read_double(hid_t obj, const char *name, double *value) {
+    size_t n = 0;
+    char where[2048];
+    tsc_status_t st = attr_read_num(obj, name, 1, value, 1, &n);
+    if (st == TSC_OK && n != 1)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: attribute '%s' has %zu values, expected 1",
+                             tsc_h5_where(obj, where, sizeof where), name, n);
+    return st;
+}
+tsc_status_t tsc_h5_attr_read_long(hid_t obj, const char *name, long *value) {
+    size_t n = 0;
+    char where[2048];
+    tsc_status_t st = attr_read_num(obj, name, 0, value, 1, &n);
+    if (st == TSC_OK && n != 1)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: attribute '%s' has %zu values, expected 1",
+                             tsc_h5_where(obj, where, sizeof where), name, n);
+    return st;
+}
+tsc_status_t tsc_h5_attr_read_longs(hid_t obj, const char *name, long *values, size_t cap, size_t *n) {
+    *n = 0;
+    return attr_read_num(obj, name, 0, values, cap, n);
+}
+
+/* ---- datasets -------------------------------------------------------------------------------- */
+
+static tsc_status_t write_ds(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int rank,
+                             const uint64_t *dims, const void *data, const char *dtype_name,
+                             const char *dim_labels, const char *units, const tsc_h5_write_opts_t *opts) {
+    char where[2048];
+    hsize_t hd[32], ch[32];
+    if (rank < 0 || rank > 32) return tsc_error_set(TSC_ERR_ARG, "dataset '%s': rank %d out of range", name, rank);
+    int chunked = opts && opts->rank_chunk > 0 && rank > 0;
+    uint64_t total = 1;
+    for (int i = 0; i < rank; i++) {
+        hd[i] = dims[i];
+        total *= dims[i];
+        ch[i] = (chunked && i >= rank - opts->rank_chunk) ? (dims[i] ? dims[i] : 1) : 1;
+    }
+    if (total == 0) chunked = 0;  /* zero-sized chunks are invalid; an empty dataset needs none */
+    hid_t space = H5Screate_simple(rank, hd, NULL);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    tsc_status_t st = TSC_OK;
+    if (space < 0 || dcpl < 0) st = tsc_error_set(TSC_ERR_INTERNAL, "dataset '%s': cannot create a dataspace", name);
+    if (st == TSC_OK && chunked) {
+        if (H5Pset_chunk(dcpl, rank, ch) < 0 ||
+            (opts->deflate > 0 && (H5Pset_shuffle(dcpl) < 0 || H5Pset_deflate(dcpl, (unsigned)opts->deflate) < 0)))
+            st = tsc_error_set(TSC_ERR_ARG, "%s: cannot set chunking/compression of '%s'",
+                               tsc_h5_where(loc, where, sizeof where), name);
+    }
+    if (st == TSC_OK && opts && opts->has_fill) {
+        double f = opts->fill;
+        if (H5Pset_fill_value(dcpl, H5T_NATIVE_DOUBLE, &f) < 0)
+            st = tsc_error_set(TSC_ERR_ARG, "%s: cannot set the fill value of '%s'", tsc_h5_where(loc, where, sizeof where), name);
+    }
+    hid_t ds = H5I_INVALID_HID;
+    if (st == TSC_OK) {
+        ds = H5Dcreate2(loc, name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        if (ds < 0)
+            st = tsc_error_set(TSC_ERR_IO, "%s: cannot create dataset '%s' (exists already?)",
+                               tsc_h5_where(loc, where, sizeof where), name);
+        else if (data && total && H5Dwrite(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+            st = tsc_error_set(TSC_ERR_IO, "%s: cannot write dataset '%s' (disk full?)",
+                               tsc_h5_where(loc, where, sizeof where), name);
+    }
+    if (st == TSC_OK && dtype_name) st = tsc_h5_attr_write_str(ds, "dtype", dtype_name);
+    if (st == TSC_OK && dim_labels) st = tsc_h5_attr_write_str(ds, "dims", dim_labels);
+    if (st == TSC_OK && units) st = tsc_h5_attr_write_str(ds, "units", units);
+    if (ds >= 0) H5Dclose(ds);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (space >= 0) H5Sclose(space);
+    return st;
+}
+
+tsc_status_t tsc_h5_write_array(hid_t loc, const char *name, tsc_format_t store_fmt, int rank,
+                                const uint64_t *dims, const void *data, tsc_format_t src_fmt,
+                                const char *dim_labels, const char *units,
+                                const tsc_h5_write_opts_t *opts) {
+    tsc_h5_init();
+    uint64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= dims[i];
+    hid_t ft = tsc_h5_type_create(store_fmt);
+    if (ft < 0) return tsc_error_wrap(TSC_ERR_UNSUPPORTED, "dataset '%s': ", name);
+    const void *buf = data;
+    void *conv = NULL;
+    hid_t mt = ft;
+    tsc_status_t st = TSC_OK;
+    if (src_fmt == store_fmt || (src_fmt == TSC_FMT_TF32 && store_fmt == TSC_FMT_FP32)) {
+        mt = ft;  /* bit for bit: the memory type is the file type, HDF5 converts nothing */
+    } else if (src_fmt == TSC_FMT_FP32 && store_fmt == TSC_FMT_FP64) {
+        mt = H5T_NATIVE_FLOAT;  /* exact widening by HDF5's hard conversion */
+    } else {
+        /* Round through float with our own nearest-even conversion (HDF5's soft conversion
+         * would do too, but this way the rounding is the one the kernels define). */
+        float *f = src_fmt == TSC_FMT_FP32 ? NULL : malloc((size_t)n * sizeof(float));
+        conv = malloc((size_t)n * tsc_format_size(store_fmt) + 1);
+        if ((src_fmt != TSC_FMT_FP32 && !f) || !conv) {
+            st = tsc_error_set(TSC_ERR_NOMEM, "dataset '%s': out of memory converting %llu values", name,
+                               (unsigned long long)n);
+        } else {
+            const float *fs = data;
+            if (f) { tsc_convert_to_f32(src_fmt, data, f, (size_t)n); fs = f; }
+            tsc_convert_from_f32(store_fmt, fs, conv, (size_t)n, TSC_ROUND_NEAREST_EVEN, NULL);
+            buf = conv;
+        }
+        free(f);
+    }
+    if (st == TSC_OK)
+        st = write_ds(loc, name, ft, mt, rank, dims, buf, tsc_format_name(store_fmt), dim_labels, units, opts);
+    free(conv);
+    H5Tclose(ft);
+    return st;
+}
+
+tsc_status_t tsc_h5_write_floats(hid_t loc, const char *name, int rank, const uint64_t *dims,
+                                 const float *data, const char *dim_labels, const char *units) {
+    return tsc_h5_write_array(loc, name, TSC_FMT_FP32, rank, dims, data, TSC_FMT_FP32, dim_labels, units, NULL);
+}
+
+tsc_status_t tsc_h5_write_doubles(hid_t loc, const char *name, int rank, const uint64_t *dims,
+                                  const double *data, const char *dim_labels, const char *units) {
+    return tsc_h5_write_array(loc, name, TSC_FMT_FP64, rank, dims, data, TSC_FMT_FP64, dim_labels, units, NULL);
+}
+
+tsc_status_t tsc_h5_write_ints(hid_t loc, const char *name, int rank, const uint64_t *dims,
+                               const int64_t *data, const char *dim_labels, const char *units) {
+    tsc_h5_init();
+    return write_ds(loc, name, H5T_STD_I64LE, H5T_NATIVE_INT64, rank, dims, data, "int64", dim_labels, units, NULL);
+}

@@ -1,0 +1,153 @@
+/* cmd_analyze.c: `tilescope analyze DUMP -o DIR`: error/bias statistics, ties and sinks, rounding
+ * census, O-bar_error curves, gradient-error decomposition, spectral norms (analyze/tsc_analysis.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "tsc_analysis.h"
+
+const char tsc_usage_analyze[] =
+    "usage: tilescope analyze DUMP -o DIR [options]\n"
+    "Replays every selected step/layer/head under an hp and an lp policy and writes DIR/analysis.h5\n"
+    "(arrays for figures) and DIR/summary.json (every metric; keys in docs/FORMAT.md section 3).\n"
+    "  -o, --out DIR       output folder, created if missing (required)\n"
+    "  --hp POLICY         reference policy (string, default fp32)\n"
+    "  --lp POLICY         low-precision policy (string, default: the dump's policy, else bf16-fa2)\n"
+    "  --select SPEC       steps=A:B:S,layers=...,heads=...,batches=... (default all)\n"
+    "  --steps SET, --layers SET, --heads SET, --batches SET   (e.g. 1,3 or 0:12:2 or all)\n"
+    "  --probe B,T,I       also record O-bar_error(t) at batch B, row T, feature I (integers)\n"
+    "  --alpha A           family-wise false-positive bound of the flags (number, default 0.01)\n"
+    "  --min-ulp U         minimum |mean bias| of a flagged feature in ULPs (number, default 0.05)\n"
+    "  --tie-eps E         tolerance of 'within eps' ties (number, default 1e-3)\n"
+    "  --terms N           rank-1 terms per head and step (integer, default 32)\n"
+    "  --no-census         skip the rounding census of P-bar V\n"
+    "  --no-identity       skip identity (1) (saves one backward per head)\n"
+    "  --json              also print summary.json to stdout\n"
+    "  -q, --quiet         no configuration, progress or table on stderr/stdout\n"
+    "Exit: 0 done, 1 the job failed (bad dump, unwritable DIR), 2 usage error.\n";
+
+static int make_dir(const char *dir) {
+    if (mkdir(dir, 0777) == 0 || errno == EEXIST) {
+        struct stat sb;
+        if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
+        errno = ENOTDIR;
+    }
+    return -1;
+}
+
+int tsc_cmd_analyze(int argc, char **argv) {
+    const char *cmd = "analyze", *dump = NULL, *outdir = NULL;
+    int json = 0, quiet = 0, rc;
+    tsc_analysis_opts_t o;
+    tsc_analysis_opts_init(&o);
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            outdir = v;
+        } else if (strcmp(a, "--hp") == 0 || strcmp(a, "--lp") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            char *dst = a[2] == 'h' ? o.hp : o.lp;
+            if (strlen(v) >= TSC_POLICY_STR_MAX) return tsc_cli_usage_error(cmd, "%s: policy string too long", a);
+            strcpy(dst, v);
+        } else if (strcmp(a, "--select") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            if (tsc_select_parse(&o.sel, v) != TSC_OK) return tsc_cli_usage_error(cmd, "--select: %s", tsc_error_last());
+        } else if (strcmp(a, "--steps") == 0 || strcmp(a, "--layers") == 0 || strcmp(a, "--heads") == 0 ||
+                   strcmp(a, "--batches") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            tsc_select_set_t *set = a[2] == 's' ? &o.sel.steps : a[2] == 'l' ? &o.sel.layers
+                                    : a[2] == 'h' ? &o.sel.heads : &o.sel.batches;
+            if (tsc_select_set_parse(set, v) != TSC_OK) return tsc_cli_usage_error(cmd, "%s: %s", a, tsc_error_last());
+        } else if (strcmp(a, "--probe") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            char extra;
+            if (sscanf(v, "%d,%d,%d%c", &o.probe_b, &o.probe_t, &o.probe_i, &extra) != 3 || o.probe_b < 0 ||
+                o.probe_t < 0 || o.probe_i < 0)
+                return tsc_cli_usage_error(cmd, "--probe expects B,T,I (three non-negative integers), got '%s'", v);
+        } else if (strcmp(a, "--alpha") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            if ((rc = tsc_cli_parse_double(cmd, a, v, 1e-300, 1, &o.rule.alpha))) return rc;
+        } else if (strcmp(a, "--min-ulp") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            if ((rc = tsc_cli_parse_double(cmd, a, v, 0, 1e6, &o.rule.min_ulp))) return rc;
+        } else if (strcmp(a, "--tie-eps") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            if ((rc = tsc_cli_parse_double(cmd, a, v, 0, 1e3, &o.tie_eps))) return rc;
+        } else if (strcmp(a, "--terms") == 0) {
+            long n;
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            if ((rc = tsc_cli_parse_long(cmd, a, v, 1, 4096, &n))) return rc;
+            o.n_terms = (int)n;
+        } else if (strcmp(a, "--no-census") == 0) {
+            o.census = 0;
+        } else if (strcmp(a, "--no-identity") == 0) {
+            o.identity = 0;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+            quiet = 1;
+        } else if (a[0] == '-' && a[1]) {
+            return tsc_cli_usage_error(cmd, "unknown option '%s'", a);
+        } else if (!dump) {
+            dump = a;
+        } else {
+            return tsc_cli_usage_error(cmd, "unexpected argument '%s'", a);
+        }
+    }
+    if (!dump) return tsc_cli_usage_error(cmd, "missing DUMP");
+    tsc_policy_t pol;
+    if (o.hp[0] && tsc_policy_parse(o.hp, &pol) != TSC_OK) return tsc_cli_usage_error(cmd, "--hp: %s", tsc_error_last());
+    if (o.lp[0] && tsc_policy_parse(o.lp, &pol) != TSC_OK) return tsc_cli_usage_error(cmd, "--lp: %s", tsc_error_last());
+    if (!outdir) return tsc_cli_usage_error(cmd, "missing -o DIR");
+    if (make_dir(outdir) != 0) return tsc_cli_fail(cmd, "%s: cannot create the output folder: %s", outdir, strerror(errno));
+    o.progress = !quiet && isatty(2);
+    if (!quiet) {
+        char sel[512];
+        fprintf(stderr, "analyze: dump %s -> %s/analysis.h5, %s/summary.json\n", dump, outdir, outdir);
+        fprintf(stderr, "analyze: hp %s, lp %s, selection %s, alpha %g, min-ulp %g, tie-eps %g\n",
+                o.hp[0] ? o.hp : "fp32", o.lp[0] ? o.lp : "(the dump's policy, else bf16-fa2)",
+                tsc_select_format(&o.sel, sel, sizeof sel), o.rule.alpha, o.rule.min_ulp, o.tie_eps);
+    }
+    tsc_analysis_t *res;
+    if (tsc_analysis_run(dump, outdir, &o, &res) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    char path[4096];
+    snprintf(path, sizeof path, "%s/summary.json", outdir);
+    if (tsc_analysis_write_summary(res, path) != TSC_OK) {
+        tsc_analysis_free(res);
+        return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    }
+    if (json) {
+        tsc_json_t j;
+        tsc_json_init(&j);
+        tsc_analysis_summary_json(res, &j);
+        puts(tsc_json_text(&j, NULL));
+        tsc_json_free(&j);
+    } else if (!quiet) {
+        int nflag = 0;
+        printf("analysed %zu heads (%d steps; %lld rows each), hp %s, lp %s\n", res->n_heads, res->n_steps,
+               res->n_heads ? (long long)res->heads[0].n_rows : 0LL, res->hp, res->lp);
+        printf("%-8s %-5s %-4s %-9s %-11s %-9s %-12s %-8s %s\n", "step", "layer", "head", "O ulp", "delta sum",
+               "ties", "flagged", "feature", "sinks");
+        for (size_t i = 0; i < res->n_heads; i++) {
+            const tsc_head_result_t *r = &res->heads[i];
+            if (r->skipped) {
+                printf("%-8lld %-5d %-4d skipped: %lld non-finite inputs, first %s\n", r->step, r->layer, r->head,
+                       (long long)r->n_nonfinite, r->first_nonfinite);
+                continue;
+            }
+            nflag += r->flagged;
+            printf("%-8lld %-5d %-4d %+9.4f %+11.4g %-9lld %-12s %-8d %d\n", r->step, r->layer, r->head,
+                   r->o_err.mean_ulp, r->delta_sum, (long long)r->rows_multi_max,
+                   r->flagged ? "BIASED" : "-", r->top_feature, r->n_sinks_flagged ? r->sinks_flagged[0] : -1);
+        }
+        printf("%d flagged heads (family-wise false-positive bound %g, Bonferroni over %lld feature tests)\n", nflag,
+               res->rule.alpha, (long long)res->n_feature_tests);
+    }
+    tsc_analysis_free(res);
+    return 0;
+}

@@ -1,0 +1,105 @@
+/* cmd_synth.c: `tilescope synth -o FILE`: a dump with planted, documented structure. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tsc_synth.h"
+
+const char tsc_usage_synth[] =
+    "usage: tilescope synth -o FILE [--shape NAME] [--seed N] [--steps SET] [--layers SET]\n"
+    "                       [--no-plant] [--policy P] [--deflate N] [--quiet]\n"
+    "\n"
+    "Writes a dump (format v1) with planted structure, deterministic for a seed: the test and demo\n"
+    "input of replay, analyze and figure.\n"
+    "\n"
+    "  -o FILE          output dump (written to a temporary name, then renamed)\n"
+    "  --shape NAME     tiny (default) | gpt2-small | llama-gqa (below)\n"
+    "  --seed N         integer in [0, 2^62], default 1\n"
+    "  --steps SET      steps to write (N | start:stop[:stride] | a,b,...), default: the shape's\n"
+    "  --layers SET     layers to write, default all (e.g. --layers 1: only the planted layer)\n"
+    "  --no-plant       plain random structure everywhere (no ties, no sign bias): for\n"
+    "                   false-positive tests; the planted_* attributes are then empty\n"
+    "  --policy P       precision policy o and lse are computed under (default bf16-torch with\n"
+    "                   the shape's tiles); stored in the root attribute 'policy'\n"
+    "  --deflate N      lossless compression level 0..9 (default 0, none)\n"
+    "  --quiet          do not print the configuration line\n"
+    "\n"
+    "Shapes (layers and heads 0-based):\n"
+    "  tiny        B=1, 2 layers, 4 heads, T=64, D=16, C=64, tiles 16, steps 0:3.\n"
+    "              Planted: layer 1, heads 1,3; tie keys 0 (sink) and 8; features 4,9;\n"
+    "              x channels 45,56.\n"
+    "  gpt2-small  B=1, 12 layers, 12 heads, T=1024, D=64, C=768, tiles 512, step 0.\n"
+    "              Planted: layer 1, heads 0,6,7,8,10,11 (the paper's 1,7,8,9,11,12 1-based);\n"
+    "              tie keys 0 and 128; features 20,57; x channels 546,678.\n"
+    "  llama-gqa   B=1, 4 layers, 8 query heads on 2 kv heads, T=256, D=64, C=512, tiles 64,\n"
+    "              steps 0:2. Planted: layer 1, heads 1,2 (kv head 0); tie keys 0 and 32;\n"
+    "              features 20,57; x channels 364,452.\n"
+    "\n"
+    "What is planted, in the planted layer and heads (docs/FORMAT.md section 1.6):\n"
+    "  - planted rows t = p, p+2, p+4, ... (p = the second tie key) have exactly two maxima in\n"
+    "    their scores, at the sink key 0 and at key p: the two key vectors are bit-identical, so\n"
+    "    alpha*q.k ties in any arithmetic (tied score 14); every other visible score is at least\n"
+    "    11 below (PAPER.md section 5: the non-tied mass stays below half an ULP of the sum, so\n"
+    "    a bf16-torch replay rounds the tied P*V sums down: a negative bias);\n"
+    "  - V of the planted kv heads: the planted features ~ N(-2.2, 0.4) at every token;\n"
+    "  - dO of the planted heads: negative at the planted features, 1e-3 * N(-1, 0.25);\n"
+    "  - x: channels c1, c2 carry +4 and -3 at every token (shared columns of (PK)^T X);\n"
+    "    w_q of the planted heads has an extra rank-1 part along them (largest spectral norm).\n"
+    "Every other row has a unique maximum (margin >= 1 after BF16 rounding); V, dO elsewhere\n"
+    "~ N(0,1) (dO x 1e-3): no ties and no sign bias. Stored: q k v o do x w_q w_k w_v w_o in\n"
+    "bf16, lse in fp32; o and lse from the CPU reference under the policy. The planted lists\n"
+    "are root attributes planted_layers, planted_heads, planted_kv_heads, planted_features,\n"
+    "planted_sink_keys, planted_tie_keys, planted_rows_start, planted_rows_stride,\n"
+    "planted_x_channels (see `tilescope info`).\n";
+
+int tsc_cmd_synth(int argc, char **argv) {
+    tsc_synth_opts_t o;
+    tsc_synth_opts_init(&o);
+    const char *out = NULL;
+    int quiet = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val;
+        long n;
+        int rc;
+        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!(out = tsc_cli_value("synth", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--shape")) {
+            if (!(o.shape = tsc_cli_value("synth", argc, argv, &i))) return 2;
+            tsc_synth_shape_t sh;
+            if (tsc_synth_shape_get(o.shape, &sh) != TSC_OK) return tsc_cli_usage_error("synth", "%s", tsc_error_last());
+        } else if (!strcmp(a, "--seed")) {
+            if (!(val = tsc_cli_value("synth", argc, argv, &i))) return 2;
+            if ((rc = tsc_cli_parse_long("synth", "--seed", val, 0, 4611686018427387904L, &n))) return rc;
+            o.seed = (uint64_t)n;
+        } else if (!strcmp(a, "--steps")) {
+            if (!(o.steps = tsc_cli_value("synth", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--layers")) {
+            if (!(o.layers = tsc_cli_value("synth", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--policy")) {
+            if (!(o.policy = tsc_cli_value("synth", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--deflate")) {
+            if (!(val = tsc_cli_value("synth", argc, argv, &i))) return 2;
+            if ((rc = tsc_cli_parse_long("synth", "--deflate", val, 0, 9, &n))) return rc;
+            o.deflate = (int)n;
+        } else if (!strcmp(a, "--no-plant")) {
+            o.plant = 0;
+        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+            quiet = 1;
+        } else {
+            return tsc_cli_usage_error("synth", "unknown argument '%s'", a);
+        }
+    }
+    if (!out) return tsc_cli_usage_error("synth", "no output file (-o FILE)");
+    tsc_synth_shape_t sh;
+    tsc_synth_shape_get(o.shape, &sh);
+    if (!quiet)
+        fprintf(stderr, "tilescope synth: %s, shape %s, seed %llu, steps %s, layers %s, %s%s\n", out, sh.name,
+                (unsigned long long)o.seed, o.steps ? o.steps : sh.default_steps, o.layers ? o.layers : "all",
+                o.plant ? "planted" : "no planted structure", o.deflate ? ", deflate" : "");
+    tsc_status_t st = tsc_synth_write(out, &o);
+    if (st == TSC_ERR_ARG) return tsc_cli_usage_error("synth", "%s", tsc_error_last());
+    if (st != TSC_OK) return tsc_cli_fail("synth", "%s", tsc_error_last());
+    return 0;
+}

@@ -1,0 +1,333 @@
+/* attention.c: the CPU attention reference under precision policies (tsc_attention.h).
+ *
+ * The per-head kernels live in attention_tmpl.c and are instantiated here three times:
+ * float (portable), float compiled for AVX-512 + FMA (chosen at run time), and double (used
+ * when a policy has an FP64 stage). All three run the same statements in the same order;
+ * every multiply-add is an explicit fma, and contraction is off, so the two float builds give
+ * the same bits (tested). */
+#ifdef __OPTIMIZE__
+/* The hot loops only pay off vectorised; O2's very-cheap cost model leaves most of them scalar. */
+#pragma GCC optimize("O3")
+#endif
+/* No implicit a*b+c fusion: which expressions fuse must not depend on the target ISA. */
+#pragma GCC optimize("fp-contract=off")
+
+#include "tsc_attention.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#endif
+
+/* A stage's rounding, with its own stochastic-rounding stream. id: the compute type already
+ * holds the stage's format, so rounding is the identity. */
+typedef struct {
+    tsc_format_t fmt;
+    tsc_round_t mode;
+    int id;
+    tsc_rng_t rng;
+} rst_t;
+
+/* BF16 / TF32 from float by bit operations (the same results as tsc_round, tested): add half
+ * an ULP minus one plus the kept LSB (ties to even), then truncate. NaN stays a quiet NaN. */
+static inline float bits_to_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline uint32_t f_to_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float bf16_rne(float x) {
+    uint32_t u = f_to_bits(x);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    uint32_t nan = (u | 0x00400000u) & 0xffff0000u;
+    return bits_to_f((u & 0x7fffffffu) > 0x7f800000u ? nan : r);
+}
+static inline float bf16_rz(float x) {
+    uint32_t u = f_to_bits(x);
+    uint32_t nan = (u | 0x00400000u) & 0xffff0000u;
+    return bits_to_f((u & 0x7fffffffu) > 0x7f800000u ? nan : (u & 0xffff0000u));
+}
+static inline float tf32_rne(float x) {
+    uint32_t u = f_to_bits(x);
+    uint32_t r = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
+    uint32_t nan = (u | 0x00400000u) & 0xffffe000u;
+    return bits_to_f((u & 0x7fffffffu) > 0x7f800000u ? nan : r);
+}
+static inline float tf32_rz(float x) {
+    uint32_t u = f_to_bits(x);
+    uint32_t nan = (u | 0x00400000u) & 0xffffe000u;
+    return bits_to_f((u & 0x7fffffffu) > 0x7f800000u ? nan : (u & 0xffffe000u));
+}
+
+#define TSC_ATTN_TMPL 1
+
+#define R float
+#define TMPL_DOUBLE 0
+#define TMPL_AVX512 0
+#define SFX(name) name##_f
+#include "attention_tmpl.c"
+#undef SFX
+#undef TMPL_AVX512
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TSC_ATTN_X86 1
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,bmi,bmi2")
+#define SFX(name) name##_x
+#define TMPL_AVX512 1
+#include "attention_tmpl.c"
+#undef TMPL_AVX512
+#undef SFX
+#pragma GCC pop_options
+#endif
+#undef R
+#undef TMPL_DOUBLE
+
+#define R double
+#define TMPL_DOUBLE 1
+#define TMPL_AVX512 0
+#define SFX(name) name##_d
+#include "attention_tmpl.c"
+#undef SFX
+#undef TMPL_AVX512
+#undef R
+#undef TMPL_DOUBLE
+
+float tsc_attn_expf(float x) { return expf_f(x); }
+
+/* ---- SIMD selection ---- */
+
+static int simd_on = 1;
+
+int tsc_attn_simd_available(void) {
+#ifdef TSC_ATTN_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
+#else
+    return 0;
+#endif
+}
+
+int tsc_attn_simd_set(int enable) {
+    int old = simd_on;
+    simd_on = enable ? 1 : 0;
+    return old;
+}
+
+/* ---- driver ---- */
+
+#define RUN_ALL(SUF, RT)                                                                          \
+    static tsc_status_t run_all##SUF(const tsc_policy_t *pol, const tsc_policy_t *hp,             \
+                                     const tsc_attn_dims_t *dims, const tsc_attn_io_t *io,        \
+                                     tsc_attn_trace_t *traces, int n_traces) {                    \
+        const int H = dims->H, BH = dims->B * dims->H, G = dims->H / dims->Hkv;                   \
+        const size_t TD = (size_t)dims->T * dims->D;                                              \
+        const int bwd = io->dout != NULL;                                                         \
+        RT *dk_all = NULL, *dv_all = NULL;                                                        \
+        if (bwd) {                                                                                \
+            dk_all = malloc((size_t)BH * TD * sizeof(RT));                                        \
+            dv_all = malloc((size_t)BH * TD * sizeof(RT));                                        \
+            if (!dk_all || !dv_all) {                                                             \
+                free(dk_all);                                                                     \
+                free(dv_all);                                                                     \
+                return tsc_error_set(TSC_ERR_NOMEM, "attention: out of memory for %d heads of "   \
+                                     "[%d, %d] gradients", BH, dims->T, dims->D);                 \
+            }                                                                                     \
+        }                                                                                         \
+        int fail = 0;                                                                             \
+        _Pragma("omp parallel for schedule(dynamic, 1) reduction(|: fail)")                       \
+        for (int bh = 0; bh < BH; bh++) {                                                         \
+            const int b = bh / H, h = bh % H;                                                     \
+            tsc_attn_trace_t *tr = NULL;                                                          \
+            for (int i = 0; i < n_traces; i++)                                                    \
+                if (traces[i].b == b && traces[i].h == h) tr = &traces[i];                        \
+            if (run_head##SUF(pol, hp, dims, io, b, h, tr, bwd ? dk_all + (size_t)bh * TD : NULL, \
+                              bwd ? dv_all + (size_t)bh * TD : NULL))                             \
+                fail = 1;                                                                         \
+        }                                                                                         \
+        if (!fail && bwd) {                                                                       \
+            /* GQA: a kv head's gradient is the sum of its group's, in head order (ACC), then   \
+             * rounded to GRAD; for G == 1 that is the head's own result. */                      \
+            RT *sum = malloc(TD * sizeof(RT) * 2);                                                \
+            if (!sum) fail = 1;                                                                   \
+            for (int b = 0; !fail && b < dims->B; b++)                                            \
+                for (int hk = 0; hk < dims->Hkv; hk++) {                                          \
+                    hctx_t##SUF cx;                                                               \
+                    hctx_init##SUF(&cx, pol, dims, b, hk, 3);                                     \
+                    const size_t base = ((size_t)b * H + (size_t)hk * G) * TD;                    \
+                    const size_t out = ((size_t)b * dims->Hkv + hk) * TD;                         \
+                    for (int w = 0; w < 2; w++) {                                                 \
+                        const RT *src = (w ? dv_all : dk_all) + base;                             \
+                        RT *acc = sum + (size_t)w * TD;                                           \
+                        for (size_t i = 0; i < TD; i++) acc[i] = src[i];                          \
+                        for (int g = 1; g < G; g++)                                               \
+                            for (size_t i = 0; i < TD; i++)                                       \
+                                acc[i] = rnd##SUF(acc[i] + src[(size_t)g * TD + i],               \
+                                                  &cx.st[TSC_STAGE_ACC]);                         \
+                        if (G > 1) rnd_arr##SUF(acc, (int)TD, &cx.st[TSC_STAGE_GRAD]);            \
+                        store##SUF(acc, TD, w ? io->dv : io->dk, io->dtype, out);                 \
+                    }                                                                             \
+                }                                                                                 \
+            free(sum);                                                                            \
+        }                                                                                         \
+        free(dk_all);                                                                             \
+        free(dv_all);                                                                             \
+        if (fail) return tsc_error_set(TSC_ERR_NOMEM, "attention: out of memory (T=%d, D=%d)",    \
+                                       dims->T, dims->D);                                         \
+        return TSC_OK;                                                                            \
+    }
+
+RUN_ALL(_f, float)
+#ifdef TSC_ATTN_X86
+RUN_ALL(_x, float)
+#endif
+RUN_ALL(_d, double)
+
+tsc_status_t tsc_attn_run(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
+                          const tsc_attn_io_t *io, tsc_attn_trace_t *traces, int n_traces) {
+    if (!pol || !dims || !io) return tsc_error_set(TSC_ERR_ARG, "attention: NULL policy, dims or io");
+    tsc_status_t st = tsc_policy_validate(pol);
+    if (st != TSC_OK) return st;
+    if (dims->B < 1 || dims->H < 1 || dims->Hkv < 1 || dims->T < 1 || dims->D < 1 ||
+        dims->H % dims->Hkv != 0 || !(dims->scale > 0) || !isfinite(dims->scale))
+        return tsc_error_set(TSC_ERR_ARG, "attention: bad dims B=%d H=%d Hkv=%d T=%d D=%d scale=%g "
+                             "(need positive sizes, Hkv dividing H, a finite positive scale)",
+                             dims->B, dims->H, dims->Hkv, dims->T, dims->D, dims->scale);
+    if ((size_t)dims->T * (size_t)dims->D > ((size_t)1 << 31))
+        return tsc_error_set(TSC_ERR_ARG, "attention: a head of [%d, %d] is too large", dims->T, dims->D);
+    if (io->dtype != TSC_ATTN_F32 && io->dtype != TSC_ATTN_F64)
+        return tsc_error_set(TSC_ERR_ARG, "attention: dtype %d is neither F32 nor F64", (int)io->dtype);
+    if (!io->q || !io->k || !io->v) return tsc_error_set(TSC_ERR_ARG, "attention: q, k or v is NULL");
+    if (n_traces < 0 || (n_traces > 0 && !traces))
+        return tsc_error_set(TSC_ERR_ARG, "attention: %d traces but no array", n_traces);
+    for (int i = 0; i < n_traces; i++) {
+        const tsc_attn_trace_t *tr = &traces[i];
+        if (tr->b < 0 || tr->b >= dims->B || tr->h < 0 || tr->h >= dims->H || tr->T != dims->T ||
+            tr->D != dims->D || tr->block_k != pol->block_k)
+            return tsc_error_set(TSC_ERR_ARG, "attention: trace %d (b=%d h=%d, T=%d D=%d block_k=%d) "
+                                 "does not fit B=%d H=%d T=%d D=%d block_k=%d", i, tr->b, tr->h, tr->T,
+                                 tr->D, tr->block_k, dims->B, dims->H, dims->T, dims->D, pol->block_k);
+    }
+    /* δ from an FP32 O: the same structure with every stage FP32 (FP64 when ACC is FP64) */
+    tsc_policy_t hp = *pol;
+    for (int s = 0; s < TSC_STAGE_COUNT; s++) {
+        hp.fmt[s] = pol->fmt[TSC_STAGE_ACC] == TSC_FMT_FP64 ? TSC_FMT_FP64 : TSC_FMT_FP32;
+        hp.mode[s] = TSC_ROUND_NEAREST_EVEN;
+    }
+    if (tsc_policy_uses_fp64(pol)) return run_all_d(pol, &hp, dims, io, traces, n_traces);
+#ifdef TSC_ATTN_X86
+    if (simd_on && tsc_attn_simd_available()) return run_all_x(pol, &hp, dims, io, traces, n_traces);
+#endif
+    return run_all_f(pol, &hp, dims, io, traces, n_traces);
+}
+
+double tsc_attn_flops(const tsc_attn_dims_t *dims, int backward) {
+    double T = dims->T, pairs = dims->causal ? T * (T + 1) / 2 : T * T;
+    return (backward ? 10.0 : 4.0) * pairs * dims->D * dims->B * dims->H;
+}
+
+/* ---- traces ---- */
+
+tsc_status_t tsc_attn_trace_init(tsc_attn_trace_t *tr, int T, int D, int block_k, int flags) {
+    if (!tr) return tsc_error_set(TSC_ERR_ARG, "attention trace: NULL");
+    memset(tr, 0, sizeof *tr);
+    if (T < 1 || D < 1 || block_k < 1 || T > 65536 || D > 65536)
+        return tsc_error_set(TSC_ERR_ARG, "attention trace: bad sizes T=%d D=%d block_k=%d", T, D, block_k);
+    tr->T = T;
+    tr->D = D;
+    tr->block_k = block_k;
+    tr->n_kt = (T + block_k - 1) / block_k;
+    tr->flags = flags;
+    const size_t TT = (size_t)T * T, TK = (size_t)T * tr->n_kt, TKD = TK * D;
+    int ok = 1;
+#define ALLOC(field, n, type) do { tr->field = malloc((n) * sizeof(type)); ok &= tr->field != NULL; } while (0)
+    if (flags & TSC_TRACE_SCORES) { ALLOC(s, TT, double); ALLOC(pbar, TT, double); }
+    if (flags & TSC_TRACE_TILES) {
+        ALLOC(tile_max, TK, double); ALLOC(run_max, TK, double); ALLOC(l, TK, double);
+        ALLOC(ties_exact, TK, int32_t); ALLOC(ties_eps, TK, int32_t); ALLOC(pbar_one, TK, int32_t);
+    }
+    if (flags & TSC_TRACE_PV) { ALLOC(pv, TKD, double); ALLOC(oacc, TKD, double); }
+#undef ALLOC
+    if (!ok) {
+        tsc_attn_trace_free(tr);
+        return tsc_error_set(TSC_ERR_NOMEM, "attention trace: out of memory for T=%d D=%d flags=%d", T,
+                             D, flags);
+    }
+    if (tr->s) for (size_t i = 0; i < TT; i++) { tr->s[i] = -INFINITY; tr->pbar[i] = 0; }
+    if (tr->tile_max)
+        for (size_t i = 0; i < TK; i++) {
+            tr->tile_max[i] = tr->run_max[i] = tr->l[i] = NAN;
+            tr->ties_exact[i] = tr->ties_eps[i] = tr->pbar_one[i] = -1;
+        }
+    if (tr->pv) for (size_t i = 0; i < TKD; i++) tr->pv[i] = tr->oacc[i] = NAN;
+    return TSC_OK;
+}
+
+void tsc_attn_trace_free(tsc_attn_trace_t *tr) {
+    if (!tr) return;
+    free(tr->s); free(tr->pbar); free(tr->tile_max); free(tr->run_max); free(tr->l);
+    free(tr->ties_exact); free(tr->ties_eps); free(tr->pbar_one); free(tr->pv); free(tr->oacc);
+    int b = tr->b, h = tr->h;
+    memset(tr, 0, sizeof *tr);
+    tr->b = b;
+    tr->h = h;
+}
+
+/* ---- comparison checker ---- */
+
+#define COMPARE_BODY                                                                              \
+    memset(res, 0, sizeof *res);                                                                  \
+    res->n = n;                                                                                   \
+    double worst_excess = -1;                                                                     \
+    for (size_t i = 0; i < n; i++) {                                                              \
+        double r = ref[i], o = out[i];                                                            \
+        int bad;                                                                                  \
+        double excess = 0;                                                                        \
+        if (isnan(r) || isnan(o)) {                                                               \
+            res->n_nan++;                                                                         \
+            bad = !(isnan(r) && isnan(o) && allow_nan);                                           \
+            excess = bad ? INFINITY : 0;                                                          \
+        } else if (isinf(r) || isinf(o)) {                                                        \
+            bad = r != o;                                                                         \
+            excess = bad ? INFINITY : 0;                                                          \
+        } else {                                                                                  \
+            double ad = fabs(r - o), tol = atol + rtol * fabs(r);                                 \
+            if (ad > res->max_abs) { res->max_abs = ad; res->max_abs_at = i; }                    \
+            if (r != 0 && ad / fabs(r) > res->max_rel) { res->max_rel = ad / fabs(r); res->max_rel_at = i; } \
+            bad = ad > tol;                                                                       \
+            excess = ad - tol;                                                                    \
+        }                                                                                         \
+        if (bad) {                                                                                \
+            res->n_mismatch++;                                                                    \
+            if (excess > worst_excess) {                                                          \
+                worst_excess = excess;                                                            \
+                res->worst = i;                                                                   \
+                res->worst_ref = r;                                                               \
+                res->worst_out = o;                                                               \
+            }                                                                                     \
+        }                                                                                         \
+    }
+
+void tsc_compare_f64(const double *ref, const double *out, size_t n, double atol, double rtol,
+                     int allow_nan, tsc_compare_t *res) {
+    COMPARE_BODY
+}
+
+void tsc_compare_f32(const float *ref, const float *out, size_t n, double atol, double rtol,
+                     int allow_nan, tsc_compare_t *res) {
+    COMPARE_BODY
+}
+
+char *tsc_compare_str(const tsc_compare_t *res, double atol, double rtol, char *buf, size_t size) {
+    if (!buf || size == 0) return buf;
+    snprintf(buf, size, "%zu of %zu mismatch (atol %g, rtol %g); worst [%zu] ref %.17g out %.17g; "
+             "max abs %.3g at %zu, max rel %.3g at %zu", res->n_mismatch, res->n, atol, rtol, res->worst,
+             res->worst_ref, res->worst_out, res->max_abs, res->max_abs_at, res->max_rel, res->max_rel_at);
+    return buf;
+}

@@ -1,0 +1,763 @@
+/* attention_tmpl.c: the per-head forward and backward of tsc_attention.h, written once and
+ * compiled three times by attention.c (float portable, float with AVX-512/FMA, double), so
+ * every path runs the same statements in the same order. Built on its own it is empty.
+ *
+ * Template parameters: R (compute type), SFX(name) (symbol suffix), TMPL_DOUBLE (0/1).
+ * Every product-accumulate is FMA(): one rounding, the same bits with or without hardware FMA
+ * (contraction of a*b+c is switched off in attention.c so no other expression fuses). */
+#ifdef TSC_ATTN_TMPL
+
+/* ---- rounding to a stage ---- */
+
+static inline R SFX(rnd)(R x, rst_t *rs) {
+    if (rs->id) return x;
+#if TMPL_DOUBLE
+    if (rs->fmt == TSC_FMT_FP32 && rs->mode == TSC_ROUND_NEAREST_EVEN) return (double)(float)x;
+    return tsc_round(x, rs->fmt, rs->mode, &rs->rng);
+#else
+    if (rs->mode != TSC_ROUND_STOCHASTIC) {
+        if (rs->fmt == TSC_FMT_BF16) return rs->mode == TSC_ROUND_NEAREST_EVEN ? bf16_rne(x) : bf16_rz(x);
+        if (rs->fmt == TSC_FMT_TF32) return rs->mode == TSC_ROUND_NEAREST_EVEN ? tf32_rne(x) : tf32_rz(x);
+    }
+    return (float)tsc_round((double)x, rs->fmt, rs->mode, &rs->rng);
+#endif
+}
+
+/* Rounds x[0..n) to the stage; the common formats get loops the compiler vectorises. */
+static void SFX(rnd_arr)(R *restrict x, int n, rst_t *rs) {
+    if (rs->id) return;
+#if !TMPL_DOUBLE
+    if (rs->mode == TSC_ROUND_NEAREST_EVEN && rs->fmt == TSC_FMT_BF16) {
+        for (int i = 0; i < n; i++) x[i] = bf16_rne(x[i]);
+        return;
+    }
+    if (rs->mode == TSC_ROUND_NEAREST_EVEN && rs->fmt == TSC_FMT_TF32) {
+        for (int i = 0; i < n; i++) x[i] = tf32_rne(x[i]);
+        return;
+    }
+#endif
+    for (int i = 0; i < n; i++) x[i] = SFX(rnd)(x[i], rs);
+}
+
+#if TMPL_DOUBLE
+#define EXPR(x) exp(x)
+#define LOGR(x) log(x)
+#define FMA(a, b, c) fma((a), (b), (c))
+#else
+#define EXPR(x) SFX(expf)(x)
+#define LOGR(x) logf(x)
+#define FMA(a, b, c) fmaf((a), (b), (c))
+/* exp for the FP32 reference: Cody-Waite reduction by ln 2, a degree-6 polynomial (cephes
+ * expf coefficients) in FMA steps, then the power of two in two factors so results down to
+ * the subnormal range come out right. Branch-free so loops over it vectorise. */
+static inline float SFX(expf)(float x) {
+    const float log2e = 1.44269504088896341f, magic = 12582912.0f; /* 1.5 * 2^23 */
+    const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
+    float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+    float t = FMA(xc, log2e, magic);
+    float n = t - magic;
+    float r = FMA(-n, ln2_hi, xc);
+    r = FMA(-n, ln2_lo, r);
+    float p = 1.9875691500e-4f;
+    p = FMA(p, r, 1.3981999507e-3f);
+    p = FMA(p, r, 8.3334519073e-3f);
+    p = FMA(p, r, 4.1665795894e-2f);
+    p = FMA(p, r, 1.6666665459e-1f);
+    p = FMA(p, r, 5.0000001201e-1f);
+    float r2 = r * r;
+    float e = FMA(p, r2, r) + 1.0f;
+    int ni = (int)n;
+    int n1 = ni / 2, n2 = ni - n1;
+    uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(n2 + 127) << 23;
+    float s1, s2;
+    memcpy(&s1, &b1, 4);
+    memcpy(&s2, &b2, 4);
+    float y = e * s1 * s2;
+    y = x > 88.72283935546875f ? INFINITY : y;
+    y = x < -103.97208404541016f ? 0.0f : y;
+    return x != x ? x : y;
+}
+#endif
+
+/* Per-head context: stage roundings (with this head's stochastic-rounding streams). */
+typedef struct {
+    rst_t st[TSC_STAGE_COUNT];
+    const tsc_policy_t *pol;
+    int T, D, causal, Bc, Br;
+    R alpha;
+} SFX(hctx_t);
+
+static void SFX(hctx_init)(SFX(hctx_t) *cx, const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
+                           int b, int h, int salt) {
+    cx->pol = pol;
+    cx->T = dims->T;
+    cx->D = dims->D;
+    cx->causal = dims->causal;
+    cx->Bc = pol->block_k;
+    cx->Br = pol->block_q;
+    cx->alpha = (R)dims->scale;
+    for (int s = 0; s < TSC_STAGE_COUNT; s++) {
+        rst_t *rs = &cx->st[s];
+        rs->fmt = pol->fmt[s];
+        rs->mode = pol->mode[s];
+        rs->id = rs->fmt == TSC_FMT_FP64 || (!TMPL_DOUBLE && rs->fmt == TSC_FMT_FP32);
+        /* one stream per (seed, head, stage, pass) so results do not depend on threading */
+        tsc_rng_seed(&rs->rng, pol->seed ^ ((uint64_t)b << 48) ^ ((uint64_t)h << 32) ^
+                                   ((uint64_t)s << 8) ^ (uint64_t)salt);
+    }
+}
+
+/* Number of unmasked keys of row t in the tile starting at j0 (length jn). */
+static inline int SFX(n_valid)(const SFX(hctx_t) *cx, int t, int j0, int jn) {
+    if (!cx->causal) return jn;
+    int v = t + 1 - j0;
+    return v < 0 ? 0 : (v > jn ? jn : v);
+}
+
+/* y[0..n) = R_st(fma(a, x, y)) (fused accumulation step) */
+static inline void SFX(axpy_round)(R a, const R *restrict x, R *restrict y, int n, rst_t *rs,
+                                   rst_t *acc) {
+    if (rs->id && acc->id) {
+        for (int d = 0; d < n; d++) y[d] = FMA(a, x[d], y[d]);
+    } else {
+        for (int d = 0; d < n; d++) y[d] = SFX(rnd)(SFX(rnd)(FMA(a, x[d], y[d]), acc), rs);
+    }
+}
+
+
+
+#if TMPL_AVX512
+/* AVX-512 forms of the hot loops, used when the stages involved round as the identity (FP32).
+ * Same operations in the same order as the generic loops (each output element is its own
+ * sequential chain of fmas), with the accumulators held in registers. */
+
+/* out[jj] = Σ_d fma x[d]·MT[d, j0+jj] from 0, sequential in d (MT is [D, T]). */
+static inline void avx_rowdot(const float *x, const float *MT, int T, int D, int j0, int jv, float *out) {
+    int jj = 0;
+    for (; jj + 64 <= jv; jj += 64) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        const float *m = MT + j0 + jj;
+        for (int d = 0; d < D; d++, m += T) {
+            const __m512 xd = _mm512_set1_ps(x[d]);
+            a0 = _mm512_fmadd_ps(xd, _mm512_loadu_ps(m), a0);
+            a1 = _mm512_fmadd_ps(xd, _mm512_loadu_ps(m + 16), a1);
+            a2 = _mm512_fmadd_ps(xd, _mm512_loadu_ps(m + 32), a2);
+            a3 = _mm512_fmadd_ps(xd, _mm512_loadu_ps(m + 48), a3);
+        }
+        _mm512_storeu_ps(out + jj, a0);
+        _mm512_storeu_ps(out + jj + 16, a1);
+        _mm512_storeu_ps(out + jj + 32, a2);
+        _mm512_storeu_ps(out + jj + 48, a3);
+    }
+    for (; jj < jv; jj += 16) {
+        const int left = jv - jj;
+        const __mmask16 k = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+        __m512 a = _mm512_setzero_ps();
+        const float *m = MT + j0 + jj;
+        for (int d = 0; d < D; d++, m += T) a = _mm512_fmadd_ps(_mm512_set1_ps(x[d]), _mm512_maskz_loadu_ps(k, m), a);
+        _mm512_mask_storeu_ps(out + jj, k, a);
+    }
+}
+
+/* y[0..D) = fma(a[i], X[i, :], y) for i = 0..n-1 in order (X rows of length D); D % 16 == 0. */
+static inline __attribute__((always_inline)) void avx_axpy_rows_nv(float *y, const float *a, const float *X, int n,
+                                                               int D, const int nv) {
+    __m512 acc[8];
+    for (int c = 0; c < nv; c++) acc[c] = _mm512_loadu_ps(y + 16 * c);
+    for (int i = 0; i < n; i++) {
+        const __m512 ai = _mm512_set1_ps(a[i]);
+        const float *xr = X + (size_t)i * D;
+        for (int c = 0; c < nv; c++) acc[c] = _mm512_fmadd_ps(ai, _mm512_loadu_ps(xr + 16 * c), acc[c]);
+    }
+    for (int c = 0; c < nv; c++) _mm512_storeu_ps(y + 16 * c, acc[c]);
+}
+static inline int avx_axpy_rows(float *y, const float *a, const float *X, int n, int D) {
+    switch (D) {
+    case 16: avx_axpy_rows_nv(y, a, X, n, D, 1); return 1;
+    case 32: avx_axpy_rows_nv(y, a, X, n, D, 2); return 1;
+    case 64: avx_axpy_rows_nv(y, a, X, n, D, 4); return 1;
+    case 128: avx_axpy_rows_nv(y, a, X, n, D, 8); return 1;
+    default: return 0;
+    }
+}
+
+/* Y[i, :] = fma(a[i], x, Y[i, :]) for i = 0..n-1 (rows of length D); D % 16 == 0, D <= 128. */
+static inline __attribute__((always_inline)) void avx_rank1_nv(float *Y, const float *a, const float *x, int n, int D,
+                                                           const int nv) {
+    __m512 xv[8];
+    for (int c = 0; c < nv; c++) xv[c] = _mm512_loadu_ps(x + 16 * c);
+    for (int i = 0; i < n; i++) {
+        const __m512 ai = _mm512_set1_ps(a[i]);
+        float *yr = Y + (size_t)i * D;
+        for (int c = 0; c < nv; c++)
+            _mm512_storeu_ps(yr + 16 * c, _mm512_fmadd_ps(ai, xv[c], _mm512_loadu_ps(yr + 16 * c)));
+    }
+}
+static inline int avx_rank1(float *Y, const float *a, const float *x, int n, int D) {
+    switch (D) {
+    case 16: avx_rank1_nv(Y, a, x, n, D, 1); return 1;
+    case 32: avx_rank1_nv(Y, a, x, n, D, 2); return 1;
+    case 64: avx_rank1_nv(Y, a, x, n, D, 4); return 1;
+    case 128: avx_rank1_nv(Y, a, x, n, D, 8); return 1;
+    default: return 0;
+    }
+}
+#define FAST_AXPY_ROWS(y, a, X, n, D) avx_axpy_rows(y, a, X, n, D)
+#define FAST_RANK1(Y, a, x, n, D) avx_rank1(Y, a, x, n, D)
+#else
+#define FAST_AXPY_ROWS(y, a, X, n, D) 0
+#define FAST_RANK1(Y, a, x, n, D) 0
+#endif
+
+static inline int SFX(rowdot_fast)(const R *x, const R *MT, int T, int D, int j0, int jv, R *out) {
+#if TMPL_AVX512
+    avx_rowdot(x, MT, T, D, j0, jv, out);
+    return 1;
+#else
+    (void)x; (void)MT; (void)T; (void)D; (void)j0; (void)jv; (void)out;
+    return 0;
+#endif
+}
+
+/* y = fma(a[i], X[i,:], y) over rows i < n, each step rounded to rs (and acc) */
+static inline void SFX(axpy_rows)(R *y, const R *a, const R *X, int n, int D, rst_t *rs, rst_t *acc) {
+    if (rs->id && acc->id && FAST_AXPY_ROWS(y, a, X, n, D)) return;
+    for (int i = 0; i < n; i++) SFX(axpy_round)(a[i], X + (size_t)i * D, y, D, rs, acc);
+}
+
+/* Y[i,:] = fma(a[i], x, Y[i,:]) over rows i < n, each step rounded to rs (and acc) */
+static inline void SFX(rank1)(R *Y, const R *a, const R *x, int n, int D, rst_t *rs, rst_t *acc) {
+    if (rs->id && acc->id && FAST_RANK1(Y, a, x, n, D)) return;
+    for (int i = 0; i < n; i++) SFX(axpy_round)(a[i], x, Y + (size_t)i * D, D, rs, acc);
+}
+
+
+/* Rows are processed in blocks of RB: the per-row arithmetic is unchanged (every output element
+ * keeps its own sequential chain), only loops are interchanged so one load of K, V feeds RB rows. */
+#ifndef TSC_ATTN_RB
+#define TSC_ATTN_RB 4
+#endif
+#define RB TSC_ATTN_RB
+
+#if TMPL_AVX512
+/* out[r][jj] = Σ_d fma X[r][d]·MT[d, j0+jj] for RB rows (X rows stride D, out rows stride os). */
+static inline void avx_rowdot4(const float *X, const float *MT, int T, int D, int j0, int jv, float *out, int os) {
+    const float *x0 = X, *x1 = X + D, *x2 = X + 2 * D, *x3 = X + 3 * D;
+    int jj = 0;
+    for (; jj + 32 <= jv; jj += 32) {
+        __m512 a00 = _mm512_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00,
+               a31 = a00;
+        const float *m = MT + j0 + jj;
+        for (int d = 0; d < D; d++, m += T) {
+            const __m512 k0 = _mm512_loadu_ps(m), k1 = _mm512_loadu_ps(m + 16);
+            __m512 b = _mm512_set1_ps(x0[d]);
+            a00 = _mm512_fmadd_ps(b, k0, a00); a01 = _mm512_fmadd_ps(b, k1, a01);
+            b = _mm512_set1_ps(x1[d]);
+            a10 = _mm512_fmadd_ps(b, k0, a10); a11 = _mm512_fmadd_ps(b, k1, a11);
+            b = _mm512_set1_ps(x2[d]);
+            a20 = _mm512_fmadd_ps(b, k0, a20); a21 = _mm512_fmadd_ps(b, k1, a21);
+            b = _mm512_set1_ps(x3[d]);
+            a30 = _mm512_fmadd_ps(b, k0, a30); a31 = _mm512_fmadd_ps(b, k1, a31);
+        }
+        _mm512_storeu_ps(out + jj, a00); _mm512_storeu_ps(out + jj + 16, a01);
+        _mm512_storeu_ps(out + os + jj, a10); _mm512_storeu_ps(out + os + jj + 16, a11);
+        _mm512_storeu_ps(out + 2 * os + jj, a20); _mm512_storeu_ps(out + 2 * os + jj + 16, a21);
+        _mm512_storeu_ps(out + 3 * os + jj, a30); _mm512_storeu_ps(out + 3 * os + jj + 16, a31);
+    }
+    for (; jj < jv; jj += 16) {
+        const int left = jv - jj;
+        const __mmask16 k = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        const float *m = MT + j0 + jj;
+        for (int d = 0; d < D; d++, m += T) {
+            const __m512 kv = _mm512_maskz_loadu_ps(k, m);
+            a0 = _mm512_fmadd_ps(_mm512_set1_ps(x0[d]), kv, a0);
+            a1 = _mm512_fmadd_ps(_mm512_set1_ps(x1[d]), kv, a1);
+            a2 = _mm512_fmadd_ps(_mm512_set1_ps(x2[d]), kv, a2);
+            a3 = _mm512_fmadd_ps(_mm512_set1_ps(x3[d]), kv, a3);
+        }
+        _mm512_mask_storeu_ps(out + jj, k, a0);
+        _mm512_mask_storeu_ps(out + os + jj, k, a1);
+        _mm512_mask_storeu_ps(out + 2 * os + jj, k, a2);
+        _mm512_mask_storeu_ps(out + 3 * os + jj, k, a3);
+    }
+}
+
+/* Y[r][:] = fma(A[r][i], X[i,:], Y[r][:]) for i < n, four rows at once, D == 64. */
+static inline void avx_axpy4_64(float *Y, const float *A, int as, const float *X, int n) {
+    __m512 y[4][4];
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 4; c++) y[r][c] = _mm512_loadu_ps(Y + 64 * r + 16 * c);
+    for (int i = 0; i < n; i++) {
+        const float *xr = X + (size_t)i * 64;
+        const __m512 x0 = _mm512_loadu_ps(xr), x1 = _mm512_loadu_ps(xr + 16), x2 = _mm512_loadu_ps(xr + 32),
+                     x3 = _mm512_loadu_ps(xr + 48);
+        for (int r = 0; r < 4; r++) {
+            const __m512 a = _mm512_set1_ps(A[r * as + i]);
+            y[r][0] = _mm512_fmadd_ps(a, x0, y[r][0]);
+            y[r][1] = _mm512_fmadd_ps(a, x1, y[r][1]);
+            y[r][2] = _mm512_fmadd_ps(a, x2, y[r][2]);
+            y[r][3] = _mm512_fmadd_ps(a, x3, y[r][3]);
+        }
+    }
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 4; c++) _mm512_storeu_ps(Y + 64 * r + 16 * c, y[r][c]);
+}
+
+/* Y[i][:] = fma(A[r][i], x_r, Y[i][:]) for r = 0..3 in order, i < n, D == 64 (X rows x_r). */
+static inline void avx_rank4_64(float *Y, const float *A, int as, const float *X, int n) {
+    __m512 x[4][4];
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 4; c++) x[r][c] = _mm512_loadu_ps(X + 64 * r + 16 * c);
+    for (int i = 0; i < n; i++) {
+        float *yr = Y + (size_t)i * 64;
+        __m512 y0 = _mm512_loadu_ps(yr), y1 = _mm512_loadu_ps(yr + 16), y2 = _mm512_loadu_ps(yr + 32),
+               y3 = _mm512_loadu_ps(yr + 48);
+        for (int r = 0; r < 4; r++) {
+            const __m512 a = _mm512_set1_ps(A[r * as + i]);
+            y0 = _mm512_fmadd_ps(a, x[r][0], y0);
+            y1 = _mm512_fmadd_ps(a, x[r][1], y1);
+            y2 = _mm512_fmadd_ps(a, x[r][2], y2);
+            y3 = _mm512_fmadd_ps(a, x[r][3], y3);
+        }
+        _mm512_storeu_ps(yr, y0); _mm512_storeu_ps(yr + 16, y1);
+        _mm512_storeu_ps(yr + 32, y2); _mm512_storeu_ps(yr + 48, y3);
+    }
+}
+#endif
+
+/* Raw dot products for nr rows: out[r][jj] = Σ_d fma X[r][d]·MT[d, j0+jj] (ACC), jj < jv[r]. */
+static void SFX(rowdot_rows)(SFX(hctx_t) *cx, const R *X, int nr, const R *MT, int j0, const int *jv, R *out,
+                             int os) {
+    const int T = cx->T, D = cx->D;
+    rst_t *acc = &cx->st[TSC_STAGE_ACC];
+#if TMPL_AVX512
+    if (acc->id && nr == 4) {
+        avx_rowdot4(X, MT, T, D, j0, jv[3] > jv[0] ? jv[3] : jv[0], out, os);
+        return;
+    }
+#endif
+    for (int r = 0; r < nr; r++) {
+        R *o = out + (size_t)r * os;
+        const R *x = X + (size_t)r * D;
+        if (acc->id && SFX(rowdot_fast)(x, MT, T, D, j0, jv[r], o)) continue;
+        for (int jj = 0; jj < jv[r]; jj++) o[jj] = 0;
+        for (int d = 0; d < D; d++) {
+            const R xd = x[d];
+            const R *restrict mr = MT + (size_t)d * T + j0;
+            if (acc->id) for (int jj = 0; jj < jv[r]; jj++) o[jj] = FMA(xd, mr[jj], o[jj]);
+            else for (int jj = 0; jj < jv[r]; jj++) o[jj] = SFX(rnd)(FMA(xd, mr[jj], o[jj]), acc);
+        }
+    }
+}
+
+/* Y_r = fma(A[r][i], X[i,:], Y_r) for i < jv[r], rows r < nr (Y rows stride D, A rows stride as),
+ * each step rounded to rs. */
+static void SFX(axpy_multi)(SFX(hctx_t) *cx, R *Y, const R *A, int as, const R *X, int nr, const int *jv,
+                            rst_t *rs) {
+    const int D = cx->D;
+    rst_t *acc = &cx->st[TSC_STAGE_ACC];
+#if TMPL_AVX512
+    if (nr == 4 && D == 64 && rs->id && acc->id) {
+        int jmin = jv[0];
+        for (int r = 1; r < 4; r++) jmin = jv[r] < jmin ? jv[r] : jmin;
+        avx_axpy4_64(Y, A, as, X, jmin);
+        for (int r = 0; r < 4; r++)
+            SFX(axpy_rows)(Y + (size_t)r * D, A + (size_t)r * as + jmin, X + (size_t)jmin * D, jv[r] - jmin, D,
+                           rs, acc);
+        return;
+    }
+#endif
+    for (int r = 0; r < nr; r++) SFX(axpy_rows)(Y + (size_t)r * D, A + (size_t)r * as, X, jv[r], D, rs, acc);
+}
+
+/* Y[i,:] = fma(A[r][i], X_r, Y[i,:]) for rows r < nr in order, i < jv[r] (X rows stride D). */
+static void SFX(rank1_multi)(SFX(hctx_t) *cx, R *Y, const R *A, int as, const R *X, int nr, const int *jv,
+                             rst_t *rs) {
+    const int D = cx->D;
+    rst_t *acc = &cx->st[TSC_STAGE_ACC];
+#if TMPL_AVX512
+    if (nr == 4 && D == 64 && rs->id && acc->id) {
+        int jmin = jv[0];
+        for (int r = 1; r < 4; r++) jmin = jv[r] < jmin ? jv[r] : jmin;
+        avx_rank4_64(Y, A, as, X, jmin);
+        /* the rest: for each element the rows still go in ascending order */
+        for (int r = 0; r < 4; r++)
+            SFX(rank1)(Y + (size_t)jmin * D, A + (size_t)r * as + jmin, X + (size_t)r * D, jv[r] - jmin, D, rs, acc);
+        return;
+    }
+#endif
+    for (int r = 0; r < nr; r++) SFX(rank1)(Y, A + (size_t)r * as, X + (size_t)r * D, jv[r], D, rs, acc);
+}
+
+/* S = R_S(R_S(raw) · α) in place over s[0..jv). */
+static inline void SFX(scores_finish)(SFX(hctx_t) *cx, R *s, int jv) {
+    SFX(rnd_arr)(s, jv, &cx->st[TSC_STAGE_S]);
+    const R alpha = cx->alpha;
+    for (int jj = 0; jj < jv; jj++) s[jj] = s[jj] * alpha;
+    SFX(rnd_arr)(s, jv, &cx->st[TSC_STAGE_S]);
+}
+
+/* Algorithm 3 and its edge cases for one tile (see tsc_attention.h). Returns m_tile. */
+static R SFX(stable_max)(SFX(hctx_t) *cx, R r_m, int r_s) {
+    const tsc_stable_t *sb = &cx->pol->stable;
+    if (r_s <= 1) return r_m;
+    R m = r_m > 0 ? SFX(rnd)((R)sb->beta * r_m, &cx->st[TSC_STAGE_ROWMAX]) : (R)0;
+    R top = SFX(rnd)(EXPR(SFX(rnd)(r_m - m, &cx->st[TSC_STAGE_EXPARG])), &cx->st[TSC_STAGE_PBAR_PV]);
+    if (top == (R)1 || top == (R)0) m = SFX(rnd)(r_m + (R)sb->gap, &cx->st[TSC_STAGE_ROWMAX]);
+    return m;
+}
+
+/* Work elements fwd_head needs. */
+static size_t SFX(fwd_work)(int Bc, int D) { return 3 * (size_t)RB * Bc + (size_t)RB * D + 2 * (size_t)D; }
+
+/* Forward of one head. q [T, D], kT [D, T], v [T, D] (rounded inputs); o [T, D] and lse [T]
+ * out (either may be NULL); work: fwd_work elements. Optional trace. */
+static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, R *o, R *lse,
+                          tsc_attn_trace_t *tr, R *work) {
+    const int T = cx->T, D = cx->D, Bc = cx->Bc;
+    const tsc_policy_t *pol = cx->pol;
+    R *S = work, *PA = S + (size_t)RB * Bc, *PB = PA + (size_t)RB * Bc, *OACC = PB + (size_t)RB * Bc;
+    R *pv = OACC + (size_t)RB * D, *side = pv + D;
+    rst_t *st = cx->st;
+    const int n_kt = (T + Bc - 1) / Bc;
+    const double eps = pol->stable.enabled ? pol->stable.eps : 1e-3;
+    for (int t0 = 0; t0 < T; t0 += RB) {
+        const int nr = T - t0 < RB ? T - t0 : RB;
+        R m[RB], l[RB], r_m[RB], m_new[RB], c[RB];
+        int jv[RB], ties[RB], r_s[RB], ones[RB];
+        for (int r = 0; r < nr; r++) {
+            m[r] = -INFINITY;
+            l[r] = 0;
+        }
+        for (size_t i = 0; i < (size_t)nr * D; i++) OACC[i] = 0;
+        for (int jt = 0; jt < n_kt; jt++) {
+            const int j0 = jt * Bc, jn = (T - j0 < Bc) ? T - j0 : Bc;
+            int any = 0;
+            for (int r = 0; r < nr; r++) {
+                jv[r] = SFX(n_valid)(cx, t0 + r, j0, jn);
+                any |= jv[r] > 0;
+            }
+            /* causal: once no row of the block sees a key here, no later tile has one either */
+            if (!any && !pol->torch_quirks) break;
+            if (any) SFX(rowdot_rows)(cx, q + (size_t)t0 * D, nr, kT, j0, jv, S, Bc);
+            for (int r = 0; r < nr; r++) {
+                R *s = S + (size_t)r * Bc, *pa = PA + (size_t)r * Bc, *pb = PB + (size_t)r * Bc;
+                R *oacc = OACC + (size_t)r * D;
+                const int n = jv[r];
+                r_m[r] = -INFINITY;
+                ties[r] = r_s[r] = ones[r] = 0;
+                if (n == 0 && !pol->torch_quirks) continue; /* this row is done */
+                R m_tile;
+                if (n > 0) {
+                    SFX(scores_finish)(cx, s, n);
+                    R mx = -INFINITY;
+                    for (int jj = 0; jj < n; jj++) mx = s[jj] > mx ? s[jj] : mx;
+                    mx = SFX(rnd)(mx, &st[TSC_STAGE_ROWMAX]);
+                    const R thr = SFX(rnd)(mx - (R)eps, &st[TSC_STAGE_ROWMAX]);
+                    for (int jj = 0; jj < n; jj++) {
+                        ties[r] += s[jj] == mx;
+                        r_s[r] += s[jj] >= thr;
+                    }
+                    r_m[r] = mx;
+                    m_tile = pol->stable.enabled ? SFX(stable_max)(cx, mx, r_s[r]) : mx;
+                } else {
+                    /* torch_quirks: a fully masked tile; under +stable a repeated negative max */
+                    m_tile = (pol->stable.enabled && jn > 1) ? (R)0 : -INFINITY;
+                }
+                const R mn = m_tile > m[r] ? m_tile : m[r];
+                m_new[r] = mn;
+                c[r] = m[r] == -INFINITY ? (R)0 : EXPR(SFX(rnd)(m[r] - mn, &st[TSC_STAGE_EXPARG]));
+                for (int jj = 0; jj < n; jj++) pa[jj] = SFX(rnd)(s[jj] - mn, &st[TSC_STAGE_EXPARG]);
+                for (int jj = 0; jj < n; jj++) pa[jj] = EXPR(pa[jj]);
+                for (int jj = 0; jj < n; jj++) pb[jj] = pa[jj];
+                SFX(rnd_arr)(pa, n, &st[TSC_STAGE_PBAR_PV]);
+                SFX(rnd_arr)(pb, n, &st[TSC_STAGE_PBAR_L]);
+                if (pol->fused) {
+                    for (int d = 0; d < D; d++) oacc[d] = SFX(rnd)(c[r] * oacc[d], &st[TSC_STAGE_OACC]);
+                    R lr = SFX(rnd)(c[r] * l[r], &st[TSC_STAGE_L]);
+                    for (int jj = 0; jj < n; jj++) lr = SFX(rnd)(lr + pb[jj], &st[TSC_STAGE_L]);
+                    l[r] = lr;
+                } else {
+                    for (int d = 0; d < D; d++) pv[d] = 0;
+                    SFX(axpy_rows)(pv, pa, v + (size_t)j0 * D, n, D, &st[TSC_STAGE_ACC], &st[TSC_STAGE_ACC]);
+                    SFX(rnd_arr)(pv, D, &st[TSC_STAGE_PV]);
+                    for (int d = 0; d < D; d++) {
+                        R scaled = SFX(rnd)(c[r] * oacc[d], &st[TSC_STAGE_OACC]);
+                        oacc[d] = SFX(rnd)(scaled + pv[d], &st[TSC_STAGE_OACC]);
+                    }
+                    R sum = 0;
+                    for (int jj = 0; jj < n; jj++) sum = SFX(rnd)(sum + pb[jj], &st[TSC_STAGE_ACC]);
+                    if (pol->torch_quirks && sum < (R)1e-10) sum = (R)1e-10;
+                    R scaled = SFX(rnd)(c[r] * l[r], &st[TSC_STAGE_L]);
+                    l[r] = SFX(rnd)(scaled + sum, &st[TSC_STAGE_L]);
+                }
+                m[r] = mn;
+            }
+            /* fused: Ō_r += P̄ V for the block's rows (each row's chain in key order) */
+            if (pol->fused && any)
+                SFX(axpy_multi)(cx, OACC, PA, Bc, v + (size_t)j0 * D, nr, jv, &st[TSC_STAGE_PV]);
+            if (tr && tr->b >= 0)
+                for (int r = 0; r < nr; r++) {
+                    const int t = t0 + r, n = jv[r];
+                    if (n == 0 && !pol->torch_quirks) continue;
+                    const R *s = S + (size_t)r * Bc, *pa = PA + (size_t)r * Bc;
+                    const size_t ti = (size_t)t * tr->n_kt + jt;
+                    int on = 0;
+                    for (int jj = 0; jj < n; jj++) on += pa[jj] == (R)1;
+                    if (tr->s)
+                        for (int jj = 0; jj < n; jj++) {
+                            tr->s[(size_t)t * T + j0 + jj] = s[jj];
+                            tr->pbar[(size_t)t * T + j0 + jj] = pa[jj];
+                        }
+                    if (tr->tile_max) {
+                        tr->tile_max[ti] = r_m[r];
+                        tr->run_max[ti] = m_new[r];
+                        tr->l[ti] = l[r];
+                        tr->ties_exact[ti] = ties[r];
+                        tr->ties_eps[ti] = r_s[r];
+                        tr->pbar_one[ti] = on;
+                    }
+                    if (tr->pv) {
+                        for (int d = 0; d < D; d++) side[d] = 0;
+                        SFX(axpy_rows)(side, pa, v + (size_t)j0 * D, n, D, &st[TSC_STAGE_ACC], &st[TSC_STAGE_ACC]);
+                        if (!pol->fused) SFX(rnd_arr)(side, D, &st[TSC_STAGE_PV]);
+                        for (int d = 0; d < D; d++) {
+                            tr->pv[ti * D + d] = side[d];
+                            tr->oacc[ti * D + d] = OACC[(size_t)r * D + d];
+                        }
+                    }
+                }
+        }
+        for (int r = 0; r < nr; r++) {
+            const int t = t0 + r;
+            if (o)
+                for (int d = 0; d < D; d++)
+                    o[(size_t)t * D + d] = SFX(rnd)(OACC[(size_t)r * D + d] / l[r], &st[TSC_STAGE_O]);
+            if (lse) lse[t] = SFX(rnd)(m[r] + LOGR(l[r]), &st[TSC_STAGE_LSE]);
+        }
+    }
+}
+
+/* Work elements bwd_head needs. */
+static size_t SFX(bwd_work)(int Br, int Bc, int D) {
+    return 5 * (size_t)RB * Bc + ((size_t)Br + 2 * (size_t)Bc) * D;
+}
+
+/* Backward of one head. q, dO [T, D], k, v [T, D] with kT, vT [D, T]; lse [T] of the forward;
+ * osrc [T, D] the O δ reads (NULL for dpp); outputs delta [T], dq [T, D], dk, dv [T, D] (this
+ * query head's contribution, rounded to GRAD). work: bwd_work elements. */
+static void SFX(bwd_head)(SFX(hctx_t) *cx, const R *q, const R *k, const R *kT, const R *v,
+                          const R *vT, const R *dO, const R *lse, const R *osrc, R *delta, R *dq,
+                          R *dk, R *dv, R *work) {
+    const int T = cx->T, D = cx->D, Bc = cx->Bc, Br = cx->Br;
+    const tsc_policy_t *pol = cx->pol;
+    rst_t *st = cx->st, *acc = &st[TSC_STAGE_ACC];
+    const size_t W = (size_t)RB * Bc;
+    R *S = work, *PR = S + W, *PF = PR + W, *DP = PF + W, *DS = DP + W;
+    R *dq_part = DS + W, *dk_part = dq_part + (size_t)Br * D, *dv_part = dk_part + (size_t)Bc * D;
+    const int n_kt = (T + Bc - 1) / Bc, n_qt = (T + Br - 1) / Br;
+    const int fused = pol->fused;
+    (void)v;
+    (void)k;
+
+    /* For rows t0..t0+nr of one key tile: S, P_j = exp(R_EXPARG(S_j − LSE)) (PF), p_j = R_P(P_j)
+     * (PR), dP_j = R_DP(Σ_d fma dO·v) (DP). */
+    #define BLOCK_P_DP(t0, nr, j0, jv) do { \
+        SFX(rowdot_rows)(cx, q + (size_t)(t0) * D, (nr), kT, (j0), (jv), S, Bc); \
+        SFX(rowdot_rows)(cx, dO + (size_t)(t0) * D, (nr), vT, (j0), (jv), DP, Bc); \
+        for (int r_ = 0; r_ < (nr); r_++) { \
+            const int n_ = (jv)[r_]; \
+            R *s_ = S + (size_t)r_ * Bc, *pf_ = PF + (size_t)r_ * Bc, *pr_ = PR + (size_t)r_ * Bc; \
+            SFX(scores_finish)(cx, s_, n_); \
+            const R lt_ = lse[(t0) + r_]; \
+            for (int jj = 0; jj < n_; jj++) pf_[jj] = SFX(rnd)(s_[jj] - lt_, &st[TSC_STAGE_EXPARG]); \
+            for (int jj = 0; jj < n_; jj++) pf_[jj] = EXPR(pf_[jj]); \
+            for (int jj = 0; jj < n_; jj++) pr_[jj] = pf_[jj]; \
+            SFX(rnd_arr)(pr_, n_, &st[TSC_STAGE_P]); \
+            SFX(rnd_arr)(DP + (size_t)r_ * Bc, n_, &st[TSC_STAGE_DP]); \
+        } \
+    } while (0)
+
+    for (int t0 = 0; t0 < T; t0 += RB) {
+        const int nr = T - t0 < RB ? T - t0 : RB;
+        R dl[RB];
+        for (int r = 0; r < nr; r++) {
+            dl[r] = 0;
+            if (osrc)
+                for (int d = 0; d < D; d++)
+                    dl[r] = SFX(rnd)(FMA(dO[(size_t)(t0 + r) * D + d], osrc[(size_t)(t0 + r) * D + d], dl[r]), acc);
+        }
+        if (!osrc) {
+            for (int jt = 0; jt < n_kt; jt++) {
+                const int j0 = jt * Bc, jn = (T - j0 < Bc) ? T - j0 : Bc;
+                int jv[RB], any = 0;
+                for (int r = 0; r < nr; r++) any |= (jv[r] = SFX(n_valid)(cx, t0 + r, j0, jn)) > 0;
+                if (!any) break;
+                BLOCK_P_DP(t0, nr, j0, jv);
+                for (int r = 0; r < nr; r++)
+                    for (int jj = 0; jj < jv[r]; jj++)
+                        dl[r] = SFX(rnd)(FMA(DP[(size_t)r * Bc + jj], PF[(size_t)r * Bc + jj], dl[r]), acc);
+            }
+        }
+        for (int r = 0; r < nr; r++) delta[t0 + r] = SFX(rnd)(dl[r], &st[TSC_STAGE_DELTA]);
+    }
+
+    for (size_t i = 0; i < (size_t)T * D; i++) dq[i] = dk[i] = dv[i] = 0;
+    for (int it = 0; it < n_qt; it++) {
+        const int ti0 = it * Br, tn = (T - ti0 < Br) ? T - ti0 : Br;
+        for (int jt = 0; jt < n_kt; jt++) {
+            const int j0 = jt * Bc, jn = (T - j0 < Bc) ? T - j0 : Bc;
+            if (cx->causal && j0 > ti0 + tn - 1) break;
+            if (!fused) {
+                for (size_t i = 0; i < (size_t)tn * D; i++) dq_part[i] = 0;
+                for (size_t i = 0; i < (size_t)jn * D; i++) dk_part[i] = dv_part[i] = 0;
+            }
+            for (int t0 = ti0; t0 < ti0 + tn; t0 += RB) {
+                const int nr = ti0 + tn - t0 < RB ? ti0 + tn - t0 : RB;
+                int jv[RB], any = 0;
+                for (int r = 0; r < nr; r++) any |= (jv[r] = SFX(n_valid)(cx, t0 + r, j0, jn)) > 0;
+                if (!any) continue;
+                BLOCK_P_DP(t0, nr, j0, jv);
+                const R alpha = cx->alpha;
+                for (int r = 0; r < nr; r++) {
+                    const R dlt = delta[t0 + r];
+                    const R *pf = PF + (size_t)r * Bc, *dp = DP + (size_t)r * Bc;
+                    R *ds = DS + (size_t)r * Bc;
+                    for (int jj = 0; jj < jv[r]; jj++) ds[jj] = (pf[jj] * (dp[jj] - dlt)) * alpha;
+                    SFX(rnd_arr)(ds, jv[r], &st[TSC_STAGE_DS]);
+                }
+                /* each target element is its own sequential chain: dV[j] and dK[j] by query,
+                 * dQ[t] by key, so doing the three arrays one after another changes nothing */
+                const size_t jo = (size_t)j0 * D;
+                const R *qb = q + (size_t)t0 * D, *dOb = dO + (size_t)t0 * D;
+                if (fused) {
+                    SFX(rank1_multi)(cx, dv + jo, PR, Bc, dOb, nr, jv, &st[TSC_STAGE_DV]);
+                    SFX(rank1_multi)(cx, dk + jo, DS, Bc, qb, nr, jv, &st[TSC_STAGE_DK]);
+                    SFX(axpy_multi)(cx, dq + (size_t)t0 * D, DS, Bc, k + jo, nr, jv, &st[TSC_STAGE_DQ]);
+                } else {
+                    SFX(rank1_multi)(cx, dv_part, PR, Bc, dOb, nr, jv, acc);
+                    SFX(rank1_multi)(cx, dk_part, DS, Bc, qb, nr, jv, acc);
+                    SFX(axpy_multi)(cx, dq_part + (size_t)(t0 - ti0) * D, DS, Bc, k + jo, nr, jv, acc);
+                }
+            }
+            if (!fused) {
+                rst_t *rq = &st[TSC_STAGE_DQ], *rk = &st[TSC_STAGE_DK], *rv = &st[TSC_STAGE_DV];
+                for (size_t i = 0; i < (size_t)tn * D; i++)
+                    dq[(size_t)ti0 * D + i] = SFX(rnd)(dq[(size_t)ti0 * D + i] + SFX(rnd)(dq_part[i], rq), rq);
+                for (size_t i = 0; i < (size_t)jn * D; i++) {
+                    dk[(size_t)j0 * D + i] = SFX(rnd)(dk[(size_t)j0 * D + i] + SFX(rnd)(dk_part[i], rk), rk);
+                    dv[(size_t)j0 * D + i] = SFX(rnd)(dv[(size_t)j0 * D + i] + SFX(rnd)(dv_part[i], rv), rv);
+                }
+            }
+        }
+    }
+    #undef BLOCK_P_DP
+    SFX(rnd_arr)(dq, T * D, &st[TSC_STAGE_GRAD]);
+    SFX(rnd_arr)(dk, T * D, &st[TSC_STAGE_GRAD]);
+    SFX(rnd_arr)(dv, T * D, &st[TSC_STAGE_GRAD]);
+}
+
+/* Loads one [T, D] head from the caller's array (float or double) into R, rounded to stage rs. */
+static void SFX(load)(const void *src, tsc_attn_dtype_t dt, size_t off, size_t n, R *dst, rst_t *rs) {
+    if (dt == TSC_ATTN_F32) {
+        const float *s = (const float *)src + off;
+#if TMPL_DOUBLE
+        for (size_t i = 0; i < n; i++) dst[i] = SFX(rnd)((double)s[i], rs);
+#else
+        for (size_t i = 0; i < n; i++) dst[i] = s[i];
+        SFX(rnd_arr)(dst, (int)n, rs);
+#endif
+    } else {
+        const double *s = (const double *)src + off;
+#if TMPL_DOUBLE
+        for (size_t i = 0; i < n; i++) dst[i] = SFX(rnd)(s[i], rs);
+#else
+        /* round once from the double: to FP32 itself, or straight to the narrower format */
+        for (size_t i = 0; i < n; i++)
+            dst[i] = rs->mode == TSC_ROUND_NEAREST_EVEN && rs->fmt == TSC_FMT_FP32
+                         ? (float)s[i] : (float)tsc_round(s[i], rs->fmt, rs->mode, &rs->rng);
+#endif
+    }
+}
+
+static void SFX(store)(const R *src, size_t n, void *dst, tsc_attn_dtype_t dt, size_t off) {
+    if (!dst) return;
+    if (dt == TSC_ATTN_F32) {
+        float *d = (float *)dst + off;
+        for (size_t i = 0; i < n; i++) d[i] = (float)src[i];
+    } else {
+        double *d = (double *)dst + off;
+        for (size_t i = 0; i < n; i++) d[i] = (double)src[i];
+    }
+}
+
+static void SFX(transpose)(const R *a, int T, int D, R *at) {
+    for (int t = 0; t < T; t++)
+        for (int d = 0; d < D; d++) at[(size_t)d * T + t] = a[(size_t)t * D + d];
+}
+
+/* One (b, h): forward (and backward). dk_h/dv_h receive this head's GRAD-rounded dK/dV as R.
+ * Returns 0, or -1 when out of memory. */
+static int SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const tsc_attn_dims_t *dims,
+                         const tsc_attn_io_t *io, int b, int h, tsc_attn_trace_t *tr, R *dk_h, R *dv_h) {
+    const int T = dims->T, D = dims->D, Bc = pol->block_k, Br = pol->block_q;
+    const int hk = h / (dims->H / dims->Hkv);
+    const size_t TD = (size_t)T * D;
+    const size_t qoff = ((size_t)b * dims->H + h) * TD, koff = ((size_t)b * dims->Hkv + hk) * TD;
+    const int bwd = io->dout != NULL;
+    const size_t fw = SFX(fwd_work)(Bc, D), bw = bwd ? SFX(bwd_work)(Br, Bc, D) : 0;
+    /* forward: q kT v o [T, D], k (scratch) [T, D], lse [T], work; backward adds
+     * vT dO osrc dq [T, D], delta [T] and its work */
+    size_t n = 5 * TD + (size_t)T + fw;
+    if (bwd) n += 4 * TD + (size_t)T + bw;
+    R *mem = malloc(n * sizeof(R));
+    if (!mem) return -1;
+    R *q = mem, *kT = q + TD, *v = kT + TD, *o = v + TD, *kk = o + TD, *lse = kk + TD, *work = lse + T;
+    R *vT = NULL, *dO = NULL, *osrc = NULL, *dq = NULL, *delta = NULL, *bwork = NULL;
+    if (bwd) {
+        vT = work + fw; dO = vT + TD; osrc = dO + TD; dq = osrc + TD; delta = dq + TD; bwork = delta + T;
+    }
+    SFX(hctx_t) cx;
+    SFX(hctx_init)(&cx, pol, dims, b, h, 0);
+    SFX(load)(io->q, io->dtype, qoff, TD, q, &cx.st[TSC_STAGE_Q]);
+    SFX(load)(io->k, io->dtype, koff, TD, kk, &cx.st[TSC_STAGE_K]);
+    SFX(transpose)(kk, T, D, kT);
+    SFX(load)(io->v, io->dtype, koff, TD, v, &cx.st[TSC_STAGE_V]);
+    SFX(fwd_head)(&cx, q, kT, v, o, lse, tr, work);
+    SFX(store)(o, TD, io->o, io->dtype, qoff);
+    SFX(store)(lse, (size_t)T, io->lse, io->dtype, (size_t)b * dims->H * T + (size_t)h * T);
+    if (!bwd) {
+        free(mem);
+        return 0;
+    }
+    SFX(transpose)(v, T, D, vT);
+    SFX(load)(io->dout, io->dtype, qoff, TD, dO, &cx.st[TSC_STAGE_DO]);
+    const R *src = NULL;
+    if (pol->delta_src == TSC_DELTA_LP_O) {
+        src = o;
+    } else if (pol->delta_src == TSC_DELTA_HP_O) {
+        SFX(hctx_t) hx;
+        SFX(hctx_init)(&hx, hp, dims, b, h, 1);
+        SFX(fwd_head)(&hx, q, kT, v, osrc, NULL, NULL, work);
+        src = osrc;
+    }
+    SFX(hctx_t) bx;
+    SFX(hctx_init)(&bx, pol, dims, b, h, 2);
+    SFX(bwd_head)(&bx, q, kk, kT, v, vT, dO, lse, src, delta, dq, dk_h, dv_h, bwork);
+    SFX(store)(delta, (size_t)T, io->delta, io->dtype, (size_t)b * dims->H * T + (size_t)h * T);
+    SFX(store)(dq, TD, io->dq, io->dtype, qoff);
+    free(mem);
+    return 0;
+}
+
+#undef EXPR
+#undef LOGR
+#undef FMA
+#undef FAST_AXPY_ROWS
+#undef FAST_RANK1
+#undef RB
+#endif /* TSC_ATTN_TMPL */
+#ifndef TSC_ATTN_TMPL
+typedef int tsc_attention_tmpl_unused_t; /* built on its own: an empty but valid unit */
+#endif

@@ -1,0 +1,503 @@
+/* policy.c: precision policies: presets, the string grammar (tsc_policy.h), canonical form. */
+#include "tsc_policy.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const preset_names[TSC_PRESET_COUNT] = {
+    "fp64", "fp32", "bf16-fa2", "bf16-torch", "fp16-fa2", "fp8-fa3"};
+
+static const char *const stage_names[TSC_STAGE_COUNT] = {
+    "q", "k", "v", "do", "acc", "scores", "rowmax", "exparg", "pbar-pv", "pbar-l", "pv", "oacc",
+    "l", "o", "lse", "p", "dp", "ds", "delta", "dq", "dk", "dv", "grad"};
+
+static const char *const stage_desc[TSC_STAGE_COUNT] = {
+    "input Q", "input K", "input V", "input dO",
+    "matrix-product accumulator (each step one fused multiply-add)",
+    "scores S = alpha*(Q K^T)", "row max (tile, running, stabilised)",
+    "S - m as passed to exp", "P-bar as used in P-bar V", "P-bar as summed into l",
+    "per-tile P-bar V result (fused: each step of the O-bar update)",
+    "O-bar accumulator across key tiles", "l, the running row sum", "output O = O-bar / l",
+    "LSE = m + log l", "P = exp(S - LSE) as used in P^T dO", "dP = dO V^T",
+    "dS = alpha*P*(dP - delta) as used in dS K and dS^T Q", "delta = rowsum(dO * O)",
+    "dQ accumulator", "dK accumulator", "dV accumulator", "returned dQ, dK, dV"};
+
+static const char help_text[] =
+    "valid presets: fp64, fp32, bf16-fa2, bf16-torch, fp16-fa2, fp8-fa3; modifiers: "
+    "+stable[:beta=B,eps=E,gap=G], +hp-delta, +dpp-delta, +lp-delta, +sr[:seed=N][,STAGE...], "
+    "+rz[:STAGE,...], +rne[:STAGE,...], +FMT:STAGE[,STAGE...] (FMT: fp64 fp32 tf32 bf16 fp16 "
+    "fp8-e4m3 fp8-e5m2), +fused, +unfused, +tile:q=BR,k=BC; stages: q k v do acc scores rowmax "
+    "exparg pbar-pv pbar-l pv oacc l o lse p dp ds delta dq dk dv grad "
+    "(example: bf16-fa2+stable:beta=2,eps=1e-3)";
+
+const char *tsc_preset_name(tsc_preset_t preset) {
+    return (unsigned)preset < TSC_PRESET_COUNT ? preset_names[preset] : "?";
+}
+
+const char *tsc_stage_name(tsc_stage_t stage) {
+    return (unsigned)stage < TSC_STAGE_COUNT ? stage_names[stage] : "?";
+}
+
+const char *tsc_stage_describe(tsc_stage_t stage) {
+    return (unsigned)stage < TSC_STAGE_COUNT ? stage_desc[stage] : "?";
+}
+
+tsc_status_t tsc_preset_parse(const char *name, tsc_preset_t *out) {
+    for (int i = 0; name && i < TSC_PRESET_COUNT; i++)
+        if (strcmp(name, preset_names[i]) == 0) {
+            *out = (tsc_preset_t)i;
+            return TSC_OK;
+        }
+    return tsc_error_set(TSC_ERR_ARG, "unknown policy preset '%s'; %s", name ? name : "(null)",
+                         help_text);
+}
+
+tsc_status_t tsc_stage_parse(const char *name, tsc_stage_t *out) {
+    if (name && strcmp(name, "pbar") == 0) { *out = TSC_STAGE_PBAR_PV; return TSC_OK; }
+    if (name && strcmp(name, "s") == 0) { *out = TSC_STAGE_S; return TSC_OK; }
+    for (int i = 0; name && i < TSC_STAGE_COUNT; i++)
+        if (strcmp(name, stage_names[i]) == 0) {
+            *out = (tsc_stage_t)i;
+            return TSC_OK;
+        }
+    return tsc_error_set(TSC_ERR_ARG, "unknown policy stage '%s'; %s", name ? name : "(null)",
+                         help_text);
+}
+
+static int fmt_is_low(tsc_format_t f) {
+    return f != TSC_FMT_FP64 && f != TSC_FMT_FP32;
+}
+
+tsc_status_t tsc_policy_preset(tsc_preset_t preset, tsc_policy_t *out) {
+    if ((unsigned)preset >= TSC_PRESET_COUNT)
+        return tsc_error_set(TSC_ERR_ARG, "policy preset %d out of range; %s", (int)preset, help_text);
+    tsc_policy_t p;
+    memset(&p, 0, sizeof p);
+    p.preset = preset;
+    p.delta_src = TSC_DELTA_LP_O;
+    p.fused = 1;
+    p.block_q = 128;
+    p.block_k = 128;
+    p.stable.enabled = 0;
+    p.stable.beta = 2.0;
+    p.stable.eps = 1e-3;
+    p.stable.gap = 1.0;
+    for (int s = 0; s < TSC_STAGE_COUNT; s++) {
+        p.fmt[s] = TSC_FMT_FP32;
+        p.mode[s] = TSC_ROUND_NEAREST_EVEN;
+    }
+    tsc_format_t lp = TSC_FMT_BF16;
+    switch (preset) {
+    case TSC_PRESET_FP64:
+        for (int s = 0; s < TSC_STAGE_COUNT; s++) p.fmt[s] = TSC_FMT_FP64;
+        break;
+    case TSC_PRESET_FP32:
+        break;
+    case TSC_PRESET_FP16_FA2:
+        lp = TSC_FMT_FP16;
+        /* fall through */
+    case TSC_PRESET_BF16_FA2:
+        /* FA2 CUDA: BF16 operands, FP32 S/max/ℓ/Ō in registers; P̄ converted for the P̄V MMA;
+         * O rounded once when written. Backward: P and dS converted for their MMAs, dP and the
+         * dQ/dK/dV accumulators FP32, gradients written in BF16. */
+        p.fmt[TSC_STAGE_Q] = p.fmt[TSC_STAGE_K] = p.fmt[TSC_STAGE_V] = p.fmt[TSC_STAGE_DO] = lp;
+        p.fmt[TSC_STAGE_PBAR_PV] = lp;
+        p.fmt[TSC_STAGE_O] = lp;
+        p.fmt[TSC_STAGE_P] = p.fmt[TSC_STAGE_DS] = lp;
+        p.fmt[TSC_STAGE_GRAD] = lp;
+        break;
+    case TSC_PRESET_BF16_TORCH:
+        /* Official attention.py under BF16 autocast (PAPER.md §3, our reading): einsum outputs
+         * and `* scale` in BF16; amax and S − m in BF16 tensors; exp in FP32; P̄ cast to BF16 for
+         * the P̄V einsum (FP32 accumulate, BF16 out); Ō a BF16 tensor updated in place (mul_,
+         * add_); ℓ copied into a BF16 tensor; O = Ō / ℓ in BF16; LSE = log(ℓ) + m in FP32.
+         * Backward: dP and per-tile dQ/dK/dV chunks are BF16 einsum outputs added into BF16
+         * gradient tensors. */
+        p.fmt[TSC_STAGE_Q] = p.fmt[TSC_STAGE_K] = p.fmt[TSC_STAGE_V] = p.fmt[TSC_STAGE_DO] = lp;
+        p.fmt[TSC_STAGE_S] = p.fmt[TSC_STAGE_ROWMAX] = p.fmt[TSC_STAGE_EXPARG] = lp;
+        p.fmt[TSC_STAGE_PBAR_PV] = lp;
+        p.fmt[TSC_STAGE_PV] = p.fmt[TSC_STAGE_OACC] = p.fmt[TSC_STAGE_L] = p.fmt[TSC_STAGE_O] = lp;
+        p.fmt[TSC_STAGE_P] = p.fmt[TSC_STAGE_DP] = p.fmt[TSC_STAGE_DS] = lp;
+        p.fmt[TSC_STAGE_DQ] = p.fmt[TSC_STAGE_DK] = p.fmt[TSC_STAGE_DV] = lp;
+        p.fmt[TSC_STAGE_GRAD] = lp;
+        p.fused = 0;
+        p.torch_quirks = 1;
+        p.block_q = p.block_k = 512;
+        break;
+    case TSC_PRESET_FP8_FA3:
+        /* FA3 FP8 forward: E4M3 Q, K, V and P̄ for the P̄V WGMMA, FP32 accumulators, BF16 O.
+         * FA3 has no FP8 backward: it is modelled as bf16-fa2's, on the E4M3 inputs. */
+        p.fmt[TSC_STAGE_Q] = p.fmt[TSC_STAGE_K] = p.fmt[TSC_STAGE_V] = TSC_FMT_FP8_E4M3;
+        p.fmt[TSC_STAGE_PBAR_PV] = TSC_FMT_FP8_E4M3;
+        p.fmt[TSC_STAGE_DO] = TSC_FMT_BF16;
+        p.fmt[TSC_STAGE_O] = TSC_FMT_BF16;
+        p.fmt[TSC_STAGE_P] = p.fmt[TSC_STAGE_DS] = TSC_FMT_BF16;
+        p.fmt[TSC_STAGE_GRAD] = TSC_FMT_BF16;
+        p.block_q = 128;
+        p.block_k = 128;
+        break;
+    default:
+        break;
+    }
+    *out = p;
+    return TSC_OK;
+}
+
+void tsc_policy_stage_set(tsc_policy_t *p, tsc_stage_t stage, tsc_format_t fmt) {
+    if (!p || (unsigned)stage >= TSC_STAGE_COUNT) return;
+    p->fmt[stage] = fmt;
+    if (!fmt_is_low(fmt)) p->mode[stage] = TSC_ROUND_NEAREST_EVEN;
+}
+
+int tsc_policy_stage_is_low(const tsc_policy_t *p, tsc_stage_t stage) {
+    return p && (unsigned)stage < TSC_STAGE_COUNT && fmt_is_low(p->fmt[stage]);
+}
+
+int tsc_policy_uses_fp64(const tsc_policy_t *p) {
+    for (int s = 0; s < TSC_STAGE_COUNT; s++)
+        if (p->fmt[s] == TSC_FMT_FP64) return 1;
+    return 0;
+}
+
+int tsc_policy_low_stages(const tsc_policy_t *p, tsc_stage_t *stages) {
+    int n = 0;
+    for (int s = TSC_STAGE_ACC; s < TSC_STAGE_COUNT; s++)
+        if (fmt_is_low(p->fmt[s])) {
+            if (stages) stages[n] = (tsc_stage_t)s;
+            n++;
+        }
+    return n;
+}
+
+tsc_status_t tsc_policy_validate(const tsc_policy_t *p) {
+    if (!p) return tsc_error_set(TSC_ERR_ARG, "policy: NULL");
+    if ((unsigned)p->preset >= TSC_PRESET_COUNT)
+        return tsc_error_set(TSC_ERR_ARG, "policy: preset %d out of range", (int)p->preset);
+    for (int s = 0; s < TSC_STAGE_COUNT; s++) {
+        if ((unsigned)p->fmt[s] >= TSC_FMT_COUNT)
+            return tsc_error_set(TSC_ERR_ARG, "policy: stage %s has format %d, out of range",
+                                 stage_names[s], (int)p->fmt[s]);
+        if ((unsigned)p->mode[s] > TSC_ROUND_STOCHASTIC)
+            return tsc_error_set(TSC_ERR_ARG, "policy: stage %s has rounding mode %d, out of range",
+                                 stage_names[s], (int)p->mode[s]);
+    }
+    if (p->fmt[TSC_STAGE_ACC] != TSC_FMT_FP32 && p->fmt[TSC_STAGE_ACC] != TSC_FMT_FP64)
+        return tsc_error_set(TSC_ERR_ARG, "policy: the acc stage must be fp32 or fp64, not %s",
+                             tsc_format_name(p->fmt[TSC_STAGE_ACC]));
+    if ((unsigned)p->delta_src > TSC_DELTA_DPP)
+        return tsc_error_set(TSC_ERR_ARG, "policy: delta source %d out of range", (int)p->delta_src);
+    if (p->block_q < 1 || p->block_q > 65536 || p->block_k < 1 || p->block_k > 65536)
+        return tsc_error_set(TSC_ERR_ARG, "policy: tile sizes %d x %d outside [1, 65536]",
+                             p->block_q, p->block_k);
+    if (!(p->stable.beta >= 1 && p->stable.beta <= 64) || !(p->stable.eps >= 0 && p->stable.eps <= 1) ||
+        !(p->stable.gap > 0 && p->stable.gap <= 64))
+        return tsc_error_set(TSC_ERR_ARG,
+                             "policy: +stable needs beta in [1, 64], eps in [0, 1], gap in (0, 64]; "
+                             "got beta=%g eps=%g gap=%g", p->stable.beta, p->stable.eps, p->stable.gap);
+    return TSC_OK;
+}
+
+int tsc_policy_equal(const tsc_policy_t *a, const tsc_policy_t *b) {
+    int sr = 0;
+    for (int s = 0; s < TSC_STAGE_COUNT; s++) sr |= a->mode[s] == TSC_ROUND_STOCHASTIC;
+    if (a->preset != b->preset || (sr && a->seed != b->seed) || a->delta_src != b->delta_src ||
+        a->fused != b->fused || a->torch_quirks != b->torch_quirks || a->block_q != b->block_q ||
+        a->block_k != b->block_k || a->stable.enabled != b->stable.enabled ||
+        a->stable.beta != b->stable.beta || a->stable.eps != b->stable.eps ||
+        a->stable.gap != b->stable.gap)
+        return 0;
+    for (int s = 0; s < TSC_STAGE_COUNT; s++)
+        if (a->fmt[s] != b->fmt[s] || a->mode[s] != b->mode[s]) return 0;
+    return 1;
+}
+
+/* ---- parsing ---- */
+
+static int parse_double_full(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_u64_full(const char *s, uint64_t *out) {
+    char *end;
+    if (!*s || *s == '-') return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int parse_int_full(const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* Applies the mode to the listed stages, or with none listed to every low-precision stage. */
+static tsc_status_t apply_mode(tsc_policy_t *p, const char *mod, tsc_round_t mode, char *args,
+                               const char *whole) {
+    int any_stage = 0;
+    char *save = NULL;
+    int mark[TSC_STAGE_COUNT] = {0};
+    for (char *tok = args ? strtok_r(args, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
+        if (strncmp(tok, "seed=", 5) == 0) {
+            if (mode != TSC_ROUND_STOCHASTIC || parse_u64_full(tok + 5, &p->seed))
+                return tsc_error_set(TSC_ERR_ARG, "policy '%s': bad '%s' in +%s (seed=N, N a "
+                                     "non-negative integer, only with +sr); %s", whole, tok, mod, help_text);
+            continue;
+        }
+        tsc_stage_t st;
+        if (tsc_stage_parse(tok, &st) != TSC_OK)
+            return tsc_error_set(TSC_ERR_ARG, "policy '%s': unknown stage '%s' in +%s; %s", whole, tok,
+                                 mod, help_text);
+        mark[st] = 1;
+        any_stage = 1;
+    }
+    for (int s = 0; s < TSC_STAGE_COUNT; s++)
+        if (any_stage ? mark[s] : fmt_is_low(p->fmt[s])) p->mode[s] = mode;
+    return TSC_OK;
+}
+
+static tsc_status_t apply_modifier(tsc_policy_t *p, char *mod, const char *whole) {
+    char *save = NULL;
+    char *args = strchr(mod, ':');
+    if (args) *args++ = '\0';
+    if (args && !*args)
+        return tsc_error_set(TSC_ERR_ARG, "policy '%s': modifier +%s has an empty argument list; %s",
+                             whole, mod, help_text);
+    if (strcmp(mod, "stable") == 0) {
+        p->stable.enabled = 1;
+        for (char *tok = args ? strtok_r(args, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
+            double *dst = NULL;
+            if (strncmp(tok, "beta=", 5) == 0) dst = &p->stable.beta;
+            else if (strncmp(tok, "eps=", 4) == 0) dst = &p->stable.eps;
+            else if (strncmp(tok, "gap=", 4) == 0) dst = &p->stable.gap;
+            if (!dst || parse_double_full(strchr(tok, '=') + 1, dst))
+                return tsc_error_set(TSC_ERR_ARG, "policy '%s': bad '%s' in +stable (expected "
+                                     "beta=B,eps=E,gap=G with numbers); %s", whole, tok, help_text);
+        }
+        return TSC_OK;
+    }
+    if (strcmp(mod, "hp-delta") == 0 || strcmp(mod, "dpp-delta") == 0 || strcmp(mod, "lp-delta") == 0 ||
+        strcmp(mod, "fused") == 0 || strcmp(mod, "unfused") == 0) {
+        if (args)
+            return tsc_error_set(TSC_ERR_ARG, "policy '%s': +%s takes no arguments; %s", whole, mod,
+                                 help_text);
+        if (mod[0] == 'h') p->delta_src = TSC_DELTA_HP_O;
+        else if (mod[0] == 'd') p->delta_src = TSC_DELTA_DPP;
+        else if (mod[0] == 'l') p->delta_src = TSC_DELTA_LP_O;
+        else p->fused = mod[0] == 'f';
+        return TSC_OK;
+    }
+    if (strcmp(mod, "sr") == 0) return apply_mode(p, mod, TSC_ROUND_STOCHASTIC, args, whole);
+    if (strcmp(mod, "rz") == 0) return apply_mode(p, mod, TSC_ROUND_TOWARD_ZERO, args, whole);
+    if (strcmp(mod, "rne") == 0) return apply_mode(p, mod, TSC_ROUND_NEAREST_EVEN, args, whole);
+    if (strcmp(mod, "tile") == 0) {
+        int got = 0;
+        for (char *tok = args ? strtok_r(args, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
+            int *dst = NULL;
+            if (strncmp(tok, "q=", 2) == 0) dst = &p->block_q;
+            else if (strncmp(tok, "k=", 2) == 0) dst = &p->block_k;
+            if (!dst || parse_int_full(tok + 2, 1, 65536, dst))
+                return tsc_error_set(TSC_ERR_ARG, "policy '%s': bad '%s' in +tile (expected q=BR,k=BC "
+                                     "with integers in [1, 65536]); %s", whole, tok, help_text);
+            got = 1;
+        }
+        if (!got)
+            return tsc_error_set(TSC_ERR_ARG, "policy '%s': +tile needs q=BR and/or k=BC; %s", whole,
+                                 help_text);
+        return TSC_OK;
+    }
+    /* +FMT:STAGE,... (FMT names as tsc_format_name prints them, plus its aliases) */
+    tsc_format_t fmt;
+    if (args && tsc_format_parse(mod, &fmt) == TSC_OK) {
+        for (char *tok = strtok_r(args, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            tsc_stage_t st;
+            if (tsc_stage_parse(tok, &st) != TSC_OK)
+                return tsc_error_set(TSC_ERR_ARG, "policy '%s': unknown stage '%s' in +%s; %s", whole,
+                                     tok, mod, help_text);
+            if (st == TSC_STAGE_ACC && fmt != TSC_FMT_FP32 && fmt != TSC_FMT_FP64)
+                return tsc_error_set(TSC_ERR_ARG, "policy '%s': the acc stage must be fp32 or fp64; %s",
+                                     whole, help_text);
+            tsc_policy_stage_set(p, st, fmt);
+        }
+        return TSC_OK;
+    }
+    tsc_error_clear();
+    return tsc_error_set(TSC_ERR_ARG, "policy '%s': unknown modifier '+%s%s'; %s", whole, mod,
+                         args ? ":..." : "", help_text);
+}
+
+tsc_status_t tsc_policy_parse(const char *s, tsc_policy_t *out) {
+    if (!s || !out) return tsc_error_set(TSC_ERR_ARG, "policy: NULL string; %s", help_text);
+    size_t len = strlen(s);
+    if (len == 0 || len >= 4096)
+        return tsc_error_set(TSC_ERR_ARG, "policy: empty or overlong string; %s", help_text);
+    char *buf = malloc(len + 1);
+    if (!buf) return tsc_error_set(TSC_ERR_NOMEM, "policy '%s': out of memory", s);
+    memcpy(buf, s, len + 1);
+    tsc_status_t st = TSC_OK;
+    char *plus = strchr(buf, '+');
+    if (plus) *plus = '\0';
+    tsc_preset_t preset;
+    tsc_policy_t p;
+    if (tsc_preset_parse(buf, &preset) != TSC_OK) {
+        st = tsc_error_set(TSC_ERR_ARG, "policy '%s': unknown preset '%s'; %s", s, buf, help_text);
+        goto done;
+    }
+    tsc_policy_preset(preset, &p);
+    while (plus) {
+        char *mod = plus + 1;
+        plus = strchr(mod, '+');
+        if (plus) *plus = '\0';
+        if (!*mod) {
+            st = tsc_error_set(TSC_ERR_ARG, "policy '%s': empty modifier; %s", s, help_text);
+            goto done;
+        }
+        if ((st = apply_modifier(&p, mod, s)) != TSC_OK) goto done;
+    }
+    if ((st = tsc_policy_validate(&p)) != TSC_OK) {
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", tsc_error_last());
+        st = tsc_error_set(st, "policy '%s': %s; %s", s, detail, help_text);
+        goto done;
+    }
+    *out = p;
+done:
+    free(buf);
+    return st;
+}
+
+/* ---- canonical printing ---- */
+
+typedef struct {
+    char *buf;
+    size_t size, len;
+    int overflow;
+} sbuf_t;
+
+static void sb_printf(sbuf_t *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#include <stdarg.h>
+static void sb_printf(sbuf_t *sb, const char *fmt, ...) {
+    if (sb->overflow) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(sb->buf + sb->len, sb->size - sb->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sb->size - sb->len) {
+        sb->overflow = 1;
+        return;
+    }
+    sb->len += (size_t)n;
+}
+
+/* Shortest decimal that reads back as x; exponent form for small magnitudes ("1e-3"). */
+static void fmt_num(double x, char *out, size_t size) {
+    for (int prec = 1; prec <= 17; prec++) {
+        if (x != 0 && fabs(x) < 1e-2) snprintf(out, size, "%.*e", prec - 1, x);
+        else snprintf(out, size, "%.*g", prec, x);
+        if (strtod(out, NULL) == x) break;
+    }
+    /* tidy exponent: "1e-03" -> "1e-3", "1.5e+00" never occurs for |x| < 1e-2 */
+    char *e = strchr(out, 'e');
+    if (e) {
+        char *d = e + 1;
+        if (*d == '-' || *d == '+') d++;
+        char *z = d;
+        while (*z == '0' && z[1]) z++;
+        if (z != d) memmove(d, z, strlen(z) + 1);
+    }
+}
+
+tsc_status_t tsc_policy_format(const tsc_policy_t *p, char *buf, size_t size) {
+    if (!p || !buf || size == 0) return tsc_error_set(TSC_ERR_ARG, "policy format: NULL or empty buffer");
+    if (tsc_policy_validate(p) != TSC_OK) {
+        buf[0] = '\0';
+        return TSC_ERR_ARG;
+    }
+    tsc_policy_t base;
+    tsc_policy_preset(p->preset, &base);
+    sbuf_t sb = {buf, size, 0, 0};
+    buf[0] = '\0';
+    sb_printf(&sb, "%s", preset_names[p->preset]);
+    /* formats that differ from the preset, grouped by format in format order */
+    for (int f = 0; f < TSC_FMT_COUNT; f++) {
+        int first = 1;
+        for (int s = 0; s < TSC_STAGE_COUNT; s++) {
+            if (p->fmt[s] == base.fmt[s] || (int)p->fmt[s] != f) continue;
+            sb_printf(&sb, "%s%s", first ? "+" : ",", first ? tsc_format_name((tsc_format_t)f) : "");
+            sb_printf(&sb, "%s%s", first ? ":" : "", stage_names[s]);
+            first = 0;
+        }
+    }
+    if (p->delta_src != base.delta_src)
+        sb_printf(&sb, "+%s", p->delta_src == TSC_DELTA_HP_O ? "hp-delta" :
+                              p->delta_src == TSC_DELTA_DPP ? "dpp-delta" : "lp-delta");
+    if (p->fused != base.fused) sb_printf(&sb, "+%s", p->fused ? "fused" : "unfused");
+    if (p->block_q != base.block_q || p->block_k != base.block_k)
+        sb_printf(&sb, "+tile:q=%d,k=%d", p->block_q, p->block_k);
+    /* rounding modes: the modes relative to the preset (which is nearest-even everywhere),
+     * after formats are set. A mode applied to exactly the low-precision stages prints bare. */
+    static const char *const mode_names[] = {"rne", "rz", "sr"};
+    for (int m = TSC_ROUND_TOWARD_ZERO; m <= TSC_ROUND_STOCHASTIC; m++) {
+        int all_low = 1, any = 0;
+        for (int s = 0; s < TSC_STAGE_COUNT; s++) {
+            int has = (int)p->mode[s] == m;
+            any |= has;
+            if (has != fmt_is_low(p->fmt[s])) all_low = 0;
+        }
+        if (!any) continue;
+        sb_printf(&sb, "+%s", mode_names[m]);
+        int sep = 0;
+        if (m == TSC_ROUND_STOCHASTIC && p->seed != 0) {
+            sb_printf(&sb, ":seed=%llu", (unsigned long long)p->seed);
+            sep = 1;
+        }
+        if (!all_low)
+            for (int s = 0; s < TSC_STAGE_COUNT; s++)
+                if ((int)p->mode[s] == m) {
+                    sb_printf(&sb, "%s%s", sep ? "," : ":", stage_names[s]);
+                    sep = 1;
+                }
+    }
+    if (p->stable.enabled) {
+        char b[40], e[40], g[40];
+        fmt_num(p->stable.beta, b, sizeof b);
+        fmt_num(p->stable.eps, e, sizeof e);
+        sb_printf(&sb, "+stable:beta=%s,eps=%s", b, e);
+        if (p->stable.gap != 1.0) {
+            fmt_num(p->stable.gap, g, sizeof g);
+            sb_printf(&sb, ",gap=%s", g);
+        }
+    } else if (p->stable.beta != 2.0 || p->stable.eps != 1e-3 || p->stable.gap != 1.0) {
+        /* parameters without the rule (only reachable through the struct): not expressible */
+        char b[40], e[40], g[40];
+        fmt_num(p->stable.beta, b, sizeof b);
+        fmt_num(p->stable.eps, e, sizeof e);
+        fmt_num(p->stable.gap, g, sizeof g);
+        buf[0] = '\0';
+        return tsc_error_set(TSC_ERR_ARG, "policy format: stabilisation parameters beta=%s eps=%s "
+                             "gap=%s set while +stable is off have no string form", b, e, g);
+    }
+    if (p->torch_quirks != base.torch_quirks) {
+        buf[0] = '\0';
+        return tsc_error_set(TSC_ERR_ARG, "policy format: torch_quirks differs from preset %s and "
+                             "has no string form", preset_names[p->preset]);
+    }
+    if (sb.overflow) {
+        buf[0] = '\0';
+        return tsc_error_set(TSC_ERR_ARG, "policy format: buffer of %zu bytes too small", size);
+    }
+    return TSC_OK;
+}

@@ -1,0 +1,169 @@
+/* tsc_policy.h: precision policies, i.e. where attention rounds and to what (DESIGN.md §3).
+ *
+ * A policy gives every stage of FA2-structured attention (forward and backward) a number
+ * format and a rounding mode, plus the order/structure choices that change rounding (whether
+ * the per-tile P̄V product accumulates straight into the Ō accumulator, tile sizes), the
+ * source of δ, and the stabilisation rule of PAPER.md §6 (Algorithm 3). The CPU reference
+ * in tsc_attention.h is the definition of what each field means, stage by stage.
+ *
+ *   tsc_policy_t p;
+ *   if (tsc_policy_parse("bf16-fa2+stable:beta=2,eps=1e-3", &p) != TSC_OK)
+ *       fprintf(stderr, "%s\n", tsc_error_last());        // lists presets and modifiers
+ *   char buf[TSC_POLICY_STR_MAX]; tsc_policy_format(&p, buf, sizeof buf);
+ *   tsc_policy_t hp_pv = p; tsc_policy_stage_set(&hp_pv, TSC_STAGE_PV, TSC_FMT_FP32);
+ *
+ * String grammar: PRESET { "+" MODIFIER }, case-sensitive, no spaces.
+ *   presets:   fp64, fp32, bf16-fa2, bf16-torch, fp16-fa2, fp8-fa3
+ *   modifiers: +stable[:beta=B,eps=E,gap=G]   Algorithm 3 (defaults beta=2, eps=1e-3, gap=1)
+ *              +hp-delta        δ = rowsum(dO ∘ O_hp), O_hp from an all-FP32 forward
+ *              +dpp-delta       δ = rowsum(dP ∘ P) (the paper's other fix)
+ *              +lp-delta        δ from the O this forward returned (the presets' default)
+ *              +sr[:seed=N][,STAGE...]   stochastic rounding (default seed 0) on the listed
+ *                               stages, or on every stage narrower than FP32 when none listed
+ *              +rz[:STAGE,...] / +rne[:STAGE,...]   toward zero / nearest-even likewise
+ *              +FMT:STAGE[,STAGE...]   hold these stages in FMT (fp64, fp32, tf32, bf16, fp16,
+ *                               fp8-e4m3, fp8-e5m2), e.g. +fp32:pv or +fp32:oacc,o
+ *              +fused / +unfused   P̄V (and ℓ, dQ/dK/dV) accumulate straight into the running
+ *                               accumulator (FA2 CUDA) / into a per-tile sum added afterwards
+ *                               (PyTorch code)
+ *              +tile:q=BR,k=BC  tile sizes (1..65536)
+ *   stage names: q k v do acc scores rowmax exparg pbar-pv pbar-l pv oacc l o lse p dp ds
+ *                delta dq dk dv grad   ("pbar" is accepted for pbar-pv, "s" for scores)
+ * Modifiers apply left to right. tsc_policy_format prints the canonical form: the preset,
+ * then only what differs from it, in a fixed order (formats, delta, fused, tile, modes,
+ * stable), so parse(format(p)) == p for every policy (the round trip).
+ */
+#ifndef TSC_POLICY_H
+#define TSC_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tsc_formats.h"
+#include "tsc_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The stages. Every value a stage produces is rounded to that stage's format (with its mode)
+ * right after it is computed; arithmetic between stages runs in FP32 (FP64 when any stage of
+ * the policy is FP64). See tsc_attention.h for the exact formula of each. */
+typedef enum {
+    /* inputs: rounded into these formats on entry (a no-op for values already there) */
+    TSC_STAGE_Q = 0,
+    TSC_STAGE_K,
+    TSC_STAGE_V,
+    TSC_STAGE_DO,
+    /* every matrix-product accumulator (tensor-core accumulator): QKᵀ, P̄V, dO Vᵀ, Pᵀ dO,
+     * dS K, dSᵀ Q, and the per-tile row sum of P̄; each step is one fused multiply-add */
+    TSC_STAGE_ACC,
+    /* forward */
+    TSC_STAGE_S,        /* scores S = α·(Q Kᵀ): the product, then times α, each rounded */
+    TSC_STAGE_ROWMAX,   /* tile row max r_m, running max m, stabilised max and tie threshold */
+    TSC_STAGE_EXPARG,   /* S − m (and m_old − m_new, S − LSE) as passed to exp */
+    TSC_STAGE_PBAR_PV,  /* P̄ = exp(S − m) as used in the P̄V product */
+    TSC_STAGE_PBAR_L,   /* P̄ as summed into ℓ */
+    TSC_STAGE_PV,       /* per-tile P̄V result (unfused), or each step of the fused Ō update */
+    TSC_STAGE_OACC,     /* Ō accumulator across key tiles (and its rescaling by e^{m_old−m_new}) */
+    TSC_STAGE_L,        /* ℓ, the running row sum */
+    TSC_STAGE_O,        /* output O = Ō / ℓ */
+    TSC_STAGE_LSE,      /* LSE = m + log ℓ */
+    /* backward */
+    TSC_STAGE_P,        /* P = exp(S − LSE) as used in Pᵀ dO (dS uses P before this rounding) */
+    TSC_STAGE_DP,       /* dP = dO Vᵀ */
+    TSC_STAGE_DS,       /* dS = α·P∘(dP − δ) as used in dS K and dSᵀ Q */
+    TSC_STAGE_DELTA,    /* δ = rowsum(dO ∘ O_src), see tsc_delta_src_t */
+    TSC_STAGE_DQ,       /* dQ accumulator across key tiles */
+    TSC_STAGE_DK,       /* dK accumulator across query tiles */
+    TSC_STAGE_DV,       /* dV accumulator across query tiles */
+    TSC_STAGE_GRAD,     /* dQ, dK, dV as returned (GQA: after summing a kv head's group) */
+    TSC_STAGE_COUNT
+} tsc_stage_t;
+
+/* Where δ's O comes from. */
+typedef enum {
+    TSC_DELTA_LP_O = 0, /* the O this forward returned (rounded to the O stage): the paper's lp */
+    TSC_DELTA_HP_O,     /* O from a second forward with every stage FP32 (FP64 if ACC is FP64) */
+    TSC_DELTA_DPP       /* rowsum(dP ∘ P) over keys, in the ACC format, sequential by key */
+} tsc_delta_src_t;
+
+typedef enum {
+    TSC_PRESET_FP64 = 0,
+    TSC_PRESET_FP32,
+    TSC_PRESET_BF16_FA2,   /* FA2 CUDA kernel: S, ℓ, Ō in FP32; P̄ BF16 for P̄V; O rounded once */
+    TSC_PRESET_BF16_TORCH, /* official PyTorch code under autocast: BF16 S, max, ℓ, per-tile P̄V, Ō */
+    TSC_PRESET_FP16_FA2,   /* bf16-fa2 with FP16 in place of BF16 */
+    TSC_PRESET_FP8_FA3,    /* FA3 FP8 forward: Q, K, V, P̄ in E4M3; O in BF16; backward as bf16-fa2 */
+    TSC_PRESET_COUNT
+} tsc_preset_t;
+
+/* Algorithm 3 (PAPER.md §6). Per key tile of a row: r_m = max S (unmasked entries), r_s =
+ * #{S ≥ round_ROWMAX(r_m − eps)}; if r_s > 1: m = beta·r_m when r_m > 0, 0 when r_m ≤ 0;
+ * else m = r_m. Edge cases (documented in tsc_attention.h): if r_s > 1 and the chosen m would
+ * give round_PBAR_PV(exp(r_m − m)) == 1 (repeated max of exactly 0, tiny |r_m|) or == 0
+ * (underflow), m = r_m + gap instead. */
+typedef struct {
+    int enabled;
+    double beta;   /* in [1, 64]; paper and official code: 2 (v2 preprint: 7) */
+    double eps;    /* in [0, 1]; tie tolerance, paper 1e-3 (v2 preprint: 0, exact ties) */
+    double gap;    /* in (0, 64]; the edge-case shift, default 1 (max P̄ = e^-1) */
+} tsc_stable_t;
+
+typedef struct {
+    tsc_preset_t preset;                    /* the preset this policy started from */
+    tsc_format_t fmt[TSC_STAGE_COUNT];      /* format of each stage */
+    tsc_round_t mode[TSC_STAGE_COUNT];      /* rounding mode of each stage */
+    uint64_t seed;                          /* stochastic rounding seed */
+    tsc_delta_src_t delta_src;
+    int fused;        /* 1: accumulate products straight into the running accumulators */
+    int torch_quirks; /* 1 (bf16-torch): visit fully masked key tiles (under +stable they count
+                       * as a repeated negative max, m = 0) and clamp each tile row sum of P̄
+                       * to >= 1e-10, as the official code does */
+    int block_q, block_k;                   /* tile sizes Br × Bc */
+    tsc_stable_t stable;
+} tsc_policy_t;
+
+/* Longest string tsc_policy_format writes, with its NUL. */
+#define TSC_POLICY_STR_MAX 512
+
+/* Fills *out with a preset. TSC_ERR_ARG for an out-of-range preset (*out untouched). */
+tsc_status_t tsc_policy_preset(tsc_preset_t preset, tsc_policy_t *out);
+/* Parses a policy string (grammar above). On failure returns TSC_ERR_ARG with a detail naming
+ * the bad part and listing valid presets, modifiers and stage names; *out is untouched. */
+tsc_status_t tsc_policy_parse(const char *s, tsc_policy_t *out);
+/* Writes the canonical string. TSC_ERR_ARG if buf is too small (buf then holds "" when
+ * size > 0). TSC_POLICY_STR_MAX always suffices. */
+tsc_status_t tsc_policy_format(const tsc_policy_t *p, char *buf, size_t size);
+/* Checks ranges (formats, modes, tiles, beta/eps/gap). TSC_ERR_ARG with a detail if not. */
+tsc_status_t tsc_policy_validate(const tsc_policy_t *p);
+/* 1 when the two policies compute the same thing (every field equal), else 0. */
+int tsc_policy_equal(const tsc_policy_t *a, const tsc_policy_t *b);
+
+/* Canonical preset / stage names and their parsers (TSC_ERR_ARG listing valid names). */
+const char *tsc_preset_name(tsc_preset_t preset);
+tsc_status_t tsc_preset_parse(const char *name, tsc_preset_t *out);
+const char *tsc_stage_name(tsc_stage_t stage);          /* "pv", "oacc", ...; "?" if out of range */
+const char *tsc_stage_describe(tsc_stage_t stage);      /* one line, e.g. "per-tile P̄V result" */
+tsc_status_t tsc_stage_parse(const char *name, tsc_stage_t *out);
+
+/* Sets one stage's format (the mode is kept; a stage raised to FP32/FP64 gets nearest-even,
+ * since accumulators round that way in hardware). */
+void tsc_policy_stage_set(tsc_policy_t *p, tsc_stage_t stage, tsc_format_t fmt);
+/* 1 when the stage's format has fewer mantissa bits than FP32 (a "low-precision" stage). */
+int tsc_policy_stage_is_low(const tsc_policy_t *p, tsc_stage_t stage);
+/* 1 when any stage is FP64 (the reference then computes in double). */
+int tsc_policy_uses_fp64(const tsc_policy_t *p);
+
+/* For substitution experiments ("lp with one stage at a time raised to FP32", PAPER.md §2):
+ * fills stages[] with the forward/backward stages that are low-precision in p, in enum
+ * order, and returns their count (at most TSC_STAGE_COUNT; stages may be NULL to count).
+ * For each, `q = *p; tsc_policy_stage_set(&q, s, TSC_FMT_FP32);` is the substituted policy,
+ * and tsc_policy_format(&q) names it, e.g. "bf16-fa2+fp32:pbar-pv". Inputs q/k/v/do are
+ * excluded (they are the captured data, not a choice of the kernel). */
+int tsc_policy_low_stages(const tsc_policy_t *p, tsc_stage_t *stages);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,533 @@
+/* plot.c: gnuplot scripts with inline data, and running gnuplot through pipes. See tsc_plot.h. */
+#include "tsc_plot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MIN_FONT_PT 7.0
+#define STDERR_KEEP 4096        /* bytes of gnuplot's stderr kept for the error message */
+#define GNUPLOT_IDLE_MS 120000  /* a gnuplot silent this long is stuck: killed, reported */
+
+/* Okabe & Ito's colour-blind-safe palette (black last). */
+static const char *const palette[] = {"#0072b2", "#d55e00", "#009e73", "#cc79a7",
+                                      "#e69f00", "#56b4e9", "#f0e442", "#000000"};
+
+void tsc_plot_opts_init(tsc_plot_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    o->width_in = 3.25;
+    o->height_in = 2.4;
+    o->font_pt = 8.0;
+    o->dpi = 300.0;
+    o->xmin = o->xmax = o->ymin = o->ymax = NAN;
+    o->max_points = 2000;
+    o->font_family = "DejaVu Sans";
+    o->gnuplot = "gnuplot";
+}
+
+char *tsc_plot_quote(const char *s) {
+    if (!s) s = "";
+    size_t n = 2;
+    for (const char *p = s; *p; p++) n += *p == '\'' ? 2 : 1;
+    char *out = malloc(n + 1), *q = out;
+    if (!out) return NULL;
+    *q++ = '\'';
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '\'') { *q++ = '\''; *q++ = '\''; }
+        else if (*p < 0x20 || *p == 0x7f) *q++ = ' ';
+        else *q++ = (char)*p;
+    }
+    *q++ = '\'';
+    *q = '\0';
+    return out;
+}
+
+/* ---- a growing string ---- */
+typedef struct { char *p; size_t len, cap; int oom; } sb_t;
+
+static void sb_vprintf(sb_t *b, const char *fmt, va_list ap) {
+    if (b->oom) return;
+    va_list aq;
+    va_copy(aq, ap);
+    int k = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, aq);
+    va_end(aq);
+    if (k < 0) { b->oom = 1; return; }
+    if (!b->p || b->len + (size_t)k + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + (size_t)k + 1) cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (!np) { b->oom = 1; return; }
+        b->p = np; b->cap = cap;
+        vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    }
+    b->len += (size_t)k;
+}
+
+static void sb_printf(sb_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sb_t *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    sb_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+/* Appends key + quoted s + suffix. */
+static void sb_quoted(sb_t *b, const char *pre, const char *s, const char *post) {
+    char *q = tsc_plot_quote(s);
+    if (!q) { b->oom = 1; return; }
+    sb_printf(b, "%s%s%s", pre, q, post);
+    free(q);
+}
+
+static int valid_color(const char *c) {
+    if (!c || c[0] != '#' || strlen(c) != 7) return 0;
+    for (int i = 1; i < 7; i++)
+        if (!strchr("0123456789abcdefABCDEF", c[i])) return 0;
+    return 1;
+}
+
+static double sx(const tsc_plot_series_t *s, size_t i) { return s->x ? s->x[i] : s->x_origin + (double)i; }
+
+/* Writes series k's data block: "x y [ema]" per point, a blank line at each non-finite y. */
+static void data_raw(sb_t *b, const tsc_plot_series_t *s, int k, double xoff) {
+    sb_printf(b, "$d%d << EOD\n", k);
+    double ema = NAN;
+    for (size_t i = 0; i < s->n; i++) {
+        double x = sx(s, i), y = s->y[i];
+        if (!isfinite(x) || !isfinite(y)) { sb_printf(b, "\n"); continue; }
+        ema = isnan(ema) ? y : s->ema_alpha * y + (1 - s->ema_alpha) * ema;
+        sb_printf(b, "%.10g %.10g %.10g\n", x + xoff, y, s->ema_alpha > 0 ? ema : y);
+    }
+    sb_printf(b, "EOD\n");
+}
+
+/* Envelope block: per bin "x min max mean ema_at_bin_end" over bins of consecutive points. */
+static void data_envelope(sb_t *b, const tsc_plot_series_t *s, int k, size_t bins) {
+    sb_printf(b, "$d%d << EOD\n", k);
+    double ema = NAN;
+    for (size_t bi = 0; bi < bins; bi++) {
+        size_t i0 = s->n * bi / bins, i1 = s->n * (bi + 1) / bins;
+        double lo = INFINITY, hi = -INFINITY, sum = 0, xs = 0;
+        size_t cnt = 0;
+        for (size_t i = i0; i < i1; i++) {
+            double x = sx(s, i), y = s->y[i];
+            if (!isfinite(x) || !isfinite(y)) continue;
+            ema = isnan(ema) ? y : s->ema_alpha * y + (1 - s->ema_alpha) * ema;
+            if (y < lo) lo = y;
+            if (y > hi) hi = y;
+            sum += y; xs += x; cnt++;
+        }
+        if (!cnt) { sb_printf(b, "\n"); continue; }
+        sb_printf(b, "%.10g %.10g %.10g %.10g %.10g\n", xs / cnt, lo, hi, sum / cnt, s->ema_alpha > 0 ? ema : sum / cnt);
+    }
+    sb_printf(b, "EOD\n");
+}
+
+/* gnuplot places linear tics without regard to label width; on a 3.25 in figure its default
+ * step makes labels collide. Choose a 1-2-5 step that leaves room for each label. */
+static void x_tics(sb_t *b, const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n) {
+    if (o->logx || (o->categories && o->n_categories)) return;
+    double lo = INFINITY, hi = -INFINITY;
+    for (int k = 0; k < n; k++)
+        for (size_t i = 0; i < s[k].n; i++) {
+            double x = sx(&s[k], i);
+            if (isfinite(x)) { if (x < lo) lo = x; if (x > hi) hi = x; }
+        }
+    if (isfinite(o->xmin)) lo = o->xmin;
+    if (isfinite(o->xmax)) hi = o->xmax;
+    if (!(hi > lo)) return;
+    char a[40], c[40];
+    snprintf(a, sizeof a, "%g", lo);
+    snprintf(c, sizeof c, "%g", hi);
+    size_t chars = strlen(a) > strlen(c) ? strlen(a) : strlen(c);
+    double label_pt = (double)chars * 0.62 * o->font_pt + 2.0 * o->font_pt;
+    int k = (int)(o->width_in * 72 * 0.75 / label_pt);
+    if (k < 2) k = 2;
+    static const double mult[3] = {1, 2, 5};
+    double e0 = floor(log10((hi - lo) / k)) - 1;
+    for (int j = 0; j < 40; j++) {
+        double step = mult[j % 3] * pow(10, e0 + j / 3);
+        if (ceil(hi / step) - floor(lo / step) <= k) { sb_printf(b, "set xtics %.10g\n", step); return; }
+    }
+}
+
+static const char *style_with(tsc_plot_style_t st) {
+    switch (st) {
+    case TSC_PLOT_POINTS: return "points pt 7 ps 0.35";
+    case TSC_PLOT_LINESPOINTS: return "linespoints lw 1.5 pt 7 ps 0.35";
+    case TSC_PLOT_STEPS: return "steps lw 1.5";
+    case TSC_PLOT_IMPULSES: return "impulses lw 1.5";
+    default: return "lines lw 1.5";
+    }
+}
+
+tsc_status_t tsc_plot_script(const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const char *out_path,
+                             tsc_image_format_t fmt, char **script) {
+    if (!script) return tsc_error_set(TSC_ERR_ARG, "plot: NULL script pointer");
+    *script = NULL;
+    if (!o || !s || n < 1) return tsc_error_set(TSC_ERR_ARG, "plot: expected options and at least one series");
+    if (!out_path || !*out_path) return tsc_error_set(TSC_ERR_ARG, "plot: empty output path");
+    for (const unsigned char *p = (const unsigned char *)out_path; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return tsc_error_set(TSC_ERR_ARG, "plot: output path contains a control character");
+    tsc_status_t st;
+    if (fmt == TSC_IMG_AUTO && (st = tsc_image_format_from_path(out_path, &fmt))) return st;
+    if (!(o->font_pt >= MIN_FONT_PT && o->font_pt <= 72))
+        return tsc_error_set(TSC_ERR_ARG, "plot: font size %g pt: expected 7..72 pt (legible in print)", o->font_pt);
+    if (!(o->width_in > 0.5 && o->width_in < 100 && o->height_in > 0.5 && o->height_in < 100))
+        return tsc_error_set(TSC_ERR_ARG, "plot: figure size %gx%g in outside (0.5, 100) inches", o->width_in, o->height_in);
+    if (fmt == TSC_IMG_PNG && !(o->dpi >= 10 && o->dpi <= 2400))
+        return tsc_error_set(TSC_ERR_ARG, "plot: dpi %g outside [10, 2400]", o->dpi);
+    int n_bars = 0, any_y2 = 0;
+    for (int k = 0; k < n; k++) {
+        if (!s[k].y && s[k].n) return tsc_error_set(TSC_ERR_ARG, "plot: series %d has NULL y", k);
+        if (s[k].color && !valid_color(s[k].color))
+            return tsc_error_set(TSC_ERR_ARG, "plot: series %d: colour must be #rrggbb", k);
+        if (!(s[k].ema_alpha >= 0 && s[k].ema_alpha <= 1))
+            return tsc_error_set(TSC_ERR_ARG, "plot: series %d: ema_alpha %g outside [0, 1]", k, s[k].ema_alpha);
+        if ((unsigned)s[k].style > TSC_PLOT_BARS) return tsc_error_set(TSC_ERR_ARG, "plot: series %d: unknown style", k);
+        n_bars += s[k].style == TSC_PLOT_BARS;
+        any_y2 |= s[k].y2 != 0;
+    }
+    size_t maxp = o->max_points >= 10 ? o->max_points : 10;
+    const char *family = o->font_family && *o->font_family ? o->font_family : "DejaVu Sans";
+    char font[160];
+    snprintf(font, sizeof font, "%.120s,%g", family, o->font_pt);
+
+    sb_t b = {0};
+    sb_printf(&b, "# tilescope plot script (data inline)\nreset\nset encoding utf8\n");
+    /* Terminal sizes and font scales: gnuplot's cairo terminals take font sizes at 96 dpi, so
+     * pdfcairo needs fontscale 0.75 and pngcairo dpi/96 for the text to measure font_pt points
+     * on the printed page. The svg terminal's units are drawn as points. */
+    switch (fmt) {
+    case TSC_IMG_PNG:
+        sb_printf(&b, "set terminal pngcairo noenhanced size %ld,%ld fontscale %g linewidth %g",
+                  lround(o->width_in * o->dpi), lround(o->height_in * o->dpi), o->dpi / 96.0, o->dpi / 96.0);
+        break;
+    case TSC_IMG_PDF:
+        sb_printf(&b, "set terminal pdfcairo noenhanced size %gin,%gin fontscale 0.75 linewidth 0.75", o->width_in,
+                  o->height_in);
+        break;
+    default:
+        sb_printf(&b, "set terminal svg noenhanced size %ld,%ld", lround(o->width_in * 72), lround(o->height_in * 72));
+        break;
+    }
+    sb_quoted(&b, " font ", font, "\n");
+    sb_quoted(&b, "set output ", out_path, "\n");
+    if (o->title && *o->title) sb_quoted(&b, "set title ", o->title, "\n");
+    if (o->xlabel && *o->xlabel) sb_quoted(&b, "set xlabel ", o->xlabel, "\n");
+    if (o->ylabel && *o->ylabel) sb_quoted(&b, "set ylabel ", o->ylabel, "\n");
+    if (o->y2label && *o->y2label) sb_quoted(&b, "set y2label ", o->y2label, "\n");
+    sb_printf(&b, "set grid lc rgb '#d0d0d0' lw 0.5\nset border lw 0.8\nset tics nomirror out scale 0.5\n");
+    /* Below the plot by default: a key inside may hide the part of a curve that matters (the
+     * explosion at the end of a loss curve). */
+    sb_printf(&b, "set key %s samplen 2 spacing 1.0\n", o->key_inside ? "inside top right opaque" : "below center horizontal");
+    if (o->logx) sb_printf(&b, "set logscale x\nset format x '%%g'\n");
+    if (o->logy) sb_printf(&b, "set logscale y\nset format y '%%g'\n");
+    if (any_y2) {
+        sb_printf(&b, "set y2tics nomirror out scale 0.5\n");
+        if (o->logy2) sb_printf(&b, "set logscale y2\nset format y2 '%%g'\n");
+    }
+    if (isfinite(o->xmin) || isfinite(o->xmax)) {
+        char lo[40] = "*", hi[40] = "*";
+        if (isfinite(o->xmin)) snprintf(lo, sizeof lo, "%.10g", o->xmin);
+        if (isfinite(o->xmax)) snprintf(hi, sizeof hi, "%.10g", o->xmax);
+        sb_printf(&b, "set xrange [%s:%s]\n", lo, hi);
+    }
+    if (isfinite(o->ymin) || isfinite(o->ymax)) {
+        char lo[40] = "*", hi[40] = "*";
+        if (isfinite(o->ymin)) snprintf(lo, sizeof lo, "%.10g", o->ymin);
+        if (isfinite(o->ymax)) snprintf(hi, sizeof hi, "%.10g", o->ymax);
+        sb_printf(&b, "set yrange [%s:%s]\n", lo, hi);
+    }
+    if (o->categories && o->n_categories) {
+        sb_printf(&b, "set xtics (");
+        for (size_t i = 0; i < o->n_categories; i++) {
+            sb_quoted(&b, i ? ", " : "", o->categories[i], "");
+            sb_printf(&b, " %zu", i);
+        }
+        size_t chars = 0;
+        for (size_t i = 0; i < o->n_categories; i++) chars += (o->categories[i] ? strlen(o->categories[i]) : 0) + 1;
+        int crowded = (double)chars * 0.6 * o->font_pt > o->width_in * 72 * 0.75;
+        sb_printf(&b, ")%s\n", crowded ? " rotate by -45" : "");
+        sb_printf(&b, "set xrange [-0.6:%g]\n", o->n_categories - 0.4);
+    }
+    if (n_bars) {
+        sb_printf(&b, "set style fill solid 0.85 border lc rgb '#303030'\nset boxwidth %g absolute\n", 0.8 / n_bars);
+        /* Bars are read by their length: start them at zero when all values are non-negative. */
+        int neg = 0;
+        for (int k = 0; k < n; k++)
+            for (size_t i = 0; s[k].style == TSC_PLOT_BARS && i < s[k].n; i++) neg |= s[k].y[i] < 0;
+        if (!neg && !o->logy && !isfinite(o->ymin) && !isfinite(o->ymax)) sb_printf(&b, "set yrange [0:*]\n");
+    }
+    x_tics(&b, o, s, n);
+
+    /* Data blocks. */
+    int bar_i = 0, any_env = 0, any_ema = 0;
+    for (int k = 0; k < n; k++) {
+        if (s[k].style == TSC_PLOT_BARS) {
+            double off = (bar_i - (n_bars - 1) / 2.0) * 0.8 / n_bars;
+            data_raw(&b, &s[k], k, n_bars > 1 ? off : 0);
+            bar_i++;
+        } else if (s[k].n > maxp) {
+            data_envelope(&b, &s[k], k, maxp);
+            any_env = 1;
+        } else data_raw(&b, &s[k], k, 0);
+        if (s[k].ema_alpha > 0 && s[k].style != TSC_PLOT_BARS) any_ema = 1;
+    }
+
+    /* The plot command. */
+    sb_printf(&b, "plot ");
+    int first = 1;
+    for (int k = 0; k < n; k++) {
+        const tsc_plot_series_t *q = &s[k];
+        const char *col = q->color ? q->color : palette[k % (sizeof palette / sizeof palette[0])];
+        const char *axes = q->y2 ? " axes x1y2" : "";
+        char *title = tsc_plot_quote(q->name);
+        if (!title) { b.oom = 1; break; }
+        const char *tt = q->name && *q->name ? "title " : "notitle";
+        const char *tv = q->name && *q->name ? title : "";
+#define SEP() do { sb_printf(&b, first ? "" : ", \\\n     "); first = 0; } while (0)
+        if (q->style == TSC_PLOT_BARS) {
+            SEP();
+            sb_printf(&b, "$d%d using 1:2%s with boxes lc rgb '%s' %s%s", k, axes, col, tt, tv);
+        } else if (q->n > maxp) {
+            SEP();
+            sb_printf(&b, "$d%d using 1:2:3%s with filledcurves fs transparent solid 0.3 noborder lc rgb '%s' notitle",
+                      k, axes, col);
+            SEP();
+            sb_printf(&b, "$d%d using 1:%d%s with lines lw 1.5 lc rgb '%s' %s%s", k, q->ema_alpha > 0 ? 5 : 4, axes, col,
+                      tt, tv);
+        } else if (q->ema_alpha > 0) {
+            SEP();
+            sb_printf(&b, "$d%d using 1:2%s with lines lw 0.5 lc rgb '#a0%s' notitle", k, axes, col + 1);
+            SEP();
+            sb_printf(&b, "$d%d using 1:3%s with lines lw 1.5 lc rgb '%s' %s%s", k, axes, col, tt, tv);
+        } else {
+            SEP();
+            sb_printf(&b, "$d%d using 1:2%s with %s lc rgb '%s' %s%s", k, axes, style_with(q->style), col, tt, tv);
+        }
+        free(title);
+    }
+    /* Key entries that say how to read the figure (no data: NaN). */
+    if (any_env) {
+        SEP();
+        sb_printf(&b, "NaN with filledcurves fs transparent solid 0.3 noborder lc rgb '#808080' "
+                      "title 'band: min-max per bin; line: %s'", any_ema ? "EMA" : "bin mean");
+    }
+    if (any_ema && !any_env) {
+        double a = 0;
+        for (int k = 0; k < n; k++) if (s[k].ema_alpha > 0) { a = s[k].ema_alpha; break; }
+        SEP();
+        sb_printf(&b, "NaN with lines lw 0.5 lc rgb '#a0000000' title 'faint: raw; bold: EMA (a=%g)'", a);
+    }
+#undef SEP
+    sb_printf(&b, "\nset output\n");
+    if (b.oom) { free(b.p); return tsc_error_set(TSC_ERR_NOMEM, "plot: out of memory building the gnuplot script"); }
+    *script = b.p;
+    return TSC_OK;
+}
+
+/* ---- running gnuplot ---- */
+
+static tsc_status_t fail_start(const char *prog, int err) {
+    if (err == ENOENT)
+        return tsc_error_set(TSC_ERR_EXTERNAL, "gnuplot not found ('%s' is not on PATH): install it, e.g. "
+                             "apt-get install gnuplot-nox", prog);
+    return tsc_error_set(TSC_ERR_EXTERNAL, "cannot run gnuplot ('%s'): %s (apt-get install gnuplot-nox)", prog,
+                         strerror(err));
+}
+
+tsc_status_t tsc_plot_run(const char *gnuplot, const char *script) {
+    const char *prog = gnuplot && *gnuplot ? gnuplot : "gnuplot";
+    if (!script) return tsc_error_set(TSC_ERR_ARG, "plot: NULL script");
+    int in[2] = {-1, -1}, err[2] = {-1, -1}, ex[2] = {-1, -1};
+    if (pipe(in) || pipe(err) || pipe(ex) || fcntl(ex[1], F_SETFD, FD_CLOEXEC) < 0) {
+        int e = errno;
+        for (int i = 0; i < 2; i++) { if (in[i] >= 0) close(in[i]); if (err[i] >= 0) close(err[i]); if (ex[i] >= 0) close(ex[i]); }
+        return tsc_error_set(TSC_ERR_EXTERNAL, "plot: pipe() for gnuplot failed: %s", strerror(e));
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(in[0]); close(in[1]); close(err[0]); close(err[1]); close(ex[0]); close(ex[1]);
+        return tsc_error_set(TSC_ERR_EXTERNAL, "plot: fork() for gnuplot failed: %s", strerror(e));
+    }
+    if (pid == 0) {
+        /* Child: stdin from the script pipe, stdout and stderr into the capture pipe. */
+        dup2(in[0], 0);
+        dup2(err[1], 1);
+        dup2(err[1], 2);
+        close(in[0]); close(in[1]); close(err[0]); close(err[1]); close(ex[0]);
+        char *argv[] = {(char *)prog, NULL};
+        execvp(prog, argv);
+        int e = errno;
+        ssize_t w = write(ex[1], &e, sizeof e);
+        (void)w;
+        _exit(127);
+    }
+    close(in[0]); close(err[1]); close(ex[1]);
+    int start_err = 0;
+    ssize_t r = read(ex[0], &start_err, sizeof start_err);  /* EOF (0) once exec succeeded */
+    close(ex[0]);
+    if (r == (ssize_t)sizeof start_err) {
+        close(in[1]); close(err[0]);
+        waitpid(pid, NULL, 0);
+        return fail_start(prog, start_err);
+    }
+    /* A gnuplot that dies early must not kill us with SIGPIPE: block it on this thread while
+     * writing and swallow one that became pending. */
+    sigset_t pipe_set, old_set;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+    sigset_t pending;
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGPIPE);
+
+    char errbuf[STDERR_KEEP];
+    size_t errlen = 0;
+    const char *wp = script;
+    size_t left = strlen(script);
+    int out_open = 1, err_open = 1, write_errno = 0, timed_out = 0;
+    fcntl(in[1], F_SETFL, fcntl(in[1], F_GETFL) | O_NONBLOCK);
+    while (err_open) {
+        struct pollfd pf[2];
+        int np = 0;
+        pf[np++] = (struct pollfd){.fd = err[0], .events = POLLIN};
+        if (out_open) pf[np++] = (struct pollfd){.fd = in[1], .events = POLLOUT};
+        int pr = poll(pf, (nfds_t)np, GNUPLOT_IDLE_MS);
+        if (pr < 0) { if (errno == EINTR) continue; break; }
+        if (pr == 0) { timed_out = 1; kill(pid, SIGKILL); break; }
+        if (pf[0].revents) {
+            char tmp[1024];
+            ssize_t k = read(err[0], tmp, sizeof tmp);
+            if (k > 0) {
+                /* Keep the end of stderr: that is where gnuplot reports the error. */
+                if (errlen + (size_t)k > sizeof errbuf - 1) {  /* k <= 1024 < sizeof errbuf */
+                    size_t drop = errlen + (size_t)k - (sizeof errbuf - 1);
+                    memmove(errbuf, errbuf + drop, errlen - drop);
+                    errlen -= drop;
+                }
+                memcpy(errbuf + errlen, tmp, (size_t)k);
+                errlen += (size_t)k;
+            } else if (k == 0 || (errno != EINTR && errno != EAGAIN)) err_open = 0;
+        }
+        if (out_open && np > 1 && pf[1].revents) {
+            ssize_t k = write(in[1], wp, left);
+            if (k > 0) { wp += k; left -= (size_t)k; }
+            else if (k < 0 && errno != EAGAIN && errno != EINTR) { write_errno = errno; left = 0; }
+            if (!left) { close(in[1]); out_open = 0; }
+        }
+    }
+    if (out_open) close(in[1]);
+    close(err[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (!was_pending) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) > 0) {}
+    }
+    pthread_sigmask(SIG_SETMASK, &old_set, NULL);
+    errbuf[errlen] = '\0';
+    /* Trim and flatten gnuplot's message to one readable line. */
+    for (size_t i = 0; i < errlen; i++) if (errbuf[i] == '\n' || errbuf[i] == '\r' || errbuf[i] == '\t') errbuf[i] = ' ';
+    char *msg = errbuf;
+    while (*msg == ' ') msg++;
+    if (timed_out)
+        return tsc_error_set(TSC_ERR_EXTERNAL, "gnuplot ('%s') made no progress for %d s and was killed", prog,
+                             GNUPLOT_IDLE_MS / 1000);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        if (WIFEXITED(status))
+            return tsc_error_set(TSC_ERR_EXTERNAL, "gnuplot ('%s') failed with exit status %d%s%s", prog,
+                                 WEXITSTATUS(status), *msg ? ": " : "", msg);
+        return tsc_error_set(TSC_ERR_EXTERNAL, "gnuplot ('%s') was killed by signal %d%s%s", prog, WTERMSIG(status),
+                             *msg ? ": " : "", msg);
+    }
+    if (write_errno)
+        return tsc_error_set(TSC_ERR_EXTERNAL, "gnuplot ('%s') stopped reading its script: %s%s%s", prog,
+                             strerror(write_errno), *msg ? ": " : "", msg);
+    return TSC_OK;
+}
+
+/* gnuplot's pdfcairo stamps the current time; with SOURCE_DATE_EPOCH set, overwrite the 14 digits
+ * of "/CreationDate (D:YYYYMMDDHHMMSS" in place (same length, so the xref offsets stay valid) so
+ * the same input gives the same bytes. */
+static tsc_status_t pdf_fix_date(const char *tmp, const char *path) {
+    const char *e = getenv("SOURCE_DATE_EPOCH");
+    if (!e || !*e) return TSC_OK;
+    char *end;
+    errno = 0;
+    long long v = strtoll(e, &end, 10);
+    if (errno || *end || v < 0) return TSC_OK;
+    time_t t = (time_t)v;
+    struct tm tm;
+    char stamp[16];
+    if (!gmtime_r(&t, &tm) || strftime(stamp, sizeof stamp, "%Y%m%d%H%M%S", &tm) != 14) return TSC_OK;
+    FILE *f = fopen(tmp, "r+b");
+    if (!f) return tsc_error_set(TSC_ERR_IO, "%s: cannot reopen %s: %s", path, tmp, strerror(errno));
+    static const char key[] = "/CreationDate (D:";
+    size_t klen = sizeof key - 1, match = 0;
+    long pos = 0;
+    int c;
+    while ((c = fgetc(f)) != EOF) {
+        pos++;
+        match = (c == key[match]) ? match + 1 : (c == key[0] ? 1 : 0);
+        if (match == klen) {
+            if (fseek(f, pos, SEEK_SET) != 0 || fwrite(stamp, 1, 14, f) != 14) {
+                fclose(f);
+                return tsc_error_set(TSC_ERR_IO, "%s: cannot rewrite the PDF date: %s", path, strerror(errno));
+            }
+            break;
+        }
+    }
+    if (fclose(f) != 0) return tsc_error_set(TSC_ERR_IO, "%s: close failed: %s", path, strerror(errno));
+    return TSC_OK;
+}
+
+tsc_status_t tsc_plot_write(const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const char *path,
+                            tsc_image_format_t fmt) {
+    if (!path || !*path) return tsc_error_set(TSC_ERR_ARG, "plot: empty output path");
+    tsc_status_t st;
+    if (fmt == TSC_IMG_AUTO && (st = tsc_image_format_from_path(path, &fmt))) return st;
+    size_t len = strlen(path);
+    char *tmp = malloc(len + 20);
+    if (!tmp) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
+    /* "./" keeps a relative name from starting with '|', which gnuplot's `set output` would run
+     * as a command. */
+    snprintf(tmp, len + 20, "%s%s.tmp-XXXXXX", path[0] == '/' ? "" : "./", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        st = tsc_error_set(TSC_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
+        free(tmp);
+        return st;
+    }
+    close(fd);
+    char *script = NULL;
+    st = tsc_plot_script(o, s, n, tmp, fmt, &script);
+    if (!st) st = tsc_plot_run(o->gnuplot, script);
+    if (!st) {
+        FILE *f = fopen(tmp, "rb");
+        int empty = !f || fgetc(f) == EOF;
+        if (f) fclose(f);
+        if (empty) st = tsc_error_set(TSC_ERR_EXTERNAL, "%s: gnuplot exited successfully but wrote nothing", path);
+        else if (fmt == TSC_IMG_PDF) st = pdf_fix_date(tmp, path);
+    }
+    if (st) st = tsc_error_wrap(st, "plotting %s: ", path);
+    if (!st && rename(tmp, path) != 0)
+        st = tsc_error_set(TSC_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+    if (st) unlink(tmp);
+    free(script);
+    free(tmp);
+    return st;
+}

@@ -1,0 +1,84 @@
+#!/bin/bash
+# End-to-end: `tilescope synth` -> `tilescope analyze`.
+# 1. A planted tiny dump (12 steps: pooling over steps gives the flag test its power, see
+#    docs/FORMAT.md section 3) flags exactly the planted (layer, head, feature)s listed in the
+#    dump's root attributes, and the planted tie keys (sink 0 and the second tie key) as sinks of
+#    the planted heads only.
+# 2. A --no-plant dump flags nothing (family-wise false-positive bound 0.01, Bonferroni).
+# 3. The default analysis (census, identity) on the 3-step dump: more negative than positive
+#    overflow events in the planted heads (PAPER.md section 5: V < 0 there), finite residuals.
+# 4. Usage errors exit 2, job failures exit 1 naming the file; --json equals summary.json.
+set -u
+PY=/usr/bin/python3
+"$PY" -c 'import h5py, json' 2>/dev/null || { echo "skip: $PY without h5py"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+"$TSC" synth -o "$tmp/p.h5" --steps 0:12 --quiet || { echo "synth failed"; exit 1; }
+if "$TSC" analyze "$tmp/p.h5" -o "$tmp/a" -q --no-census --no-identity; then ok; else bad "analyze planted exit $?"; fi
+if "$PY" - "$tmp/p.h5" "$tmp/a/summary.json" <<'PYEOF'; then ok; else bad "planted flags"; fi
+import sys, json, h5py
+f = h5py.File(sys.argv[1], "r")
+s = json.load(open(sys.argv[2]))
+L, H, F = (list(f.attrs[k]) for k in ("planted_layers", "planted_heads", "planted_features"))
+ties = sorted(int(k) for k in f.attrs["planted_tie_keys"])
+want = {(l, h, x) for l in L for h in H for x in F}
+got = {(r["layer"], r["head"], x) for r in s["flagged_heads"] for x in r["features"]}
+print("planted", sorted(want), "flagged", sorted(got))
+assert got == want, (got, want)
+assert s["n_flagged_heads"] == len(L) * len(H) * s["computed_over"]["steps"]
+for r in s["heads"]:
+    exp = ties if (r["layer"] in L and r["head"] in H) else []
+    assert sorted(r["ties"]["sinks_flagged"]) == exp, (r["layer"], r["head"], r["ties"])
+    if r["layer"] in L and r["head"] in H:
+        assert r["ties"]["rows_multi_max"] > 0 and r["ties"]["pbar_one"] > 0
+    else:
+        assert r["ties"]["rows_multi_max"] == 0, r
+c = h5py.File(sys.argv[2].replace("summary.json", "analysis.h5"), "r")["cumulative"]
+assert c["feature_flag"][()].sum() == len(want)
+assert c["delta_cumsum"].shape == (s["computed_over"]["steps"], 2, 4)
+PYEOF
+
+"$TSC" synth -o "$tmp/n.h5" --steps 0:12 --no-plant --quiet || { echo "synth --no-plant failed"; exit 1; }
+if "$TSC" analyze "$tmp/n.h5" -o "$tmp/n" -q --no-census --no-identity; then ok; else bad "analyze no-plant exit $?"; fi
+if "$PY" - "$tmp/n/summary.json" <<'PYEOF'; then ok; else bad "no-plant flags something"; fi
+import sys, json
+s = json.load(open(sys.argv[1]))
+assert s["n_flagged_heads"] == 0 and s["flagged_heads"] == [], s["flagged_heads"]
+assert all(r["ties"]["sinks_flagged"] == [] for r in s["heads"])
+assert s["flag_rule"]["false_positive_bound"] == 0.01
+PYEOF
+
+"$TSC" synth -o "$tmp/t.h5" --quiet || exit 1
+if "$TSC" analyze "$tmp/t.h5" -o "$tmp/t" --json > "$tmp/t.json" 2>/dev/null; then ok; else bad "analyze default exit $?"; fi
+if "$PY" - "$tmp/t.h5" "$tmp/t/summary.json" "$tmp/t.json" <<'PYEOF'; then ok; else bad "default analysis"; fi
+import sys, json, math, h5py
+f = h5py.File(sys.argv[1], "r")
+s = json.load(open(sys.argv[2]))
+assert json.load(open(sys.argv[3])) == s
+L, H = list(f.attrs["planted_layers"]), list(f.attrs["planted_heads"])
+for r in s["heads"]:
+    assert math.isfinite(r["identity"]["rel_residual"]) and r["rank1"]["has_x"]
+    assert 0 < r["rank1"]["top_energy"] <= 1 and r["rank1"]["eff_rank"] >= 1
+    if r["layer"] in L and r["head"] in H:
+        c = r["census"]
+        assert c["events_neg"] > c["events_pos"] and c["err_neg"] < 0, c
+for l in s["layers"]:
+    assert l["power_vs_lapack_max_rel_diff"] < 1e-6, l
+assert s["spectral_power_vs_lapack_max_rel_diff"] < 1e-6
+PYEOF
+
+"$TSC" analyze "$tmp/t.h5" -q > /dev/null 2>&1; rc=$?; [ $rc -eq 2 ] && ok || bad "missing -o: exit $rc"
+"$TSC" analyze "$tmp/t.h5" -o "$tmp/x" --bogus > /dev/null 2>&1; rc=$?; [ $rc -eq 2 ] && ok || bad "bad flag: exit $rc"
+"$TSC" analyze "$tmp/t.h5" -o "$tmp/x" --lp no-such-policy > /dev/null 2>&1; rc=$?; [ $rc -eq 2 ] && ok || bad "bad policy: exit $rc"
+"$TSC" analyze "$tmp/t.h5" -o "$tmp/x" --alpha 2 > /dev/null 2>&1; rc=$?; [ $rc -eq 2 ] && ok || bad "alpha out of range: exit $rc"
+msg=$("$TSC" analyze "$tmp/missing.h5" -o "$tmp/x" -q 2>&1); rc=$?
+[ $rc -eq 1 ] && [[ "$msg" == *missing.h5* ]] && ok || bad "missing dump: exit $rc, '$msg'"
+[ ! -e "$tmp/x/analysis.h5" ] && ok || bad "analysis.h5 left behind after a failure"
+msg=$("$TSC" analyze "$tmp/t.h5" -o "$tmp/x" --steps 100 -q 2>&1); rc=$?
+[ $rc -eq 1 ] && [[ "$msg" == *selection* ]] && ok || bad "empty selection: exit $rc, '$msg'"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,49 @@
+#!/bin/bash
+# End-to-end: `tilescope synth` -> `tilescope diagnose` on the planted layer of a tiny dump.
+# The at-risk heads are exactly the planted heads; the culprit found by substitution includes the
+# P-bar V stage (bf16-torch rounds the tied P-bar V sum, then O-bar, then O: raising P-bar V alone
+# is undone by the next rounding, so the culprit is a set such as pv+oacc+o); the largest rounding
+# event is an addition of a tied term (P-bar = 1) that rounds a negative sum up in magnitude
+# (error < 0, PAPER.md section 5); the mitigation is measured. A --no-plant dump has nothing at risk.
+set -u
+PY=/usr/bin/python3
+"$PY" -c 'import h5py, json' 2>/dev/null || { echo "skip: $PY without h5py"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+"$TSC" synth -o "$tmp/p.h5" --steps 0:12 --layers 1 --quiet || { echo "synth failed"; exit 1; }
+if "$TSC" diagnose "$tmp/p.h5" -o "$tmp/d" -q --max-steps 2 > "$tmp/out.txt"; then ok; else bad "diagnose exit $?"; fi
+cat "$tmp/out.txt"
+grep -q "^1\. layer 1 head " "$tmp/out.txt" && ok || bad "no ranked line"
+grep -q "largest rounding event" "$tmp/out.txt" && ok || bad "no rounding event printed"
+grep -q "kept | rounding bit | sticky" "$tmp/out.txt" && ok || bad "no bit split printed"
+if "$PY" - "$tmp/p.h5" "$tmp/d/summary.json" <<'PYEOF'; then ok; else bad "diagnosis content"; fi
+import sys, json, math, h5py
+f = h5py.File(sys.argv[1], "r")
+s = json.load(open(sys.argv[2]))
+d = s["diagnosis"]
+H, F = sorted(int(h) for h in f.attrs["planted_heads"]), sorted(int(x) for x in f.attrs["planted_features"])
+got = sorted(h["head"] for h in d["at_risk"])
+assert got == H, (got, H)
+for h in d["at_risk"]:
+    assert sorted(h["features"]) == F, h["features"]
+    assert h["bias_lp"] > 0, h["bias_lp"]          # dO < 0 and O_lp < O_hp: delta_lp > delta_hp
+    assert h["culprit"] != "none" and "pv" in h["culprit"].split("+"), h["culprit"]
+    assert abs(h["culprit_ratio"]) <= d["removed_frac"]
+    assert abs(h["delta_src_ratio"]) < 0.01, h["delta_src_ratio"]
+    e = h["event"]
+    assert e["found"] and e["pbar"] == 1.0 and e["error"] < 0 and e["feature"] in F, e
+    assert math.isfinite(h["stable_ratio"]) and len(h["beta_ratios"]) == len(d["betas"])
+    assert h["verdict"] in ("accumulates", "biased", "biased (no x)")
+PYEOF
+
+"$TSC" synth -o "$tmp/n.h5" --steps 0:12 --layers 1 --no-plant --quiet || exit 1
+"$TSC" diagnose "$tmp/n.h5" -o "$tmp/n" -q > "$tmp/n.txt"; rc=$?
+[ $rc -eq 0 ] && grep -q "nothing at risk" "$tmp/n.txt" && ok || bad "no-plant: exit $rc, $(cat "$tmp/n.txt")"
+"$TSC" diagnose "$tmp/p.h5" -o "$tmp/x" --betas 0.5 > /dev/null 2>&1; rc=$?; [ $rc -eq 2 ] && ok || bad "beta out of range: exit $rc"
+"$TSC" diagnose "$tmp/nope.h5" -o "$tmp/x" -q > /dev/null 2>&1; rc=$?; [ $rc -eq 1 ] && ok || bad "missing dump: exit $rc"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

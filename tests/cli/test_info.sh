@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# tilescope info: text and --json output of a synthetic dump, a capture-session folder with an
+# incomplete step, --steps/--layers filters, usage errors.
+set -u
+: "${TSC:?TSC must name the tilescope binary}"
+fail=0; pass=0
+ok() { if "$@"; then pass=$((pass+1)); else echo "FAIL: $*" >&2; fail=$((fail+1)); fi; }
+has() { grep -qF -- "$2" <<<"$1" || { echo "missing '$2' in output:" >&2; echo "$1" | head -40 >&2; return 1; }; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+ok "$TSC" synth -o "$tmp/t.h5" -q
+out=$("$TSC" info "$tmp/t.h5"); ok test $? = 0
+ok has "$out" "tilescope dump v1, single file"
+ok has "$out" "4 heads (4 kv heads), head_dim 16, d_model 64, seq_len 64, batch 1"
+ok has "$out" "steps: 3 complete (0, 1, 2)"
+ok has "$out" "q[1,4,64,16] bf16"
+ok has "$out" "lse[1,4,64] fp32"
+ok has "$out" "w_o[64,64] bf16"
+ok has "$out" "planted_heads       1,3"
+ok has "$out" "validation: ok (every chunk read)"
+
+# JSON: parse it and check numbers that follow from the tiny shape
+j=$("$TSC" info "$tmp/t.h5" --json); ok test $? = 0
+got=$(echo "$j" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+q = [x for l in d["layers"] if l["step"] == 2 and l["layer"] == 1 for x in l["datasets"] if x["name"] == "q"][0]
+print(d["ok"], d["n_steps"], d["incomplete_step"], d["meta"]["n_layer"], d["meta"]["softmax_scale"], q["shape"],
+      q["dtype"], q["storage_bytes"], len(d["layers"]), d["planted"]["planted_tie_keys"], d["size_bytes"] > 0)')
+# q of one layer: 1*4*64*16 values x 2 bytes = 8192 bytes on disk, uncompressed
+ok test "$got" = "True 3 None 2 0.25 [1, 4, 64, 16] bf16 8192 6 [0, 8] True"
+
+# filters
+out=$("$TSC" info "$tmp/t.h5" --steps 1 --layers 0)
+ok has "$out" "step 1: 2 layers"
+ok test "$(grep -c 'layer 1:' <<<"$out")" = 0
+ok test "$(grep -c 'step 0:' <<<"$out")" = 0
+
+# a capture-session folder left by a killed writer: one complete step file, one temporary file
+mkdir "$tmp/s.h5.capture"
+cp "$tmp/t.h5" "$tmp/s.h5.capture/session.h5"
+"$TSC" synth -o "$tmp/s.h5.capture/step_00000004.h5" --steps 4 -q
+: > "$tmp/s.h5.capture/step_00000005.h5.tmp.999"
+out=$("$TSC" info "$tmp/s.h5"); ok test $? = 0     # FILE.capture used when FILE is absent
+ok has "$out" "capture-session folder"
+ok has "$out" "steps: 1 complete (4); step 5 INCOMPLETE"
+ok has "$out" "warning: step 5 is incomplete"
+j=$("$TSC" info "$tmp/s.h5.capture" --json)
+ok test "$(echo "$j" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["kind"], d["steps"], d["incomplete_step"], d["ok"])')" = "session [4] 5 True"
+
+# usage errors
+"$TSC" info 2>/dev/null; ok test $? = 2
+"$TSC" info "$tmp/t.h5" --bogus 2>/dev/null; ok test $? = 2
+"$TSC" info "$tmp/t.h5" --steps 3:1 2>/dev/null; ok test $? = 2
+"$TSC" info "$tmp/t.h5" "$tmp/t.h5" 2>/dev/null; ok test $? = 2
+"$TSC" info --help | grep -q -- "--json"; ok test $? = 0
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]

@@ -1,0 +1,136 @@
+/* test_policy: policy strings parse, print canonically and round trip; bad strings are rejected
+ * with a message that lists what is valid; preset semantics match PAPER.md §3. */
+#include "tsc_policy.h"
+#include "tsc_test.h"
+
+static void round_trip(const char *s, const char *expect_canon) {
+    tsc_policy_t p, p2;
+    char buf[TSC_POLICY_STR_MAX], buf2[TSC_POLICY_STR_MAX];
+    tsc_status_t st = tsc_policy_parse(s, &p);
+    CHECKF(st == TSC_OK, "parse '%s': %s", s, tsc_error_last());
+    if (st != TSC_OK) return;
+    CHECKF(tsc_policy_format(&p, buf, sizeof buf) == TSC_OK, "format '%s': %s", s, tsc_error_last());
+    CHECKF(tsc_policy_parse(buf, &p2) == TSC_OK, "reparse '%s' (from '%s'): %s", buf, s, tsc_error_last());
+    CHECKF(tsc_policy_equal(&p, &p2), "'%s' -> '%s' does not round trip", s, buf);
+    CHECKF(tsc_policy_format(&p2, buf2, sizeof buf2) == TSC_OK && strcmp(buf, buf2) == 0,
+           "canonical form not idempotent: '%s' vs '%s'", buf, buf2);
+    if (expect_canon) CHECK_STREQ(buf, expect_canon);
+}
+
+static void rejected(const char *s, const char *needle) {
+    tsc_policy_t p;
+    tsc_error_clear();
+    tsc_status_t st = tsc_policy_parse(s, &p);
+    CHECKF(st == TSC_ERR_ARG, "'%s' was accepted", s);
+    const char *msg = tsc_error_last();
+    CHECKF(strstr(msg, "valid presets: fp64, fp32, bf16-fa2, bf16-torch, fp16-fa2, fp8-fa3") != NULL,
+           "message for '%s' does not list presets: %s", s, msg);
+    CHECKF(strstr(msg, "+stable") && strstr(msg, "+hp-delta") && strstr(msg, "+sr"),
+           "message for '%s' does not list modifiers: %s", s, msg);
+    if (needle) CHECKF(strstr(msg, needle) != NULL, "message for '%s' lacks '%s': %s", s, needle, msg);
+}
+
+int main(void) {
+    /* canonical forms */
+    round_trip("bf16-fa2+stable:beta=2,eps=1e-3", "bf16-fa2+stable:beta=2,eps=1e-3");
+    round_trip("bf16-fa2+stable", "bf16-fa2+stable:beta=2,eps=1e-3");
+    round_trip("bf16-fa2+stable:eps=0.001,beta=2.0", "bf16-fa2+stable:beta=2,eps=1e-3");
+    round_trip("bf16-torch+stable:beta=7,eps=0", "bf16-torch+stable:beta=7,eps=0");
+    round_trip("bf16-torch+stable:gap=0.5", "bf16-torch+stable:beta=2,eps=1e-3,gap=0.5");
+    round_trip("fp64", "fp64");
+    round_trip("fp32", "fp32");
+    round_trip("fp16-fa2", "fp16-fa2");
+    round_trip("fp8-fa3", "fp8-fa3");
+    round_trip("bf16-fa2+hp-delta", "bf16-fa2+hp-delta");
+    round_trip("bf16-fa2+hp-delta+lp-delta", "bf16-fa2");
+    round_trip("bf16-torch+dpp-delta", "bf16-torch+dpp-delta");
+    round_trip("bf16-fa2+sr", "bf16-fa2+sr");
+    round_trip("bf16-fa2+sr:seed=42", "bf16-fa2+sr:seed=42");
+    round_trip("bf16-fa2+sr:seed=42,pv", "bf16-fa2+sr:seed=42,pv");
+    round_trip("bf16-fa2+rz:o", "bf16-fa2+rz:o");
+    round_trip("bf16-torch+fp32:pv", "bf16-torch+fp32:pv");
+    round_trip("bf16-torch+fp32:oacc,pv", "bf16-torch+fp32:pv,oacc");
+    round_trip("bf16-torch+fp32:scores+fp32:pbar", "bf16-torch+fp32:scores,pbar-pv");
+    round_trip("bf16-fa2+fp32:delta", "bf16-fa2");   /* already FP32: no difference */
+    round_trip("fp32+bf16:o+fp16:p", "fp32+bf16:o+fp16:p");
+    round_trip("fp32+fp8-e5m2:ds,dp", "fp32+fp8-e5m2:dp,ds");
+    round_trip("bf16-fa2+unfused+tile:q=64,k=32", "bf16-fa2+unfused+tile:q=64,k=32");
+    round_trip("bf16-torch+fused", "bf16-torch+fused");
+    round_trip("bf16-fa2+sr:seed=3+fp32:pbar-pv+stable:beta=4", NULL);
+    /* sr then raising a stage: that stage goes back to nearest-even, the rest stay stochastic */
+    {
+        tsc_policy_t p;
+        CHECK(tsc_policy_parse("bf16-fa2+sr+fp32:pbar", &p) == TSC_OK);
+        CHECK(p.mode[TSC_STAGE_PBAR_PV] == TSC_ROUND_NEAREST_EVEN);
+        CHECK(p.mode[TSC_STAGE_O] == TSC_ROUND_STOCHASTIC);
+        CHECK(p.mode[TSC_STAGE_L] == TSC_ROUND_NEAREST_EVEN);  /* an FP32 stage */
+        char buf[TSC_POLICY_STR_MAX];
+        CHECK(tsc_policy_format(&p, buf, sizeof buf) == TSC_OK);
+        CHECK_STREQ(buf, "bf16-fa2+fp32:pbar-pv+sr");
+    }
+
+    /* preset semantics (PAPER.md §3) */
+    {
+        tsc_policy_t fa2, tor, f8;
+        tsc_policy_parse("bf16-fa2", &fa2);
+        tsc_policy_parse("bf16-torch", &tor);
+        tsc_policy_parse("fp8-fa3", &f8);
+        /* FA2 CUDA: S, ℓ, Ō FP32; P̄ for P̄V BF16; O rounded once */
+        CHECK(fa2.fmt[TSC_STAGE_S] == TSC_FMT_FP32 && fa2.fmt[TSC_STAGE_L] == TSC_FMT_FP32);
+        CHECK(fa2.fmt[TSC_STAGE_OACC] == TSC_FMT_FP32 && fa2.fmt[TSC_STAGE_PV] == TSC_FMT_FP32);
+        CHECK(fa2.fmt[TSC_STAGE_PBAR_PV] == TSC_FMT_BF16 && fa2.fmt[TSC_STAGE_PBAR_L] == TSC_FMT_FP32);
+        CHECK(fa2.fmt[TSC_STAGE_O] == TSC_FMT_BF16 && fa2.fused == 1);
+        /* official PyTorch: BF16 scores, max, row sums, per-tile P̄V and Ō accumulator */
+        CHECK(tor.fmt[TSC_STAGE_S] == TSC_FMT_BF16 && tor.fmt[TSC_STAGE_ROWMAX] == TSC_FMT_BF16);
+        CHECK(tor.fmt[TSC_STAGE_L] == TSC_FMT_BF16 && tor.fmt[TSC_STAGE_PV] == TSC_FMT_BF16);
+        CHECK(tor.fmt[TSC_STAGE_OACC] == TSC_FMT_BF16 && tor.fused == 0 && tor.torch_quirks == 1);
+        CHECK(tor.fmt[TSC_STAGE_PBAR_L] == TSC_FMT_FP32);  /* exp runs in FP32, sum in FP32 */
+        CHECK(tor.block_q == 512 && tor.block_k == 512);
+        CHECK(f8.fmt[TSC_STAGE_PBAR_PV] == TSC_FMT_FP8_E4M3 && f8.fmt[TSC_STAGE_V] == TSC_FMT_FP8_E4M3);
+        CHECK(!tsc_policy_uses_fp64(&fa2));
+        /* substitution list: low-precision stages of bf16-fa2, inputs excluded */
+        tsc_stage_t st[TSC_STAGE_COUNT];
+        int n = tsc_policy_low_stages(&fa2, st);
+        CHECK_EQ_INT(n, 5);
+        if (n == 5) {
+            CHECK(st[0] == TSC_STAGE_PBAR_PV && st[1] == TSC_STAGE_O && st[2] == TSC_STAGE_P &&
+                  st[3] == TSC_STAGE_DS && st[4] == TSC_STAGE_GRAD);
+        }
+        tsc_policy_t sub = fa2;
+        tsc_policy_stage_set(&sub, TSC_STAGE_PBAR_PV, TSC_FMT_FP32);
+        char buf[TSC_POLICY_STR_MAX];
+        CHECK(tsc_policy_format(&sub, buf, sizeof buf) == TSC_OK);
+        CHECK_STREQ(buf, "bf16-fa2+fp32:pbar-pv");
+        CHECK_EQ_INT(tsc_policy_low_stages(&tor, NULL), 15);
+        char tiny[8];
+        CHECK(tsc_policy_format(&sub, tiny, sizeof tiny) == TSC_ERR_ARG && tiny[0] == '\0');
+        /* every stage has a name that parses back */
+        for (int s = 0; s < TSC_STAGE_COUNT; s++) {
+            tsc_stage_t back;
+            CHECK(tsc_stage_parse(tsc_stage_name((tsc_stage_t)s), &back) == TSC_OK && (int)back == s);
+        }
+    }
+
+    /* rejected strings */
+    rejected("", NULL);
+    rejected("bf16", "unknown preset 'bf16'");
+    rejected("BF16-FA2", NULL);
+    rejected("bf16-fa2+", "empty modifier");
+    rejected("bf16-fa2++stable", "empty modifier");
+    rejected("bf16-fa2+foo", "unknown modifier '+foo'");
+    rejected("bf16-fa2+stable:beta=x", "bad 'beta=x'");
+    rejected("bf16-fa2+stable:beta=0.5", "beta in [1, 64]");
+    rejected("bf16-fa2+stable:", "empty argument list");
+    rejected("bf16-fa2+stable:delta=3", "bad 'delta=3'");
+    rejected("bf16-fa2+fp32:nosuch", "unknown stage 'nosuch'");
+    rejected("bf16-fa2+fp32", "unknown modifier");
+    rejected("bf16-fa2+fp99:pv", "unknown modifier");
+    rejected("bf16-fa2+bf16:acc", "acc stage must be fp32 or fp64");
+    rejected("fp32+tile:q=0", "bad 'q=0'");
+    rejected("fp32+tile:q=64,z=3", "bad 'z=3'");
+    rejected("fp32+sr:seed=-1", "bad 'seed=-1'");
+    rejected("fp32+rz:seed=1", "bad 'seed=1'");
+    rejected("fp32+hp-delta:1", "takes no arguments");
+    rejected("bf16-fa2 +stable", NULL);
+    return tsc_test_done();
+}
