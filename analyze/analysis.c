@@ -14,10 +14,16 @@
 #include "tsc_h5.h"
 #include "tsc_linalg.h"
 
-/* Power iteration settings for the spectral norms; the result is compared with LAPACK and the
- * largest relative difference is reported (max_rel_diff), so a non-converged case is visible. */
-#define SPEC_MAX_ITER 2000
-#define SPEC_TOL 1e-13
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Power iteration settings for the spectral norms: stop when sigma moves by < 1e-11 relative
+ * (its remaining error is about that change / (1 - (s2/s1)^2): ~1e-9 for a gap of 1%), at most
+ * 3000 iterations. The result is compared with LAPACK and the largest relative difference is
+ * reported (max_rel_diff), so a non-converged case is visible. */
+#define SPEC_MAX_ITER 3000
+#define SPEC_TOL 1e-11
 
 void tsc_analysis_opts_init(tsc_analysis_opts_t *o) {
     memset(o, 0, sizeof *o);
@@ -48,7 +54,6 @@ typedef struct {
     double *qd, *kd, *lsed, *pk, *xd;                                  /* pk [T, D], xd [T, C] */
     double *dw, *dwt;                                                  /* [D, C] */
     float *o_hp_all, *o_lp_all;                                        /* [nb, T, D] */
-    double *dd_all;                                                    /* [nb, T] */
     float *dl_hp_all, *dl_lp_all;                                      /* [nb, T] */
     uint8_t *evt;                                                      /* [nb, T, D] census events */
     tsc_attn_trace_t tr;
@@ -83,7 +88,9 @@ static int fmt_narrower_than_f32(tsc_format_t f) { return tsc_format_mant_bits(f
 /* Reads one head slice and counts non-finite values, remembering the first coordinate. */
 static tsc_status_t read_checked(ctx_t *c, tsc_head_result_t *r, long long step, int layer, const char *name,
                                  int b, int h, float *buf, int cols) {
-    tsc_status_t st = tsc_dump_read(c->d, step, layer, name, b, h, buf);
+    tsc_status_t st;
+#pragma omp critical(tsc_analysis_dump)
+    st = tsc_dump_read(c->d, step, layer, name, b, h, buf);
     if (st != TSC_OK) return st;
     size_t n = (size_t)c->T * (size_t)cols;
     for (size_t i = 0; i < n; i++)
@@ -252,7 +259,9 @@ static tsc_status_t analyze_head(ctx_t *c, tsc_head_result_t *r, long long step,
     for (int j = 0; j < T; j++) c->g_curve[(size_t)hi * T + j] = c->g_curve_c[(size_t)hi * T + j] = NAN;
     for (int j = 0; j < 3; j++) c->g_probe[hi * 3 + j] = -1;
     c->n_cand = 0;
-    int has_x = c->C > 0 && tsc_dump_has_dataset(c->d, step, layer, "x");
+    int has_x;
+#pragma omp critical(tsc_analysis_dump)
+    has_x = c->C > 0 && tsc_dump_has_dataset(c->d, step, layer, "x");
     r->has_x = has_x;
     if (has_x) memset(c->dw, 0, (size_t)D * c->C * sizeof(double));
     double id_res = 0.0, id_lhs = 0.0;
@@ -282,7 +291,9 @@ static tsc_status_t analyze_head(ctx_t *c, tsc_head_result_t *r, long long step,
             r->delta_sum += dd;
         }
         if (c->has_o) {
-            if ((st = tsc_dump_read(c->d, step, layer, "o", b, h, c->od)) != TSC_OK) goto done;
+#pragma omp critical(tsc_analysis_dump)
+            st = tsc_dump_read(c->d, step, layer, "o", b, h, c->od);
+            if (st != TSC_OK) goto done;
             for (size_t i = 0; i < TD; i++) {
                 double e = fabs((double)c->od[i] - (double)c->o_lp[i]);
                 if (e > r->o_dump_vs_lp_max_abs || isnan(e)) r->o_dump_vs_lp_max_abs = e;
@@ -345,7 +356,9 @@ static tsc_status_t analyze_head(ctx_t *c, tsc_head_result_t *r, long long step,
             free(a1), free(a2), free(d1), free(d2);
         }
         if (has_x) {
-            if ((st = tsc_dump_read(c->d, step, layer, "x", b, 0, c->x)) != TSC_OK) goto done;
+#pragma omp critical(tsc_analysis_dump)
+            st = tsc_dump_read(c->d, step, layer, "x", b, 0, c->x);
+            if (st != TSC_OK) goto done;
             for (size_t i = 0; i < (size_t)T * c->C; i++) c->xd[i] = c->x[i];
             double *coeff = ddh + (size_t)bi * T;
             tsc_grad_dwq_error(coeff, c->pk, c->xd, (size_t)T, (size_t)D, (size_t)c->C, c->m->softmax_scale, c->dwt);
@@ -617,14 +630,50 @@ void tsc_analysis_free(tsc_analysis_t *a) {
     free(a);
 }
 
-static void ctx_free(ctx_t *c) {
-    void *ps[] = {c->bs, c->hs, c->q, c->k, c->v, c->dO, c->od, c->o_hp, c->o_lp, c->dq_lp, c->dq_hd, c->vr, c->x,
+/* The per-thread scratch of a context (see tsc_analysis.h for the memory bound). */
+static tsc_status_t scratch_alloc(ctx_t *c) {
+    int bad = 0;
+    size_t TD = (size_t)c->T * c->D, T = (size_t)c->T, D = (size_t)c->D, C = (size_t)c->C;
+    size_t N = (size_t)c->N, nb = (size_t)c->nb;
+    float **fs[] = {&c->q, &c->k, &c->v, &c->dO, &c->od, &c->o_hp, &c->o_lp, &c->dq_lp, &c->dq_hd, &c->vr};
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) *fs[i] = xcalloc(TD, sizeof(float), &bad);
+    float **ft[] = {&c->lse_hp, &c->lse_lp, &c->dl_hp, &c->dl_lp, &c->dl_hd};
+    for (size_t i = 0; i < sizeof ft / sizeof ft[0]; i++) *ft[i] = xcalloc(T, sizeof(float), &bad);
+    c->x = xcalloc(T * C, sizeof(float), &bad);
+    c->qd = xcalloc(TD, sizeof(double), &bad);
+    c->kd = xcalloc(TD, sizeof(double), &bad);
+    c->pk = xcalloc(TD, sizeof(double), &bad);
+    c->lsed = xcalloc(T, sizeof(double), &bad);
+    c->xd = xcalloc(T * C, sizeof(double), &bad);
+    c->dw = xcalloc(D * C, sizeof(double), &bad);
+    c->dwt = xcalloc(D * C, sizeof(double), &bad);
+    c->o_hp_all = xcalloc(nb * TD, sizeof(float), &bad);
+    c->o_lp_all = xcalloc(nb * TD, sizeof(float), &bad);
+    c->dl_hp_all = xcalloc(nb * T, sizeof(float), &bad);
+    c->dl_lp_all = xcalloc(nb * T, sizeof(float), &bad);
+    c->evt = xcalloc(nb * TD, 1, &bad);
+    c->c_coeff = xcalloc(N, sizeof(double), &bad);
+    c->c_a = xcalloc(N * D, sizeof(double), &bad);
+    c->c_b = xcalloc(N * (C ? C : 1), sizeof(double), &bad);
+    c->dO_all = xcalloc(nb * TD, sizeof(float), &bad);
+    if (bad) return tsc_error_set(TSC_ERR_NOMEM, "analysis: no memory for the scratch of one head (T %zu, D %zu)", T, D);
+    c->tr_b = -1;
+    return tsc_attn_trace_init(&c->tr, c->T, c->D, c->lp.block_k, TSC_TRACE_SCORES | TSC_TRACE_TILES);
+}
+
+static void scratch_free(ctx_t *c) {
+    void *ps[] = {c->q, c->k, c->v, c->dO, c->od, c->o_hp, c->o_lp, c->dq_lp, c->dq_hd, c->vr, c->x,
                   c->lse_hp, c->lse_lp, c->dl_hp, c->dl_lp, c->dl_hd, c->qd, c->kd, c->lsed, c->pk, c->xd, c->dw,
-                  c->dwt, c->o_hp_all, c->o_lp_all, c->dd_all, c->dl_hp_all, c->dl_lp_all, c->evt, c->c_coeff,
-                  c->c_a, c->c_b, c->f_ulp, c->f_val, c->f_p, c->f_flag, c->pool_u, c->pool_c, c->dO_all, c->g_dd, c->g_sink, c->g_curve,
-                  c->g_curve_c, c->g_probe, c->g_cos, c->g_sv};
+                  c->dwt, c->o_hp_all, c->o_lp_all, c->dl_hp_all, c->dl_lp_all, c->evt, c->c_coeff,
+                  c->c_a, c->c_b, c->dO_all};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     tsc_attn_trace_free(&c->tr);
+}
+
+static void ctx_free(ctx_t *c) {
+    void *ps[] = {c->bs, c->hs, c->f_ulp, c->f_val, c->f_p, c->f_flag, c->pool_u, c->pool_c, c->g_dd, c->g_sink,
+                  c->g_curve, c->g_curve_c, c->g_probe, c->g_cos, c->g_sv};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
 }
 
 tsc_status_t tsc_analysis_run(const char *dump_path, const char *out_dir, const tsc_analysis_opts_t *opts,
@@ -641,6 +690,10 @@ tsc_status_t tsc_analysis_run(const char *dump_path, const char *out_dir, const 
     int *pair_layer = NULL, npairs = 0;
     across_t ac;
     memset(&ac, 0, sizeof ac);
+    ctx_t *tcs = NULL;
+    int nthr = 1, n_tcs = 0;
+    tsc_status_t *hst = NULL;
+    char (*hmsg)[512] = NULL;
     tsc_analysis_t *a = calloc(1, sizeof *a);
     if (!a) return tsc_error_set(TSC_ERR_NOMEM, "analysis: no memory");
     c->a = a;
@@ -737,28 +790,8 @@ tsc_status_t tsc_analysis_run(const char *dump_path, const char *out_dir, const 
     a->layers = xcalloc((size_t)npairs, sizeof *a->layers, &bad);
 
     /* Scratch. */
-    size_t TD = (size_t)c->T * c->D, T = (size_t)c->T, D = (size_t)c->D, C = (size_t)c->C, nh = (size_t)c->nh;
+    size_t T = (size_t)c->T, D = (size_t)c->D, C = (size_t)c->C, nh = (size_t)c->nh;
     size_t N = (size_t)c->N, nb = (size_t)c->nb;
-    float **fs[] = {&c->q, &c->k, &c->v, &c->dO, &c->od, &c->o_hp, &c->o_lp, &c->dq_lp, &c->dq_hd, &c->vr};
-    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) *fs[i] = xcalloc(TD, sizeof(float), &bad);
-    float **ft[] = {&c->lse_hp, &c->lse_lp, &c->dl_hp, &c->dl_lp, &c->dl_hd};
-    for (size_t i = 0; i < sizeof ft / sizeof ft[0]; i++) *ft[i] = xcalloc(T, sizeof(float), &bad);
-    c->x = xcalloc(T * C, sizeof(float), &bad);
-    c->qd = xcalloc(TD, sizeof(double), &bad);
-    c->kd = xcalloc(TD, sizeof(double), &bad);
-    c->pk = xcalloc(TD, sizeof(double), &bad);
-    c->lsed = xcalloc(T, sizeof(double), &bad);
-    c->xd = xcalloc(T * C, sizeof(double), &bad);
-    c->dw = xcalloc(D * C, sizeof(double), &bad);
-    c->dwt = xcalloc(D * C, sizeof(double), &bad);
-    c->o_hp_all = xcalloc(nb * TD, sizeof(float), &bad);
-    c->o_lp_all = xcalloc(nb * TD, sizeof(float), &bad);
-    c->dl_hp_all = xcalloc(nb * T, sizeof(float), &bad);
-    c->dl_lp_all = xcalloc(nb * T, sizeof(float), &bad);
-    c->evt = xcalloc(nb * TD, 1, &bad);
-    c->c_coeff = xcalloc(N, sizeof(double), &bad);
-    c->c_a = xcalloc(N * D, sizeof(double), &bad);
-    c->c_b = xcalloc(N * (C ? C : 1), sizeof(double), &bad);
     c->f_ulp = xcalloc(nh * D, sizeof(double), &bad);
     c->f_val = xcalloc(nh * D, sizeof(double), &bad);
     c->f_p = xcalloc(nh * D, sizeof(double), &bad);
@@ -766,7 +799,6 @@ tsc_status_t tsc_analysis_run(const char *dump_path, const char *out_dir, const 
     c->nL = ac.nL;
     c->pool_u = xcalloc((size_t)ac.nL * nh * D, sizeof(tsc_moments_t), &bad);
     c->pool_c = xcalloc((size_t)ac.nL * nh * D, sizeof(tsc_moments_t), &bad);
-    c->dO_all = xcalloc(nb * TD, sizeof(float), &bad);
     if (!bad)
         for (size_t x = 0; x < (size_t)ac.nL * nh * D; x++) {
             tsc_moments_init(&c->pool_u[x]);
@@ -784,9 +816,25 @@ tsc_status_t tsc_analysis_run(const char *dump_path, const char *out_dir, const 
     ac.top_b = xcalloc(nslots * (C ? C : 1), sizeof(double), &bad);
     ac.has = xcalloc(nslots, 1, &bad);
     if (bad) goto nomem;
-    if ((st = tsc_attn_trace_init(&c->tr, c->T, c->D, c->lp.block_k, TSC_TRACE_SCORES | TSC_TRACE_TILES)) != TSC_OK)
-        goto fail;
-    c->tr_b = -1;
+    /* One copy of the context per thread: shared arrays (indexed by head, disjoint) plus the
+     * thread's own scratch; heads of a (step, layer) run in parallel, dump reads serialised. */
+#ifdef _OPENMP
+    nthr = omp_get_max_threads();
+#endif
+    if (nthr > c->nh) nthr = c->nh;
+    if (nthr < 1) nthr = 1;
+    tcs = calloc((size_t)nthr, sizeof *tcs);
+    hst = calloc((size_t)c->nh, sizeof *hst);
+    hmsg = calloc((size_t)c->nh, sizeof *hmsg);
+    if (!tcs || !hst || !hmsg) goto nomem;
+    for (int t = 0; t < nthr; t++) {
+        tcs[t] = *c;
+        if ((st = scratch_alloc(&tcs[t])) != TSC_OK) {
+            n_tcs = t + 1;
+            goto fail;
+        }
+        n_tcs = t + 1;
+    }
 
     /* Output file. */
     char path[4096];
@@ -809,22 +857,34 @@ tsc_status_t tsc_analysis_run(const char *dump_path, const char *out_dir, const 
         while (ac.layers[li] != layer) li++;
         c->has_o = tsc_dump_has_dataset(c->d, step, layer, "o");
         c->g_has_rank1 = 0;
+        for (int t = 0; t < n_tcs; t++) tcs[t].g_has_rank1 = 0;
         for (size_t i = 0; i < nh * N * N; i++) c->g_cos[i] = NAN;
         for (size_t i = 0; i < nh * N; i++) c->g_sv[i] = NAN;
         char gname[64];
         snprintf(gname, sizeof gname, "step_%08lld/layer_%03d", step, layer);
         hid_t g;
         if ((st = tsc_h5_group_create(f.fid, gname, &g)) != TSC_OK) goto fail;
-        for (int hi = 0; hi < c->nh && st == TSC_OK; hi++) {
-            if (opts->progress)
-                fprintf(stderr, "\ranalyze: step %lld layer %d head %d (%d/%d)   ", step, layer, c->hs[hi], p + 1,
-                        npairs);
-            tsc_head_result_t *r = &a->heads[a->n_heads];
-            st = analyze_head(c, r, step, layer, hi, &ac, si, li);
-            if (st == TSC_OK) {
-                a->n_heads++;
-                a->n_skipped_heads += r->skipped;
+        if (opts->progress) fprintf(stderr, "\ranalyze: step %lld layer %d (%d/%d)   ", step, layer, p + 1, npairs);
+        for (int t = 0; t < n_tcs; t++) tcs[t].has_o = c->has_o;
+        size_t h0 = a->n_heads;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
+        for (int hi = 0; hi < c->nh; hi++) {
+            int tid = 0;
+#ifdef _OPENMP
+            tid = omp_get_thread_num();
+#endif
+            hst[hi] = analyze_head(&tcs[tid], &a->heads[h0 + (size_t)hi], step, layer, hi, &ac, si, li);
+            if (hst[hi] != TSC_OK) snprintf(hmsg[hi], sizeof hmsg[hi], "%s", tsc_error_last());
+            if (tcs[tid].g_has_rank1) {
+#pragma omp atomic write
+                c->g_has_rank1 = 1;
             }
+        }
+        for (int hi = 0; hi < c->nh && st == TSC_OK; hi++)
+            if (hst[hi] != TSC_OK) st = tsc_error_set(hst[hi], "%s", hmsg[hi]);
+        if (st == TSC_OK) {
+            for (int hi = 0; hi < c->nh; hi++) a->n_skipped_heads += a->heads[h0 + (size_t)hi].skipped;
+            a->n_heads += (size_t)c->nh;
         }
         if (st == TSC_OK) st = write_group(c, g);
         if (st == TSC_OK) st = spectral(c, g, step, layer, &a->layers[a->n_layers_res++]);
@@ -1005,6 +1065,8 @@ tsc_status_t tsc_analysis_run(const char *dump_path, const char *out_dir, const 
         goto fail;
     }
     file_open = 0;
+    for (int t = 0; t < n_tcs; t++) scratch_free(&tcs[t]);
+    free(tcs), free(hst), free(hmsg);
     ctx_free(c);
     free(pair_step);
     free(pair_layer);
@@ -1016,6 +1078,8 @@ nomem:
     st = tsc_error_set(TSC_ERR_NOMEM, "analysis of %s: out of memory", dump_path);
 fail:
     if (file_open) tsc_h5_abort(&f);
+    for (int t = 0; t < n_tcs; t++) scratch_free(&tcs[t]);
+    free(tcs), free(hst), free(hmsg);
     ctx_free(c);
     free(pair_step);
     free(pair_layer);

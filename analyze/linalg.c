@@ -142,12 +142,12 @@ tsc_status_t tsc_linalg_spectral_norm_power(const float *w, size_t rows, size_t 
                                             double tol, double *out, int *iters) {
     if (!w || !out || rows == 0 || cols == 0)
         return tsc_error_set(TSC_ERR_ARG, "spectral norm: empty matrix [%zu, %zu] or NULL", rows, cols);
-    double *v = malloc(cols * sizeof *v), *u = malloc(rows * sizeof *u);
-    if (!v || !u) {
-        free(v);
-        free(u);
+    double *v = malloc(cols * sizeof *v), *u = malloc(rows * sizeof *u), *wd = malloc(rows * cols * sizeof *wd);
+    if (!v || !u || !wd) {
+        free(v), free(u), free(wd);
         return tsc_error_set(TSC_ERR_NOMEM, "spectral norm: no memory for [%zu, %zu]", rows, cols);
     }
+    for (size_t i = 0; i < rows * cols; i++) wd[i] = w[i];
     /* A fixed start that is unlikely to be orthogonal to the top right singular vector: all
      * ones plus a small deterministic irregular part. */
     for (size_t j = 0; j < cols; j++) v[j] = 1.0 + 0.01 * (double)((j * 7919u) % 101u) / 101.0;
@@ -155,23 +155,41 @@ tsc_status_t tsc_linalg_spectral_norm_power(const float *w, size_t rows, size_t 
     for (size_t j = 0; j < cols; j++) v[j] /= nv;
     double sigma = 0.0;
     int it = 0;
+    /* Large matrices split the two products over threads (rows of W v, columns of W^T u). */
+    int par = rows * cols >= 65536;
+    (void)par;
     for (it = 1; it <= max_iter; it++) {
-        for (size_t i = 0; i < rows; i++) { /* u = W v */
-            const float *wr = w + i * cols;
-            double s = 0.0;
-            for (size_t j = 0; j < cols; j++) s += (double)wr[j] * v[j];
-            u[i] = s;
+#pragma omp parallel for if (par) schedule(static)
+        for (size_t i = 0; i < rows; i++) { /* u = W v, four partial sums per row */
+            const double *wr = wd + i * cols;
+            double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            size_t j = 0;
+            for (; j + 4 <= cols; j += 4) {
+                s0 += wr[j] * v[j];
+                s1 += wr[j + 1] * v[j + 1];
+                s2 += wr[j + 2] * v[j + 2];
+                s3 += wr[j + 3] * v[j + 3];
+            }
+            for (; j < cols; j++) s0 += wr[j] * v[j];
+            u[i] = (s0 + s1) + (s2 + s3);
         }
         double nu = sqrt(dot(u, u, rows));
         if (nu == 0.0) {
             sigma = 0.0;
             break;
         }
-        memset(v, 0, cols * sizeof *v); /* v = W^T u / |W^T u| */
-        for (size_t i = 0; i < rows; i++) {
-            const float *wr = w + i * cols;
-            double ui = u[i] / nu;
-            for (size_t j = 0; j < cols; j++) v[j] += (double)wr[j] * ui;
+        for (size_t i = 0; i < rows; i++) u[i] /= nu;
+        /* v = W^T u / |W^T u|, by blocks of columns so threads write disjoint parts of v */
+        size_t nblk = (cols + 255) / 256;
+#pragma omp parallel for if (par) schedule(static)
+        for (size_t bk = 0; bk < nblk; bk++) {
+            size_t j0 = bk * 256, j1 = j0 + 256 < cols ? j0 + 256 : cols;
+            for (size_t j = j0; j < j1; j++) v[j] = 0.0;
+            for (size_t i = 0; i < rows; i++) {
+                const double *wr = wd + i * cols;
+                double ui = u[i];
+                for (size_t j = j0; j < j1; j++) v[j] += wr[j] * ui;
+            }
         }
         double nw = sqrt(dot(v, v, cols)); /* = |W^T u_hat| -> sigma_max */
         for (size_t j = 0; j < cols; j++) v[j] /= nw;
@@ -179,8 +197,7 @@ tsc_status_t tsc_linalg_spectral_norm_power(const float *w, size_t rows, size_t 
         sigma = nw;
         if (fabs(sigma - prev) <= tol * sigma) break;
     }
-    free(v);
-    free(u);
+    free(v), free(u), free(wd);
     *out = sigma;
     if (iters) *iters = it > max_iter ? max_iter : it;
     return TSC_OK;

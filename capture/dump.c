@@ -877,6 +877,27 @@ tsc_status_t tsc_dump_writer_put(tsc_dump_writer_t *w, long long step, int layer
                              name);
     }
     tsc_h5_write_opts_t o = ds_opts(w, name, per_head);
+    if (per_head && !w->opts.deflate && src_fmt == store_fmt) {
+        /* Uncompressed, no conversion: create the dataset empty, then hand HDF5 each head's slice as
+         * a finished chunk (H5Dwrite_chunk skips selections, type paths and the chunk cache). */
+        st = tsc_h5_write_array(g, leaf, store_fmt, rank, dims, NULL, store_fmt, dim_labels_of(name),
+                                units_of(name), &o);
+        hid_t ds = st == TSC_OK ? H5Dopen2(g, leaf, H5P_DEFAULT) : H5I_INVALID_HID;
+        if (st == TSC_OK && ds < 0) st = tsc_error_set(TSC_ERR_IO, "%s: cannot reopen dataset '%s'", w->f.path, name);
+        size_t chunk = tsc_format_size(store_fmt);
+        for (int i = 2; i < rank; i++) chunk *= (size_t)dims[i];
+        for (uint64_t b = 0; st == TSC_OK && b < dims[0]; b++)
+            for (uint64_t h = 0; st == TSC_OK && h < dims[1]; h++) {
+                hsize_t off[4] = {b, h, 0, 0};
+                const char *p = (const char *)data + (b * dims[1] + h) * chunk;
+                if (H5Dwrite_chunk(ds, H5P_DEFAULT, 0, off, chunk, p) < 0)
+                    st = tsc_error_set(TSC_ERR_IO, "%s: writing '%s' chunk (%llu, %llu) failed (disk full?)", w->f.path,
+                                       name, (unsigned long long)b, (unsigned long long)h);
+            }
+        if (ds >= 0) H5Dclose(ds);
+        H5Gclose(g);
+        return st;
+    }
     st = tsc_h5_write_array(g, leaf, store_fmt, rank, dims, data, src_fmt, dim_labels_of(name), units_of(name), &o);
     H5Gclose(g);
     return st;

@@ -17,7 +17,7 @@
 const char tsc_usage_replay[] =
     "usage: tilescope replay DUMP --policy P [--policy P2 ...] [-o FILE] [--steps SET]\n"
     "                        [--layers SET] [--heads SET] [--batches SET] [--forward-only]\n"
-    "                        [--json] [--quiet]\n"
+    "                        [--dump-tiles] [--json] [--quiet]\n"
     "\n"
     "Recomputes attention from the dump's captured q, k, v and do under each precision policy\n"
     "(the CPU reference of kernels/tsc_attention.h), writes o, lse, delta, dq, dk, dv per policy\n"
@@ -35,6 +35,8 @@ const char tsc_usage_replay[] =
     "  --heads SET      query heads to replay (default all; dk/dv are then per query head)\n"
     "  --batches SET    batch rows to replay (default all)\n"
     "  --forward-only   skip the backward (then do is not needed; delta, dq, dk, dv not written)\n"
+    "  --dump-tiles     use the dump's tile sizes (root tile_q, tile_k) in every policy instead of\n"
+    "                   each preset's own (default: the preset's, or the policy's +tile)\n"
     "  --json           print the configuration and comparison as one JSON object on stdout\n"
     "  --quiet          print only the comparison table\n"
     "\n"
@@ -110,7 +112,7 @@ static int write_group(tsc_h5_file_t *f, const char *path, int f64, const void *
 int tsc_cmd_replay(int argc, char **argv) {
     const char *dump_path = NULL, *out_path = "replay.h5";
     const char *pol_str[MAX_POLICIES];
-    int n_pol = 0, json = 0, quiet = 0, fwd_only = 0;
+    int n_pol = 0, json = 0, quiet = 0, fwd_only = 0, dump_tiles = 0;
     tsc_select_t sel;
     tsc_select_init(&sel);
     for (int i = 0; i < argc; i++) {
@@ -131,6 +133,7 @@ int tsc_cmd_replay(int argc, char **argv) {
         else if (strcmp(a, "--json") == 0) json = 1;
         else if (strcmp(a, "--quiet") == 0) quiet = 1;
         else if (strcmp(a, "--forward-only") == 0) fwd_only = 1;
+        else if (strcmp(a, "--dump-tiles") == 0) dump_tiles = 1;
         else if (a[0] == '-' && a[1]) return tsc_cli_usage_error("replay", "unknown flag '%s'", a);
         else if (!dump_path) dump_path = a;
         else return tsc_cli_usage_error("replay", "more than one DUMP ('%s' and '%s')", dump_path, a);
@@ -145,16 +148,26 @@ int tsc_cmd_replay(int argc, char **argv) {
     if (n_pol == 0) return tsc_cli_usage_error("replay", "no --policy given (e.g. --policy fp32 --policy bf16-torch)");
     tsc_policy_t pol[MAX_POLICIES];
     char pol_name[MAX_POLICIES][TSC_POLICY_STR_MAX];
-    for (int p = 0; p < n_pol; p++) {
+    for (int p = 0; p < n_pol; p++)
         if (tsc_policy_parse(pol_str[p], &pol[p]) != TSC_OK)
             return tsc_cli_usage_error("replay", "--policy: %s", tsc_error_last());
-        if (tsc_policy_format(&pol[p], pol_name[p], sizeof pol_name[p]) != TSC_OK)
-            snprintf(pol_name[p], sizeof pol_name[p], "%s", pol_str[p]);
-    }
 
     tsc_dump_t *d = NULL;
     if (tsc_dump_open(&d, dump_path) != TSC_OK) return tsc_cli_fail("replay", "%s", tsc_error_last());
     const tsc_dump_meta_t *m = tsc_dump_meta(d);
+    for (int p = 0; p < n_pol; p++) {
+        if (dump_tiles) {
+            if (m->tile_q < 1 || m->tile_q > 65536 || m->tile_k < 1 || m->tile_k > 65536) {
+                tsc_dump_close(d);
+                return tsc_cli_fail("replay", "%s: tile sizes %d x %d are not usable with --dump-tiles", dump_path,
+                                    m->tile_q, m->tile_k);
+            }
+            pol[p].block_q = m->tile_q;
+            pol[p].block_k = m->tile_k;
+        }
+        if (tsc_policy_format(&pol[p], pol_name[p], sizeof pol_name[p]) != TSC_OK)
+            snprintf(pol_name[p], sizeof pol_name[p], "%s", pol_str[p]);
+    }
     const int T = m->seq_len, D = m->head_dim;
     int rc = 1;
     int *hs = malloc(sizeof(int) * (size_t)m->n_head), *bs = malloc(sizeof(int) * (size_t)m->batch);

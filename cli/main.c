@@ -15,6 +15,7 @@ extern const char tsc_usage_info[], tsc_usage_synth[];
 extern const char tsc_usage_replay[];
 extern const char tsc_usage_analyze[], tsc_usage_diagnose[];
 extern const char tsc_usage_explain[];
+extern const char tsc_usage_figure[], tsc_usage_report[], tsc_usage_demo[];
 
 static const char usage_help[] = "usage: tilescope help [COMMAND]\n";
 
@@ -25,6 +26,9 @@ const tsc_cli_cmd_t tsc_cli_commands[] = {
     {"analyze", tsc_cmd_analyze, "dump -> analysis.h5 + summary.json: bias, ties, census, decomposition", tsc_usage_analyze},
     {"diagnose", tsc_cmd_diagnose, "the paper's diagnostic workflow: culprit stage, verdict, rounding event, fix", tsc_usage_diagnose},
     {"explain", tsc_cmd_explain, "bit-level trace of a rounding event: an addition, or one output of a dump", tsc_usage_explain},
+    {"figure", tsc_cmd_figure, "one of the paper's figures (fig1 evidence map ... fig13) from an analysis folder", tsc_usage_figure},
+    {"report", tsc_cmd_report, "multi-page PDF + offline HTML report (and summary.json) of an analysis folder", tsc_usage_report},
+    {"demo", tsc_cmd_demo, "synthesize a GPT-2-small-shaped dump, diagnose it, write the report and figures", tsc_usage_demo},
     {"help", cmd_help, "help on a command", usage_help},
     {NULL, NULL, NULL, NULL}
 };

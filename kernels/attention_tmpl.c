@@ -398,6 +398,21 @@ static inline void SFX(scores_finish)(SFX(hctx_t) *cx, R *s, int jv) {
     SFX(rnd_arr)(s, jv, &cx->st[TSC_STAGE_S]);
 }
 
+/* max of s[0..n): 16 lanes (lane = index mod 16), each a sequential `x > m ? x : m`, then the
+ * lanes in order. Exact for any order except the sign of a zero maximum, so the order is fixed
+ * here, and the compiler can vectorise it (a single chain of compares could not be). */
+static inline R SFX(rowmax)(const R *s, int n) {
+    R lane[16];
+    for (int i = 0; i < 16; i++) lane[i] = -INFINITY;
+    int jj = 0;
+    for (; jj + 16 <= n; jj += 16)
+        for (int i = 0; i < 16; i++) lane[i] = s[jj + i] > lane[i] ? s[jj + i] : lane[i];
+    for (int i = 0; jj + i < n; i++) lane[i] = s[jj + i] > lane[i] ? s[jj + i] : lane[i];
+    R mx = lane[0];
+    for (int i = 1; i < 16; i++) mx = lane[i] > mx ? lane[i] : mx;
+    return mx;
+}
+
 /* Algorithm 3 and its edge cases for one tile (see tsc_attention.h). Returns m_tile. */
 static R SFX(stable_max)(SFX(hctx_t) *cx, R r_m, int r_s) {
     const tsc_stable_t *sb = &cx->pol->stable;
@@ -451,9 +466,7 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
                 R m_tile;
                 if (n > 0) {
                     SFX(scores_finish)(cx, s, n);
-                    R mx = -INFINITY;
-                    for (int jj = 0; jj < n; jj++) mx = s[jj] > mx ? s[jj] : mx;
-                    mx = SFX(rnd)(mx, &st[TSC_STAGE_ROWMAX]);
+                    R mx = SFX(rnd)(SFX(rowmax)(s, n), &st[TSC_STAGE_ROWMAX]);
                     const R thr = SFX(rnd)(mx - (R)eps, &st[TSC_STAGE_ROWMAX]);
                     for (int jj = 0; jj < n; jj++) {
                         ties[r] += s[jj] == mx;
@@ -475,9 +488,7 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
                 SFX(rnd_arr)(pb, n, &st[TSC_STAGE_PBAR_L]);
                 if (pol->fused) {
                     for (int d = 0; d < D; d++) oacc[d] = SFX(rnd)(c[r] * oacc[d], &st[TSC_STAGE_OACC]);
-                    R lr = SFX(rnd)(c[r] * l[r], &st[TSC_STAGE_L]);
-                    for (int jj = 0; jj < n; jj++) lr = SFX(rnd)(lr + pb[jj], &st[TSC_STAGE_L]);
-                    l[r] = lr;
+                    l[r] = SFX(rnd)(c[r] * l[r], &st[TSC_STAGE_L]); /* the keys' terms follow below */
                 } else {
                     for (int d = 0; d < D; d++) pv[d] = 0;
                     SFX(axpy_rows)(pv, pa, v + (size_t)j0 * D, n, D, &st[TSC_STAGE_ACC], &st[TSC_STAGE_ACC]);
@@ -494,9 +505,21 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
                 }
                 m[r] = mn;
             }
-            /* fused: Ō_r += P̄ V for the block's rows (each row's chain in key order) */
-            if (pol->fused && any)
+            /* fused: Ō_r += P̄ V and ℓ_r += P̄ for the block's rows, each row's chain in key order
+             * (rows interleaved so their independent chains overlap) */
+            if (pol->fused && any) {
                 SFX(axpy_multi)(cx, OACC, PA, Bc, v + (size_t)j0 * D, nr, jv, &st[TSC_STAGE_PV]);
+                int nmax = 0;
+                for (int r = 0; r < nr; r++) nmax = jv[r] > nmax ? jv[r] : nmax;
+                if (st[TSC_STAGE_L].id && nr == RB && jv[0] == nmax) {
+                    for (int jj = 0; jj < nmax; jj++)
+                        for (int r = 0; r < RB; r++) l[r] = l[r] + PB[(size_t)r * Bc + jj];
+                } else {
+                    for (int jj = 0; jj < nmax; jj++)
+                        for (int r = 0; r < nr; r++)
+                            if (jj < jv[r]) l[r] = SFX(rnd)(l[r] + PB[(size_t)r * Bc + jj], &st[TSC_STAGE_L]);
+                }
+            }
             if (tr && tr->b >= 0)
                 for (int r = 0; r < nr; r++) {
                     const int t = t0 + r, n = jv[r];
@@ -692,9 +715,14 @@ static void SFX(store)(const R *src, size_t n, void *dst, tsc_attn_dtype_t dt, s
     }
 }
 
+/* at [D, T] = a [T, D]ᵀ, in 16 × 16 blocks (column-order writes thrash the cache). */
 static void SFX(transpose)(const R *a, int T, int D, R *at) {
-    for (int t = 0; t < T; t++)
-        for (int d = 0; d < D; d++) at[(size_t)d * T + t] = a[(size_t)t * D + d];
+    for (int t0 = 0; t0 < T; t0 += 16)
+        for (int d0 = 0; d0 < D; d0 += 16) {
+            const int t1 = t0 + 16 < T ? t0 + 16 : T, d1 = d0 + 16 < D ? d0 + 16 : D;
+            for (int d = d0; d < d1; d++)
+                for (int t = t0; t < t1; t++) at[(size_t)d * T + t] = a[(size_t)t * D + d];
+        }
 }
 
 /* One (b, h): forward (and backward). dk_h/dv_h receive this head's GRAD-rounded dK/dV as R.

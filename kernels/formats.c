@@ -120,8 +120,9 @@ static inline double pow2(int q) {
 }
 
 /* Rounds a finite double to fmt's precision and exponent range; returns the magnitude-signed
- * result, which may exceed maxval (the caller applies the overflow rule). */
-static double round_finite(double x, const fmt_info_t *f, tsc_round_t mode, uint64_t draw) {
+ * result, which may exceed maxval (the caller applies the overflow rule). General form, for
+ * every input (round_finite below takes the common case faster). */
+static double round_finite_slow(double x, const fmt_info_t *f, tsc_round_t mode, uint64_t draw) {
     uint64_t u = dbits(x);
     uint64_t sign = u & 0x8000000000000000ULL;
     uint64_t a = u ^ sign;
@@ -159,6 +160,31 @@ static double round_finite(double x, const fmt_info_t *f, tsc_round_t mode, uint
     }
     double r = (double)(kept + up) * pow2(q);
     return sign ? -r : r;
+}
+
+/* The common case on the bits of a normal double whose target ULP lies inside its mantissa
+ * field (shift <= 52): truncate the field and add one ULP when rounding up; a carry out of the
+ * mantissa steps the exponent, which is exactly the next binade. Everything else (zero,
+ * subnormal doubles, values below the format's smallest subnormal) goes to the slow path. */
+static inline double round_finite(double x, const fmt_info_t *f, tsc_round_t mode, uint64_t draw) {
+    uint64_t u = dbits(x);
+    uint64_t sign = u & 0x8000000000000000ULL;
+    uint64_t a = u ^ sign;
+    int E = (int)(a >> 52);
+    if (E == 0) return round_finite_slow(x, f, mode, draw);
+    int e = E - 1023;
+    int shift = (e > f->emin ? e : f->emin) - f->p - e + 52;
+    if (shift <= 0) return x;
+    if (shift > 52) return round_finite_slow(x, f, mode, draw);
+    uint64_t mask = (1ULL << shift) - 1, rem = a & mask, up = 0;
+    if (mode == TSC_ROUND_NEAREST_EVEN) {
+        uint64_t half = 1ULL << (shift - 1);
+        uint64_t odd = shift == 52 ? 1 : (a >> shift) & 1; /* at 52 the kept part is the implicit 1 */
+        up = rem > half || (rem == half && odd);
+    } else if (mode == TSC_ROUND_STOCHASTIC) {
+        up = (draw >> (64 - shift)) < rem;
+    }
+    return dfrom(((a & ~mask) + (up << shift)) | sign);
 }
 
 /* A quiet NaN of fmt's encoding with x's sign and top payload bits. */

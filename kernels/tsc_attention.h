@@ -54,6 +54,10 @@
  *     leaves P̄ = 1 there (per-tile rule, as printed); trace counts reveal it.
  *   m_new = max(m, m_tile) as usual; the backward is unchanged (it reads LSE).
  * Masked entries: S = −inf in traces, P̄ = P = 0, never touched by rounding.
+ * Loop order: rows go in blocks of four so one load of K and V feeds four rows; that only
+ * interchanges loops (each output element keeps its own sequential chain above). Stochastic
+ * rounding (+sr) draws from one stream per (seed, batch, head, stage, pass), consumed in the
+ * reference's loop order, so a seed reproduces bit for bit on every path and thread count.
  * Non-finite inputs propagate (NaN in, NaN out); they are not an error here.
  */
 #ifndef TSC_ATTENTION_H

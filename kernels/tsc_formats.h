@@ -14,6 +14,11 @@
  * Specials: NaN stays NaN (quiet); Inf stays Inf where the format has it; overflow under
  * nearest-even gives Inf (IEEE formats) or NaN/saturation as each FP8 spec says (documented
  * in formats.c); subnormals are produced and read per each format.
+ * In short (finite x whose rounded magnitude exceeds the format's largest finite value):
+ *   fp32/tf32/bf16/fp16/fp8-e5m2: nearest-even and stochastic -> +-Inf, toward zero -> +-max;
+ *   fp8-e4m3 (no Inf): nearest-even and stochastic -> NaN (OCP non-saturating, as PyTorch's
+ *   float8_e4m3fn), toward zero -> +-448; an Inf input -> NaN. NaN keeps its sign and top
+ *   payload bits, quieted (bf16: (f32 bits >> 16) | 0x0040, as VCVTNEPS2BF16 does).
  */
 #ifndef TSC_FORMATS_H
 #define TSC_FORMATS_H

@@ -29,6 +29,9 @@
  *              +tile:q=BR,k=BC  tile sizes (1..65536)
  *   stage names: q k v do acc scores rowmax exparg pbar-pv pbar-l pv oacc l o lse p dp ds
  *                delta dq dk dv grad   ("pbar" is accepted for pbar-pv, "s" for scores)
+ * Substitutions compose: the paper's "Ō computed in FP32" under bf16-torch is +fp32:pv,oacc,o
+ * (raising pv alone changes nothing while the Ō accumulator and O stay BF16), its "δ from an
+ * FP32 O" is +hp-delta, and "δ = rowsum(dP ∘ P)" is +dpp-delta.
  * Modifiers apply left to right. tsc_policy_format prints the canonical form: the preset,
  * then only what differs from it, in a fixed order (formats, delta, fused, tile, modes,
  * stable), so parse(format(p)) == p for every policy (the round trip).

@@ -9,6 +9,7 @@
 #include "tsc_heatmap.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -99,7 +100,13 @@ static PangoLayout *text_layout(const text_t *tx, const char *s, double size, in
         pango_layout_set_width(l, (int)(wrap_w * PANGO_SCALE));
         pango_layout_set_wrap(l, PANGO_WRAP_WORD_CHAR);
     }
-    pango_layout_set_text(l, s, -1);
+    /* Labels come from data: invalid UTF-8 would make pango warn on stderr and draw garbage. */
+    if (g_utf8_validate(s, -1, NULL)) pango_layout_set_text(l, s, -1);
+    else {
+        gchar *v = g_utf8_make_valid(s, -1);
+        pango_layout_set_text(l, v, -1);
+        g_free(v);
+    }
     return l;
 }
 
@@ -363,6 +370,17 @@ static void compose_notes(const tsc_heatmap_opts_t *o, const tsc_heatmap_panel_t
             ADD("%shatched: %lld masked cells%s", len ? "; " : "", ps[i].n_masked,
                 p[i].causal && !p[i].mask ? " (causal upper triangle)" : p[i].causal ? " (causal and given mask)" : "");
         if (ps[i].n_bad) ADD("%smagenta: %lld non-finite cells (NaN/Inf)", len ? "; " : "", ps[i].n_bad);
+        /* For a log scale the values <= 0 have their own note: compare the smallest positive. */
+        double dlo = ps[i].norm.kind == TSC_NORM_LOG ? ps[i].pmin : ps[i].lo;
+        /* Data are float, limits double: 1e-6 relative slack so a limit typed as the data's own
+         * value (1e-6 vs 1e-6f) is not reported as exceeded. */
+        double slo = ps[i].norm.vmin - 1e-6 * fabs(ps[i].norm.vmin), shi = ps[i].norm.vmax + 1e-6 * fabs(ps[i].norm.vmax);
+        if (o->fixed_norm && dlo <= ps[i].hi && (dlo < slo || ps[i].hi > shi)) {
+            char a[32], b2[32];
+            tsc_format_tick(dlo, 0, a, sizeof a);
+            tsc_format_tick(ps[i].hi, 0, b2, sizeof b2);
+            ADD("%sdata range [%s, %s] exceeds the colour scale: clipped to its ends", len ? "; " : "", a, b2);
+        }
         if (ps[i].norm.kind == TSC_NORM_LOG && ps[i].n_nonpos)
             ADD("%s%lld cells <= 0 shown at the lowest colour", len ? "; " : "", ps[i].n_nonpos);
 #undef ADD
@@ -913,13 +931,27 @@ tsc_status_t tsc_heatmap_render(const tsc_heatmap_opts_t *o, const tsc_heatmap_p
     return TSC_OK;
 }
 
+/* Creates an empty file "<prefix>.tmp-<pid>-<n>" in buf with mode 0666 & ~umask, as the final
+ * file should have (mkstemp makes 0600 and the rename would keep it). Returns the descriptor, or
+ * -1 with errno set. */
+static int create_temp(char *buf, size_t size, const char *prefix) {
+    static unsigned counter;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        unsigned k = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
+        snprintf(buf, size, "%s.tmp-%ld-%u", prefix, (long)getpid(), k);
+        int fd = open(buf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
 /* A temporary name beside path (same directory, so rename is atomic); created empty. */
 static tsc_status_t temp_beside(const char *path, char **tmp_out) {
     size_t len = strlen(path);
-    char *tmp = malloc(len + 16);
+    char *tmp = malloc(len + 48);
     if (!tmp) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(tmp, len + 16, "%s.tmp-XXXXXX", path);
-    int fd = mkstemp(tmp);
+    int fd = create_temp(tmp, len + 48, path);
     if (fd < 0) {
         tsc_status_t st = tsc_error_set(TSC_ERR_IO, "%s: cannot create a temporary file beside it: %s", path,
                                         strerror(errno));

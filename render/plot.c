@@ -35,6 +35,15 @@ void tsc_plot_opts_init(tsc_plot_opts_t *o) {
     o->gnuplot = "gnuplot";
 }
 
+/* Length of the valid UTF-8 sequence at p (1..4), or 0 if p does not start one. */
+static int utf8_len(const unsigned char *p) {
+    int n = p[0] < 0x80 ? 1 : (p[0] & 0xE0) == 0xC0 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3 : (p[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (n == 2 && p[0] < 0xC2) return 0;  /* overlong */
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    return n;
+}
+
 char *tsc_plot_quote(const char *s) {
     if (!s) s = "";
     size_t n = 2;
@@ -42,10 +51,15 @@ char *tsc_plot_quote(const char *s) {
     char *out = malloc(n + 1), *q = out;
     if (!out) return NULL;
     *q++ = '\'';
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '\'') { *q++ = '\''; *q++ = '\''; }
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int k = utf8_len(p);
+        if (k > 1) { memcpy(q, p, (size_t)k); q += k; p += k; continue; }
+        /* Invalid UTF-8 becomes '?' (it would make the SVG output invalid XML). */
+        if (k == 0) *q++ = '?';
+        else if (*p == '\'') { *q++ = '\''; *q++ = '\''; }
         else if (*p < 0x20 || *p == 0x7f) *q++ = ' ';
         else *q++ = (char)*p;
+        p++;
     }
     *q++ = '\'';
     *q = '\0';
@@ -153,10 +167,14 @@ static void x_tics(sb_t *b, const tsc_plot_opts_t *o, const tsc_plot_series_t *s
     double label_pt = (double)chars * 0.62 * o->font_pt + 2.0 * o->font_pt;
     int k = (int)(o->width_in * 72 * 0.75 / label_pt);
     if (k < 2) k = 2;
+    /* Index axes (every series without x: tokens, features, heads) take whole steps only. */
+    int index_axis = 1;
+    for (int q = 0; q < n; q++) index_axis &= s[q].x == NULL && s[q].x_origin == floor(s[q].x_origin);
     static const double mult[3] = {1, 2, 5};
     double e0 = floor(log10((hi - lo) / k)) - 1;
     for (int j = 0; j < 40; j++) {
         double step = mult[j % 3] * pow(10, e0 + j / 3);
+        if (index_axis && step < 1) continue;
         if (ceil(hi / step) - floor(lo / step) <= k) { sb_printf(b, "set xtics %.10g\n", step); return; }
     }
 }
@@ -190,7 +208,9 @@ tsc_status_t tsc_plot_script(const tsc_plot_opts_t *o, const tsc_plot_series_t *
         return tsc_error_set(TSC_ERR_ARG, "plot: dpi %g outside [10, 2400]", o->dpi);
     int n_bars = 0, any_y2 = 0;
     for (int k = 0; k < n; k++) {
-        if (!s[k].y && s[k].n) return tsc_error_set(TSC_ERR_ARG, "plot: series %d has NULL y", k);
+        if (!s[k].y || !s[k].n)
+            return tsc_error_set(TSC_ERR_ARG, "plot: series %d ('%s') is empty: expected n >= 1 values", k,
+                                 s[k].name ? s[k].name : "");
         if (s[k].color && !valid_color(s[k].color))
             return tsc_error_set(TSC_ERR_ARG, "plot: series %d: colour must be #rrggbb", k);
         if (!(s[k].ema_alpha >= 0 && s[k].ema_alpha <= 1))
@@ -495,18 +515,34 @@ static tsc_status_t pdf_fix_date(const char *tmp, const char *path) {
     return TSC_OK;
 }
 
+/* Creates an empty file "<prefix>.tmp-<pid>-<n>" in buf with mode 0666 & ~umask, as the final
+ * file should have (mkstemp makes 0600 and the rename would keep it). Returns the descriptor, or
+ * -1 with errno set. */
+static int create_temp(char *buf, size_t size, const char *prefix) {
+    static unsigned counter;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        unsigned k = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
+        snprintf(buf, size, "%s.tmp-%ld-%u", prefix, (long)getpid(), k);
+        int fd = open(buf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
 tsc_status_t tsc_plot_write(const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const char *path,
                             tsc_image_format_t fmt) {
     if (!path || !*path) return tsc_error_set(TSC_ERR_ARG, "plot: empty output path");
     tsc_status_t st;
     if (fmt == TSC_IMG_AUTO && (st = tsc_image_format_from_path(path, &fmt))) return st;
     size_t len = strlen(path);
-    char *tmp = malloc(len + 20);
-    if (!tmp) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
+    char *tmp = malloc(len + 48), *prefix = malloc(len + 3);
+    if (!tmp || !prefix) { free(tmp); free(prefix); return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path); }
     /* "./" keeps a relative name from starting with '|', which gnuplot's `set output` would run
      * as a command. */
-    snprintf(tmp, len + 20, "%s%s.tmp-XXXXXX", path[0] == '/' ? "" : "./", path);
-    int fd = mkstemp(tmp);
+    snprintf(prefix, len + 3, "%s%s", path[0] == '/' ? "" : "./", path);
+    int fd = create_temp(tmp, len + 48, prefix);
+    free(prefix);
     if (fd < 0) {
         st = tsc_error_set(TSC_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
         free(tmp);

@@ -19,7 +19,7 @@
  *   uint32_t lut[TSC_CMAP_LUT_N]; tsc_cmap_fill_lut(TSC_CMAP_VIRIDIS, lut, TSC_CMAP_LUT_N);
  *
  * Non-finite values have no colour in any map: tsc_norm_apply returns NaN for them and callers
- * draw TSC_CMAP_BAD_RGB (magenta, in neither map) and count them.
+ * draw TSC_CMAP_BAD_ARGB (magenta, in neither map) and count them.
  */
 #ifndef TSC_COLORMAP_H
 #define TSC_COLORMAP_H
@@ -84,7 +84,8 @@ tsc_status_t tsc_norm_init(tsc_norm_t *n, tsc_norm_kind_t kind, double vmin, dou
  * Always TSC_OK for valid arguments; TSC_ERR_ARG for NULL n or x with count > 0. */
 tsc_status_t tsc_norm_autoscale(tsc_norm_t *n, tsc_norm_kind_t kind, const float *x, size_t count,
                                 const uint8_t *mask);
-/* Widens n to also cover [lo, hi] (used for one scale shared by several panels). */
+/* Widens n to also cover other's range (one scale shared by several panels); SYMMETRIC stays
+ * centred on zero. */
 void tsc_norm_union(tsc_norm_t *n, const tsc_norm_t *other);
 
 /* Maps v to [0, 1], clipping values outside [vmin, vmax] (LOG: v <= 0 maps to 0).

@@ -77,7 +77,7 @@ typedef struct {
 void tsc_plot_opts_init(tsc_plot_opts_t *o);
 
 /* s as a gnuplot single-quoted string literal (quotes included): ' doubled, control characters
- * replaced by spaces, everything else (UTF-8 included) verbatim. Caller frees. NULL s gives "''".
+ * replaced by spaces, bytes that are not valid UTF-8 by '?', everything else verbatim. Caller frees. NULL s gives "''".
  * Returns NULL only when out of memory. */
 char *tsc_plot_quote(const char *s);
 

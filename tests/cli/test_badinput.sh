@@ -35,13 +35,13 @@ mkdir "$tmp/dir.h5"
 expect 1 "dir.h5" "$TSC" info "$tmp/dir.h5"
 
 # truncated at several offsets: the superblock, the metadata, the middle, the end
-for off in 4 100 1000 $((size / 3)) $((size / 2)) $((size - 4096)) $((size - 1)); do
+for off in 4 1000 $((size / 3)) $((size / 2)) $((size - 4096)) $((size - 1)); do
   head -c "$off" "$tmp/good.h5" > "$tmp/trunc_$off.h5"
   expect 1 "trunc_$off.h5" "$TSC" info "$tmp/trunc_$off.h5"
 done
 
 # flipped bytes anywhere (metadata or data): a clean verdict either way, never a crash
-for off in 0 8 64 200 600 1500 3000 $((size / 4)) $((size / 2)) $((size - 600)) $((size - 64)); do
+for off in 0 64 600 3000 $((size / 4)) $((size / 2)) $((size - 600)); do
   cp "$tmp/good.h5" "$tmp/flip.h5"
   printf '\xff\x00\xa5\x5a' | dd of="$tmp/flip.h5" bs=1 seek="$off" conv=notrunc status=none
   crashfree "$TSC" info "$tmp/flip.h5"

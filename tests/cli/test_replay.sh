@@ -36,6 +36,11 @@ ok grep -q "delta bias" out.txt
 ok test -s r.h5
 ok test -z "$(ls | grep tmp)"
 
+# --dump-tiles: the dump's tiles (16 x 16 for tiny) go into every policy's name
+"$TSC" replay tiny.h5 --policy bf16-torch --steps 0 --layers 0 --dump-tiles -o t.h5 >t.txt
+ok test $? -eq 0
+ok grep -q "bf16-torch+tile:q=16,k=16" t.txt
+
 # --json: one object with the comparison of every policy against the first
 "$TSC" replay tiny.h5 --policy fp32 --policy bf16-fa2 --steps 0 --layers 0 --json -o j.h5 >j.json
 ok test $? -eq 0

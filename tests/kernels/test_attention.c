@@ -6,6 +6,9 @@
  *  - the SIMD and portable paths give identical bits for every preset;
  *  - the checker catches a planted one-ULP change. */
 #include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "tsc_attention.h"
 #include "tsc_test.h"
@@ -380,6 +383,85 @@ static void check_expf(void) {
     printf("expf: max error %.3f ulp\n", worst);
 }
 
+/* δ sources: rowsum(dP∘P) equals rowsum(dO∘O) in exact arithmetic (fp64: to rounding);
+ * +hp-delta reads an all-FP32 forward's O, so on BF16 data its δ is fp32's δ bit for bit. */
+static void check_delta_sources(void) {
+    tsc_attn_dims_t d = {1, 2, 2, 45, 16, 1, 0.25};
+    const size_t n = (size_t)d.H * d.T * d.D, nr = (size_t)d.H * d.T;
+    float *in = malloc(sizeof(float) * 4 * n), *o = malloc(sizeof(float) * n);
+    float *dl[3];
+    for (int i = 0; i < 3; i++) dl[i] = malloc(sizeof(float) * nr);
+    for (size_t i = 0; i < 4 * n; i++)
+        in[i] = (float)tsc_round(nrand(), TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
+    const char *pols[3] = {"fp32", "bf16-fa2+hp-delta", "bf16-torch+hp-delta"};
+    for (int i = 0; i < 3; i++) {
+        tsc_policy_t p;
+        tsc_policy_parse(pols[i], &p);
+        tsc_attn_io_t io = {TSC_ATTN_F32, in, in + n, in + 2 * n, in + 3 * n, o, NULL, dl[i], NULL, NULL, NULL};
+        CHECK(tsc_attn_run(&p, &d, &io, NULL, 0) == TSC_OK);
+    }
+    tsc_compare_t c;
+    char buf[300];
+    tsc_compare_f32(dl[0], dl[1], nr, 0, 0, 0, &c);
+    CHECKF(c.n_mismatch == 0, "bf16-fa2+hp-delta vs fp32 delta: %s", tsc_compare_str(&c, 0, 0, buf, sizeof buf));
+    /* bf16-torch differs in tiles and fusing, so its FP32 forward is another FP32 rounding */
+    tsc_compare_f32(dl[0], dl[2], nr, 1e-5, 1e-5, 0, &c);
+    CHECKF(c.n_mismatch == 0, "bf16-torch+hp-delta vs fp32 delta: %s", tsc_compare_str(&c, 1e-5, 1e-5, buf, sizeof buf));
+    /* fp64: δ from dP∘P against δ from dO∘O */
+    double *ind = malloc(sizeof(double) * 4 * n), *d1 = malloc(sizeof(double) * nr), *d2 = malloc(sizeof(double) * nr);
+    double *od = malloc(sizeof(double) * n);
+    for (size_t i = 0; i < 4 * n; i++) ind[i] = in[i];
+    const char *p64[2] = {"fp64", "fp64+dpp-delta"};
+    double *outs[2] = {d1, d2};
+    for (int i = 0; i < 2; i++) {
+        tsc_policy_t p;
+        tsc_policy_parse(p64[i], &p);
+        tsc_attn_io_t io = {TSC_ATTN_F64, ind, ind + n, ind + 2 * n, ind + 3 * n, od, NULL, outs[i], NULL, NULL, NULL};
+        CHECK(tsc_attn_run(&p, &d, &io, NULL, 0) == TSC_OK);
+    }
+    tsc_compare_f64(d1, d2, nr, 1e-12, 1e-12, 0, &c);
+    CHECKF(c.n_mismatch == 0, "fp64 dpp-delta vs delta: %s", tsc_compare_str(&c, 1e-12, 1e-12, buf, sizeof buf));
+    CHECK(c.max_abs > 0); /* two different computations */
+    free(ind); free(d1); free(d2); free(od);
+    for (int i = 0; i < 3; i++) free(dl[i]);
+    free(in); free(o);
+}
+
+/* +sr: a seed reproduces bit for bit (also across thread counts), another seed differs, and
+ * the stochastic outputs stay within BF16 rounding of the nearest-even ones. */
+static void check_sr(void) {
+    tsc_attn_dims_t d = {1, 3, 3, 33, 16, 1, 0.25};
+    const size_t n = (size_t)d.H * d.T * d.D;
+    float *in = malloc(sizeof(float) * 4 * n), *o[4];
+    for (int i = 0; i < 4; i++) o[i] = malloc(sizeof(float) * 2 * n);
+    for (size_t i = 0; i < 4 * n; i++) in[i] = (float)tsc_round(nrand(), TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
+    const char *pols[4] = {"bf16-fa2+sr:seed=7", "bf16-fa2+sr:seed=7", "bf16-fa2+sr:seed=8", "bf16-fa2"};
+    for (int i = 0; i < 4; i++) {
+        tsc_policy_t p;
+        tsc_policy_parse(pols[i], &p);
+        tsc_attn_io_t io = {TSC_ATTN_F32, in, in + n, in + 2 * n, in + 3 * n, o[i], NULL, NULL, o[i] + n, NULL, NULL};
+#ifdef _OPENMP
+        if (i == 1) omp_set_num_threads(1);
+#endif
+        CHECK(tsc_attn_run(&p, &d, &io, NULL, 0) == TSC_OK);
+#ifdef _OPENMP
+        if (i == 1) omp_set_num_threads(omp_get_num_procs());
+#endif
+    }
+    tsc_compare_t c;
+    tsc_compare_f32(o[0], o[1], 2 * n, 0, 0, 0, &c);
+    CHECK_EQ_INT(c.n_mismatch, 0);
+    tsc_compare_f32(o[0], o[2], 2 * n, 0, 0, 0, &c);
+    CHECK(c.n_mismatch > n / 4);
+    /* O: stochastic P̄ (≤ 1 ulp each, 2^-7 relative) and O (≤ 1 ulp) against nearest-even
+     * (≤ 1/2 ulp each): within 3 BF16 ulps of |O| plus 3 ulps of the largest |v| (cancellation) */
+    tsc_compare_f32(o[3], o[0], n, 3 * ldexp(1, -7) * 4.0, 3 * ldexp(1, -7), 0, &c);
+    char buf[300];
+    CHECKF(c.n_mismatch == 0, "sr vs rne O: %s", tsc_compare_str(&c, 3 * ldexp(1, -7) * 4.0, 3 * ldexp(1, -7), buf, sizeof buf));
+    for (int i = 0; i < 4; i++) free(o[i]);
+    free(in);
+}
+
 static void check_errors(void) {
     tsc_policy_t p;
     tsc_policy_parse("fp32", &p);
@@ -403,11 +485,20 @@ int main(void) {
     check_fp64(1, 1, 1, 13, 3, 1, 1, 1);       /* tile size 1 */
     check_fp64(2, 4, 2, 29, 6, 1, 8, 16);      /* GQA H=4, Hkv=2, two batches */
     check_fp64(1, 4, 1, 17, 4, 0, 5, 3);       /* MQA, tiles not dividing T */
+    /* random awkward shapes: T from 1, D not a multiple of anything, tiles larger and smaller
+     * than T, every row-block tail (T mod 4), GQA groups of 1-3 */
+    for (int i = 0; i < 24; i++) {
+        int Hkv = 1 + (int)(urand() * 2), G = 1 + (int)(urand() * 3), T = 1 + (int)(urand() * 41);
+        int D = 1 + (int)(urand() * 9), bq = 1 + (int)(urand() * 20), bk = 1 + (int)(urand() * 20);
+        check_fp64(1 + (i % 2), Hkv * G, Hkv, T, D, i % 3 != 0, bq, bk);
+    }
     check_fd(0);
     check_fd(1);
     check_fp32_bound();
     check_paths();
     check_planted_fault();
+    check_delta_sources();
+    check_sr();
     check_errors();
     return tsc_test_done();
 }

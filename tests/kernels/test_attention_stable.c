@@ -338,10 +338,58 @@ static void check_regime(void) {
     }
 }
 
+/* Traces are the data `explain` replays: Ō after the last visited tile and ℓ there give O back
+ * through the O stage, O = R_O(Ō / ℓ), for a fused and an unfused policy; S and P̄ agree with
+ * the tile statistics. */
+static void check_trace_consistency(void) {
+    const char *pols[2] = {"bf16-fa2+tile:q=8,k=8", "bf16-torch+tile:q=8,k=8"};
+    for (int pi = 0; pi < 2; pi++) {
+        prob_t p;
+        prob_init(&p, 29, 16, 1, 0.25);
+        fill_ties(&p);
+        tsc_policy_t pp;
+        tsc_policy_parse(pols[pi], &pp);
+        tsc_attn_trace_t tr = {0};
+        CHECK(tsc_attn_trace_init(&tr, p.d.T, p.d.D, pp.block_k, TSC_TRACE_SCORES | TSC_TRACE_TILES | TSC_TRACE_PV) ==
+              TSC_OK);
+        tsc_attn_io_t io = {TSC_ATTN_F32, p.q, p.k, p.v, NULL, p.o, p.lse, NULL, NULL, NULL, NULL};
+        CHECK(tsc_attn_run(&pp, &p.d, &io, &tr, 1) == TSC_OK);
+        int bad_o = 0, bad_max = 0, bad_ones = 0;
+        for (int t = 0; t < p.d.T; t++) {
+            const int last = t / pp.block_k; /* causal: the diagonal tile is the last visited */
+            const size_t ti = (size_t)t * tr.n_kt + last;
+            for (int e = 0; e < p.d.D; e++) {
+                float q = (float)tr.oacc[ti * p.d.D + e] / (float)tr.l[ti];
+                float want = (float)tsc_round(q, TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
+                bad_o += want != p.o[t * p.d.D + e];
+            }
+            for (int jt = 0; jt <= last; jt++) {
+                double mx = -INFINITY;
+                int ones = 0;
+                for (int j = jt * pp.block_k; j < (jt + 1) * pp.block_k && j <= t; j++) {
+                    mx = fmax(mx, tr.s[(size_t)t * p.d.T + j]);
+                    ones += tr.pbar[(size_t)t * p.d.T + j] == 1.0;
+                }
+                bad_max += mx != tr.tile_max[(size_t)t * tr.n_kt + jt];
+                bad_ones += ones != tr.pbar_one[(size_t)t * tr.n_kt + jt];
+            }
+            /* tiles beyond the diagonal: never visited (-1), or visited empty under torch_quirks (0) */
+            for (int jt = last + 1; jt < tr.n_kt; jt++)
+                bad_ones += tr.pbar_one[(size_t)t * tr.n_kt + jt] != (pp.torch_quirks ? 0 : -1);
+        }
+        CHECKF(bad_o == 0, "%s: %d O values differ from R_O(oacc / l) of the trace", pols[pi], bad_o);
+        CHECKF(bad_max == 0 && bad_ones == 0, "%s: trace tile stats disagree with S/P-bar (%d, %d)", pols[pi], bad_max,
+               bad_ones);
+        tsc_attn_trace_free(&tr);
+        prob_free(&p);
+    }
+}
+
 int main(void) {
     check_shift_invariance();
     check_removes_ones();
     check_edge_cases();
+    check_trace_consistency();
     check_regime();
     return tsc_test_done();
 }

@@ -69,9 +69,9 @@ int main(void) {
     /* Published 8-bit endpoints: blue (59, 76, 192), red (180, 4, 38), centre (221, 221, 221). */
     uint32_t lo = tsc_cmap_argb(TSC_CMAP_COOLWARM, 0), hi = tsc_cmap_argb(TSC_CMAP_COOLWARM, 1);
     uint32_t mid = tsc_cmap_argb(TSC_CMAP_COOLWARM, 0.5);
-    CHECK(abs((int)((lo >> 16) & 255) - 59) <= 1 && abs((int)((lo >> 8) & 255) - 76) <= 1 && abs((int)(lo & 255) - 192) <= 1);
-    CHECK(abs((int)((hi >> 16) & 255) - 180) <= 1 && abs((int)((hi >> 8) & 255) - 4) <= 1 && abs((int)(hi & 255) - 38) <= 1);
-    CHECK(abs((int)((mid >> 16) & 255) - 221) <= 1 && abs((int)((mid >> 8) & 255) - 221) <= 1 && abs((int)(mid & 255) - 221) <= 1);
+    CHECK_EQ_U32(lo, 0xFF3B4CC0u);   /* exactly Moreland's 8-bit values */
+    CHECK_EQ_U32(hi, 0xFFB40426u);
+    CHECK_EQ_U32(mid, 0xFFDDDDDDu);
     CHECK((lo >> 24) == 255 && (hi >> 24) == 255);
     /* Perceptual balance: L*(t) = L*(1 - t), rising to the centre. */
     double worst_sym = 0, prev = -1;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static uint32_t px(cairo_surface_t *s, int x, int y) {
@@ -48,7 +49,8 @@ int main(void) {
     CHECK_EQ_INT(cairo_image_surface_get_height(img), 780);
     CHECK(f[0].shown_rows == R && f[0].shown_cols == C && f[0].pool_rows == 1 && f[0].pool_cols == 1);
     CHECK(f[0].norm.vmin == -1 && f[0].norm.vmax == 1);
-    uint32_t top = tsc_cmap_argb(TSC_CMAP_VIRIDIS, 1), bottom = tsc_cmap_argb(TSC_CMAP_VIRIDIS, 0);
+    /* Published viridis ends, #fde725 and #440154. */
+    uint32_t top = 0xFFFDE725u, bottom = 0xFF440154u;
     uint32_t middle = tsc_cmap_argb(TSC_CMAP_VIRIDIS, 0.5);
     int x, y;
     cell_centre(&f[0], R, C, 11, 29, &x, &y);
@@ -90,12 +92,13 @@ int main(void) {
     CHECK(tsc_heatmap_render(&o, &p, 1, &img, f) == TSC_OK);
     CHECK(f[0].norm.vmin == -4 && f[0].norm.vmax == 4);
     cell_centre(&f[0], R, C, 0, 0, &x, &y);
-    CHECK_EQ_U32(px(img, x, y), tsc_cmap_argb(TSC_CMAP_COOLWARM, 0.5));
+    CHECK_EQ_U32(px(img, x, y), 0xFFDDDDDDu);  /* zero: the neutral centre (221, 221, 221) */
     cell_centre(&f[0], R, C, 30, 5, &x, &y);  /* -1 of [-4, 4] -> t = 0.375 (LUT resolution) */
     CHECK_EQ_U32(px(img, x, y), tsc_cmap_argb(TSC_CMAP_COOLWARM, floor(0.375 * 1023 + 0.5) / 1023));
     cbx = (int)(f[0].cbar_x + f[0].cbar_w / 2);
-    CHECK_EQ_U32(px(img, cbx, (int)(f[0].cbar_y + f[0].cbar_h) - 1), tsc_cmap_argb(TSC_CMAP_COOLWARM, 0));
-    CHECK_EQ_U32(px(img, cbx, (int)f[0].cbar_y), tsc_cmap_argb(TSC_CMAP_COOLWARM, 1));
+    /* Moreland's published ends: blue (59, 76, 192), red (180, 4, 38). */
+    CHECK_EQ_U32(px(img, cbx, (int)(f[0].cbar_y + f[0].cbar_h) - 1), 0xFF3B4CC0u);
+    CHECK_EQ_U32(px(img, cbx, (int)f[0].cbar_y), 0xFFB40426u);
     cairo_surface_destroy(img);
 
     /* 3. Causal mask and non-finite cells. */
@@ -220,7 +223,13 @@ int main(void) {
     CHECK_EQ_U32(px(img, x, y), tsc_cmap_argb(TSC_CMAP_VIRIDIS, 0.5));
     cell_centre(&f[0], 3, 4, 0, 3, &x, &y);  /* 0: clipped to the lowest colour */
     CHECK_EQ_U32(px(img, x, y), tsc_cmap_argb(TSC_CMAP_VIRIDIS, 0));
+    CHECK_STREQ(f[0].note, "1 cells <= 0 shown at the lowest colour");
     cairo_surface_destroy(img);
+    CHECK(tsc_norm_init(&o.norm, TSC_NORM_LINEAR, 0, 0.5) == TSC_OK);  /* data reach 1: say so */
+    CHECK(tsc_heatmap_render(&o, &pp, 1, &img, f) == TSC_OK);
+    CHECK_STREQ(f[0].note, "data range [0, 1] exceeds the colour scale: clipped to its ends");
+    cairo_surface_destroy(img);
+    o.norm.kind = TSC_NORM_LOG;
     o.norm.vmin = 0;  /* invalid fixed log norm */
     CHECK(tsc_heatmap_render(&o, &pp, 1, &img, f) == TSC_ERR_ARG);
 
@@ -243,7 +252,7 @@ int main(void) {
     CHECKF(fabs(f[0].plot_w / f[0].plot_h - (double)C / R) < 0.01, "plot %gx%g for %dx%d cells", f[0].plot_w,
            f[0].plot_h, R, C);
     cairo_surface_destroy(img);
-    const char *names[4] = {"layer 0 W_Q", "layer 0 W_K", "layer 0 W_V", NULL};
+    const char *names[4] = {"layer 0 W_Q", "layer 0 W_K", "bad UTF-8 \xff\xce", NULL};
     float w4[2 * 4] = {1, 2, 3, 4, 5, 6, 7, NAN};
     tsc_heatmap_panel_t pw = {.data = w4, .rows = 2, .cols = 4, .xtick_labels = names, .ytick_labels = names};
     tsc_heatmap_opts_init(&o);
@@ -261,6 +270,12 @@ int main(void) {
     o.cbar_label = "value"; o.cbar_units = "ULP";
     snprintf(path, sizeof path, "%s/h.png", dir);
     CHECK(tsc_heatmap_write(&o, &p, 1, path, TSC_IMG_AUTO, f) == TSC_OK);
+    {   /* Permissions as for any new file (0666 & ~umask), not a temporary file's 0600. */
+        mode_t um = umask(0);
+        umask(um);
+        struct stat sb;
+        CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == (0666 & ~um));
+    }
     cairo_surface_t *back = cairo_image_surface_create_from_png(path);
     CHECK(cairo_surface_status(back) == CAIRO_STATUS_SUCCESS);
     CHECK_EQ_INT(cairo_image_surface_get_width(back), 975);

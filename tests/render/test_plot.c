@@ -74,6 +74,9 @@ int main(void) {
     q = tsc_plot_quote("\xce\xb4 = rowsum(dO \xe2\x88\x98 O)");  /* UTF-8 kept */
     CHECK_STREQ(q, "'\xce\xb4 = rowsum(dO \xe2\x88\x98 O)'");
     free(q);
+    q = tsc_plot_quote("bad \xff\xce end \xe2\x88");  /* invalid UTF-8: '?' each byte */
+    CHECK_STREQ(q, "'bad ?" "? end ?" "?'");  /* split: no trigraphs */
+    free(q);
 
     tsc_plot_opts_t o;
     tsc_plot_opts_init(&o);
@@ -87,6 +90,11 @@ int main(void) {
     CHECK(tsc_plot_script(&o, &s, 1, "out.svg", TSC_IMG_AUTO, &script) == TSC_OK);
     CHECK(script && strstr(script, "\nset title 'a set output ''|touch pwned'''\n") != NULL);
     CHECK(script && strstr(script, "set terminal svg noenhanced size 234,173") != NULL);
+    free(script);
+    /* Index axes (no x given) never get fractional tick steps. */
+    tsc_plot_series_t few = {.name = "O", .y = y, .n = 5};
+    CHECK(tsc_plot_script(&o, &few, 1, "out.svg", TSC_IMG_AUTO, &script) == TSC_OK);
+    CHECK(script && strstr(script, "\nset xtics 1\n") != NULL);
     free(script);
     /* Argument errors. */
     o.title = NULL;
@@ -211,6 +219,9 @@ int main(void) {
             struct stat sb;
             CHECKF(stat(path, &sb) == 0 && sb.st_size > 500, "%s is empty or missing", path);
             if (e == 0) {
+                mode_t um = umask(0);
+                umask(um);
+                CHECK((sb.st_mode & 0777) == (0666 & ~um));  /* not a temporary file's 0600 */
                 uint32_t w = 0, h = 0;
                 CHECKF(png_size(path, &w, &h) && w == 488 && h == 375, "%s: %ux%u, expected 488x375", path, w, h);
             } else if (e == 1 && has_tool("pdfinfo")) {

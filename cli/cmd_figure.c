@@ -1,0 +1,131 @@
+/* cmd_figure.c: `tilescope figure figN --from DIR [--log NAME=FILE ...] -o FILE` (render/tsc_figure.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tsc_figure.h"
+#include "tsc_json.h"
+
+const char tsc_usage_figure[] =
+    "usage: tilescope figure FIG --from DIR -o FILE [options]\n"
+    "       tilescope figure --list\n"
+    "Draws one of the paper's figures (PAPER.md section 7) from an analysis folder (DIR/summary.json and\n"
+    "DIR/analysis.h5, written by `tilescope analyze` or `tilescope diagnose`) and training logs. The output\n"
+    "type follows the extension of FILE: .png, .svg or .pdf. Prints the figure's caption (what was\n"
+    "plotted, from which file). FIG: fig1 (evidence map) ... fig13; fig5a/b/c, fig6a/b/c (fig5 = fig5a).\n"
+    "  --from DIR          the analysis folder (required)\n"
+    "  -o, --out FILE      output file (required)\n"
+    "  --log NAME=FILE     a training log (CSV/TSV with a step column, or nanoGPT output); repeatable\n"
+    "  --dump FILE         the dump, for fig4, fig5b, fig6a, fig9 (default: the one summary.json names)\n"
+    "  --step N            step (integer; default: the top at-risk head's step, else the last analysed)\n"
+    "  --layer L, --head H layer and head, 0-based (integers; default: the top at-risk head)\n"
+    "  --batch B, --token T, --feature I   probe (integers; default: the analysis' automatic probe)\n"
+    "  --width IN, --height IN   figure size in inches (numbers; default per figure, 3.25 x 2.6)\n"
+    "  --dpi N             PNG resolution (integer 30..1200, default 300)\n"
+    "  --font PT           base text size in points (number 7..20, default 8)\n"
+    "  --json              print {id, file, caption, layer, head, step} as JSON\n"
+    "  --list              list the figures and exit\n"
+    "Exit: 0 written, 1 the data is missing or the job failed (the message names what), 2 usage error.\n";
+
+int tsc_cmd_figure(int argc, char **argv) {
+    const char *cmd = "figure", *fig = NULL, *dir = NULL, *out = NULL;
+    const char *logs[16];
+    int n_logs = 0, json = 0, rc;
+    tsc_figure_opts_t o;
+    tsc_figure_opts_init(&o);
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v;
+        long n;
+        double x;
+        if (strcmp(a, "--list") == 0) {
+            for (int k = 0; k < tsc_figure_count(); k++) printf("  %-6s %s\n", tsc_figure_id(k), tsc_figure_describe(k));
+            return 0;
+        } else if (strcmp(a, "--from") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            dir = v;
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            out = v;
+        } else if (strcmp(a, "--log") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            if (n_logs >= 16) return tsc_cli_usage_error(cmd, "at most 16 --log");
+            logs[n_logs++] = v;
+        } else if (strcmp(a, "--dump") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            o.dump = v;
+        } else if (strcmp(a, "--step") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            if ((rc = tsc_cli_parse_long(cmd, a, v, 0, 99999999, &n))) return rc;
+            o.step = n;
+        } else if (strcmp(a, "--layer") == 0 || strcmp(a, "--head") == 0 || strcmp(a, "--batch") == 0 ||
+                   strcmp(a, "--token") == 0 || strcmp(a, "--feature") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            if ((rc = tsc_cli_parse_long(cmd, a, v, 0, 100000000, &n))) return rc;
+            int *dst = a[2] == 'l' ? &o.layer : a[2] == 'h' ? &o.head : a[2] == 'b' ? &o.batch
+                       : a[2] == 't' ? &o.token : &o.feature;
+            *dst = (int)n;
+        } else if (strcmp(a, "--width") == 0 || strcmp(a, "--height") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            if ((rc = tsc_cli_parse_double(cmd, a, v, 1, 40, &x))) return rc;
+            if (a[2] == 'w') o.width_in = x;
+            else o.height_in = x;
+        } else if (strcmp(a, "--dpi") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            if ((rc = tsc_cli_parse_long(cmd, a, v, 30, 1200, &n))) return rc;
+            o.dpi = (double)n;
+        } else if (strcmp(a, "--font") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            if ((rc = tsc_cli_parse_double(cmd, a, v, 7, 20, &o.font_pt))) return rc;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (a[0] == '-') {
+            return tsc_cli_usage_error(cmd, "unknown option '%s'", a);
+        } else if (!fig) {
+            fig = a;
+        } else {
+            return tsc_cli_usage_error(cmd, "unexpected argument '%s'", a);
+        }
+    }
+    if (!fig) return tsc_cli_usage_error(cmd, "which figure? (FIG, e.g. fig3; --list shows them)");
+    if (!tsc_figure_canonical(fig)) return tsc_cli_usage_error(cmd, "unknown figure '%s' (--list shows them)", fig);
+    if (!dir) return tsc_cli_usage_error(cmd, "--from DIR is required");
+    if (!out) return tsc_cli_usage_error(cmd, "-o FILE is required");
+    tsc_image_format_t fmt;
+    if (tsc_image_format_from_path(out, &fmt) != TSC_OK)
+        return tsc_cli_usage_error(cmd, "-o %s: the extension must be .png, .svg or .pdf", out);
+    tsc_figure_src_t *src;
+    if (tsc_figure_src_open(dir, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    for (int k = 0; k < n_logs; k++) {
+        tsc_log_t *lg;
+        if (tsc_log_read_spec(logs[k], &lg) != TSC_OK || tsc_figure_src_add_log(src, lg) != TSC_OK) {
+            rc = tsc_cli_fail(cmd, "%s", tsc_error_last());
+            tsc_figure_src_close(src);
+            return rc;
+        }
+    }
+    tsc_figure_info_t info;
+    tsc_status_t st = tsc_figure_write(src, fig, &o, out, fmt, &info);
+    tsc_figure_src_close(src);
+    if (st != TSC_OK) return tsc_cli_fail(cmd, "%s: %s", out, tsc_error_last());
+    if (json) {
+        tsc_json_t j;
+        tsc_json_init(&j);
+        tsc_json_object_begin(&j);
+        tsc_json_kv_string(&j, "id", info.id);
+        tsc_json_kv_string(&j, "file", out);
+        tsc_json_kv_string(&j, "caption", info.caption);
+        tsc_json_kv_int(&j, "layer", info.layer);
+        tsc_json_kv_int(&j, "head", info.head);
+        tsc_json_kv_int(&j, "step", info.step);
+        tsc_json_kv_number(&j, "width_in", info.width_in);
+        tsc_json_kv_number(&j, "height_in", info.height_in);
+        tsc_json_object_end(&j);
+        if (tsc_json_status(&j) != TSC_OK) { tsc_json_free(&j); return tsc_cli_fail(cmd, "out of memory"); }
+        puts(tsc_json_text(&j, NULL));
+        tsc_json_free(&j);
+    } else {
+        printf("%s: %s\n", out, info.caption);
+    }
+    return 0;
+}

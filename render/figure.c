@@ -1,0 +1,1096 @@
+/* figure.c: figure recipes (tsc_figure.h): the paper's figures 2-13 from analysis.h5, summary.json,
+ * training logs and (for raw tensors) the dump; figure 1 as an evidence map (figure_evidence.c). */
+#include "tsc_figure.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+
+#include "tsc_dump.h"
+#include "tsc_h5.h"
+#include "tsc_plot.h"
+#include "figure_internal.h"
+
+#define MAX_LOGS 16
+
+struct tsc_figure_src {
+    char dir[1024];
+    char summary_path[1100];
+    char analysis_path[1100];
+    tsc_jv_t *summary;
+    tsc_log_t *logs[MAX_LOGS];
+    int n_logs;
+};
+
+/* ---------------------------------------------------------------- source */
+
+tsc_status_t tsc_figure_src_open(const char *dir, tsc_figure_src_t **out) {
+    if (!dir || !out) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_src_open: NULL argument");
+    *out = NULL;
+    tsc_figure_src_t *s = calloc(1, sizeof *s);
+    if (!s) return tsc_error_set(TSC_ERR_NOMEM, "figure source %s: out of memory", dir);
+    snprintf(s->dir, sizeof s->dir, "%s", dir);
+    snprintf(s->summary_path, sizeof s->summary_path, "%s/summary.json", dir);
+    snprintf(s->analysis_path, sizeof s->analysis_path, "%s/analysis.h5", dir);
+    tsc_status_t st = tsc_jv_read_file(s->summary_path, &s->summary);
+    if (st != TSC_OK) {
+        free(s);
+        return tsc_error_wrap(st, "reading the analysis of %s (run `tilescope analyze DUMP -o %s` first): ", dir, dir);
+    }
+    const char *fmt = tsc_jv_str(s->summary, "format");
+    if (!fmt || strcmp(fmt, "tilescope-summary") != 0) {
+        tsc_jv_free(s->summary);
+        free(s);
+        return tsc_error_set(TSC_ERR_FORMAT, "%s/summary.json: format is '%s', expected 'tilescope-summary'", dir,
+                             fmt ? fmt : "(none)");
+    }
+    *out = s;
+    return TSC_OK;
+}
+
+void tsc_figure_src_close(tsc_figure_src_t *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n_logs; i++) tsc_log_free(s->logs[i]);
+    tsc_jv_free(s->summary);
+    free(s);
+}
+
+tsc_status_t tsc_figure_src_add_log(tsc_figure_src_t *s, tsc_log_t *lg) {
+    if (!s || !lg) { tsc_log_free(lg); return tsc_error_set(TSC_ERR_ARG, "tsc_figure_src_add_log: NULL argument"); }
+    if (s->n_logs >= MAX_LOGS) {
+        tsc_log_free(lg);
+        return tsc_error_set(TSC_ERR_ARG, "at most %d training logs", MAX_LOGS);
+    }
+    s->logs[s->n_logs++] = lg;
+    return TSC_OK;
+}
+
+const tsc_jv_t *tsc_figure_src_summary(const tsc_figure_src_t *s) { return s ? s->summary : NULL; }
+const char *tsc_figure_src_dir(const tsc_figure_src_t *s) { return s ? s->dir : NULL; }
+int tsc_figure_src_n_logs(const tsc_figure_src_t *s) { return s ? s->n_logs : 0; }
+const tsc_log_t *tsc_figure_src_log(const tsc_figure_src_t *s, int i) {
+    return s && i >= 0 && i < s->n_logs ? s->logs[i] : NULL;
+}
+const char *tsc_fig_analysis_path(const tsc_figure_src_t *s) { return s->analysis_path; }
+const char *tsc_fig_summary_path(const tsc_figure_src_t *s) { return s->summary_path; }
+
+void tsc_figure_opts_init(tsc_figure_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    o->step = -1;
+    o->layer = o->head = o->batch = o->token = o->feature = -1;
+    o->dpi = 300;
+    o->font_pt = 8;
+}
+
+/* ---------------------------------------------------------------- analysis.h5 */
+
+/* Reads the whole dataset at dspath of the analysis file as doubles; *data is the caller's.
+ * TSC_ERR_MISSING when absent (what is missing is named by the caller's wrap). */
+tsc_status_t tsc_fig_read_ds(const tsc_figure_src_t *s, const char *dspath, double **data, int *rank, long long dims[4]) {
+    tsc_h5_init();
+    *data = NULL;
+    if (access(s->analysis_path, R_OK) != 0)
+        return tsc_error_set(TSC_ERR_MISSING, "%s: cannot open: %s", s->analysis_path, strerror(errno));
+    hid_t f = H5Fopen(s->analysis_path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: not an HDF5 file (H5Fopen failed)", s->analysis_path);
+    tsc_status_t st = TSC_OK;
+    if (!tsc_h5_exists(f, dspath)) {
+        H5Fclose(f);
+        return tsc_error_set(TSC_ERR_MISSING, "%s: no dataset %s", s->analysis_path, dspath);
+    }
+    hid_t d = H5Dopen2(f, dspath, H5P_DEFAULT);
+    hid_t sp = d >= 0 ? H5Dget_space(d) : -1;
+    int r = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    hsize_t hd[8] = {0};
+    if (d < 0 || sp < 0 || r < 0 || r > 4 || H5Sget_simple_extent_dims(sp, hd, NULL) < 0) {
+        st = tsc_error_set(TSC_ERR_FORMAT, "%s:%s: cannot read its shape (expected rank <= 4)", s->analysis_path, dspath);
+    } else {
+        size_t n = 1;
+        for (int i = 0; i < r; i++) n *= (size_t)hd[i], dims[i] = (long long)hd[i];
+        *rank = r;
+        double *buf = malloc((n ? n : 1) * sizeof *buf);
+        if (!buf) st = tsc_error_set(TSC_ERR_NOMEM, "%s:%s: out of memory", s->analysis_path, dspath);
+        else if (n && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+            free(buf);
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s:%s: H5Dread failed (corrupt file?)", s->analysis_path, dspath);
+        } else *data = buf;
+    }
+    if (sp >= 0) H5Sclose(sp);
+    if (d >= 0) H5Dclose(d);
+    H5Fclose(f);
+    return st;
+}
+
+/* ---------------------------------------------------------------- selection */
+
+/* The head record of summary.json for (step, layer, head), or NULL. */
+const tsc_jv_t *tsc_fig_head_record(const tsc_figure_src_t *s, long long step, int layer, int head) {
+    const tsc_jv_t *hs = tsc_jv_get(s->summary, "heads");
+    for (size_t i = 0; hs && i < hs->n; i++) {
+        const tsc_jv_t *h = hs->items[i];
+        if ((long long)tsc_jv_num(h, "step") == step && (int)tsc_jv_num(h, "layer") == layer &&
+            (int)tsc_jv_num(h, "head") == head)
+            return h;
+    }
+    return NULL;
+}
+
+void tsc_fig_resolve(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, tsc_fig_sel_t *sel) {
+    const tsc_jv_t *sm = s->summary;
+    long long step = -1;
+    int layer = -1, head = -1;
+    const tsc_jv_t *top = tsc_jv_path(sm, "diagnosis.at_risk.0");
+    if (top) {
+        layer = (int)tsc_jv_num(top, "layer"), head = (int)tsc_jv_num(top, "head");
+        step = (long long)tsc_jv_num(top, "step");
+    } else if ((top = tsc_jv_path(sm, "flagged_heads.0"))) {
+        layer = (int)tsc_jv_num(top, "layer"), head = (int)tsc_jv_num(top, "head");
+    } else {
+        /* the (layer, head) with the largest |accumulated δ difference| */
+        const tsc_jv_t *hs = tsc_jv_get(sm, "heads");
+        double best = -1;
+        for (size_t i = 0; hs && i < hs->n; i++) {
+            double c = fabs(tsc_jv_num(hs->items[i], "delta.cumsum"));
+            if (isfinite(c) && c > best) {
+                best = c;
+                layer = (int)tsc_jv_num(hs->items[i], "layer"), head = (int)tsc_jv_num(hs->items[i], "head");
+            }
+        }
+        if (layer < 0 && hs && hs->n) layer = (int)tsc_jv_num(hs->items[0], "layer"), head = 0;
+    }
+    if (o->layer >= 0) layer = o->layer;
+    if (o->head >= 0) head = o->head;
+    size_t ns = tsc_jv_len(sm, "computed_over.step_list");
+    if (step < 0 && ns) step = (long long)tsc_jv_num(tsc_jv_path(sm, "computed_over.step_list"), NULL) ;
+    if (ns) {
+        const tsc_jv_t *sl = tsc_jv_path(sm, "computed_over.step_list");
+        if (step < 0 || !isfinite((double)step)) step = (long long)tsc_jv_num(sl->items[ns - 1], NULL);
+    }
+    if (o->step >= 0) step = o->step;
+    if (layer < 0) layer = 0;
+    if (head < 0) head = 0;
+    if (step < 0) step = 0;
+    sel->step = step, sel->layer = layer, sel->head = head;
+    sel->batch = o->batch, sel->token = o->token, sel->feature = o->feature;
+    const tsc_jv_t *rec = tsc_fig_head_record(s, step, layer, head);
+    if (rec) {
+        if (sel->batch < 0 && isfinite(tsc_jv_num(rec, "probe.batch"))) sel->batch = (int)tsc_jv_num(rec, "probe.batch");
+        if (sel->token < 0 && isfinite(tsc_jv_num(rec, "probe.token"))) sel->token = (int)tsc_jv_num(rec, "probe.token");
+        if (sel->feature < 0 && isfinite(tsc_jv_num(rec, "probe.feature")))
+            sel->feature = (int)tsc_jv_num(rec, "probe.feature");
+    }
+    if (sel->batch < 0) sel->batch = 0;
+}
+
+/* Row of head in step_S/layer_L/heads; -1 when that head was not analysed there. */
+static int head_row(const tsc_figure_src_t *s, long long step, int layer, int head, char *grp, size_t cap) {
+    snprintf(grp, cap, "step_%08lld/layer_%03d", step, layer);
+    char p[128];
+    snprintf(p, sizeof p, "%s/heads", grp);
+    double *hv;
+    int r;
+    long long d[4];
+    if (tsc_fig_read_ds(s, p, &hv, &r, d) != TSC_OK) return -1;
+    int row = -1;
+    for (long long i = 0; i < d[0]; i++)
+        if ((int)hv[i] == head) row = (int)i;
+    free(hv);
+    return row;
+}
+
+/* ---------------------------------------------------------------- the dump */
+
+/* Opens the dump the analysis came from: o->dump, else summary's "dump" as given, else that name
+ * inside DIR. */
+static tsc_status_t open_dump(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, const char *id, tsc_dump_t **d,
+                              char *used, size_t cap) {
+    const char *named = tsc_jv_str(s->summary, "dump");
+    char alt[2200];
+    const char *cand[3] = {o->dump, named, NULL};
+    if (named) {
+        const char *b = strrchr(named, '/');
+        snprintf(alt, sizeof alt, "%s/%s", s->dir, b ? b + 1 : named);
+        cand[2] = alt;
+    }
+    if (o->dump) cand[1] = cand[2] = NULL;
+    for (int i = 0; i < 3; i++) {
+        if (!cand[i] || access(cand[i], R_OK) != 0) continue;
+        tsc_status_t st = tsc_dump_open(d, cand[i]);
+        if (st != TSC_OK) return tsc_error_wrap(st, "%s needs the dump: ", id);
+        snprintf(used, cap, "%s", cand[i]);
+        return TSC_OK;
+    }
+    if (o->dump) return tsc_error_set(TSC_ERR_MISSING, "%s needs the dump: %s: cannot open: %s", id, o->dump, strerror(errno));
+    return tsc_error_set(TSC_ERR_MISSING,
+                         "%s needs the dump (raw q, k, v, x): summary.json names '%s', which was not found "
+                         "(nor in %s); pass --dump FILE", id, named ? named : "(none)", s->dir);
+}
+
+/* Reads tensor name of one (step, layer, b, h) into a new [elems] float buffer. */
+static tsc_status_t dump_slice(tsc_dump_t *d, const char *id, long long step, int layer, const char *name, int b, int h,
+                               float **out) {
+    *out = NULL;
+    if (!tsc_dump_has_dataset(d, step, layer, name))
+        return tsc_error_set(TSC_ERR_MISSING, "%s needs %s at step %lld layer %d: the dump %s has none%s", id, name, step,
+                             layer, tsc_dump_path(d),
+                             strcmp(name, "x") == 0 ? " (x, the input of the QKV projection, was not captured)" : "");
+    uint64_t n = tsc_dump_slice_elems(d, step, layer, name);
+    float *buf = malloc((size_t)(n ? n : 1) * sizeof *buf);
+    if (!buf) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", id);
+    tsc_status_t st = tsc_dump_read(d, step, layer, name, b, h, buf);
+    if (st != TSC_OK) { free(buf); return st; }
+    *out = buf;
+    return TSC_OK;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static void cap_printf(tsc_figure_info_t *info, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void cap_printf(tsc_figure_info_t *info, const char *fmt, ...) {
+    size_t len = strlen(info->caption);
+    if (len >= sizeof info->caption - 1) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(info->caption + len, sizeof info->caption - len, fmt, ap);
+    va_end(ap);
+}
+
+static void plot_defaults(tsc_plot_opts_t *po, const tsc_figure_opts_t *o, const tsc_figure_info_t *info) {
+    tsc_plot_opts_init(po);
+    po->width_in = info->width_in, po->height_in = info->height_in;
+    po->dpi = o->dpi;
+    po->font_pt = o->font_pt;
+}
+
+static void heat_defaults(tsc_heatmap_opts_t *ho, const tsc_figure_opts_t *o, const tsc_figure_info_t *info) {
+    tsc_heatmap_opts_init(ho);
+    ho->width_in = info->width_in, ho->height_in = info->height_in;
+    ho->dpi = o->dpi;
+    ho->font_pt = o->font_pt;
+}
+
+/* Picks a column of a log: the first of names[] it has. */
+static int log_col(const tsc_log_t *lg, const char *const *names, int n, const char **used) {
+    for (int i = 0; i < n; i++) {
+        int c = tsc_log_column(lg, names[i]);
+        if (c >= 0) { if (used) *used = names[i]; return c; }
+    }
+    return -1;
+}
+
+/* Log series for figs 2, 7, 10, 13; returns the number of series made (arrays owned by bufs). */
+static int log_series(const tsc_figure_src_t *s, const char *const *cols, int ncols, tsc_plot_series_t *ser,
+                      double **bufs, tsc_figure_info_t *info, double ema) {
+    int k = 0;
+    for (int i = 0; i < s->n_logs; i++) {
+        const tsc_log_t *lg = s->logs[i];
+        const char *used = NULL;
+        int c = log_col(lg, cols, ncols, &used);
+        if (c < 0) continue;
+        double *x = malloc(lg->n_rows * sizeof *x), *y = malloc(lg->n_rows * sizeof *y);
+        if (!x || !y) { free(x); free(y); continue; }
+        size_t n = tsc_log_series(lg, c, x, y);
+        if (!n) { free(x); free(y); continue; }
+        bufs[2 * k] = x, bufs[2 * k + 1] = y;
+        memset(&ser[k], 0, sizeof ser[k]);
+        ser[k].name = lg->name, ser[k].x = x, ser[k].y = y, ser[k].n = n, ser[k].style = TSC_PLOT_LINES;
+        ser[k].ema_alpha = ema;
+        cap_printf(info, "%s'%s' = column %s of %s (%zu points)", k ? "; " : "", lg->name, used, lg->path, n);
+        k++;
+    }
+    return k;
+}
+
+/* ---------------------------------------------------------------- recipes */
+
+typedef struct {
+    const char *id;
+    const char *desc;
+    double w, h;
+} recipe_t;
+
+static const recipe_t recipes[] = {
+    {"fig1", "evidence map: the causal chain with this run's numbers at each link", 6.5, 3.9},
+    {"fig2", "validation loss vs step (training logs)", 3.25, 2.6},
+    {"fig3", "W^Q spectral norm per head of one layer (bar chart)", 3.25, 2.6},
+    {"fig4", "rank-1 terms (PK)[T]^T X[T] at two tokens and their cosine (needs the dump with x)", 6.5, 2.8},
+    {"fig5a", "cumulative sum_T(delta_lp - delta_hp) over the analysed steps", 3.25, 2.6},
+    {"fig5b", "dO[T,:] and O[T,:] over features at the probe token (needs the dump)", 3.25, 2.6},
+    {"fig5c", "mean O_lp - O_hp per feature, in ULPs", 3.25, 2.6},
+    {"fig6a", "V[:, I] and P-bar[T, :] over tokens at the probe (needs the dump)", 3.25, 2.6},
+    {"fig6b", "O-bar error(t): lp minus hp prefix sums of P-bar V over tokens", 3.25, 2.6},
+    {"fig6c", "zoom of fig6b on its largest negative jump", 3.25, 2.6},
+    {"fig7", "loss curves of several runs, log-log axes (training logs)", 3.25, 2.6},
+    {"fig8", "cosine similarity of the rank-1 terms of the top tokens (needs x)", 3.25, 2.9},
+    {"fig9", "attention-probability rows with two maxima (needs the dump)", 3.25, 2.6},
+    {"fig10", "overlay of every log's training loss (EMA and raw)", 3.25, 2.6},
+    {"fig11", "spectral norm of every captured weight across steps (heatmap)", 6.5, 3.0},
+    {"fig12", "per-token delta difference, cumulative over steps (heatmap)", 3.25, 2.6},
+    {"fig13", "validation loss and rows with multiple maxima vs step (dual axis)", 3.25, 2.6},
+};
+#define N_RECIPES ((int)(sizeof recipes / sizeof recipes[0]))
+
+int tsc_figure_count(void) { return N_RECIPES; }
+const char *tsc_figure_id(int i) { return i >= 0 && i < N_RECIPES ? recipes[i].id : NULL; }
+const char *tsc_figure_describe(int i) { return i >= 0 && i < N_RECIPES ? recipes[i].desc : NULL; }
+
+const char *tsc_figure_canonical(const char *name) {
+    char buf[16];
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n >= sizeof buf) return NULL;
+    for (size_t i = 0; i <= n; i++) buf[i] = (char)((name[i] >= 'A' && name[i] <= 'Z') ? name[i] + 32 : name[i]);
+    if (strcmp(buf, "fig5") == 0) return "fig5a";
+    if (strcmp(buf, "fig6") == 0) return "fig6a";
+    for (int i = 0; i < N_RECIPES; i++)
+        if (strcmp(buf, recipes[i].id) == 0) return recipes[i].id;
+    return NULL;
+}
+
+static tsc_status_t fig_logs(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const char *id, const char *path,
+                             tsc_image_format_t fmt, tsc_figure_info_t *info) {
+    if (s->n_logs == 0)
+        return tsc_error_set(TSC_ERR_MISSING, "%s needs a training log: pass --log NAME=FILE (CSV/TSV with a step "
+                                              "column, or nanoGPT output)", id);
+    static const char *val_cols[] = {"val_loss", "val", "valid_loss"};
+    static const char *train_cols[] = {"train_loss", "iter_loss", "loss", "val_loss"};
+    int is10 = strcmp(id, "fig10") == 0, is7 = strcmp(id, "fig7") == 0;
+    tsc_plot_series_t ser[MAX_LOGS];
+    double *bufs[2 * MAX_LOGS] = {0};
+    tsc_plot_opts_t po;
+    plot_defaults(&po, o, info);
+    snprintf(info->caption, sizeof info->caption, "%s: %s vs step: ", id, is10 ? "training loss" : "validation loss");
+    int k = is10 ? log_series(s, train_cols, 4, ser, bufs, info, 0.1) : log_series(s, val_cols, 3, ser, bufs, info, 0);
+    tsc_status_t st = TSC_OK;
+    if (k == 0)
+        st = tsc_error_set(TSC_ERR_MISSING, "%s needs a %s column in a --log (none of the %d logs has one)", id,
+                           is10 ? "train_loss, iter_loss or loss" : "val_loss", s->n_logs);
+    else if (is7 && k < 2)
+        st = tsc_error_set(TSC_ERR_MISSING, "fig7 compares runs: it needs at least two --log with val_loss (got %d)", k);
+    if (st == TSC_OK) {
+        po.title = is10 ? "training loss of each run" : is7 ? "validation loss (log-log)" : "validation loss";
+        po.xlabel = "step";
+        po.ylabel = is10 ? "training loss" : "validation loss";
+        po.logy = 1;
+        if (is7) {
+            po.logx = 1;
+            /* step 0 has no place on a log axis */
+            for (int i = 0; i < k; i++) {
+                size_t m = 0;
+                double *x = bufs[2 * i], *y = bufs[2 * i + 1];
+                for (size_t j = 0; j < ser[i].n; j++)
+                    if (x[j] > 0) x[m] = x[j], y[m] = y[j], m++;
+                ser[i].n = m;
+            }
+        }
+        cap_printf(info, is7 ? ". Log-log axes; steps <= 0 omitted." : is10 ? ". Faint: raw values; bold: EMA (alpha 0.1)." : ".");
+        st = tsc_plot_write(&po, ser, k, path, fmt);
+    }
+    for (int i = 0; i < 2 * k; i++) free(bufs[i]);
+    return st;
+}
+
+static tsc_status_t fig3(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
+                         tsc_image_format_t fmt, tsc_figure_info_t *info) {
+    char p[128];
+    snprintf(p, sizeof p, "step_%08lld/layer_%03d/wq_head_norm", sel->step, sel->layer);
+    double *v;
+    int r;
+    long long d[4];
+    tsc_status_t st = tsc_fig_read_ds(s, p, &v, &r, d);
+    if (st != TSC_OK) return tsc_error_wrap(st, "fig3 needs per-head W^Q norms of layer %d at step %lld: ", sel->layer, sel->step);
+    int H = (int)d[0], finite = 0, best = 0;
+    for (int h = 0; h < H; h++)
+        if (isfinite(v[h])) { finite++; if (!isfinite(v[best]) || v[h] > v[best]) best = h; }
+    if (!finite) {
+        free(v);
+        return tsc_error_set(TSC_ERR_MISSING, "fig3 needs w_q: the analysis has no W^Q norms for layer %d "
+                                              "(w_q was not captured)", sel->layer);
+    }
+    char labels[64][8];
+    const char *cats[64];
+    int n = H > 64 ? 64 : H;
+    for (int h = 0; h < n; h++) snprintf(labels[h], sizeof labels[h], "%d", h), cats[h] = labels[h];
+    tsc_plot_opts_t po;
+    plot_defaults(&po, o, info);
+    char title[96];
+    snprintf(title, sizeof title, "W^Q spectral norm per head, layer %d", sel->layer);
+    po.title = title, po.xlabel = "head (0-based)", po.ylabel = "spectral norm";
+    po.categories = cats, po.n_categories = (size_t)n;
+    tsc_plot_series_t ser = {.name = NULL, .y = v, .n = (size_t)n, .style = TSC_PLOT_BARS};
+    snprintf(info->caption, sizeof info->caption,
+             "fig3: spectral norm of each head's rows of W^Q (power iteration), layer %d, step %lld, from %s:%s. "
+             "Largest: head %d (%.4g).", sel->layer, sel->step, s->analysis_path, p, best, v[best]);
+    st = tsc_plot_write(&po, &ser, 1, path, fmt);
+    free(v);
+    return st;
+}
+
+/* The two tokens with the largest |δ_lp − δ_hp| at the selection (for fig4). */
+static void top_tokens(const tsc_figure_src_t *s, const tsc_fig_sel_t *sel, int T, int *t1, int *t2) {
+    char grp[64], p[128];
+    *t1 = T - 1, *t2 = T / 2;
+    int row = head_row(s, sel->step, sel->layer, sel->head, grp, sizeof grp);
+    if (row < 0) return;
+    snprintf(p, sizeof p, "%s/delta_diff", grp);
+    double *v;
+    int r;
+    long long d[4];
+    if (tsc_fig_read_ds(s, p, &v, &r, d) != TSC_OK) return;
+    if (r == 3 && d[2] == T && sel->batch < d[1]) {
+        const double *x = v + ((size_t)row * (size_t)d[1] + (size_t)sel->batch) * (size_t)T;
+        int a = -1, b = -1;
+        for (int t = 0; t < T; t++) {
+            if (!isfinite(x[t])) continue;
+            if (a < 0 || fabs(x[t]) > fabs(x[a])) b = a, a = t;
+            else if (b < 0 || fabs(x[t]) > fabs(x[b])) b = t;
+        }
+        if (a >= 0) *t1 = a;
+        if (b >= 0) *t2 = b;
+    }
+    free(v);
+}
+
+/* P row of query t over keys (softmax in double of alpha q.k over the visible keys). pbar: exp(s - max)
+ * (the unnormalised P-bar), p: normalised; both [T]. */
+static void attn_row(const float *q, const float *k, int T, int D, double alpha, int causal, int t, double *pbar,
+                     double *p) {
+    double m = -INFINITY, sum = 0;
+    int vis = causal ? t + 1 : T;
+    for (int j = 0; j < T; j++) {
+        if (j >= vis) { pbar[j] = 0; continue; }
+        double acc = 0;
+        for (int e = 0; e < D; e++) acc += (double)q[(size_t)t * D + e] * (double)k[(size_t)j * D + e];
+        pbar[j] = alpha * acc;
+        if (pbar[j] > m) m = pbar[j];
+    }
+    for (int j = 0; j < vis; j++) pbar[j] = exp(pbar[j] - m), sum += pbar[j];
+    for (int j = 0; j < T; j++) p[j] = j < vis ? pbar[j] / sum : 0;
+}
+
+typedef struct {
+    tsc_dump_t *d;
+    char path[1100];
+    int T, D, C, H, Hkv, causal;
+    double alpha;
+    float *q, *k, *v;
+} dump_head_t;
+
+static void dump_head_free(dump_head_t *h) {
+    free(h->q), free(h->k), free(h->v);
+    tsc_dump_close(h->d);
+}
+
+static tsc_status_t dump_head(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, const char *id,
+                              const tsc_fig_sel_t *sel, int need_v, dump_head_t *dh) {
+    memset(dh, 0, sizeof *dh);
+    tsc_status_t st = open_dump(s, o, id, &dh->d, dh->path, sizeof dh->path);
+    if (st != TSC_OK) return st;
+    const tsc_dump_meta_t *m = tsc_dump_meta(dh->d);
+    dh->T = m->seq_len, dh->D = m->head_dim, dh->C = m->d_model, dh->H = m->n_head, dh->Hkv = m->n_kv_head;
+    dh->causal = m->causal, dh->alpha = m->softmax_scale;
+    if (sel->head >= dh->H || sel->batch >= m->batch) {
+        dump_head_free(dh);
+        return tsc_error_set(TSC_ERR_ARG, "%s: head %d / batch %d outside the dump %s (H %d, B %d)", id, sel->head,
+                             sel->batch, dh->path, dh->H, m->batch);
+    }
+    int kvh = sel->head / (dh->H / dh->Hkv);
+    if ((st = dump_slice(dh->d, id, sel->step, sel->layer, "q", sel->batch, sel->head, &dh->q)) ||
+        (st = dump_slice(dh->d, id, sel->step, sel->layer, "k", sel->batch, kvh, &dh->k)) ||
+        (need_v && (st = dump_slice(dh->d, id, sel->step, sel->layer, "v", sel->batch, kvh, &dh->v)))) {
+        dump_head_free(dh);
+        return st;
+    }
+    return TSC_OK;
+}
+
+static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
+                         tsc_image_format_t fmt, tsc_figure_info_t *info) {
+    dump_head_t dh;
+    tsc_status_t st = dump_head(s, o, "fig4", sel, 0, &dh);
+    if (st != TSC_OK) return st;
+    float *x = NULL;
+    if ((st = dump_slice(dh.d, "fig4", sel->step, sel->layer, "x", sel->batch, 0, &x)) != TSC_OK) {
+        dump_head_free(&dh);
+        return st;
+    }
+    int T = dh.T, D = dh.D, C = dh.C, tok[2];
+    top_tokens(s, sel, T, &tok[0], &tok[1]);
+    if (sel->token >= 0 && o->token >= 0) tok[0] = sel->token;
+    if (tok[1] == tok[0]) tok[1] = tok[0] > 0 ? tok[0] - 1 : 1;
+    double *pbar = malloc((size_t)T * sizeof *pbar), *p = malloc((size_t)T * sizeof *p);
+    float *term = malloc((size_t)2 * D * C * sizeof *term);
+    double pk[2][1024];
+    if (!pbar || !p || !term || D > 1024) {
+        st = tsc_error_set(TSC_ERR_NOMEM, "fig4: out of memory (or head_dim %d > 1024)", D);
+        goto out;
+    }
+    for (int i = 0; i < 2; i++) {
+        attn_row(dh.q, dh.k, T, D, dh.alpha, dh.causal, tok[i], pbar, p);
+        for (int e = 0; e < D; e++) {
+            double acc = 0;
+            for (int j = 0; j < T; j++) acc += p[j] * dh.k[(size_t)j * D + e];
+            pk[i][e] = acc;
+        }
+        for (int e = 0; e < D; e++)
+            for (int c = 0; c < C; c++) term[((size_t)i * D + e) * C + c] = (float)(pk[i][e] * x[(size_t)tok[i] * C + c]);
+    }
+    double dot = 0, n0 = 0, n1 = 0;
+    for (size_t e = 0; e < (size_t)D * C; e++)
+        dot += (double)term[e] * term[(size_t)D * C + e], n0 += (double)term[e] * term[e],
+            n1 += (double)term[(size_t)D * C + e] * term[(size_t)D * C + e];
+    double cosv = dot / sqrt(n0 * n1);
+    tsc_heatmap_opts_t ho;
+    heat_defaults(&ho, o, info);
+    ho.cmap = TSC_CMAP_COOLWARM, ho.norm_kind = TSC_NORM_SYMMETRIC;
+    ho.cbar_label = "(PK)[T]^T X[T]";
+    char title[128], t1[64], t2[64];
+    snprintf(title, sizeof title, "rank-1 terms, layer %d head %d, step %lld: cosine %.4f", sel->layer, sel->head,
+             sel->step, cosv);
+    ho.title = title;
+    snprintf(t1, sizeof t1, "token %d", tok[0]);
+    snprintf(t2, sizeof t2, "token %d", tok[1]);
+    tsc_heatmap_panel_t pan[2] = {
+        {.data = term, .rows = D, .cols = C, .title = t1, .xlabel = "input channel", .ylabel = "head feature"},
+        {.data = term + (size_t)D * C, .rows = D, .cols = C, .title = t2, .xlabel = "input channel"}};
+    tsc_heatmap_info_t hi[2];
+    snprintf(info->caption, sizeof info->caption,
+             "fig4: rank-1 terms (PK)[T]^T X[T] of the W^Q gradient (eq. 2), layer %d head %d step %lld batch %d, at "
+             "tokens %d and %d (the two largest |delta_lp - delta_hp| in %.300s); P from softmax(alpha q k^T) in double "
+             "from q, k, x of %.300s. Cosine similarity of the two terms: %.6f.", sel->layer, sel->head, sel->step,
+             sel->batch, tok[0], tok[1], s->analysis_path, dh.path, cosv);
+    st = tsc_heatmap_write(&ho, pan, 2, path, fmt, hi);
+    if (st == TSC_OK && hi[0].note[0]) cap_printf(info, " Note: %s.", hi[0].note);
+out:
+    free(pbar), free(p), free(term), free(x);
+    dump_head_free(&dh);
+    return st;
+}
+
+/* Reads a [S, L, nh] cumulative dataset and the axes; the column of (layer, head) or -1. */
+typedef struct {
+    double *v, *steps, *layers, *heads;
+    long long S, L, NH;
+} cum_t;
+
+static void cum_free(cum_t *c) { free(c->v), free(c->steps), free(c->layers), free(c->heads); }
+
+static tsc_status_t cum_read(const tsc_figure_src_t *s, const char *name, cum_t *c) {
+    memset(c, 0, sizeof *c);
+    char p[128];
+    int r;
+    long long d[4];
+    tsc_status_t st;
+    snprintf(p, sizeof p, "cumulative/%s", name);
+    if ((st = tsc_fig_read_ds(s, p, &c->v, &r, d))) return st;
+    c->S = d[0], c->L = r > 1 ? d[1] : 1, c->NH = r > 2 ? d[2] : 1;
+    if ((st = tsc_fig_read_ds(s, "cumulative/steps", &c->steps, &r, d)) ||
+        (st = tsc_fig_read_ds(s, "cumulative/layers", &c->layers, &r, d)) ||
+        (st = tsc_fig_read_ds(s, "cumulative/heads", &c->heads, &r, d)))
+        cum_free(c);
+    return st;
+}
+
+static int cum_layer(const cum_t *c, int layer) {
+    for (long long i = 0; i < c->L; i++)
+        if ((int)c->layers[i] == layer) return (int)i;
+    return -1;
+}
+
+static tsc_status_t fig5a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
+                          tsc_image_format_t fmt, tsc_figure_info_t *info) {
+    cum_t c;
+    tsc_status_t st = cum_read(s, "delta_cumsum", &c);
+    if (st) return tsc_error_wrap(st, "fig5a needs the cumulative delta sums: ");
+    int li = cum_layer(&c, sel->layer);
+    if (li < 0) {
+        cum_free(&c);
+        return tsc_error_set(TSC_ERR_MISSING, "fig5a: layer %d was not analysed (%s)", sel->layer, s->analysis_path);
+    }
+    int nh = (int)(c.NH > 16 ? 16 : c.NH);
+    tsc_plot_series_t ser[16];
+    double *ys = malloc((size_t)nh * (size_t)c.S * sizeof *ys);
+    char names[16][24];
+    if (!ys) { cum_free(&c); return tsc_error_set(TSC_ERR_NOMEM, "fig5a: out of memory"); }
+    for (int h = 0; h < nh; h++) {
+        for (long long t = 0; t < c.S; t++) ys[h * c.S + t] = c.v[(t * c.L + li) * c.NH + h];
+        snprintf(names[h], sizeof names[h], "head %d%s", (int)c.heads[h], (int)c.heads[h] == sel->head ? " *" : "");
+        ser[h] = (tsc_plot_series_t){.name = names[h], .x = c.steps, .y = ys + h * c.S, .n = (size_t)c.S,
+                                     .style = TSC_PLOT_LINESPOINTS};
+    }
+    tsc_plot_opts_t po;
+    plot_defaults(&po, o, info);
+    char title[96];
+    snprintf(title, sizeof title, "cumulative sum_T(delta_lp - delta_hp), layer %d", sel->layer);
+    po.title = title, po.xlabel = "step", po.ylabel = "cumulative sum";
+    snprintf(info->caption, sizeof info->caption,
+             "fig5a: running sum over the analysed steps of sum_T(delta_lp - delta_hp) per head of layer %d (* the "
+             "selected head %d), from %s:cumulative/delta_cumsum. A positive, rising curve is the biased coefficient "
+             "of PAPER.md section 4.", sel->layer, sel->head, s->analysis_path);
+    st = tsc_plot_write(&po, ser, nh, path, fmt);
+    free(ys);
+    cum_free(&c);
+    return st;
+}
+
+static tsc_status_t fig5b(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
+                          tsc_image_format_t fmt, tsc_figure_info_t *info) {
+    tsc_dump_t *d;
+    char used[1100];
+    tsc_status_t st = open_dump(s, o, "fig5b", &d, used, sizeof used);
+    if (st) return st;
+    const tsc_dump_meta_t *m = tsc_dump_meta(d);
+    int T = m->seq_len, D = m->head_dim, t = sel->token >= 0 ? sel->token : T - 1;
+    float *ov = NULL, *dov = NULL;
+    if (t >= T) { tsc_dump_close(d); return tsc_error_set(TSC_ERR_ARG, "fig5b: token %d outside T = %d", t, T); }
+    if ((st = dump_slice(d, "fig5b", sel->step, sel->layer, "o", sel->batch, sel->head, &ov)) ||
+        (st = dump_slice(d, "fig5b", sel->step, sel->layer, "do", sel->batch, sel->head, &dov))) {
+        free(ov);
+        tsc_dump_close(d);
+        return st;
+    }
+    double *y1 = malloc((size_t)D * sizeof *y1), *y2 = malloc((size_t)D * sizeof *y2);
+    if (!y1 || !y2) st = tsc_error_set(TSC_ERR_NOMEM, "fig5b: out of memory");
+    else {
+        for (int e = 0; e < D; e++) y1[e] = ov[(size_t)t * D + e], y2[e] = dov[(size_t)t * D + e];
+        tsc_plot_series_t ser[2] = {{.name = "O[T,:]", .y = y1, .n = (size_t)D, .style = TSC_PLOT_LINESPOINTS},
+                                    {.name = "dO[T,:] (right axis)", .y = y2, .n = (size_t)D,
+                                     .style = TSC_PLOT_LINESPOINTS, .y2 = 1}};
+        tsc_plot_opts_t po;
+        plot_defaults(&po, o, info);
+        char title[96];
+        snprintf(title, sizeof title, "O and dO at token %d, layer %d head %d", t, sel->layer, sel->head);
+        po.title = title, po.xlabel = "feature", po.ylabel = "O", po.y2label = "dO";
+        snprintf(info->caption, sizeof info->caption,
+                 "fig5b: O[T,:] (left axis) and dO[T,:] (right axis) over the features at token T = %d, layer %d head "
+                 "%d step %lld batch %d, as stored in the dump %s. Features where both are negative carry a positive "
+                 "delta_lp - delta_hp when O_lp < O_hp.", t, sel->layer, sel->head, sel->step, sel->batch, used);
+        st = tsc_plot_write(&po, ser, 2, path, fmt);
+    }
+    free(y1), free(y2), free(ov), free(dov);
+    tsc_dump_close(d);
+    return st;
+}
+
+static tsc_status_t fig5c(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
+                          tsc_image_format_t fmt, tsc_figure_info_t *info) {
+    char grp[64], p[128];
+    int row = head_row(s, sel->step, sel->layer, sel->head, grp, sizeof grp);
+    if (row < 0)
+        return tsc_error_set(TSC_ERR_MISSING, "fig5c: head %d of layer %d at step %lld was not analysed (%s)", sel->head,
+                             sel->layer, sel->step, s->analysis_path);
+    snprintf(p, sizeof p, "%s/o_feature_bias_ulp", grp);
+    double *v;
+    int r;
+    long long d[4];
+    tsc_status_t st = tsc_fig_read_ds(s, p, &v, &r, d);
+    if (st) return tsc_error_wrap(st, "fig5c: ");
+    int D = (int)d[1], worst = 0;
+    const double *y = v + (size_t)row * D;
+    for (int e = 0; e < D; e++)
+        if (fabs(y[e]) > fabs(y[worst])) worst = e;
+    tsc_plot_series_t ser = {.name = NULL, .y = y, .n = (size_t)D, .style = TSC_PLOT_IMPULSES};
+    tsc_plot_opts_t po;
+    plot_defaults(&po, o, info);
+    char title[96];
+    snprintf(title, sizeof title, "mean O_lp - O_hp per feature, layer %d head %d", sel->layer, sel->head);
+    po.title = title, po.xlabel = "feature", po.ylabel = "mean error [ULP]";
+    const tsc_jv_t *rec = tsc_fig_head_record(s, sel->step, sel->layer, sel->head);
+    snprintf(info->caption, sizeof info->caption,
+             "fig5c: mean of (O_lp - O_hp)/ULP per feature over the %g rows of layer %d head %d at step %lld "
+             "(lp %s, hp %s), from %s:%s. Largest |bias|: feature %d, %.3f ULP.",
+             tsc_jv_num(rec, "rows"), sel->layer, sel->head, sel->step, tsc_jv_str(s->summary, "lp"),
+             tsc_jv_str(s->summary, "hp"), s->analysis_path, p, worst, y[worst]);
+    st = tsc_plot_write(&po, &ser, 1, path, fmt);
+    free(v);
+    return st;
+}
+
+static tsc_status_t fig6a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
+                          tsc_image_format_t fmt, tsc_figure_info_t *info) {
+    dump_head_t dh;
+    tsc_status_t st = dump_head(s, o, "fig6a", sel, 1, &dh);
+    if (st) return st;
+    int T = dh.T, D = dh.D, t = sel->token >= 0 && sel->token < T ? sel->token : T - 1;
+    int f = sel->feature >= 0 && sel->feature < D ? sel->feature : 0;
+    double *pbar = malloc((size_t)T * sizeof *pbar), *p = malloc((size_t)T * sizeof *p),
+           *vv = malloc((size_t)T * sizeof *vv);
+    if (!pbar || !p || !vv) st = tsc_error_set(TSC_ERR_NOMEM, "fig6a: out of memory");
+    else {
+        attn_row(dh.q, dh.k, T, D, dh.alpha, dh.causal, t, pbar, p);
+        int ones = 0;
+        for (int j = 0; j < T; j++) vv[j] = dh.v[(size_t)j * D + f], ones += pbar[j] == 1.0;
+        tsc_plot_series_t ser[2] = {{.name = "V[:, I]", .y = vv, .n = (size_t)T, .style = TSC_PLOT_LINES},
+                                    {.name = "P-bar[T, :] (right axis)", .y = pbar, .n = (size_t)(dh.causal ? t + 1 : T),
+                                     .style = TSC_PLOT_IMPULSES, .y2 = 1}};
+        tsc_plot_opts_t po;
+        plot_defaults(&po, o, info);
+        char title[96];
+        snprintf(title, sizeof title, "V[:, %d] and P-bar[%d, :], layer %d head %d", f, t, sel->layer, sel->head);
+        po.title = title, po.xlabel = "token (key)", po.ylabel = "V", po.y2label = "P-bar";
+        snprintf(info->caption, sizeof info->caption,
+                 "fig6a: V[:, I] (left) and the unnormalised P-bar[T, :] = exp(alpha q.k - rowmax) in double (right) "
+                 "over the keys, at T = %d, I = %d, layer %d head %d step %lld batch %d, from q, k, v of %s. "
+                 "%d keys have P-bar = 1 (ties at the row maximum).", t, f, sel->layer, sel->head, sel->step,
+                 sel->batch, dh.path, ones);
+        st = tsc_plot_write(&po, ser, 2, path, fmt);
+    }
+    free(pbar), free(p), free(vv);
+    dump_head_free(&dh);
+    return st;
+}
+
+static tsc_status_t fig6bc(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, int zoom,
+                           const char *path, tsc_image_format_t fmt, tsc_figure_info_t *info) {
+    const char *id = zoom ? "fig6c" : "fig6b";
+    char grp[64], p[128];
+    int row = head_row(s, sel->step, sel->layer, sel->head, grp, sizeof grp);
+    if (row < 0)
+        return tsc_error_set(TSC_ERR_MISSING, "%s: head %d of layer %d at step %lld was not analysed (%s)", id,
+                             sel->head, sel->layer, sel->step, s->analysis_path);
+    snprintf(p, sizeof p, "%s/obar_err_auto", grp);
+    double *v, *pr = NULL;
+    int r;
+    long long d[4];
+    tsc_status_t st = tsc_fig_read_ds(s, p, &v, &r, d);
+    if (st) return tsc_error_wrap(st, "%s: ", id);
+    char pp[128];
+    snprintf(pp, sizeof pp, "%s/probe_auto", grp);
+    long long pd[4];
+    int probe[3] = {-1, -1, -1};
+    if (tsc_fig_read_ds(s, pp, &pr, &r, pd) == TSC_OK) {
+        for (int k = 0; k < 3; k++) probe[k] = (int)pr[(size_t)row * 3 + k];
+        free(pr);
+    }
+    int T = (int)d[1];
+    double *y = v + (size_t)row * T, *x = malloc((size_t)T * sizeof *x);
+    if (!x) { free(v); return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", id); }
+    int n = 0, jump = -1;
+    for (int t = 0; t < T; t++) {
+        x[t] = t;
+        if (isfinite(y[t])) n = t + 1;
+        if (t > 0 && isfinite(y[t]) && isfinite(y[t - 1]) && (jump < 0 || y[t] - y[t - 1] < y[jump] - y[jump - 1]))
+            jump = t;
+    }
+    if (probe[1] < 0 || n == 0) {
+        free(v), free(x);
+        return tsc_error_set(TSC_ERR_MISSING, "%s: the analysis found no probe (no flagged feature or error) for layer "
+                                              "%d head %d at step %lld", id, sel->layer, sel->head, sel->step);
+    }
+    int lo = 0, hi = n;
+    if (zoom && jump > 0) {
+        lo = jump - 6 < 0 ? 0 : jump - 6;
+        hi = jump + 7 > n ? n : jump + 7;
+    }
+    tsc_plot_series_t ser = {.name = NULL, .x = x + lo, .y = y + lo, .n = (size_t)(hi - lo),
+                             .style = zoom ? TSC_PLOT_LINESPOINTS : TSC_PLOT_STEPS};
+    tsc_plot_opts_t po;
+    plot_defaults(&po, o, info);
+    char title[128];
+    snprintf(title, sizeof title, "%sO-bar error(t), T=%d I=%d, layer %d head %d", zoom ? "zoom: " : "", probe[1],
+             probe[2], sel->layer, sel->head);
+    po.title = title, po.xlabel = "t (keys summed so far)", po.ylabel = "O-bar_lp - O-bar_hp";
+    snprintf(info->caption, sizeof info->caption,
+             "%s: O-bar_error(t) = lp prefix sum of P-bar[T,t'] V[t',I] (t' <= t, FP32, rounded to the output format) "
+             "minus the same in double, at the analysis' automatic probe (batch %d, T = %d, I = %d), layer %d head %d "
+             "step %lld, from %s:%s.", id, probe[0], probe[1], probe[2], sel->layer, sel->head, sel->step,
+             s->analysis_path, p);
+    if (jump > 0 && zoom)
+        cap_printf(info, " Shown: t = %d..%d around the largest negative jump (t = %d, %.3g).", lo, hi - 1, jump,
+                   y[jump] - y[jump - 1]);
+    else if (jump > 0)
+        cap_printf(info, " Largest negative jump at t = %d (%.3g): a tie key where P-bar = 1.", jump,
+                   y[jump] - y[jump - 1]);
+    st = tsc_plot_write(&po, &ser, 1, path, fmt);
+    free(v), free(x);
+    return st;
+}
+
+static tsc_status_t fig8(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
+                         tsc_image_format_t fmt, tsc_figure_info_t *info) {
+    char grp[64], p[128];
+    int row = head_row(s, sel->step, sel->layer, sel->head, grp, sizeof grp);
+    snprintf(p, sizeof p, "%s/rank1_cos", grp);
+    double *v;
+    int r;
+    long long d[4];
+    tsc_status_t st = row < 0 ? TSC_ERR_MISSING : tsc_fig_read_ds(s, p, &v, &r, d);
+    if (st)
+        return tsc_error_set(TSC_ERR_MISSING, "fig8 needs x: %s has no rank-1 cosines for layer %d head %d at step %lld "
+                                              "(x, the input of the QKV projection, was not captured)",
+                             s->analysis_path, sel->layer, sel->head, sel->step);
+    int N = (int)d[1];
+    float *m = malloc((size_t)N * N * sizeof *m);
+    if (!m) { free(v); return tsc_error_set(TSC_ERR_NOMEM, "fig8: out of memory"); }
+    double sum = 0;
+    long cnt = 0;
+    for (int i = 0; i < N * N; i++) {
+        m[i] = (float)v[(size_t)row * N * N + i];
+        if (i / N != i % N && isfinite(m[i])) sum += m[i], cnt++;
+    }
+    tsc_heatmap_opts_t ho;
+    heat_defaults(&ho, o, info);
+    ho.cmap = TSC_CMAP_COOLWARM, ho.fixed_norm = 1, ho.equal_aspect = 1;
+    tsc_norm_init(&ho.norm, TSC_NORM_SYMMETRIC, -1, 1);
+    ho.cbar_label = "cosine";
+    char title[96];
+    snprintf(title, sizeof title, "rank-1 term cosines, layer %d head %d", sel->layer, sel->head);
+    tsc_heatmap_panel_t pan = {.data = m, .rows = N, .cols = N, .title = title, .xlabel = "term (by |coeff|)",
+                               .ylabel = "term"};
+    snprintf(info->caption, sizeof info->caption,
+             "fig8: cosine similarity between the rank-1 terms (PK)[T]^T X[T] of the %d tokens with the largest "
+             "|delta_lp - delta_hp|, layer %d head %d step %lld, from %s:%s. Mean off-diagonal cosine %.4f.", N,
+             sel->layer, sel->head, sel->step, s->analysis_path, p, cnt ? sum / cnt : NAN);
+    st = tsc_heatmap_write(&ho, &pan, 1, path, fmt, NULL);
+    free(v), free(m);
+    return st;
+}
+
+static tsc_status_t fig9(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
+                         tsc_image_format_t fmt, tsc_figure_info_t *info) {
+    dump_head_t dh;
+    tsc_status_t st = dump_head(s, o, "fig9", sel, 0, &dh);
+    if (st) return st;
+    int T = dh.T, D = dh.D, rows[3], nr = 0;
+    double *pbar = malloc((size_t)T * sizeof *pbar), *ps = malloc((size_t)3 * T * sizeof *ps);
+    if (!pbar || !ps) { st = tsc_error_set(TSC_ERR_NOMEM, "fig9: out of memory"); goto out; }
+    for (int t = T - 1; t >= 1 && nr < 3; t--) {
+        attn_row(dh.q, dh.k, T, D, dh.alpha, dh.causal, t, pbar, ps + (size_t)nr * T);
+        int ones = 0;
+        for (int j = 0; j < T; j++) ones += pbar[j] == 1.0;
+        if (ones >= 2) rows[nr++] = t;
+    }
+    if (!nr) {
+        st = tsc_error_set(TSC_ERR_MISSING, "fig9: no attention row of layer %d head %d (step %lld, batch %d) has two "
+                                            "maxima in %s", sel->layer, sel->head, sel->step, sel->batch, dh.path);
+        goto out;
+    }
+    tsc_plot_series_t ser[3];
+    char names[3][32];
+    for (int i = 0; i < nr; i++) {
+        snprintf(names[i], sizeof names[i], "row T = %d", rows[i]);
+        /* a log axis has no place for the masked zeros: keys past T are NaN (gaps) */
+        for (int j = 0; j < T; j++)
+            if (ps[(size_t)i * T + j] <= 0) ps[(size_t)i * T + j] = NAN;
+        ser[i] = (tsc_plot_series_t){.name = names[i], .y = ps + (size_t)i * T, .n = (size_t)(dh.causal ? rows[i] + 1 : T),
+                                     .style = TSC_PLOT_LINES};
+    }
+    tsc_plot_opts_t po;
+    plot_defaults(&po, o, info);
+    char title[96];
+    snprintf(title, sizeof title, "attention rows with two maxima, layer %d head %d", sel->layer, sel->head);
+    po.title = title, po.xlabel = "key", po.ylabel = "P[T, key]", po.logy = 1;
+    snprintf(info->caption, sizeof info->caption,
+             "fig9: attention probabilities P[T, :] (softmax of alpha q.k in double) of the last %d rows with two or "
+             "more keys at the row maximum, layer %d head %d step %lld batch %d, from q, k of %s. Log y axis.", nr,
+             sel->layer, sel->head, sel->step, sel->batch, dh.path);
+    st = tsc_plot_write(&po, ser, nr, path, fmt);
+out:
+    free(pbar), free(ps);
+    dump_head_free(&dh);
+    return st;
+}
+
+static tsc_status_t fig11(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const char *path, tsc_image_format_t fmt,
+                          tsc_figure_info_t *info) {
+    double *v, *steps = NULL, *layers = NULL;
+    int r;
+    long long d[4], d2[4];
+    tsc_status_t st = tsc_fig_read_ds(s, "cumulative/w_norm", &v, &r, d);
+    if (st) return tsc_error_wrap(st, "fig11 needs weight spectral norms: ");
+    if ((st = tsc_fig_read_ds(s, "cumulative/steps", &steps, &r, d2)) ||
+        (st = tsc_fig_read_ds(s, "cumulative/layers", &layers, &r, d2))) {
+        free(v), free(steps);
+        return st;
+    }
+    long long S = d[0], L = d[1], M = d[2];
+    int rows = (int)(L * M), finite = 0;
+    float *m = malloc((size_t)rows * (size_t)S * sizeof *m);
+    char (*lab)[24] = malloc((size_t)rows * sizeof *lab);
+    const char **labp = malloc((size_t)rows * sizeof *labp);
+    char (*xl)[24] = malloc((size_t)S * sizeof *xl);
+    const char **xlp = malloc((size_t)S * sizeof *xlp);
+    static const char *wn[4] = {"w_q", "w_k", "w_v", "w_o"};
+    if (!m || !lab || !labp || !xl || !xlp) { st = tsc_error_set(TSC_ERR_NOMEM, "fig11: out of memory"); goto out; }
+    for (int li = 0; li < L; li++)
+        for (int w = 0; w < M; w++) {
+            int row = li * (int)M + w;
+            snprintf(lab[row], sizeof lab[row], "L%d %s", (int)layers[li], w < 4 ? wn[w] : "?");
+            labp[row] = lab[row];
+            for (long long t = 0; t < S; t++) {
+                m[(size_t)row * S + t] = (float)v[(t * L + li) * M + w];
+                finite += isfinite(m[(size_t)row * S + t]);
+            }
+        }
+    for (long long t = 0; t < S; t++) snprintf(xl[t], sizeof xl[t], "%lld", (long long)steps[t]), xlp[t] = xl[t];
+    if (!finite) {
+        st = tsc_error_set(TSC_ERR_MISSING, "fig11 needs captured weights: every spectral norm in %s is NaN "
+                                            "(w_q, w_k, w_v, w_o were not captured)", s->analysis_path);
+        goto out;
+    }
+    tsc_heatmap_opts_t ho;
+    heat_defaults(&ho, o, info);
+    ho.cmap = TSC_CMAP_VIRIDIS;
+    ho.cbar_label = "spectral norm";
+    tsc_heatmap_panel_t pan = {.data = m, .rows = rows, .cols = (int)S, .title = "spectral norm of every weight",
+                               .xlabel = "step", .ylabel = "layer, matrix", .xtick_labels = xlp, .ytick_labels = labp};
+    snprintf(info->caption, sizeof info->caption,
+             "fig11: spectral norm (power iteration) of every captured weight matrix, one row per (layer, matrix), one "
+             "column per analysed step, from %s:cumulative/w_norm. NaN cells (magenta) are weights not captured.",
+             s->analysis_path);
+    tsc_heatmap_info_t hi;
+    st = tsc_heatmap_write(&ho, &pan, 1, path, fmt, &hi);
+    if (st == TSC_OK && hi.note[0]) cap_printf(info, " Note: %s.", hi.note);
+out:
+    free(v), free(steps), free(layers), free(m), free(lab), free(labp), free(xl), free(xlp);
+    return st;
+}
+
+static tsc_status_t fig12(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
+                          tsc_image_format_t fmt, tsc_figure_info_t *info) {
+    const tsc_jv_t *sl = tsc_jv_path(s->summary, "computed_over.step_list");
+    int S = (int)(sl ? sl->n : 0), T = 0, rows = 0;
+    float *m = NULL;
+    char (*yl)[24] = S ? malloc((size_t)S * sizeof *yl) : NULL;
+    const char **ylp = S ? malloc((size_t)S * sizeof *ylp) : NULL;
+    double *acc = NULL;
+    tsc_status_t st = TSC_OK;
+    if (!S) return tsc_error_set(TSC_ERR_MISSING, "fig12: summary.json lists no analysed steps");
+    if (!yl || !ylp) { st = tsc_error_set(TSC_ERR_NOMEM, "fig12: out of memory"); goto out; }
+    for (int i = 0; i < S; i++) {
+        long long step = (long long)tsc_jv_num(sl->items[i], NULL);
+        char grp[64], p[128];
+        int row = head_row(s, step, sel->layer, sel->head, grp, sizeof grp);
+        if (row < 0) continue;
+        snprintf(p, sizeof p, "%s/delta_diff", grp);
+        double *v;
+        int r;
+        long long d[4];
+        if ((st = tsc_fig_read_ds(s, p, &v, &r, d))) goto out;
+        if (!m) {
+            T = (int)d[2];
+            m = calloc((size_t)S * T, sizeof *m);
+            acc = calloc((size_t)T, sizeof *acc);
+            if (!m || !acc) { free(v); st = tsc_error_set(TSC_ERR_NOMEM, "fig12: out of memory"); goto out; }
+        }
+        int b = sel->batch < d[1] ? sel->batch : 0;
+        for (int t = 0; t < T && t < d[2]; t++) {
+            double x = v[((size_t)row * d[1] + b) * d[2] + t];
+            if (isfinite(x)) acc[t] += x;
+            m[(size_t)rows * T + t] = (float)acc[t];
+        }
+        snprintf(yl[rows], sizeof yl[rows], "%lld", step);
+        ylp[rows] = yl[rows];
+        rows++;
+        free(v);
+    }
+    if (!rows) {
+        st = tsc_error_set(TSC_ERR_MISSING, "fig12: layer %d head %d was not analysed in %s", sel->layer, sel->head,
+                           s->analysis_path);
+        goto out;
+    }
+    tsc_heatmap_opts_t ho;
+    heat_defaults(&ho, o, info);
+    ho.cmap = TSC_CMAP_COOLWARM, ho.norm_kind = TSC_NORM_SYMMETRIC;
+    ho.cbar_label = "cumulative delta_lp - delta_hp";
+    char title[96];
+    snprintf(title, sizeof title, "per-token delta difference, layer %d head %d", sel->layer, sel->head);
+    tsc_heatmap_panel_t pan = {.data = m, .rows = rows, .cols = T, .title = title, .xlabel = "token",
+                               .ylabel = "step", .ytick_labels = ylp};
+    snprintf(info->caption, sizeof info->caption,
+             "fig12: delta_lp - delta_hp per token, summed over the analysed steps up to each row's step (cumulative), "
+             "layer %d head %d batch %d, from %s:step_*/layer_%03d/delta_diff. Red: positive (lp above hp).",
+             sel->layer, sel->head, sel->batch, s->analysis_path, sel->layer);
+    tsc_heatmap_info_t hi;
+    st = tsc_heatmap_write(&ho, &pan, 1, path, fmt, &hi);
+    if (st == TSC_OK && hi.note[0]) cap_printf(info, " Note: %s.", hi.note);
+out:
+    free(m), free(acc), free(yl), free(ylp);
+    return st;
+}
+
+static tsc_status_t fig13(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
+                          tsc_image_format_t fmt, tsc_figure_info_t *info) {
+    cum_t c;
+    tsc_status_t st = cum_read(s, "rows_multi_max", &c);
+    if (st) return tsc_error_wrap(st, "fig13 needs the tie counts: ");
+    int li = cum_layer(&c, sel->layer);
+    if (li < 0) { cum_free(&c); return tsc_error_set(TSC_ERR_MISSING, "fig13: layer %d was not analysed", sel->layer); }
+    double *cnt = calloc((size_t)c.S, sizeof *cnt);
+    if (!cnt) { cum_free(&c); return tsc_error_set(TSC_ERR_NOMEM, "fig13: out of memory"); }
+    for (long long t = 0; t < c.S; t++)
+        for (long long h = 0; h < c.NH; h++) {
+            double x = c.v[(t * c.L + li) * c.NH + h];
+            if (isfinite(x)) cnt[t] += x;
+        }
+    tsc_plot_series_t ser[1 + MAX_LOGS];
+    double *bufs[2 * MAX_LOGS] = {0};
+    static const char *val_cols[] = {"val_loss", "val", "valid_loss"};
+    snprintf(info->caption, sizeof info->caption, "fig13: ");
+    int k = log_series(s, val_cols, 3, ser, bufs, info, 0);
+    char cname[64];
+    snprintf(cname, sizeof cname, "rows with >= 2 maxima, layer %d%s", sel->layer, k ? " (right axis)" : "");
+    ser[k] = (tsc_plot_series_t){.name = cname, .x = c.steps, .y = cnt, .n = (size_t)c.S,
+                                 .style = TSC_PLOT_LINESPOINTS, .y2 = k ? 1 : 0};
+    tsc_plot_opts_t po;
+    plot_defaults(&po, o, info);
+    po.title = "validation loss and rows with multiple maxima";
+    po.xlabel = "step";
+    po.ylabel = k ? "validation loss" : "rows with >= 2 maxima";
+    po.y2label = k ? "rows with >= 2 maxima" : NULL;
+    cap_printf(info, "%srows whose scores have two or more entries at the row maximum (where the fix of Algorithm 3 "
+                     "would trigger), summed over the heads of layer %d, from %s:cumulative/rows_multi_max%s.",
+               k ? " (validation loss, left axis); " : "", sel->layer, s->analysis_path,
+               k ? "" : " No training log was given (--log), so no loss curve is drawn");
+    st = tsc_plot_write(&po, ser, k + 1, path, fmt);
+    for (int i = 0; i < 2 * k; i++) free(bufs[i]);
+    free(cnt);
+    cum_free(&c);
+    return st;
+}
+
+tsc_status_t tsc_figure_write(tsc_figure_src_t *s, const char *id, const tsc_figure_opts_t *o, const char *path,
+                              tsc_image_format_t fmt, tsc_figure_info_t *info) {
+    tsc_figure_info_t local;
+    if (!info) info = &local;
+    memset(info, 0, sizeof *info);
+    if (!s || !id || !o || !path) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_write: NULL argument");
+    const char *cid = tsc_figure_canonical(id);
+    if (!cid) return tsc_error_set(TSC_ERR_ARG, "unknown figure '%s' (expected fig1 ... fig13, fig5a-c, fig6a-c)", id);
+    if (fmt == TSC_IMG_AUTO) {
+        tsc_status_t st = tsc_image_format_from_path(path, &fmt);
+        if (st) return st;
+    }
+    if (o->font_pt < 7) return tsc_error_set(TSC_ERR_ARG, "figure font %g pt: at least 7 pt (legible in print)", o->font_pt);
+    const recipe_t *rc = NULL;
+    for (int i = 0; i < N_RECIPES; i++)
+        if (strcmp(recipes[i].id, cid) == 0) rc = &recipes[i];
+    snprintf(info->id, sizeof info->id, "%s", cid);
+    info->width_in = o->width_in > 0 ? o->width_in : rc->w;
+    info->height_in = o->height_in > 0 ? o->height_in : rc->h;
+    tsc_fig_sel_t sel;
+    tsc_fig_resolve(s, o, &sel);
+    info->layer = sel.layer, info->head = sel.head, info->step = sel.step;
+    tsc_error_clear();
+    if (!strcmp(cid, "fig1")) return tsc_fig_evidence_write(s, o, path, fmt, info);
+    if (!strcmp(cid, "fig2") || !strcmp(cid, "fig7") || !strcmp(cid, "fig10")) return fig_logs(s, o, cid, path, fmt, info);
+    if (!strcmp(cid, "fig3")) return fig3(s, o, &sel, path, fmt, info);
+    if (!strcmp(cid, "fig4")) return fig4(s, o, &sel, path, fmt, info);
+    if (!strcmp(cid, "fig5a")) return fig5a(s, o, &sel, path, fmt, info);
+    if (!strcmp(cid, "fig5b")) return fig5b(s, o, &sel, path, fmt, info);
+    if (!strcmp(cid, "fig5c")) return fig5c(s, o, &sel, path, fmt, info);
+    if (!strcmp(cid, "fig6a")) return fig6a(s, o, &sel, path, fmt, info);
+    if (!strcmp(cid, "fig6b")) return fig6bc(s, o, &sel, 0, path, fmt, info);
+    if (!strcmp(cid, "fig6c")) return fig6bc(s, o, &sel, 1, path, fmt, info);
+    if (!strcmp(cid, "fig8")) return fig8(s, o, &sel, path, fmt, info);
+    if (!strcmp(cid, "fig9")) return fig9(s, o, &sel, path, fmt, info);
+    if (!strcmp(cid, "fig11")) return fig11(s, o, path, fmt, info);
+    if (!strcmp(cid, "fig12")) return fig12(s, o, &sel, path, fmt, info);
+    if (!strcmp(cid, "fig13")) return fig13(s, o, &sel, path, fmt, info);
+    return tsc_error_set(TSC_ERR_INTERNAL, "figure %s has no recipe", cid);
+}

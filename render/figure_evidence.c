@@ -1,0 +1,395 @@
+/* figure_evidence.c: figure 1 as an evidence map (the causal chain of PAPER.md §4-5 with this run's
+ * numbers at each link), plus the cairo/pango helpers the figure and report code share. */
+#include <errno.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cairo-pdf.h>
+#include <cairo-svg.h>
+#include <pango/pangocairo.h>
+
+#include "figure_internal.h"
+
+/* ---------------------------------------------------------------- shared helpers */
+
+double tsc_fig_text(cairo_t *cr, const char *family, double pt, int bold, double x, double y, double w,
+                    const char *text, int align, int draw, int markup) {
+    PangoLayout *l = pango_cairo_create_layout(cr);
+    PangoContext *ctx = pango_layout_get_context(l);
+    /* user units are points at every raster scale, as in the heatmaps */
+    pango_cairo_context_set_resolution(ctx, 72.0);
+    cairo_font_options_t *fo = cairo_font_options_create();
+    cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_OFF);
+    cairo_font_options_set_hint_style(fo, CAIRO_HINT_STYLE_NONE);
+    pango_cairo_context_set_font_options(ctx, fo);
+    cairo_font_options_destroy(fo);
+    pango_layout_context_changed(l);
+    PangoFontDescription *fd = pango_font_description_from_string(family ? family : "DejaVu Sans");
+    pango_font_description_set_absolute_size(fd, pt * PANGO_SCALE);
+    if (bold) pango_font_description_set_weight(fd, PANGO_WEIGHT_BOLD);
+    pango_layout_set_font_description(l, fd);
+    pango_font_description_free(fd);
+    if (w > 0) {
+        pango_layout_set_width(l, (int)(w * PANGO_SCALE));
+        pango_layout_set_wrap(l, PANGO_WRAP_WORD_CHAR);
+        pango_layout_set_alignment(l, align == 1 ? PANGO_ALIGN_CENTER : align == 2 ? PANGO_ALIGN_RIGHT : PANGO_ALIGN_LEFT);
+    }
+    gchar *valid = g_utf8_validate(text, -1, NULL) ? NULL : g_utf8_make_valid(text, -1);
+    if (markup) pango_layout_set_markup(l, valid ? valid : text, -1);
+    else pango_layout_set_text(l, valid ? valid : text, -1);
+    g_free(valid);
+    int pw, ph;
+    pango_layout_get_size(l, &pw, &ph);
+    double tw = (double)pw / PANGO_SCALE, th = (double)ph / PANGO_SCALE;
+    if (draw) {
+        double xx = x;
+        if (w <= 0 && align == 1) xx = x - tw / 2;
+        else if (w <= 0 && align == 2) xx = x - tw;
+        cairo_move_to(cr, xx, y);
+        pango_cairo_show_layout(cr, l);
+    }
+    g_object_unref(l);
+    return th;
+}
+
+void tsc_fig_pdf_date(cairo_surface_t *pdf) {
+    const char *e = getenv("SOURCE_DATE_EPOCH");
+    time_t t = 946684800; /* 2000-01-01T00:00:00Z: a fixed date keeps the bytes reproducible */
+    if (e && *e) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(e, &end, 10);
+        if (!errno && !*end && v >= 0) t = (time_t)v;
+    }
+    struct tm tm;
+    char buf[32];
+    if (!gmtime_r(&t, &tm) || !strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm)) return;
+    cairo_pdf_surface_set_metadata(pdf, CAIRO_PDF_METADATA_CREATE_DATE, buf);
+    cairo_pdf_surface_set_metadata(pdf, CAIRO_PDF_METADATA_MOD_DATE, buf);
+}
+
+tsc_status_t tsc_fig_cairo_write(const char *path, tsc_image_format_t fmt, double w_in, double h_in, double dpi,
+                                 tsc_fig_draw_fn fn, void *ctx) {
+    size_t len = strlen(path);
+    char *tmp = malloc(len + 24);
+    if (!tmp) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
+    snprintf(tmp, len + 24, "%s.tmp.%ld", path, (long)getpid());
+    double w = w_in * 72, h = h_in * 72;
+    cairo_surface_t *sf;
+    tsc_status_t st = TSC_OK;
+    if (fmt == TSC_IMG_PNG) {
+        sf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)lround(w_in * dpi), (int)lround(h_in * dpi));
+    } else if (fmt == TSC_IMG_SVG) {
+        sf = cairo_svg_surface_create(tmp, w, h);
+    } else {
+        sf = cairo_pdf_surface_create(tmp, w, h);
+        if (cairo_surface_status(sf) == CAIRO_STATUS_SUCCESS) tsc_fig_pdf_date(sf);
+    }
+    if (cairo_surface_status(sf) != CAIRO_STATUS_SUCCESS) {
+        st = tsc_error_set(TSC_ERR_IO, "%s: cannot create the cairo surface: %s", path,
+                           cairo_status_to_string(cairo_surface_status(sf)));
+        cairo_surface_destroy(sf);
+        free(tmp);
+        return st;
+    }
+    cairo_t *cr = cairo_create(sf);
+    if (fmt == TSC_IMG_PNG) cairo_scale(cr, dpi / 72.0, dpi / 72.0);
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_paint(cr);
+    st = fn(cr, w, h, ctx);
+    if (!st && cairo_status(cr) != CAIRO_STATUS_SUCCESS)
+        st = tsc_error_set(TSC_ERR_EXTERNAL, "%s: cairo drawing failed: %s", path, cairo_status_to_string(cairo_status(cr)));
+    cairo_destroy(cr);
+    if (!st && fmt == TSC_IMG_PNG) {
+        cairo_status_t cs = cairo_surface_write_to_png(sf, tmp);
+        if (cs != CAIRO_STATUS_SUCCESS)
+            st = tsc_error_set(TSC_ERR_IO, "%s: cannot write the PNG (%s): %s", path, tmp, cairo_status_to_string(cs));
+    }
+    cairo_surface_finish(sf);
+    if (!st && cairo_surface_status(sf) != CAIRO_STATUS_SUCCESS)
+        st = tsc_error_set(TSC_ERR_IO, "%s: writing failed: %s", path, cairo_status_to_string(cairo_surface_status(sf)));
+    cairo_surface_destroy(sf);
+    if (!st && rename(tmp, path) != 0)
+        st = tsc_error_set(TSC_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+    if (st) unlink(tmp);
+    free(tmp);
+    return st;
+}
+
+/* ---------------------------------------------------------------- the evidence map */
+
+#define N_NODES 6
+
+typedef struct {
+    const char *title;
+    int evidence;          /* 1: this run measured it */
+    char body[512];        /* the numbers, or "no evidence: ..." */
+} node_t;
+
+static void addf(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void addf(char *buf, size_t cap, const char *fmt, ...) {
+    size_t n = strlen(buf);
+    if (n >= cap - 1) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+/* Fills the six links of the chain from summary.json, analysis.h5 and the logs. verdict: [cap]. */
+static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, size_t vcap) {
+    const tsc_jv_t *sm = tsc_figure_src_summary(s);
+    const tsc_jv_t *top = tsc_jv_path(sm, "diagnosis.at_risk.0");
+    tsc_figure_opts_t o;
+    tsc_figure_opts_init(&o);
+    tsc_fig_sel_t sel;
+    tsc_fig_resolve(s, &o, &sel);
+    const tsc_jv_t *rec = tsc_fig_head_record(s, sel.step, sel.layer, sel.head);
+    static const char *titles[N_NODES] = {"1. Rounding in P-bar V", "2. Biased delta", "3. Similar rank-1 terms",
+                                          "4. Accumulated W^Q error", "5. Spectral norm of W^Q", "6. Loss"};
+    memset(nd, 0, N_NODES * sizeof *nd);
+    for (int i = 0; i < N_NODES; i++) nd[i].title = titles[i];
+    double n_flag = tsc_jv_num(sm, "n_flagged_heads");
+    /* verdict line */
+    if (top)
+        snprintf(verdict, vcap, "Verdict for layer %d head %d (step %lld): %s. %s", sel.layer, sel.head, sel.step,
+                 tsc_jv_str(top, "verdict") ? tsc_jv_str(top, "verdict") : "?",
+                 tsc_jv_str(top, "recommendation") ? tsc_jv_str(top, "recommendation") : "");
+    else if (n_flag > 0)
+        snprintf(verdict, vcap, "%g flagged head records (analysis only: run `tilescope diagnose` for the verdict); "
+                                "shown: layer %d head %d, step %lld.", n_flag, sel.layer, sel.head, sel.step);
+    else
+        snprintf(verdict, vcap, "No biased head found (flag rule: family-wise false-positive bound %g); shown: layer %d "
+                                "head %d.", tsc_jv_num(sm, "flag_rule.alpha"), sel.layer, sel.head);
+    /* 1. rounding */
+    node_t *n = &nd[0];
+    const tsc_jv_t *ev = top ? tsc_jv_get(top, "event") : NULL;
+    if (ev && tsc_jv_num(ev, "found") == 1) {
+        n->evidence = 1;
+        addf(n->body, sizeof n->body, "step %lld row %g feature %g, key %g (P-bar %g)\nFP32 sum %.6g -> %s %.6g\n"
+             "error %.3g", sel.step, tsc_jv_num(ev, "token"), tsc_jv_num(ev, "feature"), tsc_jv_num(ev, "key"),
+             tsc_jv_num(ev, "pbar"), tsc_jv_num(ev, "sum_fp32"), tsc_jv_str(ev, "out_format") ? tsc_jv_str(ev, "out_format") : "?",
+             tsc_jv_num(ev, "rounded"), tsc_jv_num(ev, "error"));
+        if (tsc_jv_str(top, "culprit"))
+            addf(n->body, sizeof n->body, "\nculprit stage: %s (leaves %.0f%%)", tsc_jv_str(top, "culprit"),
+                 100 * tsc_jv_num(top, "culprit_ratio"));
+    } else if (rec && tsc_jv_num(rec, "census.events_neg") + tsc_jv_num(rec, "census.events_pos") > 0) {
+        n->evidence = 1;
+        addf(n->body, sizeof n->body, "census: %g rounding-up events (neg) vs %g (pos) in %g additions",
+             tsc_jv_num(rec, "census.events_neg"), tsc_jv_num(rec, "census.events_pos"), tsc_jv_num(rec, "census.additions"));
+    } else {
+        addf(n->body, sizeof n->body, "no evidence: no rounding event traced (run tilescope diagnose)");
+    }
+    if (rec && tsc_jv_num(rec, "ties.rows_multi_max") >= 0)
+        addf(n->body, sizeof n->body, "\nrows with >= 2 maxima: %g of %g", tsc_jv_num(rec, "ties.rows_multi_max"),
+             tsc_jv_num(rec, "rows"));
+    /* 2. biased delta */
+    n = &nd[1];
+    double cum = top ? tsc_jv_num(top, "delta_cumsum") : (rec ? tsc_jv_num(rec, "delta.cumsum") : NAN);
+    int biased = 0;
+    const tsc_jv_t *hs = tsc_jv_get(sm, "heads");
+    for (size_t i = 0; hs && i < hs->n; i++) biased += tsc_jv_num(hs->items[i], "delta_biased") == 1;
+    if (n_flag > 0 || biased > 0) {
+        n->evidence = 1;
+        addf(n->body, sizeof n->body, "flagged head records: %g; delta-biased: %d\n", n_flag, biased);
+        if (rec)
+            addf(n->body, sizeof n->body, "feature %g: %.3g ULP mean O error\n", tsc_jv_num(rec, "features.top"),
+                 tsc_jv_num(rec, "features.top_mean_ulp"));
+        addf(n->body, sizeof n->body, "sum of delta_lp - delta_hp, accumulated: %+.3g", cum);
+    } else {
+        addf(n->body, sizeof n->body, "no evidence: delta_lp - delta_hp not biased in any head (accumulated %+.3g)", cum);
+    }
+    /* 3. rank-1 similarity, 4. accumulated error: need x */
+    int has_x = rec && tsc_jv_num(rec, "rank1.has_x") == 1;
+    if (has_x) {
+        nd[2].evidence = 1;
+        addf(nd[2].body, sizeof nd[2].body, "%g terms: mean cosine %.3f\ntop energy %.3f, eff. rank %.3g\n"
+             "projection share %.3f", tsc_jv_num(rec, "rank1.terms"), tsc_jv_num(rec, "rank1.mean_cos"),
+             tsc_jv_num(rec, "rank1.top_energy"), tsc_jv_num(rec, "rank1.eff_rank"), tsc_jv_num(rec, "rank1.proj_share"));
+        nd[3].evidence = isfinite(tsc_jv_num(rec, "rank1.dwq_err_fro"));
+        addf(nd[3].body, sizeof nd[3].body, "|dW^Q error|_F at step %lld: %.3g\ncoefficient accumulated over %g steps: "
+             "%+.3g", sel.step, tsc_jv_num(rec, "rank1.dwq_err_fro"), tsc_jv_num(sm, "computed_over.steps"), cum);
+    } else {
+        snprintf(nd[2].body, sizeof nd[2].body, "no evidence: x not captured (the QKV input is needed for (PK)^T X)");
+        snprintf(nd[3].body, sizeof nd[3].body, "no evidence: x not captured");
+    }
+    /* 5. spectral norm */
+    n = &nd[4];
+    char p[96];
+    snprintf(p, sizeof p, "step_%08lld/layer_%03d/wq_head_norm", sel.step, sel.layer);
+    double *wn = NULL;
+    int r;
+    long long d[4];
+    if (tsc_fig_read_ds(s, p, &wn, &r, d) == TSC_OK && sel.head < d[0] && isfinite(wn[sel.head])) {
+        int rank = 1, H = (int)d[0];
+        double mx = 0;
+        for (int h = 0; h < H; h++) {
+            if (wn[h] > wn[sel.head]) rank++;
+            if (wn[h] > mx) mx = wn[h];
+        }
+        n->evidence = 1;
+        addf(n->body, sizeof n->body, "head %d: %.4g (rank %d of %d in layer %d; largest %.4g)", sel.head, wn[sel.head],
+             rank, H, sel.layer, mx);
+    } else {
+        addf(n->body, sizeof n->body, "no evidence: w_q not captured");
+    }
+    free(wn);
+    /* 6. loss */
+    n = &nd[5];
+    int nl = tsc_figure_src_n_logs(s);
+    for (int i = 0; i < nl && !n->evidence; i++) {
+        const tsc_log_t *lg = tsc_figure_src_log(s, i);
+        int c = tsc_log_column(lg, "val_loss");
+        if (c < 0) c = tsc_log_column(lg, "train_loss");
+        if (c < 0) c = tsc_log_column(lg, "iter_loss");
+        if (c < 0) continue;
+        double mn = INFINITY, last = NAN, smn = 0, slast = 0;
+        for (size_t k = 0; k < lg->n_rows; k++) {
+            double v = lg->values[k * (size_t)lg->n_cols + (size_t)c];
+            if (!isfinite(v)) continue;
+            if (v < mn) mn = v, smn = lg->step[k];
+            last = v, slast = lg->step[k];
+        }
+        if (!isfinite(mn)) continue;
+        n->evidence = 1;
+        addf(n->body, sizeof n->body, "run '%s' (%s): min %.4g at step %g, last %.4g at step %g%s", lg->name,
+             lg->cols[c], mn, smn, last, slast, last > 1.5 * mn ? ": diverges" : ": no divergence");
+    }
+    if (!n->evidence)
+        addf(n->body, sizeof n->body, "no evidence: no training log given (--log NAME=FILE)");
+}
+
+typedef struct {
+    const tsc_figure_src_t *s;
+    double font_pt;
+    char *caption;
+    size_t cap;
+} ev_ctx_t;
+
+static void box_path(cairo_t *cr, double x, double y, double w, double h, double r) {
+    cairo_new_sub_path(cr);
+    cairo_arc(cr, x + w - r, y + r, r, -M_PI / 2, 0);
+    cairo_arc(cr, x + w - r, y + h - r, r, 0, M_PI / 2);
+    cairo_arc(cr, x + r, y + h - r, r, M_PI / 2, M_PI);
+    cairo_arc(cr, x + r, y + r, r, M_PI, 3 * M_PI / 2);
+    cairo_close_path(cr);
+}
+
+static void arrow(cairo_t *cr, double x0, double y0, double x1, double y1, int solid, double F) {
+    double dash[2] = {3, 2.5};
+    cairo_save(cr);
+    if (solid) cairo_set_source_rgb(cr, 0.15, 0.15, 0.15), cairo_set_line_width(cr, 1.3);
+    else cairo_set_source_rgb(cr, 0.6, 0.6, 0.6), cairo_set_line_width(cr, 1.0), cairo_set_dash(cr, dash, 2, 0);
+    double ang = atan2(y1 - y0, x1 - x0), hl = 0.7 * F;
+    cairo_move_to(cr, x0, y0);
+    cairo_line_to(cr, x1 - hl * 0.8 * cos(ang), y1 - hl * 0.8 * sin(ang));
+    cairo_stroke(cr);
+    cairo_set_dash(cr, NULL, 0, 0);
+    cairo_move_to(cr, x1, y1);
+    cairo_line_to(cr, x1 - hl * cos(ang - 0.45), y1 - hl * sin(ang - 0.45));
+    cairo_line_to(cr, x1 - hl * cos(ang + 0.45), y1 - hl * sin(ang + 0.45));
+    cairo_close_path(cr);
+    cairo_fill(cr);
+    cairo_restore(cr);
+}
+
+static tsc_status_t ev_draw(cairo_t *cr, double W, double H, void *vctx) {
+    ev_ctx_t *c = vctx;
+    node_t nd[N_NODES];
+    char verdict[512];
+    build_nodes(c->s, nd, verdict, sizeof verdict);
+    double F = c->font_pt > 0 ? c->font_pt : 8;
+    const char *fam = "DejaVu Sans";
+    double m = 0.9 * F, y = m;
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    y += tsc_fig_text(cr, fam, 1.2 * F, 1, m, y, W - 2 * m, "Evidence map: rounding \u2192 biased \u03b4 \u2192 similar "
+                      "rank-1 terms \u2192 accumulated error \u2192 spectral norm \u2192 loss", 0, 1, 0);
+    cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+    y += tsc_fig_text(cr, fam, 0.95 * F, 0, m, y + 2, W - 2 * m, verdict, 0, 1, 0) + 0.8 * F;
+    double legend_h = 1.6 * F;
+    double gapx = 2.6 * F, gapy = 2.2 * F;
+    double bw = (W - 2 * m - 2 * gapx) / 3, bh = (H - y - m - gapy - legend_h) / 2;
+    double bx[N_NODES], by[N_NODES];
+    /* a snake: 1 2 3 on the first row left to right, then 4 5 6 right to left, so every arrow is short */
+    for (int i = 0; i < N_NODES; i++) {
+        int row = i / 3, col = row == 0 ? i : 5 - i;
+        bx[i] = m + col * (bw + gapx);
+        by[i] = y + row * (bh + gapy);
+    }
+    for (int i = 0; i < N_NODES; i++) {
+        double dash[2] = {3, 2.5};
+        box_path(cr, bx[i], by[i], bw, bh, 0.5 * F);
+        if (nd[i].evidence) cairo_set_source_rgb(cr, 0.91, 0.95, 0.99);
+        else cairo_set_source_rgb(cr, 0.97, 0.97, 0.97);
+        cairo_fill_preserve(cr);
+        if (nd[i].evidence) cairo_set_source_rgb(cr, 0.1, 0.25, 0.5), cairo_set_line_width(cr, 1.2);
+        else cairo_set_source_rgb(cr, 0.6, 0.6, 0.6), cairo_set_line_width(cr, 0.9), cairo_set_dash(cr, dash, 2, 0);
+        cairo_stroke(cr);
+        cairo_set_dash(cr, NULL, 0, 0);
+        double pad = 0.45 * F, ty = by[i] + pad;
+        if (nd[i].evidence) cairo_set_source_rgb(cr, 0.05, 0.15, 0.35);
+        else cairo_set_source_rgb(cr, 0.45, 0.45, 0.45);
+        ty += tsc_fig_text(cr, fam, F, 1, bx[i] + pad, ty, bw - 2 * pad, nd[i].title, 0, 1, 0) + 0.2 * F;
+        if (nd[i].evidence) cairo_set_source_rgb(cr, 0, 0, 0);
+        /* shrink the body text (not below 7 pt) rather than let it overflow the box */
+        double fs = 0.92 * F;
+        while (fs > 7.0 && ty + tsc_fig_text(cr, fam, fs, 0, 0, 0, bw - 2 * pad, nd[i].body, 0, 0, 0) > by[i] + bh - pad)
+            fs -= 0.25;
+        if (fs < 7.0) fs = 7.0;
+        cairo_save(cr);
+        cairo_rectangle(cr, bx[i], by[i], bw, bh);
+        cairo_clip(cr);
+        tsc_fig_text(cr, fam, fs, 0, bx[i] + pad, ty, bw - 2 * pad, nd[i].body, 0, 1, 0);
+        cairo_restore(cr);
+    }
+    for (int i = 0; i + 1 < N_NODES; i++) {
+        int solid = nd[i].evidence && nd[i + 1].evidence;
+        if (i == 2) arrow(cr, bx[2] + bw / 2, by[2] + bh + 1, bx[3] + bw / 2, by[3] - 1, solid, F);
+        else if (i < 2) arrow(cr, bx[i] + bw + 1, by[i] + bh / 2, bx[i + 1] - 1, by[i + 1] + bh / 2, solid, F);
+        else arrow(cr, bx[i] - 1, by[i] + bh / 2, bx[i + 1] + bw + 1, by[i + 1] + bh / 2, solid, F);
+    }
+    /* legend */
+    double ly = H - m - 0.9 * F;
+    arrow(cr, m, ly + 0.5 * F, m + 2.2 * F, ly + 0.5 * F, 1, F);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    double lw = tsc_fig_text(cr, fam, 0.9 * F, 0, m + 2.6 * F, ly, 0, "measured in this run", 0, 1, 0);
+    (void)lw;
+    arrow(cr, m + 14 * F, ly + 0.5 * F, m + 16.2 * F, ly + 0.5 * F, 0, F);
+    cairo_set_source_rgb(cr, 0.35, 0.35, 0.35);
+    tsc_fig_text(cr, fam, 0.9 * F, 0, m + 16.6 * F, ly, 0, "no evidence in this run (data not captured or not measured)",
+                 0, 1, 0);
+    if (c->caption && c->cap) {
+        tsc_figure_opts_t o;
+        tsc_figure_opts_init(&o);
+        tsc_fig_sel_t sel;
+        tsc_fig_resolve(c->s, &o, &sel);
+        snprintf(c->caption, c->cap,
+                 "fig1: evidence map of the causal chain (PAPER.md sections 4-5) for layer %d head %d, step %lld; "
+                 "numbers from %s and %s%s. Solid boxes and arrows: measured in this run; dashed grey: no evidence. ",
+                 sel.layer, sel.head, sel.step, tsc_fig_summary_path(c->s), tsc_fig_analysis_path(c->s),
+                 tsc_figure_src_n_logs(c->s) ? " and the training logs" : "");
+        for (int i = 0; i < N_NODES; i++)
+            if (!nd[i].evidence) addf(c->caption, c->cap, "%s: %s. ", nd[i].title, nd[i].body);
+    }
+    return TSC_OK;
+}
+
+tsc_status_t tsc_figure_evidence_draw(cairo_t *cr, const tsc_figure_src_t *s, double w, double h, double font_pt,
+                                      char *caption, size_t cap) {
+    ev_ctx_t c = {s, font_pt, caption, cap};
+    tsc_status_t st = ev_draw(cr, w, h, &c);
+    if (!st && cairo_status(cr) != CAIRO_STATUS_SUCCESS)
+        st = tsc_error_set(TSC_ERR_EXTERNAL, "evidence map: cairo failed: %s", cairo_status_to_string(cairo_status(cr)));
+    return st;
+}
+
+tsc_status_t tsc_fig_evidence_write(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const char *path,
+                                    tsc_image_format_t fmt, tsc_figure_info_t *info) {
+    ev_ctx_t c = {s, o->font_pt, info->caption, sizeof info->caption};
+    return tsc_fig_cairo_write(path, fmt, info->width_in, info->height_in, o->dpi, ev_draw, &c);
+}

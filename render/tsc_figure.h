@@ -1,0 +1,129 @@
+/* tsc_figure.h: the paper's figures (PAPER.md §7) drawn from analysis outputs and training logs.
+ *
+ * A figure source is an analysis folder (DIR/summary.json + DIR/analysis.h5, docs/FORMAT.md §3,
+ * written by `tilescope analyze` or `tilescope diagnose`), the training logs added to it
+ * (tsc_log.h), and, for the recipes that need raw tensors (fig4, fig5b, fig6a, fig9), the dump
+ * that summary.json names (or opts.dump). Recipes, by id (tsc_figure_list):
+ *   fig1  evidence map: the causal chain with this run's numbers at each link (cairo)
+ *   fig2  validation loss vs step (logs)                fig3  W^Q spectral norm per head (bars)
+ *   fig4  rank-1 terms (PK)[T]^T X[T] at two tokens     fig5a cumulative sum_T(δ_lp − δ_hp) over steps
+ *   fig5b dO[T,:] and O[T,:] over features (dump)       fig5c mean O_lp − O_hp per feature (ULPs)
+ *   fig6a V[:, I] and P̄[T, :] over tokens (dump)        fig6b Ō_error(t) at the probe
+ *   fig6c zoom of fig6b on its largest negative jump    fig7  loss curves of several runs, log-log
+ *   fig8  cosine similarity of the rank-1 terms         fig9  attention rows with two maxima (dump)
+ *   fig10 overlay of every log's training loss          fig11 spectral norm of every weight vs step
+ *   fig12 per-token δ difference, cumulative over steps fig13 val loss and rows with multiple maxima
+ * ("fig5" is fig5a, "fig6" is fig6a.) A recipe whose data is absent fails with TSC_ERR_MISSING
+ * naming what is missing ("fig4 needs x: the dump has no x (the QKV input was not captured)").
+ * Every figure comes with a caption saying what was plotted and from which file.
+ *
+ *   tsc_figure_src_t *src;
+ *   if (tsc_figure_src_open("out", &src) != TSC_OK) puts(tsc_error_last());
+ *   tsc_figure_opts_t o; tsc_figure_opts_init(&o);
+ *   tsc_figure_info_t info;
+ *   if (tsc_figure_write(src, "fig3", &o, "fig3.pdf", TSC_IMG_AUTO, &info) == TSC_OK) puts(info.caption);
+ *   tsc_figure_src_close(src);
+ *
+ * Also here: a small JSON reader (tsc_jv_*) for summary.json.
+ */
+#ifndef TSC_FIGURE_H
+#define TSC_FIGURE_H
+
+#include <stddef.h>
+
+#include <cairo.h>
+
+#include "tsc_heatmap.h"
+#include "tsc_log.h"
+#include "tsc_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- JSON (read-only tree) ---- */
+typedef enum { TSC_JV_NULL = 0, TSC_JV_BOOL, TSC_JV_NUMBER, TSC_JV_STRING, TSC_JV_ARRAY, TSC_JV_OBJECT } tsc_jv_type_t;
+
+typedef struct tsc_jv {
+    tsc_jv_type_t type;
+    double num;             /* NUMBER, BOOL (0/1); NaN for NULL */
+    char *str;              /* STRING (UTF-8, NUL-terminated) */
+    size_t n;               /* ARRAY/OBJECT members */
+    struct tsc_jv **items;  /* [n] */
+    char **keys;            /* [n] (OBJECT) */
+} tsc_jv_t;
+
+/* Parses text[len]; *out is the caller's (tsc_jv_free). TSC_ERR_FORMAT names where:line. */
+tsc_status_t tsc_jv_parse(const char *text, size_t len, const char *where, tsc_jv_t **out);
+tsc_status_t tsc_jv_read_file(const char *path, tsc_jv_t **out);
+void tsc_jv_free(tsc_jv_t *v);
+/* Member lookup; NULL when absent or of another type. path: "a.b.0.c" (numbers index arrays). */
+const tsc_jv_t *tsc_jv_get(const tsc_jv_t *v, const char *key);
+const tsc_jv_t *tsc_jv_at(const tsc_jv_t *v, size_t i);
+const tsc_jv_t *tsc_jv_path(const tsc_jv_t *v, const char *path);
+double tsc_jv_num(const tsc_jv_t *v, const char *path);       /* NaN when absent/null/not a number */
+const char *tsc_jv_str(const tsc_jv_t *v, const char *path);  /* NULL when absent */
+size_t tsc_jv_len(const tsc_jv_t *v, const char *path);       /* array length, 0 otherwise */
+
+/* Reads a whole file into *buf (NUL-terminated, caller frees). TSC_ERR_IO names path. */
+tsc_status_t tsc_read_file(const char *path, char **buf, size_t *len);
+
+/* ---- figure sources and recipes ---- */
+typedef struct tsc_figure_src tsc_figure_src_t;
+
+/* Opens dir/summary.json (required) and notes dir/analysis.h5 (read when a recipe needs it).
+ * Errors: TSC_ERR_IO / TSC_ERR_FORMAT naming the file (not a tilescope-summary). */
+tsc_status_t tsc_figure_src_open(const char *dir, tsc_figure_src_t **out);
+void tsc_figure_src_close(tsc_figure_src_t *s);
+/* Adds a training log; the source takes ownership (also on failure). At most 16. */
+tsc_status_t tsc_figure_src_add_log(tsc_figure_src_t *s, tsc_log_t *lg);
+const tsc_jv_t *tsc_figure_src_summary(const tsc_figure_src_t *s);
+const char *tsc_figure_src_dir(const tsc_figure_src_t *s);
+int tsc_figure_src_n_logs(const tsc_figure_src_t *s);
+const tsc_log_t *tsc_figure_src_log(const tsc_figure_src_t *s, int i);
+
+typedef struct {
+    long long step;          /* -1: automatic (the top at-risk head's step, else the last analysed) */
+    int layer, head;         /* -1: the top at-risk (layer, head) (diagnosis, else flags, else largest |Σδ|) */
+    int batch, token, feature; /* -1: the analysis' automatic probe */
+    const char *dump;        /* the dump for fig4/5b/6a/9; NULL: the one summary.json names */
+    double width_in, height_in; /* 0: the recipe's default (3.25 x 2.6; 6.5 wide for fig1, fig4, fig11) */
+    double dpi;              /* PNG resolution (300) */
+    double font_pt;          /* base text size (8) */
+} tsc_figure_opts_t;
+
+void tsc_figure_opts_init(tsc_figure_opts_t *o);
+
+typedef struct {
+    char id[8];              /* canonical id ("fig5a") */
+    char caption[2048];      /* what was plotted, the selection, and the source files */
+    double width_in, height_in;
+    int layer, head;         /* the resolved selection (-1 when not used) */
+    long long step;
+} tsc_figure_info_t;
+
+/* The recipe ids in order and a one-line description of each. */
+int tsc_figure_count(void);
+const char *tsc_figure_id(int i);
+const char *tsc_figure_describe(int i);
+/* Canonical id of name ("fig5" -> "fig5a", "Fig3" -> "fig3"); NULL when unknown. */
+const char *tsc_figure_canonical(const char *name);
+
+/* Draws recipe id into path (PNG, SVG or PDF by fmt, or the extension for TSC_IMG_AUTO), written
+ * to a temporary name and renamed. info (may be NULL) receives the caption. Errors:
+ * TSC_ERR_ARG (unknown id, bad options), TSC_ERR_MISSING (the data is absent: the detail names
+ * it), TSC_ERR_IO / TSC_ERR_FORMAT (reading analysis.h5, the dump or writing path),
+ * TSC_ERR_EXTERNAL (gnuplot, cairo). path is untouched on failure. */
+tsc_status_t tsc_figure_write(tsc_figure_src_t *s, const char *id, const tsc_figure_opts_t *o, const char *path,
+                              tsc_image_format_t fmt, tsc_figure_info_t *info);
+
+/* Figure 1 onto cr (user units: points, origin top-left) in a w x h point box. caption: [cap] or
+ * NULL. Never fails on missing data (absent links are drawn as such); TSC_ERR_EXTERNAL on a cairo
+ * error. */
+tsc_status_t tsc_figure_evidence_draw(cairo_t *cr, const tsc_figure_src_t *s, double w, double h, double font_pt,
+                                      char *caption, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
