@@ -148,6 +148,37 @@ tsc_status_t tsc_linalg_spectral_norm_power(const float *w, size_t rows, size_t 
         return tsc_error_set(TSC_ERR_NOMEM, "spectral norm: no memory for [%zu, %zu]", rows, cols);
     }
     for (size_t i = 0; i < rows * cols; i++) wd[i] = w[i];
+    if (rows * 4 <= cols) {
+        /* A wide matrix (a head's rows of w_q): power iteration on the small Gram matrix
+         * G = W W^T [rows, rows], whose top eigenvalue is sigma^2; same iteration, far cheaper. */
+        double *g = malloc(rows * rows * sizeof *g);
+        if (!g) {
+            free(v), free(u), free(wd);
+            return tsc_error_set(TSC_ERR_NOMEM, "spectral norm: no memory for a %zu x %zu Gram matrix", rows, rows);
+        }
+        for (size_t i = 0; i < rows; i++)
+            for (size_t k = i; k < rows; k++) g[i * rows + k] = g[k * rows + i] = dot(wd + i * cols, wd + k * cols, cols);
+        double *x = u, *y = v; /* both have >= rows entries */
+        for (size_t i = 0; i < rows; i++) x[i] = 1.0 + 0.01 * (double)((i * 7919u) % 101u) / 101.0;
+        double nx = sqrt(dot(x, x, rows)), lam = 0.0;
+        for (size_t i = 0; i < rows; i++) x[i] /= nx;
+        int it = 0;
+        for (it = 1; it <= max_iter; it++) {
+            for (size_t i = 0; i < rows; i++) y[i] = dot(g + i * rows, x, rows);
+            double ny = sqrt(dot(y, y, rows)), prev = lam;
+            if (ny == 0.0) {
+                lam = 0.0;
+                break;
+            }
+            for (size_t i = 0; i < rows; i++) x[i] = y[i] / ny;
+            lam = ny; /* |G x| with |x| = 1 -> lambda_max = sigma^2 */
+            if (fabs(lam - prev) <= tol * lam) break;
+        }
+        free(g), free(v), free(u), free(wd);
+        *out = sqrt(lam);
+        if (iters) *iters = it > max_iter ? max_iter : it;
+        return TSC_OK;
+    }
     /* A fixed start that is unlikely to be orthogonal to the top right singular vector: all
      * ones plus a small deterministic irregular part. */
     for (size_t j = 0; j < cols; j++) v[j] = 1.0 + 0.01 * (double)((j * 7919u) % 101u) / 101.0;
@@ -155,11 +186,7 @@ tsc_status_t tsc_linalg_spectral_norm_power(const float *w, size_t rows, size_t 
     for (size_t j = 0; j < cols; j++) v[j] /= nv;
     double sigma = 0.0;
     int it = 0;
-    /* Large matrices split the two products over threads (rows of W v, columns of W^T u). */
-    int par = rows * cols >= 65536;
-    (void)par;
     for (it = 1; it <= max_iter; it++) {
-#pragma omp parallel for if (par) schedule(static)
         for (size_t i = 0; i < rows; i++) { /* u = W v, four partial sums per row */
             const double *wr = wd + i * cols;
             double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -179,9 +206,8 @@ tsc_status_t tsc_linalg_spectral_norm_power(const float *w, size_t rows, size_t 
             break;
         }
         for (size_t i = 0; i < rows; i++) u[i] /= nu;
-        /* v = W^T u / |W^T u|, by blocks of columns so threads write disjoint parts of v */
+        /* v = W^T u / |W^T u|, by blocks of 256 columns (a block of v stays in cache) */
         size_t nblk = (cols + 255) / 256;
-#pragma omp parallel for if (par) schedule(static)
         for (size_t bk = 0; bk < nblk; bk++) {
             size_t j0 = bk * 256, j1 = j0 + 256 < cols ? j0 + 256 : cols;
             for (size_t j = j0; j < j1; j++) v[j] = 0.0;

@@ -13,13 +13,14 @@
  *      dW^Q error (cosine similarity, SVD energy, effective rank, projection share);
  *   f. spectral norms of captured weights (per head for w_q), power iteration vs LAPACK.
  *
- * Memory bound: heads are streamed one at a time; per head the analysis holds the inputs and
- * outputs of one (batch row, head) in float (about 16 T*D floats), the lp trace of scores and
- * P-bar (2 T*T doubles), per-feature accumulators (D), the delta differences of the head (B*T
- * doubles) and, with x captured, one [T, C] x slice and the [T, D] P K; plus per dump the
- * cumulative arrays [steps, layers, heads]. So memory is O(T*T + T*(D + C) + B*T) per head,
- * independent of the number of steps, layers and heads in the file (weights: one [out, in]
- * matrix at a time).
+ * Memory bound: heads are streamed; the heads of one (step, layer) run in parallel on the OpenMP
+ * threads (dump reads serialised), each thread holding the inputs and outputs of one (batch row,
+ * head) in float (about 16 T*D floats), the lp trace of scores and P-bar (2 T*T doubles: 16 MiB at
+ * T = 1024), the head's per-batch-row O and dO (B*T*D floats), delta differences (B*T) and, with x
+ * captured, one [T, C] x slice and the [T, D] P K. Per dump: the cumulative arrays [steps, layers,
+ * heads] and the across-step top rank-1 terms [steps, layers, heads, D + C]. So memory is
+ * O(threads * (T*T + T*(D + C) + B*T*D)) plus O(S*L*H*(D + C)), independent of the dump's size
+ * otherwise (weights: the four [out, in] matrices of one (step, layer) at a time).
  *
  *   tsc_analysis_opts_t o; tsc_analysis_opts_init(&o);
  *   tsc_analysis_t *a;

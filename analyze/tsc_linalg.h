@@ -67,8 +67,9 @@ double tsc_linalg_rank1_projection(const double *g, const double *c, const doubl
                                    size_t n, double *norm);
 
 /* Spectral norm (largest singular value) of w [rows, cols] float row-major by power iteration
- * on w^T w, in double, from a fixed deterministic start; stops when the estimate changes by less
- * than tol (relative) or after max_iter iterations (*iters tells which; may be NULL).
+ * on w^T w (on the rows x rows Gram matrix w w^T when rows * 4 <= cols), in double, from a fixed
+ * deterministic start; stops when the estimate changes by less than tol (relative) or after
+ * max_iter iterations (*iters tells which; may be NULL).
  * Returns TSC_ERR_ARG on empty shape, TSC_ERR_NOMEM. A zero matrix gives 0. */
 tsc_status_t tsc_linalg_spectral_norm_power(const float *w, size_t rows, size_t cols, int max_iter,
                                             double tol, double *out, int *iters);

@@ -99,6 +99,8 @@ int main(int argc, char **argv) {
     if (!head16 || !head32) { fprintf(stderr, "out of memory\n"); return 1; }
     long bad = 0;
     for (long r = 0; r < reps; r++) {
+        /* start from no file, like the h5py side (freeing the old file's pages is not writing) */
+        unlink(tsc_path);
         double t0 = now();
         tsc_dump_writer_t *w;
         if (tsc_dump_writer_open(&w, tsc_path, &m, NULL) != TSC_OK) return die("open writer");

@@ -497,6 +497,7 @@ tsc_status_t tsc_synth_write(const char *path, const tsc_synth_opts_t *opts) {
             if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "w_k", 2, dwk, f32, wk, bf16);
             if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "w_v", 2, dwk, f32, wv, bf16);
             if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "w_o", 2, dwo, f32, wo, bf16);
+            if (st == TSC_OK && o.progress) o.progress(o.progress_ctx, si * n_layers + li + 1, n_steps * n_layers);
         }
         if (st == TSC_OK) st = tsc_dump_writer_step_done(w, steps[si]);
     }

@@ -66,7 +66,8 @@ tsc_status_t tsc_capture_step_begin(tsc_capture_t *s, long long step);
 /* Hands over one tensor of layer (host memory; copied before return). name and shape as in
  * tsc_dump.h (q/o/do [B, H, T, D], k/v [B, Hkv, T, D], lse [B, H, T] f32, x [B, T, C],
  * w_q [H*D, C], w_k/w_v [Hkv*D, C], w_o [C, H*D], tiles/<stat> [B, H, T, n_key_tiles]);
- * fmt TSC_FMT_FP32, TSC_FMT_BF16 or TSC_FMT_FP16 (others accepted too). TSC_ERR_SHAPE when dims
+ * fmt TSC_FMT_FP32, TSC_FMT_BF16 or TSC_FMT_FP16 (others accepted too); stored in fmt, or in
+ * opts.store_fmt when set (lse is always stored as fp32). TSC_ERR_SHAPE when dims
  * contradict the metadata, TSC_ERR_ARG outside a step. A layer not kept is skipped (TSC_OK). */
 tsc_status_t tsc_capture_put(tsc_capture_t *s, int layer, const char *name, tsc_format_t fmt,
                              int rank, const uint64_t *dims, const void *data);

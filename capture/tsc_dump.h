@@ -129,7 +129,7 @@ int tsc_dump_has_dataset(tsc_dump_t *d, long long step, int layer, const char *n
  *   k, v:       b, h in [0,B) x [0,Hkv)  -> out [T, D]
  *   lse:        b, h                     -> out [T]
  *   tiles/<s>:  b, h                     -> out [T, n_key_tiles]
- *   x:          b, h ignored (pass 0)    -> out [T, C]
+ *   x:          b in [0,B), h ignored    -> out [T, C]
  *   w_*:        b, h ignored             -> out [out, in], whole
  * Errors as tsc_dump_dataset_info, plus TSC_ERR_ARG for b/h out of range and TSC_ERR_FORMAT when
  * HDF5 cannot read the slice (a corrupt or truncated file). out is unspecified on failure. */

@@ -13,7 +13,7 @@
  *   if (tsc_h5_create(&f, "analysis.h5") != TSC_OK) return fail(tsc_error_last());
  *   hid_t g; tsc_h5_group_create(f.fid, "bias/layer_001", &g);
  *   uint64_t dims[2] = {T, D};            // data: [T, D] float, row-major
- *   tsc_h5_write_array(g, "err", TSC_FMT_FP32, 2, dims, data, "token,feature", "ulp", NULL);
+ *   tsc_h5_write_floats(g, "err", 2, dims, data, "token,feature", "ulp");
  *   H5Gclose(g); tsc_h5_commit(&f);       // or tsc_h5_abort(&f) on any error
  */
 #ifndef TSC_H5_H

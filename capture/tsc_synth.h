@@ -8,9 +8,10 @@
  * below half an ULP of the tied sum); V of the planted kv heads has the planted features drawn
  * from N(-2.2, 0.4) for every token; dO of the planted heads is negative at those features
  * (N(-1, 0.25) x 1e-3); x has two constant "shared" channels; w_q of the planted heads has an
- * extra rank-1 part along them. Every other row has a unique maximum (its own key, or key t-1
- * for t = p), margin >= 1 after BF16 rounding, and V, dO are symmetric around 0: no ties, no
- * sign bias. o and lse are computed with the CPU reference (tsc_attention.h) under the policy
+ * extra rank-1 part along them; V[p] at the planted features is nudged so that V[0] + V[p] is a
+ * BF16 midpoint (every planted row then rounds the same way under bf16-torch). Every other row
+ * has a unique maximum (a random query, redrawn until the margin is >= 1 after BF16 rounding),
+ * and V, dO are symmetric around 0 there: no ties, no sign bias. o and lse are computed with the CPU reference (tsc_attention.h) under the policy
  * stored in the root attribute "policy" (default bf16-torch with the shape's tiles).
  *
  *   tsc_synth_opts_t o; tsc_synth_opts_init(&o);
@@ -63,7 +64,10 @@ typedef struct {
     int plant;                /* 1 (default): plant the structure; 0: plain random everywhere */
     int deflate;              /* 0..9 */
     const char *policy;       /* policy of o/lse; NULL: "bf16-torch" with the shape's tiles */
-    int quiet;                /* unused by the library (never prints); kept for callers */
+    /* called after each (step, layer) written with the count done and the total (the library
+     * never prints; `tilescope synth` draws a progress bar on a terminal with it); may be NULL */
+    void (*progress)(void *ctx, int done, int total);
+    void *progress_ctx;
 } tsc_synth_opts_t;
 
 void tsc_synth_opts_init(tsc_synth_opts_t *o);

@@ -78,6 +78,16 @@ static const char *jnum(double x, char *buf, size_t n) {
     return num(x, buf, n);
 }
 
+/* s as the body of a JSON string (quotes, backslashes and control characters escaped). */
+static void json_puts(const char *s) {
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+}
+
 static const char *round_name(tsc_round_t m) {
     return m == TSC_ROUND_NEAREST_EVEN ? "nearest-even" : m == TSC_ROUND_TOWARD_ZERO ? "toward-zero" : "stochastic";
 }
@@ -532,9 +542,10 @@ static int explain_dump(int argc, char **argv) {
     char n1[40], n2[40], n3[40], n4[40], n5[40], n6[40], n7[40], bits[200];
 
     if (json) {
-        printf("{\n  \"command\": \"explain dump\", \"dump\": \"%s\", \"step\": %ld, \"layer\": %ld, \"head\": %ld, "
-               "\"kv_head\": %d, \"batch\": %ld, \"row\": %ld, \"feature\": %ld,\n", path, step, layer, head, kvh,
-               batch, row, feat);
+        printf("{\n  \"command\": \"explain dump\", \"dump\": \"");
+        json_puts(path);
+        printf("\", \"step\": %ld, \"layer\": %ld, \"head\": %ld, \"kv_head\": %d, \"batch\": %ld, \"row\": %ld, "
+               "\"feature\": %ld,\n", step, layer, head, kvh, batch, row, feat);
         printf("  \"policy\": \"%s\", \"fused\": %s, \"stochastic_replayed_as_nearest\": %s, \"tiles\": %d,\n",
                pol_name, pol.fused ? "true" : "false", sr ? "true" : "false", tiles);
         printf("  \"replay_matches_reference\": %s, \"mismatch_tile\": %d, \"o_matches_reference\": %s,\n",

@@ -107,6 +107,7 @@ int tsc_cmd_figure(int argc, char **argv) {
     tsc_figure_info_t info;
     tsc_status_t st = tsc_figure_write(src, fig, &o, out, fmt, &info);
     tsc_figure_src_close(src);
+    tsc_render_release_fonts(); /* drawing is over: free pango's caches so leak checkers see none */
     if (st != TSC_OK) return tsc_cli_fail(cmd, "%s: %s", out, tsc_error_last());
     if (json) {
         tsc_json_t j;

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "tsc_synth.h"
@@ -53,6 +54,15 @@ const char tsc_usage_synth[] =
     "planted_sink_keys, planted_tie_keys, planted_rows_start, planted_rows_stride,\n"
     "planted_x_channels (see `tilescope info`).\n";
 
+/* A progress bar on stderr, only when it is a terminal. */
+static void progress(void *ctx, int done, int total) {
+    (void)ctx;
+    int width = 30, fill = total ? done * width / total : width;
+    fprintf(stderr, "\r  [%.*s%*s] %d/%d layers", fill, "##############################", width - fill, "", done, total);
+    if (done == total) fputc('\n', stderr);
+    fflush(stderr);
+}
+
 int tsc_cmd_synth(int argc, char **argv) {
     tsc_synth_opts_t o;
     tsc_synth_opts_init(&o);
@@ -98,6 +108,7 @@ int tsc_cmd_synth(int argc, char **argv) {
         fprintf(stderr, "tilescope synth: %s, shape %s, seed %llu, steps %s, layers %s, %s%s\n", out, sh.name,
                 (unsigned long long)o.seed, o.steps ? o.steps : sh.default_steps, o.layers ? o.layers : "all",
                 o.plant ? "planted" : "no planted structure", o.deflate ? ", deflate" : "");
+    if (!quiet && isatty(2)) o.progress = progress;
     tsc_status_t st = tsc_synth_write(out, &o);
     if (st == TSC_ERR_ARG) return tsc_cli_usage_error("synth", "%s", tsc_error_last());
     if (st != TSC_OK) return tsc_cli_fail("synth", "%s", tsc_error_last());

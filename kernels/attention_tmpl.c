@@ -244,6 +244,26 @@ static inline void SFX(rank1)(R *Y, const R *a, const R *x, int n, int D, rst_t 
 static inline void avx_rowdot4(const float *X, const float *MT, int T, int D, int j0, int jv, float *out, int os) {
     const float *x0 = X, *x1 = X + D, *x2 = X + 2 * D, *x3 = X + 3 * D;
     int jj = 0;
+    for (; jj + 64 <= jv; jj += 64) { /* 16 accumulators: enough chains to cover FMA latency */
+        __m512 a[4][4];
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) a[r][c] = _mm512_setzero_ps();
+        const float *m = MT + j0 + jj;
+        for (int d = 0; d < D; d++, m += T) {
+            const __m512 k0 = _mm512_loadu_ps(m), k1 = _mm512_loadu_ps(m + 16), k2 = _mm512_loadu_ps(m + 32),
+                         k3 = _mm512_loadu_ps(m + 48);
+            const float xs[4] = {x0[d], x1[d], x2[d], x3[d]};
+            for (int r = 0; r < 4; r++) {
+                const __m512 b = _mm512_set1_ps(xs[r]);
+                a[r][0] = _mm512_fmadd_ps(b, k0, a[r][0]);
+                a[r][1] = _mm512_fmadd_ps(b, k1, a[r][1]);
+                a[r][2] = _mm512_fmadd_ps(b, k2, a[r][2]);
+                a[r][3] = _mm512_fmadd_ps(b, k3, a[r][3]);
+            }
+        }
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++) _mm512_storeu_ps(out + (size_t)r * os + jj + 16 * c, a[r][c]);
+    }
     for (; jj + 32 <= jv; jj += 32) {
         __m512 a00 = _mm512_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00,
                a31 = a00;

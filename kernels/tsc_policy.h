@@ -20,6 +20,8 @@
  *              +lp-delta        δ from the O this forward returned (the presets' default)
  *              +sr[:seed=N][,STAGE...]   stochastic rounding (default seed 0) on the listed
  *                               stages, or on every stage narrower than FP32 when none listed
+ *                               (FP32 stages compute in FP32 already, so +sr on one acts only
+ *                               when the policy computes in FP64)
  *              +rz[:STAGE,...] / +rne[:STAGE,...]   toward zero / nearest-even likewise
  *              +FMT:STAGE[,STAGE...]   hold these stages in FMT (fp64, fp32, tf32, bf16, fp16,
  *                               fp8-e4m3, fp8-e5m2), e.g. +fp32:pv or +fp32:oacc,o

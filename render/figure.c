@@ -596,6 +596,13 @@ static tsc_status_t cum_read(const tsc_figure_src_t *s, const char *name, cum_t 
     return st;
 }
 
+/* Figures of a quantity "over steps" need at least two analysed steps to show anything. */
+static tsc_status_t need_steps(const cum_t *c, const char *id, const tsc_figure_src_t *s) {
+    if (c->S >= 2) return TSC_OK;
+    return tsc_error_set(TSC_ERR_MISSING, "%s plots a quantity over steps: it needs at least two analysed steps (%s has "
+                                          "%lld; capture and analyse more steps)", id, s->analysis_path, c->S);
+}
+
 static int cum_layer(const cum_t *c, int layer) {
     for (long long i = 0; i < c->L; i++)
         if ((int)c->layers[i] == layer) return (int)i;
@@ -607,6 +614,7 @@ static tsc_status_t fig5a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     cum_t c;
     tsc_status_t st = cum_read(s, "delta_cumsum", &c);
     if (st) return tsc_error_wrap(st, "fig5a needs the cumulative delta sums: ");
+    if ((st = need_steps(&c, "fig5a", s))) { cum_free(&c); return st; }
     int li = cum_layer(&c, sel->layer);
     if (li < 0) {
         cum_free(&c);
@@ -909,6 +917,11 @@ static tsc_status_t fig11(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
         return st;
     }
     long long S = d[0], L = d[1], M = d[2];
+    if (S < 2) {
+        free(v), free(steps), free(layers);
+        return tsc_error_set(TSC_ERR_MISSING, "fig11 plots norms over steps: it needs at least two analysed steps (%s "
+                                              "has %lld; capture and analyse more steps)", s->analysis_path, S);
+    }
     int rows = (int)(L * M), finite = 0;
     float *m = malloc((size_t)rows * (size_t)S * sizeof *m);
     char (*lab)[24] = malloc((size_t)rows * sizeof *lab);
@@ -999,7 +1012,7 @@ static tsc_status_t fig12(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     ho.cmap = TSC_CMAP_COOLWARM, ho.norm_kind = TSC_NORM_SYMMETRIC;
     ho.cbar_label = "cumulative delta_lp - delta_hp";
     char title[96];
-    snprintf(title, sizeof title, "per-token delta difference, layer %d head %d", sel->layer, sel->head);
+    snprintf(title, sizeof title, "cumulative delta diff, L%d H%d", sel->layer, sel->head);
     tsc_heatmap_panel_t pan = {.data = m, .rows = rows, .cols = T, .title = title, .xlabel = "token",
                                .ylabel = "step", .ytick_labels = ylp};
     snprintf(info->caption, sizeof info->caption,
@@ -1019,6 +1032,7 @@ static tsc_status_t fig13(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     cum_t c;
     tsc_status_t st = cum_read(s, "rows_multi_max", &c);
     if (st) return tsc_error_wrap(st, "fig13 needs the tie counts: ");
+    if ((st = need_steps(&c, "fig13", s))) { cum_free(&c); return st; }
     int li = cum_layer(&c, sel->layer);
     if (li < 0) { cum_free(&c); return tsc_error_set(TSC_ERR_MISSING, "fig13: layer %d was not analysed", sel->layer); }
     double *cnt = calloc((size_t)c.S, sizeof *cnt);

@@ -271,16 +271,24 @@ static int event_text(const tsc_jv_t *top, long long step, char *out, size_t cap
              "+ term P-bar*v       %-22.17g %s\n"
              "= exact FP32 sum     %-22.17g %s\n"
              "                     (kept bits | rounding bit | sticky bits)\n"
-             "  rounded to %-8s %-22.17g %s\n"
-             "  error (rounded - sum) %.17g",
+             "  rounded to %-8s%-22.17g %s\n"
+             "  error (rounded - sum) %.17g%s",
              tsc_jv_num(top, "layer"), tsc_jv_num(top, "head"), step, tsc_jv_num(ev, "batch"), tsc_jv_num(ev, "token"),
              tsc_jv_num(ev, "feature"), tsc_jv_num(ev, "key"), tsc_jv_num(ev, "pbar"), tsc_jv_num(ev, "v"),
              (double)before, b1, (double)term, b2, (double)sum, b3, f ? f : "?", (double)rounded, b4,
-             tsc_jv_num(ev, "error"));
+             tsc_jv_num(ev, "error"),
+             tsc_jv_num(ev, "error") * (double)sum > 0 ? "  (rounded up in magnitude: the sticky bits made a tie \"more "
+                                                       "than half\", PAPER.md section 5)" : "");
     return 1;
 }
 
 static const char *yesno(double v) { return v == 1 ? "yes" : "no"; }
+
+/* 100 x as a whole percentage, without a "-0" for tiny negative values. */
+static double pct(double x) {
+    double r = round(100 * x);
+    return r == 0 ? 0 : r;
+}
 
 /* Rows of the ranked at-risk table: [n][9]. */
 static char **at_risk_rows(const tsc_jv_t *sm, int *nrows) {
@@ -301,10 +309,16 @@ static char **at_risk_rows(const tsc_jv_t *sm, int *nrows) {
             r[2] = cell("%g", tsc_jv_num(h, "step"));
             r[3] = cell("%+.3g", tsc_jv_num(h, "delta_cumsum"));
             r[4] = cell("%s (%.3g ULP)", feats[0] ? feats : "none", tsc_jv_num(h, "feature_mean_ulp"));
-            r[5] = cell("%s (leaves %.0f%%)", tsc_jv_str(h, "culprit") ? tsc_jv_str(h, "culprit") : "?",
-                        100 * tsc_jv_num(h, "culprit_ratio"));
-            r[6] = cell("%.0f%%", 100 * tsc_jv_num(h, "delta_src_ratio"));
-            r[7] = cell("%.0f%%", 100 * tsc_jv_num(h, "stable_ratio"));
+            if (!isfinite(tsc_jv_num(h, "culprit_ratio"))) {
+                r[5] = cell("not examined (beyond --max-heads)");
+                r[6] = cell("-");
+                r[7] = cell("-");
+            } else {
+                r[5] = cell("%s (leaves %.0f%%)", tsc_jv_str(h, "culprit") ? tsc_jv_str(h, "culprit") : "?",
+                            pct(tsc_jv_num(h, "culprit_ratio")));
+                r[6] = cell("%.0f%%", pct(tsc_jv_num(h, "delta_src_ratio")));
+                r[7] = cell("%.0f%%", pct(tsc_jv_num(h, "stable_ratio")));
+            }
             r[8] = cell("%s", tsc_jv_str(h, "verdict") ? tsc_jv_str(h, "verdict") : "?");
         }
         *nrows = (int)ar->n;
@@ -428,6 +442,16 @@ tsc_status_t tsc_report_write(tsc_figure_src_t *src, const char *pdf_path, const
     size_t plen = strlen(pdf_path);
     if (plen < 5 || strcmp(pdf_path + plen - 4, ".pdf") != 0 || plen > 1000)
         return tsc_error_set(TSC_ERR_ARG, "report %s: the output must be a path ending in .pdf", pdf_path);
+    {
+        /* fail early, naming the folder, rather than after drawing every figure */
+        char folder[1100];
+        const char *sl = strrchr(pdf_path, '/');
+        snprintf(folder, sizeof folder, "%.*s", sl ? (int)(sl - pdf_path) : 1, sl ? pdf_path : ".");
+        if (sl == pdf_path) snprintf(folder, sizeof folder, "/");
+        if (access(folder, W_OK) != 0)
+            return tsc_error_set(TSC_ERR_IO, "report %s: cannot write into the folder %s: %s", pdf_path, folder,
+                                 strerror(errno));
+    }
     const tsc_jv_t *sm = tsc_figure_src_summary(src);
     const char *dir = tsc_figure_src_dir(src);
     tsc_status_t st = TSC_OK;
@@ -506,6 +530,11 @@ tsc_status_t tsc_report_write(tsc_figure_src_t *src, const char *pdf_path, const
         for (size_t i = 0; i < ar->n && i < 12; i++) {
             const tsc_jv_t *h = ar->items[i];
             size_t m = strlen(mitig);
+            if (!isfinite(tsc_jv_num(h, "stable_ratio"))) {
+                snprintf(mitig + m, sizeof mitig - m, "layer %g head %g: not examined (beyond --max-heads)\n",
+                         tsc_jv_num(h, "layer"), tsc_jv_num(h, "head"));
+                continue;
+            }
             snprintf(mitig + m, sizeof mitig - m, "layer %g head %g: +stable leaves %.1f%%; beta sweep:", tsc_jv_num(h, "layer"),
                      tsc_jv_num(h, "head"), 100 * tsc_jv_num(h, "stable_ratio"));
             const tsc_jv_t *br = tsc_jv_get(h, "beta_ratios");

@@ -268,6 +268,39 @@ static void convert_on_write(void) {
     tsc_dump_close(d);
 }
 
+/* tiles/<stat> datasets live in a sub-group, are listed with their prefix and stream per head. */
+static void tiles(void) {
+    tsc_dump_meta_t m = geometry(1, 2, 1, 5, 2, 2);  /* T = 5, tile_k = 16: one key tile */
+    char p[300];
+    snprintf(p, sizeof p, "%s/tiles.h5", dir);
+    tsc_dump_writer_t *w;
+    CHECK(tsc_dump_writer_open(&w, p, &m, NULL) == TSC_OK);
+    float z[20] = {0}, ties[10] = {1, 2, 1, 1, 3, 1, 1, 2, 2, 1};
+    uint64_t dq[4] = {1, 2, 5, 2}, dk[4] = {1, 1, 5, 2}, dt[4] = {1, 2, 5, 1};
+    CHECK(tsc_dump_writer_put(w, 3, 0, "q", 4, dq, TSC_FMT_FP32, z, TSC_FMT_BF16) == TSC_OK);
+    CHECK(tsc_dump_writer_put(w, 3, 0, "k", 4, dk, TSC_FMT_FP32, z, TSC_FMT_BF16) == TSC_OK);
+    CHECK(tsc_dump_writer_put(w, 3, 0, "v", 4, dk, TSC_FMT_FP32, z, TSC_FMT_BF16) == TSC_OK);
+    CHECKF(tsc_dump_writer_put(w, 3, 0, "tiles/tie_count", 4, dt, TSC_FMT_FP32, ties, TSC_FMT_FP32) == TSC_OK, "%s",
+           tsc_error_last());
+    CHECK(tsc_dump_writer_put(w, 3, 0, "tiles/", 4, dt, TSC_FMT_FP32, ties, TSC_FMT_FP32) == TSC_ERR_ARG);
+    CHECK(tsc_dump_writer_step_done(w, 3) == TSC_OK);
+    CHECK(tsc_dump_writer_close(w) == TSC_OK);
+    tsc_dump_t *d;
+    CHECK(tsc_dump_open(&d, p) == TSC_OK);
+    if (!d) return;
+    char names[8][TSC_DUMP_NAME_MAX];
+    int n = 0, found = 0;
+    CHECK(tsc_dump_dataset_names(d, 3, 0, names, 8, &n) == TSC_OK);
+    CHECK_EQ_INT(n, 4);
+    for (int i = 0; i < n && i < 8; i++) found += !strcmp(names[i], "tiles/tie_count");
+    CHECK_EQ_INT(found, 1);
+    float got[5];
+    CHECK(tsc_dump_read(d, 3, 0, "tiles/tie_count", 0, 1, got) == TSC_OK);
+    CHECK(got[0] == 1 && got[1] == 1 && got[2] == 2 && got[3] == 2 && got[4] == 1);  /* head 1: ties[5..9] */
+    CHECK_EQ_INT(tsc_dump_validate(d, 1, NULL, NULL), 0);
+    tsc_dump_close(d);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "tsc_test_dump_XXXXXX");
     if (!mkdtemp(dir)) return 1;
@@ -283,6 +316,7 @@ int main(void) {
     hdf5_conversion(TSC_FMT_FP8_E5M2);
     errors();
     convert_on_write();
+    tiles();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

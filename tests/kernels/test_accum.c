@@ -136,6 +136,41 @@ static void test_against_fpu(void) {
     CHECK(inexact > 1000 && carries > 1000 && cancels > 1000); /* the sample covers each case */
 }
 
+/* Every format and mode: the traced addition equals tsc_round of the exact sum (operands are
+ * FP16 values within 2^20 of each other, so a + b is exact in double), and the trace is
+ * self-consistent where no overflow rule applies: result = (kept + up) ULPs, error = result - exact. */
+static void test_all_formats(void) {
+    tsc_rng_t rng, r1, r2;
+    tsc_rng_seed(&rng, 555);
+    long bad = 0, bad_trace = 0;
+    for (int f = 0; f < TSC_FMT_COUNT; f++)
+        for (int m = 0; m < 3; m++) {
+            tsc_rng_seed(&r1, 77 + (uint64_t)f);
+            tsc_rng_seed(&r2, 77 + (uint64_t)f);
+            for (int i = 0; i < 5000; i++) {
+                uint64_t r = tsc_rng_next(&rng);
+                double a = tsc_round(ldexp((double)(r & 0xffff) - 32768, -(int)((r >> 16) % 12)), TSC_FMT_FP16,
+                                     TSC_ROUND_NEAREST_EVEN, NULL);
+                double b = tsc_round(ldexp((double)((r >> 24) & 0xffff) - 32768, -(int)((r >> 40) % 12)), TSC_FMT_FP16,
+                                     TSC_ROUND_NEAREST_EVEN, NULL);
+                tsc_accum_step_t st;
+                double got = tsc_accum_add2(a, b, (tsc_format_t)f, (tsc_round_t)m, &r1, &st);
+                double want = tsc_round(a + b, (tsc_format_t)f, (tsc_round_t)m, &r2);
+                bad += !(got == want || (isnan(got) && isnan(want)));
+                double mx = tsc_round(1e300, (tsc_format_t)f, TSC_ROUND_TOWARD_ZERO, NULL); /* largest finite */
+                if (isfinite(got) && got != 0 && st.dir != TSC_ACCUM_EXACT && fabs(a + b) < mx) {
+                    double trunc = ldexp((double)st.kept, st.ulp_exp);
+                    double mag = fabs(got);
+                    bad_trace += !(mag == trunc || mag == trunc + ldexp(1.0, st.ulp_exp));
+                    bad_trace += (mag > trunc) != (st.dir == TSC_ACCUM_AWAY);
+                    bad_trace += st.error != got - (a + b);
+                }
+            }
+        }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(bad_trace, 0);
+}
+
 static void test_edges(void) {
     tsc_accum_step_t st;
     /* Far apart: the small operand only sets the sticky bit. */
@@ -246,6 +281,7 @@ static void test_running_sum(void) {
 int main(void) {
     test_paper_example();
     test_against_fpu();
+    test_all_formats();
     test_edges();
     test_running_sum();
     return tsc_test_done();

@@ -36,7 +36,16 @@ static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
         _Float16 h = (_Float16)src[i];                                 \
         memcpy(&want[i], &h, 2);                                       \
     }
+#if defined(__x86_64__) || defined(__i386__)
 __attribute__((target("f16c"))) static void ref_f16c(const float *src, uint16_t *want, uint32_t n) { REF_BODY }
+static int have_f16c(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("f16c");
+}
+#else
+static void ref_f16c(const float *src, uint16_t *want, uint32_t n) { REF_BODY }
+static int have_f16c(void) { return 0; }
+#endif
 static void ref_soft(const float *src, uint16_t *want, uint32_t n) { REF_BODY }
 
 static int same16(uint16_t got, uint16_t want) {
@@ -51,8 +60,7 @@ int main(void) {
     uint16_t *bulk = malloc(CHUNK * 2), *want = malloc(CHUNK * 2), *scal = malloc(CHUNK * 2);
     if (!src || !bulk || !want || !scal) return 1;
     uint64_t bad_scalar = 0, bad_bulk = 0, bad_generic = 0, n = 0, n_generic = 0;
-    __builtin_cpu_init();
-    int f16c = __builtin_cpu_supports("f16c");
+    int f16c = have_f16c();
     uint32_t stride = HI_STRIDE * (f16c ? 1u : 17u);
     printf("reference: %s\n", f16c ? "_Float16 via F16C" : "_Float16 via libgcc soft-float (strided)");
     for (uint32_t hi = 0; hi < 65536u; hi += stride) {

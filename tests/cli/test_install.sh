@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# `cmake --install` gives a library a downstream project uses through find_package(tilescope) and
+# through pkg-config; the consumer captures one step and reads back a known value.
+set -euo pipefail
+: "${TSC_BUILD:?}" "${TSC_SRC:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$TSC_BUILD" --prefix "$tmp/prefix" >/dev/null
+for f in include/tilescope/tsc_capture.h include/tilescope/tsc_formats.h lib/pkgconfig/tilescope.pc \
+         lib/cmake/tilescope/tilescopeConfig.cmake lib/libtilescope.a bin/tilescope; do
+  [ -e "$tmp/prefix/$f" ] || { echo "FAIL: installed tree lacks $f"; exit 1; }
+done
+ls "$tmp/prefix"/lib/libtilescope.so* >/dev/null || { echo "FAIL: no shared library installed"; exit 1; }
+
+# find_package
+cmake -S "$TSC_SRC/tests/install_consumer" -B "$tmp/cb" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+cmake --build "$tmp/cb" >/dev/null
+out=$(LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/cb/consumer" "$tmp/a.h5")
+# q[i] = 0.25 i; element (b=0, h=1, t=2, d=3) is index 1*12 + 2*4 + 3 = 23 -> 5.75
+[ "$out" = "q[b=0,h=1,t=2,d=3] = 5.75" ] || { echo "FAIL: find_package consumer printed '$out'"; exit 1; }
+
+# pkg-config, static library
+PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" cc -o "$tmp/consumer_pc" "$TSC_SRC/tests/install_consumer/consumer.c" \
+  $(PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --cflags --libs --static tilescope)
+out=$(LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/consumer_pc" "$tmp/b.h5")
+[ "$out" = "q[b=0,h=1,t=2,d=3] = 5.75" ] || { echo "FAIL: pkg-config consumer printed '$out'"; exit 1; }
+echo "1 passed, 0 failed"
