@@ -6,6 +6,9 @@ set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$TSC_BUILD" --prefix "$tmp/prefix" >/dev/null
+# A sanitized library needs sanitized consumers (the ASan runtime must come first).
+cflags=""
+grep -q '^TSC_SANITIZE:BOOL=ON' "$TSC_BUILD/CMakeCache.txt" && cflags="-fsanitize=address,undefined"
 for f in include/tilescope/tsc_capture.h include/tilescope/tsc_formats.h lib/pkgconfig/tilescope.pc \
          lib/cmake/tilescope/tilescopeConfig.cmake lib/libtilescope.a bin/tilescope; do
   [ -e "$tmp/prefix/$f" ] || { echo "FAIL: installed tree lacks $f"; exit 1; }
@@ -13,14 +16,15 @@ done
 ls "$tmp/prefix"/lib/libtilescope.so* >/dev/null || { echo "FAIL: no shared library installed"; exit 1; }
 
 # find_package
-cmake -S "$TSC_SRC/tests/install_consumer" -B "$tmp/cb" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+cmake -S "$TSC_SRC/tests/install_consumer" -B "$tmp/cb" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  -DCMAKE_C_FLAGS="$cflags" -DCMAKE_EXE_LINKER_FLAGS="$cflags" >/dev/null
 cmake --build "$tmp/cb" >/dev/null
 out=$(LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/cb/consumer" "$tmp/a.h5")
 # q[i] = 0.25 i; element (b=0, h=1, t=2, d=3) is index 1*12 + 2*4 + 3 = 23 -> 5.75
 [ "$out" = "q[b=0,h=1,t=2,d=3] = 5.75" ] || { echo "FAIL: find_package consumer printed '$out'"; exit 1; }
 
 # pkg-config, static library
-PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" cc -o "$tmp/consumer_pc" "$TSC_SRC/tests/install_consumer/consumer.c" \
+PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" cc $cflags -o "$tmp/consumer_pc" "$TSC_SRC/tests/install_consumer/consumer.c" \
   $(PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --cflags --libs --static tilescope)
 out=$(LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/consumer_pc" "$tmp/b.h5")
 [ "$out" = "q[b=0,h=1,t=2,d=3] = 5.75" ] || { echo "FAIL: pkg-config consumer printed '$out'"; exit 1; }
