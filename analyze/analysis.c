@@ -324,12 +324,20 @@ static tsc_status_t analyze_head(ctx_t *c, tsc_head_result_t *r, long long step,
         if (c->o->census) census(c, r, bi);
         /* e: identity (1) with the lp backward and the same backward fed delta from an hp O. */
         if (c->o->identity || has_x) {
-            for (size_t i = 0; i < TD; i++) {
-                c->qd[i] = c->q[i];
-                c->kd[i] = c->k[i];
+            /* P K in double with P = exp(S - LSE) from lp's own scores (the trace) and LSE: the
+             * P the lp backward uses (up to the rounding of S - LSE), at half the cost of
+             * recomputing q.k (tsc_grad_pk does that from q, k). */
+            for (int t = 0; t < T; t++) {
+                double *row = c->pk + (size_t)t * D, lse = c->lse_lp[t];
+                memset(row, 0, (size_t)D * sizeof *row);
+                const double *srow = c->tr.s + (size_t)t * T;
+                for (int j = 0; j < n_visible(c, t); j++) {
+                    double p = exp(srow[j] - lse);
+                    if (p == 0.0) continue;
+                    const float *kr = c->k + (size_t)j * D;
+                    for (int d = 0; d < D; d++) row[d] += p * (double)kr[d];
+                }
             }
-            for (int t = 0; t < T; t++) c->lsed[t] = c->lse_lp[t];
-            tsc_grad_pk(c->qd, c->kd, c->lsed, (size_t)T, (size_t)D, c->m->softmax_scale, c->m->causal, c->pk);
         }
         if (c->o->identity) {
             if ((st = run_attn(c, &c->lp_hd, 1, c->o_hp /* scratch */, c->lse_hp, c->dl_hd, c->dq_hd, NULL)) != TSC_OK)

@@ -10,6 +10,10 @@
 #include "tsc_attention.h"
 #include "tsc_dump.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 void tsc_diagnose_opts_init(tsc_diagnose_opts_t *o) {
     memset(o, 0, sizeof *o);
     tsc_analysis_opts_init(&o->an);
@@ -45,10 +49,14 @@ typedef struct {
 static tsc_status_t load(rep_t *r, long long step, int layer, int h, int b) {
     int kvh = h / (r->H / r->Hkv);
     tsc_status_t st;
-    if ((st = tsc_dump_read(r->d, step, layer, "q", b, h, r->q)) || (st = tsc_dump_read(r->d, step, layer, "k", b, kvh, r->k)) ||
-        (st = tsc_dump_read(r->d, step, layer, "v", b, kvh, r->v)) || (st = tsc_dump_read(r->d, step, layer, "do", b, h, r->dO)))
-        return st;
-    return TSC_OK;
+#pragma omp critical(tsc_diagnose_dump)
+    {
+        if ((st = tsc_dump_read(r->d, step, layer, "q", b, h, r->q)) == TSC_OK &&
+            (st = tsc_dump_read(r->d, step, layer, "k", b, kvh, r->k)) == TSC_OK &&
+            (st = tsc_dump_read(r->d, step, layer, "v", b, kvh, r->v)) == TSC_OK)
+            st = tsc_dump_read(r->d, step, layer, "do", b, h, r->dO);
+    }
+    return st;
 }
 
 static tsc_status_t run(rep_t *r, const tsc_policy_t *pol, int backward, tsc_attn_trace_t *tr) {
@@ -459,48 +467,77 @@ tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const 
     }
     qsort(dg->heads, dg->n, sizeof *dg->heads, by_risk);
 
-    rep_t r;
-    memset(&r, 0, sizeof r);
-    if ((st = tsc_dump_open(&r.d, dump_path)) != TSC_OK) {
+    /* The at-risk heads are examined in parallel, one replay context per thread; the dump
+     * handle is shared and its reads serialised (serial HDF5). */
+    tsc_dump_t *d = NULL;
+    if ((st = tsc_dump_open(&d, dump_path)) != TSC_OK) {
         tsc_diagnose_free(dg);
         return st;
     }
-    r.m = tsc_dump_meta(r.d);
-    r.T = r.m->seq_len, r.D = r.m->head_dim, r.H = r.m->n_head, r.Hkv = r.m->n_kv_head;
-    for (int b = 0; b < r.m->batch && r.nb < 4096; b++)
-        if (tsc_select_set_has(&opts->an.sel.batches, b)) r.nb++, r.bs[r.nb - 1] = b;
-    size_t TD = (size_t)r.T * r.D;
-    float **bufs[] = {&r.q, &r.k, &r.v, &r.dO, &r.o};
-    int bad = 0;
-    for (size_t i = 0; i < 5; i++)
-        if (!(*bufs[i] = malloc(TD * sizeof(float)))) bad = 1;
-    r.lse = malloc((size_t)r.T * sizeof(float));
-    r.dl = malloc((size_t)r.T * sizeof(float));
-    r.dl_hp = malloc((size_t)r.T * sizeof(double));
-    r.steps = malloc((size_t)(a->n_steps ? a->n_steps : 1) * sizeof(long long));
-    r.lp = &lp;
-    if (st == TSC_OK) st = tsc_attn_trace_init(&r.tr, r.T, r.D, lp.block_k, TSC_TRACE_TILES);
-    if (bad || !r.lse || !r.dl || !r.dl_hp || !r.steps) st = tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
-
-    for (size_t k = 0; k < dg->n && st == TSC_OK; k++) {
-        tsc_diag_head_t *dh = &dg->heads[k];
-        if ((int)k >= opts->max_heads) {
-            snprintf(dh->verdict, sizeof dh->verdict, "not examined");
-            continue;
-        }
-        st = examine(&r, a, &hp, &lp, &stable, out_fmt, opts, dh);
-        /* the pooled mean error of the first flagged feature */
-        if (st == TSC_OK && dh->n_features > 0) {
-            for (size_t i = 0; i < a->n_heads; i++)
-                if (a->heads[i].layer == dh->layer && a->heads[i].head == dh->head && !a->heads[i].skipped &&
-                    a->heads[i].top_feature == dh->features[0])
-                    dh->feature_mean_ulp = a->heads[i].top_feature_mean_ulp;
-        }
+    const tsc_dump_meta_t *m = tsc_dump_meta(d);
+    int nthr = 1;
+#ifdef _OPENMP
+    nthr = omp_get_max_threads();
+#endif
+    size_t n_exam = dg->n < (size_t)(opts->max_heads > 0 ? opts->max_heads : 0) ? dg->n : (size_t)opts->max_heads;
+    if ((size_t)nthr > n_exam) nthr = (int)(n_exam ? n_exam : 1);
+    rep_t *rs = calloc((size_t)nthr, sizeof *rs);
+    tsc_status_t *hst = calloc(dg->n ? dg->n : 1, sizeof *hst);
+    char (*hmsg)[512] = calloc(dg->n ? dg->n : 1, sizeof *hmsg);
+    if (!rs || !hst || !hmsg) st = tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    for (int t = 0; t < nthr && st == TSC_OK; t++) {
+        rep_t *r = &rs[t];
+        r->d = d;
+        r->m = m;
+        r->T = m->seq_len, r->D = m->head_dim, r->H = m->n_head, r->Hkv = m->n_kv_head;
+        for (int b = 0; b < m->batch && r->nb < 4096; b++)
+            if (tsc_select_set_has(&opts->an.sel.batches, b)) r->nb++, r->bs[r->nb - 1] = b;
+        size_t TD = (size_t)r->T * r->D;
+        float **bufs[] = {&r->q, &r->k, &r->v, &r->dO, &r->o};
+        int bad = 0;
+        for (size_t i = 0; i < 5; i++)
+            if (!(*bufs[i] = malloc(TD * sizeof(float)))) bad = 1;
+        r->lse = malloc((size_t)r->T * sizeof(float));
+        r->dl = malloc((size_t)r->T * sizeof(float));
+        r->dl_hp = malloc((size_t)r->T * sizeof(double));
+        r->steps = malloc((size_t)(a->n_steps ? a->n_steps : 1) * sizeof(long long));
+        r->lp = &lp;
+        if (bad || !r->lse || !r->dl || !r->dl_hp || !r->steps) st = tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+        else st = tsc_attn_trace_init(&r->tr, r->T, r->D, lp.block_k, TSC_TRACE_TILES);
     }
-    for (int i = 0; i < 5; i++) free(*bufs[i]);
-    free(r.lse), free(r.dl), free(r.dl_hp), free(r.steps), free(r.ohp), free(r.dof), free(r.bstep), free(r.tie);
-    tsc_attn_trace_free(&r.tr);
-    tsc_dump_close(r.d);
+    if (st == TSC_OK) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
+        for (size_t k = 0; k < dg->n; k++) {
+            tsc_diag_head_t *dh = &dg->heads[k];
+            if (k >= n_exam) {
+                snprintf(dh->verdict, sizeof dh->verdict, "not examined");
+                continue;
+            }
+            int tid = 0;
+#ifdef _OPENMP
+            tid = omp_get_thread_num();
+#endif
+            hst[k] = examine(&rs[tid], a, &hp, &lp, &stable, out_fmt, opts, dh);
+            if (hst[k] != TSC_OK) snprintf(hmsg[k], sizeof hmsg[k], "%s", tsc_error_last());
+            /* the pooled mean error of the first flagged feature */
+            if (hst[k] == TSC_OK && dh->n_features > 0) {
+                for (size_t i = 0; i < a->n_heads; i++)
+                    if (a->heads[i].layer == dh->layer && a->heads[i].head == dh->head && !a->heads[i].skipped &&
+                        a->heads[i].top_feature == dh->features[0])
+                        dh->feature_mean_ulp = a->heads[i].top_feature_mean_ulp;
+            }
+        }
+        for (size_t k = 0; k < dg->n && st == TSC_OK; k++)
+            if (hst[k] != TSC_OK) st = tsc_error_set(hst[k], "%s", hmsg[k]);
+    }
+    for (int t = 0; rs && t < nthr; t++) {
+        rep_t *r = &rs[t];
+        free(r->q), free(r->k), free(r->v), free(r->dO), free(r->o);
+        free(r->lse), free(r->dl), free(r->dl_hp), free(r->steps), free(r->ohp), free(r->dof), free(r->bstep), free(r->tie);
+        tsc_attn_trace_free(&r->tr);
+    }
+    free(rs), free(hst), free(hmsg);
+    tsc_dump_close(d);
     if (st != TSC_OK) {
         tsc_diagnose_free(dg);
         return tsc_error_wrap(st, "diagnose %s: ", dump_path);

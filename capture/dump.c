@@ -96,6 +96,7 @@ static const char *units_of(const char *name) {
     if (!strcmp(name, "lse")) return "nats";
     if (!strcmp(name, "do")) return "dloss/do";
     if (!strncmp(name, "tiles/", 6)) return "per tile";
+    if (!strncmp(name, "w_", 2)) return "weight";
     return "activation";
 }
 

@@ -181,8 +181,15 @@ tsc_status_t tsc_h5_group_create(hid_t loc, const char *path, hid_t *out) {
     char *save = NULL;
     for (char *tok = strtok_r(buf, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
         htri_t ex = H5Lexists(cur, tok, H5P_DEFAULT);
-        hid_t g = ex > 0 ? H5Gopen2(cur, tok, H5P_DEFAULT)
-                         : ex == 0 ? H5Gcreate2(cur, tok, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
+        hid_t g = H5I_INVALID_HID;
+        if (ex > 0) {
+            g = H5Gopen2(cur, tok, H5P_DEFAULT);
+        } else if (ex == 0) {
+            hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+            if (gcpl >= 0) H5Pset_obj_track_times(gcpl, 0);  /* reproducible bytes, as for datasets */
+            g = H5Gcreate2(cur, tok, H5P_DEFAULT, gcpl >= 0 ? gcpl : H5P_DEFAULT, H5P_DEFAULT);
+            if (gcpl >= 0) H5Pclose(gcpl);
+        }
         if (g < 0) {
             tsc_h5_where(cur, where, sizeof where);
             if (own) H5Gclose(cur);
@@ -407,6 +414,8 @@ static tsc_status_t write_ds(hid_t loc, const char *name, hid_t ftype, hid_t mty
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     tsc_status_t st = TSC_OK;
     if (space < 0 || dcpl < 0) st = tsc_error_set(TSC_ERR_INTERNAL, "dataset '%s': cannot create a dataspace", name);
+    /* no modification times in the file: the same content gives the same bytes */
+    if (st == TSC_OK) H5Pset_obj_track_times(dcpl, 0);
     if (st == TSC_OK && chunked) {
         if (H5Pset_chunk(dcpl, rank, ch) < 0 ||
             (opts->deflate > 0 && (H5Pset_shuffle(dcpl) < 0 || H5Pset_deflate(dcpl, (unsigned)opts->deflate) < 0)))

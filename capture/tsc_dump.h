@@ -17,8 +17,9 @@
  *   tsc_dump_read(d, tsc_dump_step_at(d, 0), 1, "q", 0, 3, q);             // step, layer 1, b 0, h 3
  *   tsc_dump_close(d); free(q);
  *
- * Ownership: tsc_dump_open allocates the handle, tsc_dump_close(NULL) is a no-op. A handle is not
- * thread-safe (serial HDF5); open one handle per thread.
+ * Ownership: tsc_dump_open allocates the handle, tsc_dump_close(NULL) is a no-op. Not thread-safe:
+ * the serial HDF5 library must not be entered from two threads at once (even with two handles), so
+ * read on one thread and hand the float buffers to OpenMP workers.
  */
 #ifndef TSC_DUMP_H
 #define TSC_DUMP_H

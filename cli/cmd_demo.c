@@ -15,7 +15,7 @@ const char tsc_usage_demo[] =
     "usage: tilescope demo [-o DIR] [options]\n"
     "The main job in one command: synthesizes a GPT-2-small-shaped dump with the planted mechanism of\n"
     "PAPER.md section 5 (ties at the row maximum, negative V features: only layer 1 is written, to stay\n"
-    "fast), runs the diagnosis (`tilescope diagnose`), draws every figure whose data exists into\n"
+    "fast; two steps, so the figures over steps have something to show), runs the diagnosis (`tilescope diagnose`), draws every figure whose data exists into\n"
     "DIR/figures/ and writes DIR/report.pdf, DIR/report.html and DIR/summary.json. Prints each step and\n"
     "where the results are.\n"
     "  -o, --out DIR       output folder, created if missing (default demo-out)\n"
@@ -23,6 +23,7 @@ const char tsc_usage_demo[] =
     "  --max-heads N       at-risk heads examined in depth by diagnose (integer 1..64, default 3)\n"
     "  --log NAME=FILE     a training log to include (repeatable), e.g. examples/logs/*.csv\n"
     "  --seed N            synth seed (integer, default 1)\n"
+    "  --steps SET         steps to synthesize (synth's syntax; default 0:2, the tiny shape: its own 0:3)\n"
     "Exit: 0 done, 1 a step failed (its message says which), 2 usage error.\n";
 
 static double now_s(void) {
@@ -41,7 +42,7 @@ static int make_dir(const char *dir) {
 }
 
 int tsc_cmd_demo(int argc, char **argv) {
-    const char *cmd = "demo", *dir = "demo-out", *shape = "gpt2-small", *seed = "1", *logs[16];
+    const char *cmd = "demo", *dir = "demo-out", *shape = "gpt2-small", *seed = "1", *steps = NULL, *logs[16];
     long max_heads = 3;
     int n_logs = 0, rc;
     for (int i = 0; i < argc; i++) {
@@ -62,6 +63,9 @@ int tsc_cmd_demo(int argc, char **argv) {
             if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
             if ((rc = tsc_cli_parse_long(cmd, a, v, 0, 1L << 62, &s))) return rc;
             seed = v;
+        } else if (strcmp(a, "--steps") == 0) {
+            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
+            steps = v;
         } else if (strcmp(a, "--log") == 0) {
             if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
             if (n_logs >= 16) return tsc_cli_usage_error(cmd, "at most 16 --log");
@@ -79,13 +83,19 @@ int tsc_cmd_demo(int argc, char **argv) {
     if (make_dir(dir) || make_dir(figdir)) return tsc_cli_fail(cmd, "%s: cannot create the folder: %s", dir, strerror(errno));
     double t0 = now_s(), t;
     int layer_only = strcmp(shape, "tiny") != 0; /* tiny is small enough to write whole */
+    if (!steps && layer_only) steps = "0:2";
     printf("demo: output folder %s (shape %s%s, seed %s)\n", dir, shape, layer_only ? ", layer 1 only" : "", seed);
 
-    printf("[1/4] tilescope synth -o %s --shape %s%s --seed %s --quiet\n", dump, shape, layer_only ? " --layers 1" : "", seed);
+    char *sargv[16] = {"-o", dump, "--shape", (char *)shape, "--seed", (char *)seed, "--quiet"};
+    int sargc = 7;
+    if (layer_only) sargv[sargc++] = "--layers", sargv[sargc++] = "1";
+    if (steps) sargv[sargc++] = "--steps", sargv[sargc++] = (char *)steps;
+    printf("[1/4] tilescope synth");
+    for (int k = 0; k < sargc; k++) printf(" %s", sargv[k]);
+    printf("\n");
     fflush(stdout);
     t = now_s();
-    char *sargv[10] = {"-o", dump, "--shape", (char *)shape, "--seed", (char *)seed, "--quiet", "--layers", "1", NULL};
-    if ((rc = tsc_cmd_synth(layer_only ? 9 : 7, sargv)) != 0) return tsc_cli_fail(cmd, "step 1 (synth) failed");
+    if ((rc = tsc_cmd_synth(sargc, sargv)) != 0) return tsc_cli_fail(cmd, "step 1 (synth) failed");
     printf("      %.1f s\n", now_s() - t);
 
     printf("[2/4] tilescope diagnose %s -o %s --max-heads %s --quiet\n", dump, dir, mh);
@@ -128,7 +138,6 @@ int tsc_cmd_demo(int argc, char **argv) {
     tsc_report_info_t info;
     tsc_status_t st = tsc_report_write(src, pdf, &ro, &info);
     tsc_figure_src_close(src);
-    tsc_render_release_fonts(); /* drawing is over: free pango's caches so leak checkers see none */
     if (st != TSC_OK) return tsc_cli_fail(cmd, "step 4 (report): %s", tsc_error_last());
     printf("      %d pages, %.1f s\n", info.n_pages, now_s() - t);
     printf("demo done in %.1f s. Results:\n  report  %s\n  html    %s\n  summary %s/summary.json\n  figures %s/\n"

@@ -41,7 +41,8 @@ int tsc_cmd_diagnose(int argc, char **argv) {
     int json = 0, quiet = 0, rc;
     tsc_diagnose_opts_t o;
     tsc_diagnose_opts_init(&o);
-    o.an.census = 0; /* the census is analyze's; diagnose looks at one event per head */
+    o.an.census = 0;   /* the census is analyze's; diagnose looks at the largest event per head */
+    o.an.identity = 0; /* identity (1) is analyze's; diagnose's verdict uses the rank-1 terms */
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v;
         if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) {

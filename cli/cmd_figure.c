@@ -20,7 +20,8 @@ const char tsc_usage_figure[] =
     "  --dump FILE         the dump, for fig4, fig5b, fig6a, fig9 (default: the one summary.json names)\n"
     "  --step N            step (integer; default: the top at-risk head's step, else the last analysed)\n"
     "  --layer L, --head H layer and head, 0-based (integers; default: the top at-risk head)\n"
-    "  --batch B, --token T, --feature I   probe (integers; default: the analysis' automatic probe)\n"
+    "  --batch B, --token T, --feature I   probe of fig4, fig5b, fig6a (integers; default: the analysis'\n"
+    "                      automatic probe; fig6b/fig6c always show the automatic probe the analysis traced)\n"
     "  --width IN, --height IN   figure size in inches (numbers; default per figure, 3.25 x 2.6)\n"
     "  --dpi N             PNG resolution (integer 30..1200, default 300)\n"
     "  --font PT           base text size in points (number 7..20, default 8)\n"
@@ -107,7 +108,6 @@ int tsc_cmd_figure(int argc, char **argv) {
     tsc_figure_info_t info;
     tsc_status_t st = tsc_figure_write(src, fig, &o, out, fmt, &info);
     tsc_figure_src_close(src);
-    tsc_render_release_fonts(); /* drawing is over: free pango's caches so leak checkers see none */
     if (st != TSC_OK) return tsc_cli_fail(cmd, "%s: %s", out, tsc_error_last());
     if (json) {
         tsc_json_t j;

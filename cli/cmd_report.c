@@ -74,7 +74,6 @@ int tsc_cmd_report(int argc, char **argv) {
     tsc_report_info_t info;
     tsc_status_t st = tsc_report_write(src, out, &o, &info);
     tsc_figure_src_close(src);
-    tsc_render_release_fonts(); /* drawing is over: free pango's caches so leak checkers see none */
     if (st != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
     printf("%s (%d pages, %d figures, %d without data)\n", out, info.n_pages, info.n_figures, info.n_skipped);
     if (info.html_path[0]) printf("%s\n", info.html_path);

@@ -19,7 +19,8 @@
  *
  * Forward, per row t, m = −inf, ℓ = 0, Ō = 0, then for each key tile j' holding unmasked keys:
  *   S_j   = R_S(R_S(Σ_d fma q[t,d]·k[j,d]) · α)                    (causal: j > t is masked)
- *   r_m   = max S_j over the tile (R_ROWMAX); m_tile = r_m, or Algorithm 3 (below)
+ *   r_m   = max S_j over the tile (R_ROWMAX; the sign of a zero max follows a fixed 16-lane
+ *           order); m_tile = r_m, or Algorithm 3 (below)
  *   m_new = max(m, m_tile);  c = exp(R_EXPARG(m − m_new)) (0 on the first tile)
  *   P̄_j   = exp(R_EXPARG(S_j − m_new));  a_j = R_PBAR_PV(P̄_j);  b_j = R_PBAR_L(P̄_j)
  *   unfused (PyTorch):  pv = R_PV(Σ_j fma a_j·v[j,:]);   Ō = R_OACC(R_OACC(c·Ō) + pv)
@@ -49,7 +50,9 @@
  *   - Fully masked key tiles of a row (causal) are skipped, as FA2 kernels never visit them.
  *     torch_quirks policies (bf16-torch) visit them like the official code: under +stable
  *     such a tile with more than one key counts as a repeated negative max, m_tile = 0; and
- *     every tile row sum s is clamped to ≥ 1e-10 before it is added to ℓ.
+ *     every tile row sum s is clamped to ≥ 1e-10 before it is added to ℓ. (A consequence the
+ *     official code shares: under +stable with r_m above ~23, s = Σ e^{S−β·r_m} < 1e-10, the
+ *     clamp replaces it and O of that row collapses toward 0; bf16-fa2+stable does not.)
  *   - Ties split across two key tiles are not repeated maxima of either tile: Algorithm 3
  *     leaves P̄ = 1 there (per-tile rule, as printed); trace counts reveal it.
  *   m_new = max(m, m_tile) as usual; the backward is unchanged (it reads LSE).

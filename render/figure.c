@@ -134,8 +134,7 @@ const tsc_jv_t *tsc_fig_head_record(const tsc_figure_src_t *s, long long step, i
     const tsc_jv_t *hs = tsc_jv_get(s->summary, "heads");
     for (size_t i = 0; hs && i < hs->n; i++) {
         const tsc_jv_t *h = hs->items[i];
-        if ((long long)tsc_jv_num(h, "step") == step && (int)tsc_jv_num(h, "layer") == layer &&
-            (int)tsc_jv_num(h, "head") == head)
+        if (tsc_jv_int(h, "step", -1) == step && tsc_jv_int(h, "layer", -1) == layer && tsc_jv_int(h, "head", -1) == head)
             return h;
     }
     return NULL;
@@ -147,10 +146,10 @@ void tsc_fig_resolve(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, tsc_
     int layer = -1, head = -1;
     const tsc_jv_t *top = tsc_jv_path(sm, "diagnosis.at_risk.0");
     if (top) {
-        layer = (int)tsc_jv_num(top, "layer"), head = (int)tsc_jv_num(top, "head");
-        step = (long long)tsc_jv_num(top, "step");
+        layer = (int)tsc_jv_int(top, "layer", -1), head = (int)tsc_jv_int(top, "head", -1);
+        step = tsc_jv_int(top, "step", -1);
     } else if ((top = tsc_jv_path(sm, "flagged_heads.0"))) {
-        layer = (int)tsc_jv_num(top, "layer"), head = (int)tsc_jv_num(top, "head");
+        layer = (int)tsc_jv_int(top, "layer", -1), head = (int)tsc_jv_int(top, "head", -1);
     } else {
         /* the (layer, head) with the largest |accumulated δ difference| */
         const tsc_jv_t *hs = tsc_jv_get(sm, "heads");
@@ -159,18 +158,17 @@ void tsc_fig_resolve(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, tsc_
             double c = fabs(tsc_jv_num(hs->items[i], "delta.cumsum"));
             if (isfinite(c) && c > best) {
                 best = c;
-                layer = (int)tsc_jv_num(hs->items[i], "layer"), head = (int)tsc_jv_num(hs->items[i], "head");
+                layer = (int)tsc_jv_int(hs->items[i], "layer", -1), head = (int)tsc_jv_int(hs->items[i], "head", -1);
             }
         }
-        if (layer < 0 && hs && hs->n) layer = (int)tsc_jv_num(hs->items[0], "layer"), head = 0;
+        if (layer < 0 && hs && hs->n) layer = (int)tsc_jv_int(hs->items[0], "layer", 0), head = 0;
     }
     if (o->layer >= 0) layer = o->layer;
     if (o->head >= 0) head = o->head;
     size_t ns = tsc_jv_len(sm, "computed_over.step_list");
-    if (step < 0 && ns) step = (long long)tsc_jv_num(tsc_jv_path(sm, "computed_over.step_list"), NULL) ;
     if (ns) {
         const tsc_jv_t *sl = tsc_jv_path(sm, "computed_over.step_list");
-        if (step < 0 || !isfinite((double)step)) step = (long long)tsc_jv_num(sl->items[ns - 1], NULL);
+        if (step < 0) step = tsc_jv_int(sl->items[ns - 1], NULL, -1);
     }
     if (o->step >= 0) step = o->step;
     if (layer < 0) layer = 0;
@@ -180,10 +178,9 @@ void tsc_fig_resolve(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, tsc_
     sel->batch = o->batch, sel->token = o->token, sel->feature = o->feature;
     const tsc_jv_t *rec = tsc_fig_head_record(s, step, layer, head);
     if (rec) {
-        if (sel->batch < 0 && isfinite(tsc_jv_num(rec, "probe.batch"))) sel->batch = (int)tsc_jv_num(rec, "probe.batch");
-        if (sel->token < 0 && isfinite(tsc_jv_num(rec, "probe.token"))) sel->token = (int)tsc_jv_num(rec, "probe.token");
-        if (sel->feature < 0 && isfinite(tsc_jv_num(rec, "probe.feature")))
-            sel->feature = (int)tsc_jv_num(rec, "probe.feature");
+        if (sel->batch < 0) sel->batch = (int)tsc_jv_int(rec, "probe.batch", -1);
+        if (sel->token < 0) sel->token = (int)tsc_jv_int(rec, "probe.token", -1);
+        if (sel->feature < 0) sel->feature = (int)tsc_jv_int(rec, "probe.feature", -1);
     }
     if (sel->batch < 0) sel->batch = 0;
 }
@@ -319,7 +316,7 @@ static const recipe_t recipes[] = {
     {"fig1", "evidence map: the causal chain with this run's numbers at each link", 6.5, 3.9},
     {"fig2", "validation loss vs step (training logs)", 3.25, 2.6},
     {"fig3", "W^Q spectral norm per head of one layer (bar chart)", 3.25, 2.6},
-    {"fig4", "rank-1 terms (PK)[T]^T X[T] at two tokens and their cosine (needs the dump with x)", 6.5, 2.8},
+    {"fig4", "PK, X and the rank-1 terms (PK)[T]^T X[T] at two tokens, with their cosine (needs the dump with x)", 6.5, 4.2},
     {"fig5a", "cumulative sum_T(delta_lp - delta_hp) over the analysed steps", 3.25, 2.6},
     {"fig5b", "dO[T,:] and O[T,:] over features at the probe token (needs the dump)", 3.25, 2.6},
     {"fig5c", "mean O_lp - O_hp per feature, in ULPs", 3.25, 2.6},
@@ -545,27 +542,44 @@ static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
         dot += (double)term[e] * term[(size_t)D * C + e], n0 += (double)term[e] * term[e],
             n1 += (double)term[(size_t)D * C + e] * term[(size_t)D * C + e];
     double cosv = dot / sqrt(n0 * n1);
+    /* PK[T] as a [D, 1] column and X[T] as a [1, C] row, beside their outer product [D, C] */
+    float *pkx = malloc((size_t)2 * (D + C) * sizeof *pkx);
+    if (!pkx) { st = tsc_error_set(TSC_ERR_NOMEM, "fig4: out of memory"); goto out; }
+    for (int i = 0; i < 2; i++) {
+        for (int e = 0; e < D; e++) pkx[(size_t)i * (D + C) + e] = (float)pk[i][e];
+        for (int c = 0; c < C; c++) pkx[(size_t)i * (D + C) + D + c] = x[(size_t)tok[i] * C + c];
+    }
     tsc_heatmap_opts_t ho;
     heat_defaults(&ho, o, info);
     ho.cmap = TSC_CMAP_COOLWARM, ho.norm_kind = TSC_NORM_SYMMETRIC;
-    ho.cbar_label = "(PK)[T]^T X[T]";
-    char title[128], t1[64], t2[64];
-    snprintf(title, sizeof title, "rank-1 terms, layer %d head %d, step %lld: cosine %.4f", sel->layer, sel->head,
+    ho.per_panel_scale = 1, ho.grid_cols = 3;
+    char title[128], t[6][48];
+    snprintf(title, sizeof title, "layer %d head %d, step %lld: cosine of the two terms %.4f", sel->layer, sel->head,
              sel->step, cosv);
     ho.title = title;
-    snprintf(t1, sizeof t1, "token %d", tok[0]);
-    snprintf(t2, sizeof t2, "token %d", tok[1]);
-    tsc_heatmap_panel_t pan[2] = {
-        {.data = term, .rows = D, .cols = C, .title = t1, .xlabel = "input channel", .ylabel = "head feature"},
-        {.data = term + (size_t)D * C, .rows = D, .cols = C, .title = t2, .xlabel = "input channel"}};
-    tsc_heatmap_info_t hi[2];
+    tsc_heatmap_panel_t pan[6];
+    memset(pan, 0, sizeof pan);
+    for (int i = 0; i < 2; i++) {
+        snprintf(t[3 * i], sizeof t[0], "PK[%d]", tok[i]);
+        snprintf(t[3 * i + 1], sizeof t[0], "X[%d]", tok[i]);
+        snprintf(t[3 * i + 2], sizeof t[0], "(PK)^T X, token %d", tok[i]);
+        pan[3 * i] = (tsc_heatmap_panel_t){.data = pkx + (size_t)i * (D + C), .rows = D, .cols = 1, .title = t[3 * i],
+                                           .ylabel = "head feature"};
+        pan[3 * i + 1] = (tsc_heatmap_panel_t){.data = pkx + (size_t)i * (D + C) + D, .rows = 1, .cols = C,
+                                               .title = t[3 * i + 1], .xlabel = "input channel"};
+        pan[3 * i + 2] = (tsc_heatmap_panel_t){.data = term + (size_t)i * D * C, .rows = D, .cols = C,
+                                               .title = t[3 * i + 2], .xlabel = "input channel"};
+    }
+    tsc_heatmap_info_t hi[6];
     snprintf(info->caption, sizeof info->caption,
-             "fig4: rank-1 terms (PK)[T]^T X[T] of the W^Q gradient (eq. 2), layer %d head %d step %lld batch %d, at "
-             "tokens %d and %d (the two largest |delta_lp - delta_hp| in %.300s); P from softmax(alpha q k^T) in double "
-             "from q, k, x of %.300s. Cosine similarity of the two terms: %.6f.", sel->layer, sel->head, sel->step,
-             sel->batch, tok[0], tok[1], s->analysis_path, dh.path, cosv);
-    st = tsc_heatmap_write(&ho, pan, 2, path, fmt, hi);
-    if (st == TSC_OK && hi[0].note[0]) cap_printf(info, " Note: %s.", hi[0].note);
+             "fig4: PK[T] (head features), X[T] (input channels) and their outer product (PK)[T]^T X[T], the rank-1 "
+             "term of the W^Q gradient (eq. 2), layer %d head %d step %lld batch %d, at tokens %d and %d (the two "
+             "largest |delta_lp - delta_hp| in %.300s); P from softmax(alpha q k^T) in double from q, k, x of %.300s. "
+             "Each panel has its own symmetric colour scale. Cosine similarity of the two terms: %.6f.", sel->layer,
+             sel->head, sel->step, sel->batch, tok[0], tok[1], s->analysis_path, dh.path, cosv);
+    st = tsc_heatmap_write(&ho, pan, 6, path, fmt, hi);
+    free(pkx);
+    if (st == TSC_OK && hi[2].note[0]) cap_printf(info, " Note: %s.", hi[2].note);
 out:
     free(pbar), free(p), free(term), free(x);
     dump_head_free(&dh);
@@ -698,6 +712,11 @@ static tsc_status_t fig5c(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     long long d[4];
     tsc_status_t st = tsc_fig_read_ds(s, p, &v, &r, d);
     if (st) return tsc_error_wrap(st, "fig5c: ");
+    if (r != 2 || row >= d[0] || d[1] < 1) {
+        free(v);
+        return tsc_error_set(TSC_ERR_SHAPE, "%s:%s: expected [heads, D] with row %d, found rank %d", s->analysis_path, p,
+                             row, r);
+    }
     int D = (int)d[1], worst = 0;
     const double *y = v + (size_t)row * D;
     for (int e = 0; e < D; e++)
@@ -767,12 +786,18 @@ static tsc_status_t fig6bc(tsc_figure_src_t *s, const tsc_figure_opts_t *o, cons
     long long d[4];
     tsc_status_t st = tsc_fig_read_ds(s, p, &v, &r, d);
     if (st) return tsc_error_wrap(st, "%s: ", id);
+    if (r != 2 || row >= d[0] || d[1] < 1) {
+        free(v);
+        return tsc_error_set(TSC_ERR_SHAPE, "%s:%s: expected [heads, T] with row %d, found rank %d", s->analysis_path, p,
+                             row, r);
+    }
     char pp[128];
     snprintf(pp, sizeof pp, "%s/probe_auto", grp);
     long long pd[4];
     int probe[3] = {-1, -1, -1};
     if (tsc_fig_read_ds(s, pp, &pr, &r, pd) == TSC_OK) {
-        for (int k = 0; k < 3; k++) probe[k] = (int)pr[(size_t)row * 3 + k];
+        if (r == 2 && pd[1] == 3 && row < pd[0])
+            for (int k = 0; k < 3; k++) probe[k] = isfinite(pr[(size_t)row * 3 + k]) ? (int)pr[(size_t)row * 3 + k] : -1;
         free(pr);
     }
     int T = (int)d[1];
@@ -832,6 +857,11 @@ static tsc_status_t fig8(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
         return tsc_error_set(TSC_ERR_MISSING, "fig8 needs x: %s has no rank-1 cosines for layer %d head %d at step %lld "
                                               "(x, the input of the QKV projection, was not captured)",
                              s->analysis_path, sel->layer, sel->head, sel->step);
+    if (r != 3 || row >= d[0] || d[1] != d[2] || d[1] < 1) {
+        free(v);
+        return tsc_error_set(TSC_ERR_SHAPE, "%s:%s: expected [heads, N, N] with row %d, found rank %d", s->analysis_path, p,
+                             row, r);
+    }
     int N = (int)d[1];
     float *m = malloc((size_t)N * N * sizeof *m);
     if (!m) { free(v); return tsc_error_set(TSC_ERR_NOMEM, "fig8: out of memory"); }
@@ -976,7 +1006,7 @@ static tsc_status_t fig12(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     if (!S) return tsc_error_set(TSC_ERR_MISSING, "fig12: summary.json lists no analysed steps");
     if (!yl || !ylp) { st = tsc_error_set(TSC_ERR_NOMEM, "fig12: out of memory"); goto out; }
     for (int i = 0; i < S; i++) {
-        long long step = (long long)tsc_jv_num(sl->items[i], NULL);
+        long long step = tsc_jv_int(sl->items[i], NULL, -1);
         char grp[64], p[128];
         int row = head_row(s, step, sel->layer, sel->head, grp, sizeof grp);
         if (row < 0) continue;
@@ -985,6 +1015,12 @@ static tsc_status_t fig12(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
         int r;
         long long d[4];
         if ((st = tsc_fig_read_ds(s, p, &v, &r, d))) goto out;
+        if (r != 3 || row >= d[0] || d[1] < 1 || (m && d[2] != T)) {
+            free(v);
+            st = tsc_error_set(TSC_ERR_SHAPE, "%s:%s: expected [heads, B, T] with row %d, found rank %d",
+                               s->analysis_path, p, row, r);
+            goto out;
+        }
         if (!m) {
             T = (int)d[2];
             m = calloc((size_t)S * T, sizeof *m);

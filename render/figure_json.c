@@ -295,3 +295,10 @@ size_t tsc_jv_len(const tsc_jv_t *v, const char *path) {
     v = path ? tsc_jv_path(v, path) : v;
     return v && v->type == TSC_JV_ARRAY ? v->n : 0;
 }
+
+long long tsc_jv_int(const tsc_jv_t *v, const char *path, long long dflt) {
+    double x = tsc_jv_num(v, path);
+    /* converting NaN or an out-of-range double to an integer is undefined behaviour: check first */
+    if (!isfinite(x) || x < -9.2e18 || x > 9.2e18) return dflt;
+    return (long long)x;
+}

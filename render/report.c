@@ -125,6 +125,19 @@ static void para(pdf_t *p, const char *font, double pt, int bold, const char *te
     p->y += h + gap_after;
 }
 
+/* A heading kept with the start of what follows it (keep: the height of that start, in points). */
+static void heading_keep(pdf_t *p, const char *text, double keep) {
+    need(p, 30 + (keep < PAGE_H / 3 ? keep : PAGE_H / 3));
+    p->y += 6;
+    cairo_set_source_rgb(p->cr, 0.05, 0.15, 0.35);
+    para(p, SANS, 13, 1, text, 5);
+    cairo_set_source_rgb(p->cr, 0, 0, 0);
+}
+
+static double text_h(pdf_t *p, const char *font, double pt, const char *text) {
+    return tsc_fig_text(p->cr, font, pt, 0, 0, 0, PAGE_W - 2 * MARGIN, text, 0, 0, 0);
+}
+
 static void heading(pdf_t *p, const char *text) {
     need(p, 60);
     p->y += 6;
@@ -519,7 +532,7 @@ tsc_status_t tsc_report_write(tsc_figure_src_t *src, const char *pdf_path, const
              tsc_jv_num(sm, "geometry.head_dim"), tsc_jv_num(sm, "geometry.d_model"),
              tsc_jv_num(sm, "geometry.softmax_scale"), tsc_jv_str(sm, "producer") ? tsc_jv_str(sm, "producer") : "?");
     char event[2048];
-    int has_event = event_text(top, top ? (long long)tsc_jv_num(top, "step") : 0, event, sizeof event);
+    int has_event = event_text(top, tsc_jv_int(top, "step", 0), event, sizeof event);
     char mitig[2048] = "";
     const tsc_jv_t *ar = tsc_jv_path(sm, "diagnosis.at_risk");
     if (ar && ar->n) {
@@ -552,9 +565,17 @@ tsc_status_t tsc_report_write(tsc_figure_src_t *src, const char *pdf_path, const
     }
     sb_t repro = {0};
     const char *dump = tsc_jv_str(sm, "dump") ? tsc_jv_str(sm, "dump") : "DUMP";
-    sb_printf(&repro, "tilescope %s %s -o %s --lp '%s' --hp '%s' --select '%s'\n", has_diag ? "diagnose" : "analyze", dump,
-              dir, tsc_jv_str(sm, "lp") ? tsc_jv_str(sm, "lp") : "?", tsc_jv_str(sm, "hp") ? tsc_jv_str(sm, "hp") : "?",
-              tsc_jv_str(sm, "selection") ? tsc_jv_str(sm, "selection") : "all");
+    char maxh[48] = "";
+    if (ar && ar->n) {
+        /* heads examined in depth: those with measured ratios (diagnose --max-heads) */
+        size_t k = 0;
+        for (size_t i = 0; i < ar->n; i++) k += isfinite(tsc_jv_num(ar->items[i], "stable_ratio")) != 0;
+        if (k < ar->n) snprintf(maxh, sizeof maxh, " --max-heads %zu", k);
+    }
+    sb_printf(&repro, "tilescope %s %s -o %s --lp '%s' --hp '%s' --select '%s'%s\n", has_diag ? "diagnose" : "analyze",
+              dump, dir, tsc_jv_str(sm, "lp") ? tsc_jv_str(sm, "lp") : "?",
+              tsc_jv_str(sm, "hp") ? tsc_jv_str(sm, "hp") : "?",
+              tsc_jv_str(sm, "selection") ? tsc_jv_str(sm, "selection") : "all", maxh);
     char logargs[1024] = "";
     for (int i = 0; i < tsc_figure_src_n_logs(src); i++) {
         const tsc_log_t *lg = tsc_figure_src_log(src, i);
@@ -664,7 +685,8 @@ tsc_status_t tsc_report_write(tsc_figure_src_t *src, const char *pdf_path, const
                     para(&p, SANS, SMALL_PT, 0, line, 2);
                 }
         }
-        heading(&p, "The rounding event found in this data (bit level)");
+        heading_keep(&p, "The rounding event found in this data (bit level)",
+                     has_event ? 40 + text_h(&p, MONO, SMALL_PT, event) : 30);
         if (has_event) {
             para(&p, SANS, BODY_PT, 0, "The single P-bar V addition with the largest rounding error among the flagged "
                                        "features of the top at-risk head, printed like PAPER.md section 5's worked "
@@ -675,9 +697,9 @@ tsc_status_t tsc_report_write(tsc_figure_src_t *src, const char *pdf_path, const
             para(&p, SANS, BODY_PT, 0, "No rounding event was traced: run `tilescope diagnose` on the dump (it looks for "
                                        "the largest event at each at-risk head).", 8);
         }
-        heading(&p, "Measured effect of the mitigation");
+        heading_keep(&p, "Measured effect of the mitigation", text_h(&p, SANS, BODY_PT, mitig));
         para(&p, SANS, BODY_PT, 0, mitig, 8);
-        heading(&p, "Commands that reproduce every number");
+        heading_keep(&p, "Commands that reproduce every number", text_h(&p, MONO, SMALL_PT, repro.p));
         para(&p, MONO, SMALL_PT, 0, repro.p, 8);
         footer(&p);
         cairo_show_page(p.cr);

@@ -64,6 +64,8 @@ const tsc_jv_t *tsc_jv_path(const tsc_jv_t *v, const char *path);
 double tsc_jv_num(const tsc_jv_t *v, const char *path);       /* NaN when absent/null/not a number */
 const char *tsc_jv_str(const tsc_jv_t *v, const char *path);  /* NULL when absent */
 size_t tsc_jv_len(const tsc_jv_t *v, const char *path);       /* array length, 0 otherwise */
+/* A number as an integer; dflt when absent, null, not finite or outside the range of long long. */
+long long tsc_jv_int(const tsc_jv_t *v, const char *path, long long dflt);
 
 /* Reads a whole file into *buf (NUL-terminated, caller frees). TSC_ERR_IO names path. */
 tsc_status_t tsc_read_file(const char *path, char **buf, size_t *len);

@@ -212,6 +212,9 @@ int main(void) {
     CHECK(tsc_dump_open(&d, p) == TSC_OK && tsc_dump_n_steps(d) == 1);  /* opens p.capture */
     tsc_dump_close(d);
     CHECK(tsc_capture_open(&c2, p, &m, &(tsc_capture_opts_t){.select = "steps=1:0"}) == TSC_ERR_ARG);
+    snprintf(p, sizeof p, "%s/no/such/dir/run.h5", dir);  /* unwritable: the folder is missing */
+    CHECK(tsc_capture_open(&c2, p, &m, NULL) == TSC_ERR_IO && c2 == NULL);
+    CHECKF(strstr(tsc_error_last(), "run.h5.capture") != NULL, "%s", tsc_error_last());
 
     /* delays from 0 to ~15 ms spread the kill over whole steps (a step takes a few ms) */
     for (int r = 0; r < 12; r++) sigkill_once(r, (long)r * 1300);

@@ -59,6 +59,22 @@ static void test_fp8_tables(void) {
     CHECK_EQ_INT(inf4, 0);  /* no Inf in E4M3 fn */
     CHECK_EQ_INT(nan5, 6);  /* S.11111.{01,10,11} */
     CHECK(isnan(tsc_decode(0x7f, e4)) && isnan(tsc_decode(0xff, e4)));
+    /* All 256 codes of each against the spec's definition: (-1)^S * 2^(1-bias) * 0.M for E = 0,
+     * (-1)^S * 2^(E-bias) * 1.M otherwise; E4M3: only S.1111.111 is NaN; E5M2: E = 31 is
+     * Inf (M = 0) or NaN. */
+    long bad_tab = 0;
+    for (int c = 0; c < 256; c++) {
+        int s4 = c >> 7, E4 = (c >> 3) & 15, M4 = c & 7;
+        int s5 = c >> 7, E5 = (c >> 2) & 31, M5 = c & 3;
+        double w4 = (E4 == 15 && M4 == 7) ? NAN : E4 == 0 ? ldexp(M4 / 8.0, -6) : ldexp(1 + M4 / 8.0, E4 - 7);
+        double w5 = E5 == 31 ? (M5 ? NAN : INFINITY) : E5 == 0 ? ldexp(M5 / 4.0, -14) : ldexp(1 + M5 / 4.0, E5 - 15);
+        if (s4) w4 = -w4;
+        if (s5) w5 = -w5;
+        double g4 = tsc_decode((uint64_t)c, e4), g5 = tsc_decode((uint64_t)c, e5);
+        bad_tab += isnan(w4) ? !isnan(g4) : (g4 != w4 || !signbit(g4) != !signbit(w4));
+        bad_tab += isnan(w5) ? !isnan(g5) : (g5 != w5 || !signbit(g5) != !signbit(w5));
+    }
+    CHECK_EQ_INT(bad_tab, 0);
     /* Positive codes increase strictly; negative codes mirror them. */
     for (int f = TSC_FMT_FP8_E4M3; f <= TSC_FMT_FP8_E5M2; f++) {
         int mono = 1, mirror = 1;
