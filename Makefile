@@ -31,7 +31,8 @@ asan: setup
 	@$(MAKE) --no-print-directory BUILD=build-asan CMAKE_FLAGS="-DTSC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" build
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
-bench: setup
+bench:
+	@bash scripts/setup.sh --bench
 	@$(MAKE) --no-print-directory build
 	bash bench/run_all.sh $(BUILD)
 
