@@ -56,6 +56,7 @@ typedef struct {
     float *o_hp_all, *o_lp_all;                                        /* [nb, T, D] */
     float *dl_hp_all, *dl_lp_all;                                      /* [nb, T] */
     uint8_t *evt;                                                      /* [nb, T, D] census events */
+    uint8_t *tie_row;                                                  /* [nb, T] rows with >= 2 exact maxima */
     tsc_attn_trace_t tr;
     int tr_b;              /* batch row the trace holds, -1 none */
     /* rank-1 candidates of the head: the n_terms tokens with the largest |coeff| */
@@ -140,8 +141,10 @@ static void obar_curve(const ctx_t *c, int t, int i, double *out) {
     }
 }
 
-/* Loads batch row b of head h (inputs) and runs the lp forward with the trace. */
-static tsc_status_t load_lp_trace(ctx_t *c, tsc_head_result_t *r, long long step, int layer, int h, int b) {
+/* Loads batch row b of head h (inputs) and runs the lp forward with the trace (and, with
+ * backward, the lp backward in the same call: dO must be loaded). */
+static tsc_status_t load_lp_trace(ctx_t *c, tsc_head_result_t *r, long long step, int layer, int h, int b,
+                                  int backward) {
     int kvh = h / (c->H / c->Hkv);
     tsc_status_t st;
     if ((st = read_checked(c, r, step, layer, "q", b, h, c->q, c->D)) ||
@@ -150,7 +153,7 @@ static tsc_status_t load_lp_trace(ctx_t *c, tsc_head_result_t *r, long long step
         return st;
     for (size_t i = 0; i < (size_t)c->T * c->D; i++)
         c->vr[i] = (float)tsc_round(c->v[i], c->v_fmt, TSC_ROUND_NEAREST_EVEN, NULL);
-    st = run_attn(c, &c->lp, 0, c->o_lp, c->lse_lp, NULL, NULL, &c->tr);
+    st = run_attn(c, &c->lp, backward, c->o_lp, c->lse_lp, c->dl_lp, c->dq_lp, &c->tr);
     c->tr_b = st == TSC_OK ? b : -1;
     return st;
 }
@@ -273,12 +276,11 @@ static tsc_status_t analyze_head(ctx_t *c, tsc_head_result_t *r, long long step,
     for (int bi = 0; bi < c->nb; bi++) {
         int b = c->bs[bi];
         if ((st = read_checked(c, r, step, layer, "do", b, h, c->dO, D)) != TSC_OK) goto done;
-        if ((st = load_lp_trace(c, r, step, layer, h, b)) != TSC_OK) goto done;
+        if ((st = load_lp_trace(c, r, step, layer, h, b, 1)) != TSC_OK) goto done;
         if (r->n_nonfinite) {
             r->skipped = 1;
             goto done;
         }
-        if ((st = run_attn(c, &c->lp, 1, c->o_lp, c->lse_lp, c->dl_lp, c->dq_lp, NULL)) != TSC_OK) goto done;
         if ((st = run_attn(c, &c->hp, 1, c->o_hp, c->lse_hp, c->dl_hp, NULL, NULL)) != TSC_OK) goto done;
         memcpy(c->o_hp_all + (size_t)bi * TD, c->o_hp, TD * sizeof(float));
         memcpy(c->o_lp_all + (size_t)bi * TD, c->o_lp, TD * sizeof(float));
@@ -320,6 +322,7 @@ static tsc_status_t analyze_head(ctx_t *c, tsc_head_result_t *r, long long step,
             r->rows_multi_max_eps += n_eps >= 2;
             r->pbar_one += n_one;
             r->rows_pbar_one_2 += n_one >= 2;
+            c->tie_row[(size_t)bi * T + t] = n_ex >= 2;
         }
         if (c->o->census) census(c, r, bi);
         /* e: identity (1) with the lp backward and the same backward fed delta from an hp O. */
@@ -451,11 +454,15 @@ static tsc_status_t analyze_head(ctx_t *c, tsc_head_result_t *r, long long step,
         r->census_share = all != 0.0 ? in / all : NAN;
     }
 
-    /* d: the automatic probe: the top feature, the row with the largest error in its bias sign. */
+    /* d: the automatic probe: the top feature, and the row with the largest error in its bias
+     * sign among the rows with >= 2 exact maxima (where PAPER.md §5's mechanism acts; Fig. 6),
+     * or among all rows when there is none. */
     if (r->top_feature >= 0) {
-        int i = r->top_feature, best_row = -1;
+        int i = r->top_feature, best_row = -1, any_tie = 0;
         double sgn = r->top_feature_mean_ulp < 0 ? -1.0 : 1.0, bestv = 0.0;
+        for (size_t row = 0; row < (size_t)c->nb * T; row++) any_tie |= c->tie_row[row];
         for (size_t row = 0; row < (size_t)c->nb * T; row++) {
+            if (any_tie && !c->tie_row[row]) continue;
             double e = sgn * ((double)c->o_lp_all[row * D + i] - (double)c->o_hp_all[row * D + i]);
             if (best_row < 0 || e > bestv) {
                 best_row = (int)row;
@@ -467,7 +474,7 @@ static tsc_status_t analyze_head(ctx_t *c, tsc_head_result_t *r, long long step,
         r->probe_t = t;
         r->probe_i = i;
         r->probe_err = sgn * bestv;
-        if (c->tr_b != r->probe_b && (st = load_lp_trace(c, r, step, layer, h, r->probe_b)) != TSC_OK) goto done;
+        if (c->tr_b != r->probe_b && (st = load_lp_trace(c, r, step, layer, h, r->probe_b, 0)) != TSC_OK) goto done;
         obar_curve(c, t, i, c->g_curve + (size_t)hi * T);
         r->probe_final_obar_err = c->g_curve[(size_t)hi * T + n_visible(c, t) - 1];
         c->g_probe[hi * 3] = r->probe_b;
@@ -476,7 +483,7 @@ static tsc_status_t analyze_head(ctx_t *c, tsc_head_result_t *r, long long step,
     }
     if (c->o->probe_t >= 0) {
         int pb = c->o->probe_b >= 0 ? c->o->probe_b : c->bs[0];
-        if (c->tr_b != pb && (st = load_lp_trace(c, r, step, layer, h, pb)) != TSC_OK) goto done;
+        if (c->tr_b != pb && (st = load_lp_trace(c, r, step, layer, h, pb, 0)) != TSC_OK) goto done;
         obar_curve(c, c->o->probe_t, c->o->probe_i, c->g_curve_c + (size_t)hi * T);
     }
 
@@ -677,6 +684,7 @@ static tsc_status_t scratch_alloc(ctx_t *c) {
     c->c_a = xcalloc(N * D, sizeof(double), &bad);
     c->c_b = xcalloc(N * (C ? C : 1), sizeof(double), &bad);
     c->dO_all = xcalloc(nb * TD, sizeof(float), &bad);
+    c->tie_row = xcalloc(nb * T, 1, &bad);
     if (bad) return tsc_error_set(TSC_ERR_NOMEM, "analysis: no memory for the scratch of one head (T %zu, D %zu)", T, D);
     c->tr_b = -1;
     return tsc_attn_trace_init(&c->tr, c->T, c->D, c->lp.block_k, TSC_TRACE_SCORES | TSC_TRACE_TILES);
@@ -686,7 +694,7 @@ static void scratch_free(ctx_t *c) {
     void *ps[] = {c->q, c->k, c->v, c->dO, c->od, c->o_hp, c->o_lp, c->dq_lp, c->dq_hd, c->vr, c->x,
                   c->lse_hp, c->lse_lp, c->dl_hp, c->dl_lp, c->dl_hd, c->qd, c->kd, c->lsed, c->pk, c->xd, c->dw,
                   c->dwt, c->o_hp_all, c->o_lp_all, c->dl_hp_all, c->dl_lp_all, c->evt, c->c_coeff,
-                  c->c_a, c->c_b, c->dO_all};
+                  c->c_a, c->c_b, c->dO_all, c->tie_row};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     tsc_attn_trace_free(&c->tr);
 }

@@ -152,9 +152,9 @@ static void bits_str(float x, int keep, char *buf, size_t size) {
  * additions s + a*v (sums from 0 per key tile) whose significand overflowed and whose result has
  * rounding bit 1 and sticky bits set relative to out_fmt; the error is R_out(sum) - sum. */
 static tsc_status_t find_event(rep_t *r, const tsc_policy_t *lp, tsc_format_t out_fmt, long long step, int layer,
-                               int h, int b, tsc_diag_head_t *dh, double *best) {
+                               int h, int b, const uint8_t *rows, tsc_diag_head_t *dh, double *best) {
     tsc_attn_trace_t tr;
-    tsc_status_t st = tsc_attn_trace_init(&tr, r->T, r->D, lp->block_k, TSC_TRACE_SCORES);
+    tsc_status_t st = tsc_attn_trace_init(&tr, r->T, r->D, lp->block_k, TSC_TRACE_SCORES | TSC_TRACE_TILES);
     if (st != TSC_OK) return st;
     if ((st = load(r, step, layer, h, b)) == TSC_OK) st = run(r, lp, 0, &tr);
     if (st != TSC_OK) {
@@ -164,8 +164,11 @@ static tsc_status_t find_event(rep_t *r, const tsc_policy_t *lp, tsc_format_t ou
     int keep = tsc_format_mant_bits(out_fmt), sh = 23 - keep;
     uint32_t rb = sh >= 2 ? 1u << (sh - 1) : 0, stm = rb ? rb - 1 : 0;
     for (int t = 0; t < r->T && rb; t++)
-        for (int f = 0; f < r->nf; f++) {
+        for (int f = 0; f < r->nf && (!rows || rows[t]); f++) {
             int i = r->feats[f], nv = r->m->causal ? t + 1 : r->T;
+            int lt = r->m->causal ? t / lp->block_k : tr.n_kt - 1;
+            double l = tr.l[(size_t)t * tr.n_kt + lt]; /* O = O-bar / l: the event's weight in O */
+            if (!(l > 0)) l = 1.0;
             float s = 0.0f;
             for (int j = 0; j < nv; j++) {
                 if (j % lp->block_k == 0) s = 0.0f;
@@ -183,8 +186,8 @@ static tsc_status_t find_event(rep_t *r, const tsc_policy_t *lp, tsc_format_t ou
                     if (en > (es > ep ? es : ep) && (u & rb) && (u & stm)) {
                         double rounded = tsc_round((double)sn, out_fmt, TSC_ROUND_NEAREST_EVEN, NULL);
                         double e = rounded - (double)sn;
-                        if (fabs(e) > *best) {
-                            *best = fabs(e);
+                        if (fabs(e) / l > *best) {
+                            *best = fabs(e) / l;
                             dh->ev_found = 1;
                             dh->ev_b = b, dh->ev_t = t, dh->ev_i = i, dh->ev_key = j;
                             dh->ev_before = s, dh->ev_term = p, dh->ev_sum = sn;
@@ -390,7 +393,13 @@ static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const tsc_policy_
     double evbest = 0.0;
     dh->ev_found = 0;
     for (int bi = 0; bi < r->nb && r->ns; bi++)
-        if ((st = find_event(r, lp, out_fmt, dh->step, dh->layer, dh->head, r->bs[bi], dh, &evbest)) != TSC_OK) return st;
+    {
+        int si = 0;
+        while (si < r->ns - 1 && r->steps[si] != dh->step) si++;
+        const uint8_t *rows = r->use_mask ? r->tie + ((size_t)si * r->nb + bi) * r->T : NULL;
+        if ((st = find_event(r, lp, out_fmt, dh->step, dh->layer, dh->head, r->bs[bi], rows, dh, &evbest)) != TSC_OK)
+            return st;
+    }
     char sp[TSC_POLICY_STR_MAX];
     tsc_policy_format(stable, sp, sizeof sp);
     if (fabs(dh->stable_ratio) <= opts->removed_frac)

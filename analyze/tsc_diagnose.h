@@ -11,8 +11,8 @@
  *    3 stages do not remove it.
  * 3. Accumulation verdict: the δ bias test plus the similarity of the rank-1 directions (mean
  *    cosine / top energy, where x is captured).
- * 4. The bit level: the single P̄V addition with the largest rounding error among the flagged
- *    features of every row at the examined step, with operands, FP32 sum and kept|rounding|sticky
+ * 4. The bit level: the single P̄V addition with the largest rounding error in O units (error / ℓ
+ *    of its row) among the flagged features of the tie rows (every row when none) at the examined step, with operands, FP32 sum and kept|rounding|sticky
  *    bits, like PAPER.md §5 (bits formatted here; the sum is the FP32 fused multiply-add).
  * 5. Mitigation: the same δ bias under lp+stable (β = 2, ε = 1e-3) and a β sweep.
  *

@@ -439,7 +439,7 @@ static void top_tokens(const tsc_figure_src_t *s, const tsc_fig_sel_t *sel, int 
     int r;
     long long d[4];
     if (tsc_fig_read_ds(s, p, &v, &r, d) != TSC_OK) return;
-    if (r == 3 && d[2] == T && sel->batch < d[1]) {
+    if (r == 3 && d[2] == T && sel->batch < d[1] && row < d[0]) {
         const double *x = v + ((size_t)row * (size_t)d[1] + (size_t)sel->batch) * (size_t)T;
         int a = -1, b = -1;
         for (int t = 0; t < T; t++) {
@@ -603,11 +603,20 @@ static tsc_status_t cum_read(const tsc_figure_src_t *s, const char *name, cum_t 
     snprintf(p, sizeof p, "cumulative/%s", name);
     if ((st = tsc_fig_read_ds(s, p, &c->v, &r, d))) return st;
     c->S = d[0], c->L = r > 1 ? d[1] : 1, c->NH = r > 2 ? d[2] : 1;
-    if ((st = tsc_fig_read_ds(s, "cumulative/steps", &c->steps, &r, d)) ||
-        (st = tsc_fig_read_ds(s, "cumulative/layers", &c->layers, &r, d)) ||
-        (st = tsc_fig_read_ds(s, "cumulative/heads", &c->heads, &r, d)))
+    long long ds[4], dl[4], dh[4];
+    int rs, rl, rh;
+    if ((st = tsc_fig_read_ds(s, "cumulative/steps", &c->steps, &rs, ds)) ||
+        (st = tsc_fig_read_ds(s, "cumulative/layers", &c->layers, &rl, dl)) ||
+        (st = tsc_fig_read_ds(s, "cumulative/heads", &c->heads, &rh, dh))) {
         cum_free(c);
-    return st;
+        return st;
+    }
+    if (r != 3 || rs != 1 || rl != 1 || rh != 1 || ds[0] != c->S || dl[0] != c->L || dh[0] != c->NH) {
+        cum_free(c);
+        return tsc_error_set(TSC_ERR_SHAPE, "%s:%s: expected [steps, layers, heads] matching cumulative/steps, layers, "
+                                            "heads", s->analysis_path, p);
+    }
+    return TSC_OK;
 }
 
 /* Figures of a quantity "over steps" need at least two analysed steps to show anything. */
@@ -825,8 +834,8 @@ static tsc_status_t fig6bc(tsc_figure_src_t *s, const tsc_figure_opts_t *o, cons
     tsc_plot_opts_t po;
     plot_defaults(&po, o, info);
     char title[128];
-    snprintf(title, sizeof title, "%sO-bar error(t), T=%d I=%d, layer %d head %d", zoom ? "zoom: " : "", probe[1],
-             probe[2], sel->layer, sel->head);
+    snprintf(title, sizeof title, "%sO-bar error(t), T=%d I=%d, L%d H%d", zoom ? "zoom: " : "", probe[1], probe[2],
+             sel->layer, sel->head);
     po.title = title, po.xlabel = "t (keys summed so far)", po.ylabel = "O-bar_lp - O-bar_hp";
     snprintf(info->caption, sizeof info->caption,
              "%s: O-bar_error(t) = lp prefix sum of P-bar[T,t'] V[t',I] (t' <= t, FP32, rounded to the output format) "
@@ -937,14 +946,19 @@ out:
 static tsc_status_t fig11(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const char *path, tsc_image_format_t fmt,
                           tsc_figure_info_t *info) {
     double *v, *steps = NULL, *layers = NULL;
-    int r;
-    long long d[4], d2[4];
+    int r, rs, rl;
+    long long d[4], ds[4], dl[4];
     tsc_status_t st = tsc_fig_read_ds(s, "cumulative/w_norm", &v, &r, d);
     if (st) return tsc_error_wrap(st, "fig11 needs weight spectral norms: ");
-    if ((st = tsc_fig_read_ds(s, "cumulative/steps", &steps, &r, d2)) ||
-        (st = tsc_fig_read_ds(s, "cumulative/layers", &layers, &r, d2))) {
+    if ((st = tsc_fig_read_ds(s, "cumulative/steps", &steps, &rs, ds)) ||
+        (st = tsc_fig_read_ds(s, "cumulative/layers", &layers, &rl, dl))) {
         free(v), free(steps);
         return st;
+    }
+    if (r != 3 || rs != 1 || rl != 1 || ds[0] != d[0] || dl[0] != d[1]) {
+        free(v), free(steps), free(layers);
+        return tsc_error_set(TSC_ERR_SHAPE, "%s:cumulative/w_norm: expected [steps, layers, 4] matching cumulative/steps "
+                                            "and cumulative/layers", s->analysis_path);
     }
     long long S = d[0], L = d[1], M = d[2];
     if (S < 2) {

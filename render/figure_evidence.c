@@ -127,7 +127,7 @@ tsc_status_t tsc_fig_cairo_write(const char *path, tsc_image_format_t fmt, doubl
 
 typedef struct {
     const char *title;
-    int evidence;          /* 1: this run measured it */
+    int evidence;          /* 0: not measured (no data); 1: measured, does not support the link; 2: supports it */
     char body[512];        /* the numbers, or "no evidence: ..." */
 } node_t;
 
@@ -170,7 +170,7 @@ static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, si
     node_t *n = &nd[0];
     const tsc_jv_t *ev = top ? tsc_jv_get(top, "event") : NULL;
     if (ev && tsc_jv_num(ev, "found") == 1) {
-        n->evidence = 1;
+        n->evidence = 2;
         addf(n->body, sizeof n->body, "step %lld row %g feature %g, key %g (P-bar %g)\nFP32 sum %.6g -> %s %.6g\n"
              "error %.3g", sel.step, tsc_jv_num(ev, "token"), tsc_jv_num(ev, "feature"), tsc_jv_num(ev, "key"),
              tsc_jv_num(ev, "pbar"), tsc_jv_num(ev, "sum_fp32"), tsc_jv_str(ev, "out_format") ? tsc_jv_str(ev, "out_format") : "?",
@@ -179,7 +179,7 @@ static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, si
             addf(n->body, sizeof n->body, "\nculprit stage: %s (leaves %.0f%%)", tsc_jv_str(top, "culprit"),
                  100 * tsc_jv_num(top, "culprit_ratio"));
     } else if (rec && tsc_jv_num(rec, "census.events_neg") + tsc_jv_num(rec, "census.events_pos") > 0) {
-        n->evidence = 1;
+        n->evidence = 2;
         addf(n->body, sizeof n->body, "census: %g rounding-up events (neg) vs %g (pos) in %g additions",
              tsc_jv_num(rec, "census.events_neg"), tsc_jv_num(rec, "census.events_pos"), tsc_jv_num(rec, "census.additions"));
     } else {
@@ -195,25 +195,36 @@ static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, si
     const tsc_jv_t *hs = tsc_jv_get(sm, "heads");
     for (size_t i = 0; hs && i < hs->n; i++) biased += tsc_jv_num(hs->items[i], "delta_biased") == 1;
     if (n_flag > 0 || biased > 0) {
-        n->evidence = 1;
+        n->evidence = 2;
         addf(n->body, sizeof n->body, "flagged head records: %g; delta-biased: %d\n", n_flag, biased);
         if (rec)
             addf(n->body, sizeof n->body, "feature %g: %.3g ULP mean O error\n", tsc_jv_num(rec, "features.top"),
                  tsc_jv_num(rec, "features.top_mean_ulp"));
         addf(n->body, sizeof n->body, "sum of delta_lp - delta_hp, accumulated: %+.3g", cum);
     } else {
-        addf(n->body, sizeof n->body, "no evidence: delta_lp - delta_hp not biased in any head (accumulated %+.3g)", cum);
+        n->evidence = hs && hs->n ? 1 : 0;
+        addf(n->body, sizeof n->body, "%s: delta_lp - delta_hp not biased in any head (accumulated %+.3g)",
+             n->evidence ? "measured" : "no evidence", cum);
     }
     /* 3. rank-1 similarity, 4. accumulated error: need x */
     int has_x = rec && tsc_jv_num(rec, "rank1.has_x") == 1;
     if (has_x) {
-        nd[2].evidence = 1;
+        /* similar terms: the diagnosis says the error accumulates, or one direction holds half the energy */
+        const char *vd = top ? tsc_jv_str(top, "verdict") : NULL;
+        int similar = (vd && strcmp(vd, "accumulates") == 0) || tsc_jv_num(rec, "rank1.top_energy") >= 0.5 ||
+                      tsc_jv_num(rec, "rank1.mean_cos") >= 0.5;
+        nd[2].evidence = similar ? 2 : 1;
         addf(nd[2].body, sizeof nd[2].body, "%g terms: mean cosine %.3f\ntop energy %.3f, eff. rank %.3g\n"
              "projection share %.3f", tsc_jv_num(rec, "rank1.terms"), tsc_jv_num(rec, "rank1.mean_cos"),
              tsc_jv_num(rec, "rank1.top_energy"), tsc_jv_num(rec, "rank1.eff_rank"), tsc_jv_num(rec, "rank1.proj_share"));
-        nd[3].evidence = isfinite(tsc_jv_num(rec, "rank1.dwq_err_fro"));
+        if (!similar)
+            addf(nd[2].body, sizeof nd[2].body, "\nnot similar: no common direction (top energy < 0.5)");
+        nd[3].evidence = !isfinite(tsc_jv_num(rec, "rank1.dwq_err_fro")) ? 0 : similar && nd[1].evidence == 2 ? 2 : 1;
         addf(nd[3].body, sizeof nd[3].body, "|dW^Q error|_F at step %lld: %.3g\ncoefficient accumulated over %g steps: "
              "%+.3g", sel.step, tsc_jv_num(rec, "rank1.dwq_err_fro"), tsc_jv_num(sm, "computed_over.steps"), cum);
+        if (nd[3].evidence == 1)
+            addf(nd[3].body, sizeof nd[3].body, "\nwithout a biased coefficient along a common direction the "
+                                                "errors do not add up");
     } else {
         snprintf(nd[2].body, sizeof nd[2].body, "no evidence: x not captured (the QKV input is needed for (PK)^T X)");
         snprintf(nd[3].body, sizeof nd[3].body, "no evidence: x not captured");
@@ -226,15 +237,24 @@ static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, si
     int r;
     long long d[4];
     if (tsc_fig_read_ds(s, p, &wn, &r, d) == TSC_OK && sel.head < d[0] && isfinite(wn[sel.head])) {
-        int rank = 1, H = (int)d[0];
-        double mx = 0;
+        int rank = 1, H = (int)d[0], nf = 0;
+        double mx = 0, sorted[256];
         for (int h = 0; h < H; h++) {
             if (wn[h] > wn[sel.head]) rank++;
             if (wn[h] > mx) mx = wn[h];
+            if (isfinite(wn[h]) && nf < 256) sorted[nf++] = wn[h];
         }
-        n->evidence = 1;
-        addf(n->body, sizeof n->body, "head %d: %.4g (rank %d of %d in layer %d; largest %.4g)", sel.head, wn[sel.head],
-             rank, H, sel.layer, mx);
+        for (int a = 1; a < nf; a++) /* insertion sort for the median: H is small */
+            for (int b = a; b > 0 && sorted[b] < sorted[b - 1]; b--) {
+                double t = sorted[b];
+                sorted[b] = sorted[b - 1], sorted[b - 1] = t;
+            }
+        double med = nf ? (nf % 2 ? sorted[nf / 2] : 0.5 * (sorted[nf / 2 - 1] + sorted[nf / 2])) : NAN;
+        /* supports the link when this head stands out of its layer: in its top quarter, or 1.5x the median */
+        n->evidence = rank <= (H + 3) / 4 || wn[sel.head] >= 1.5 * med ? 2 : 1;
+        addf(n->body, sizeof n->body, "head %d: %.4g (rank %d of %d in layer %d; largest %.4g, median %.4g)", sel.head,
+             wn[sel.head], rank, H, sel.layer, mx, med);
+        if (n->evidence == 1) addf(n->body, sizeof n->body, "\nnot among the largest of its layer");
     } else {
         addf(n->body, sizeof n->body, "no evidence: w_q not captured");
     }
@@ -256,7 +276,7 @@ static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, si
             last = v, slast = lg->step[k];
         }
         if (!isfinite(mn)) continue;
-        n->evidence = 1;
+        n->evidence = last > 1.5 * mn ? 2 : 1;
         addf(n->body, sizeof n->body, "run '%s' (%s): min %.4g at step %g, last %.4g at step %g%s", lg->name,
              lg->cols[c], mn, smn, last, slast, last > 1.5 * mn ? ": diverges" : ": no divergence");
     }
@@ -280,10 +300,13 @@ static void box_path(cairo_t *cr, double x, double y, double w, double h, double
     cairo_close_path(cr);
 }
 
-static void arrow(cairo_t *cr, double x0, double y0, double x1, double y1, int solid, double F) {
+/* style 2: both ends support the link (dark, solid); 1: measured, not supporting (amber, solid);
+ * 0: an end without evidence (grey, dashed) */
+static void arrow(cairo_t *cr, double x0, double y0, double x1, double y1, int style, double F) {
     double dash[2] = {3, 2.5};
     cairo_save(cr);
-    if (solid) cairo_set_source_rgb(cr, 0.15, 0.15, 0.15), cairo_set_line_width(cr, 1.3);
+    if (style == 2) cairo_set_source_rgb(cr, 0.15, 0.15, 0.15), cairo_set_line_width(cr, 1.3);
+    else if (style == 1) cairo_set_source_rgb(cr, 0.75, 0.45, 0.05), cairo_set_line_width(cr, 1.0);
     else cairo_set_source_rgb(cr, 0.6, 0.6, 0.6), cairo_set_line_width(cr, 1.0), cairo_set_dash(cr, dash, 2, 0);
     double ang = atan2(y1 - y0, x1 - x0), hl = 0.7 * F;
     cairo_move_to(cr, x0, y0);
@@ -324,18 +347,22 @@ static tsc_status_t ev_draw(cairo_t *cr, double W, double H, void *vctx) {
     for (int i = 0; i < N_NODES; i++) {
         double dash[2] = {3, 2.5};
         box_path(cr, bx[i], by[i], bw, bh, 0.5 * F);
-        if (nd[i].evidence) cairo_set_source_rgb(cr, 0.91, 0.95, 0.99);
+        int ev = nd[i].evidence;
+        if (ev == 2) cairo_set_source_rgb(cr, 0.91, 0.95, 0.99);
+        else if (ev == 1) cairo_set_source_rgb(cr, 1.0, 0.97, 0.90);
         else cairo_set_source_rgb(cr, 0.97, 0.97, 0.97);
         cairo_fill_preserve(cr);
-        if (nd[i].evidence) cairo_set_source_rgb(cr, 0.1, 0.25, 0.5), cairo_set_line_width(cr, 1.2);
+        if (ev == 2) cairo_set_source_rgb(cr, 0.1, 0.25, 0.5), cairo_set_line_width(cr, 1.2);
+        else if (ev == 1) cairo_set_source_rgb(cr, 0.75, 0.45, 0.05), cairo_set_line_width(cr, 1.0);
         else cairo_set_source_rgb(cr, 0.6, 0.6, 0.6), cairo_set_line_width(cr, 0.9), cairo_set_dash(cr, dash, 2, 0);
         cairo_stroke(cr);
         cairo_set_dash(cr, NULL, 0, 0);
         double pad = 0.45 * F, ty = by[i] + pad;
-        if (nd[i].evidence) cairo_set_source_rgb(cr, 0.05, 0.15, 0.35);
+        if (ev == 2) cairo_set_source_rgb(cr, 0.05, 0.15, 0.35);
+        else if (ev == 1) cairo_set_source_rgb(cr, 0.45, 0.25, 0.0);
         else cairo_set_source_rgb(cr, 0.45, 0.45, 0.45);
         ty += tsc_fig_text(cr, fam, F, 1, bx[i] + pad, ty, bw - 2 * pad, nd[i].title, 0, 1, 0) + 0.2 * F;
-        if (nd[i].evidence) cairo_set_source_rgb(cr, 0, 0, 0);
+        if (ev) cairo_set_source_rgb(cr, 0, 0, 0);
         /* shrink the body text (not below 7 pt) rather than let it overflow the box */
         double fs = 0.92 * F;
         while (fs > 7.0 && ty + tsc_fig_text(cr, fam, fs, 0, 0, 0, bw - 2 * pad, nd[i].body, 0, 0, 0) > by[i] + bh - pad)
@@ -348,21 +375,21 @@ static tsc_status_t ev_draw(cairo_t *cr, double W, double H, void *vctx) {
         cairo_restore(cr);
     }
     for (int i = 0; i + 1 < N_NODES; i++) {
-        int solid = nd[i].evidence && nd[i + 1].evidence;
+        int solid = nd[i].evidence < nd[i + 1].evidence ? nd[i].evidence : nd[i + 1].evidence;
         if (i == 2) arrow(cr, bx[2] + bw / 2, by[2] + bh + 1, bx[3] + bw / 2, by[3] - 1, solid, F);
         else if (i < 2) arrow(cr, bx[i] + bw + 1, by[i] + bh / 2, bx[i + 1] - 1, by[i + 1] + bh / 2, solid, F);
         else arrow(cr, bx[i] - 1, by[i] + bh / 2, bx[i + 1] + bw + 1, by[i + 1] + bh / 2, solid, F);
     }
     /* legend */
     double ly = H - m - 0.9 * F;
-    arrow(cr, m, ly + 0.5 * F, m + 2.2 * F, ly + 0.5 * F, 1, F);
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    double lw = tsc_fig_text(cr, fam, 0.9 * F, 0, m + 2.6 * F, ly, 0, "measured in this run", 0, 1, 0);
-    (void)lw;
-    arrow(cr, m + 14 * F, ly + 0.5 * F, m + 16.2 * F, ly + 0.5 * F, 0, F);
-    cairo_set_source_rgb(cr, 0.35, 0.35, 0.35);
-    tsc_fig_text(cr, fam, 0.9 * F, 0, m + 16.6 * F, ly, 0, "no evidence in this run (data not captured or not measured)",
-                 0, 1, 0);
+    static const char *leg[3] = {"supported by this run's data", "measured, not supporting",
+                                 "no evidence (no data)"};
+    for (int k = 0; k < 3; k++) {
+        double lx = m + k * (W - 2 * m) / 3;
+        arrow(cr, lx, ly + 0.5 * F, lx + 2.2 * F, ly + 0.5 * F, 2 - k, F);
+        cairo_set_source_rgb(cr, k == 2 ? 0.35 : 0, k == 2 ? 0.35 : 0, k == 2 ? 0.35 : 0);
+        tsc_fig_text(cr, fam, 0.9 * F, 0, lx + 2.6 * F, ly, (W - 2 * m) / 3 - 2.8 * F, leg[k], 0, 1, 0);
+    }
     if (c->caption && c->cap) {
         tsc_figure_opts_t o;
         tsc_figure_opts_init(&o);
@@ -370,11 +397,13 @@ static tsc_status_t ev_draw(cairo_t *cr, double W, double H, void *vctx) {
         tsc_fig_resolve(c->s, &o, &sel);
         snprintf(c->caption, c->cap,
                  "fig1: evidence map of the causal chain (PAPER.md sections 4-5) for layer %d head %d, step %lld; "
-                 "numbers from %s and %s%s. Solid boxes and arrows: measured in this run; dashed grey: no evidence. ",
+                 "numbers from %s and %s%s. Blue: supported by this run's data; amber: measured but not supporting the "
+                 "link; dashed grey: no evidence. ",
                  sel.layer, sel.head, sel.step, tsc_fig_summary_path(c->s), tsc_fig_analysis_path(c->s),
                  tsc_figure_src_n_logs(c->s) ? " and the training logs" : "");
         for (int i = 0; i < N_NODES; i++)
-            if (!nd[i].evidence) addf(c->caption, c->cap, "%s: %s. ", nd[i].title, nd[i].body);
+            if (nd[i].evidence < 2)
+                addf(c->caption, c->cap, "%s%s: %s. ", nd[i].title, nd[i].evidence ? " (not supported)" : "", nd[i].body);
     }
     return TSC_OK;
 }

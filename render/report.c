@@ -582,9 +582,18 @@ tsc_status_t tsc_report_write(tsc_figure_src_t *src, const char *pdf_path, const
         size_t m = strlen(logargs);
         snprintf(logargs + m, sizeof logargs - m, " --log '%.63s=%.200s'", lg->name, lg->path);
     }
-    sb_printf(&repro, "tilescope report %s%s -o %s\n", dir, logargs, pdf_path);
+    sb_printf(&repro, "tilescope report %s%s%s%s -o %s\n", dir, logargs, o->dump ? " --dump " : "", o->dump ? o->dump : "",
+              pdf_path);
     for (int i = 0; i < nf; i++)
-        if (figs[i].ok) sb_printf(&repro, "tilescope figure %s --from %s%s -o %s.pdf\n", figs[i].id, dir, logargs, figs[i].id);
+        if (figs[i].ok) {
+            /* only the figures that read training logs get the --log arguments */
+            int uses_logs = !strcmp(figs[i].id, "fig1") || !strcmp(figs[i].id, "fig2") || !strcmp(figs[i].id, "fig7") ||
+                            !strcmp(figs[i].id, "fig10") || !strcmp(figs[i].id, "fig13");
+            int uses_dump = !strcmp(figs[i].id, "fig4") || !strcmp(figs[i].id, "fig5b") || !strcmp(figs[i].id, "fig6a") ||
+                            !strcmp(figs[i].id, "fig9");
+            sb_printf(&repro, "tilescope figure %s --from %s%s%s%s -o %s.pdf\n", figs[i].id, dir, uses_logs ? logargs : "",
+                      uses_dump && o->dump ? " --dump " : "", uses_dump && o->dump ? o->dump : "", figs[i].id);
+        }
     if (has_event && top)
         sb_printf(&repro, "tilescope explain add %.9g %.9g --to %s   # the rounding event above\n",
                   tsc_jv_num(top, "event.sum_before"), tsc_jv_num(top, "event.term"),

@@ -53,7 +53,13 @@ assert s["flag_rule"]["false_positive_bound"] == 0.01
 PYEOF
 
 "$TSC" synth -o "$tmp/t.h5" --quiet || exit 1
-if "$TSC" analyze "$tmp/t.h5" -o "$tmp/t" --json > "$tmp/t.json" 2>/dev/null; then ok; else bad "analyze default exit $?"; fi
+if "$TSC" analyze "$tmp/t.h5" -o "$tmp/t" --json --probe 0,20,4 > "$tmp/t.json" 2>/dev/null; then ok; else bad "analyze default exit $?"; fi
+# --probe B,T,I: the chosen curve is recorded, finite over the visible keys 0..T and NaN after.
+if "$PY" - "$tmp/t/analysis.h5" <<'PYEOF'; then ok; else bad "chosen probe curve"; fi
+import sys, h5py, numpy as np
+c = h5py.File(sys.argv[1], "r")["step_00000000/layer_001/obar_err_chosen"][()]
+assert c.shape == (4, 64) and np.isfinite(c[:, :21]).all() and np.isnan(c[:, 21:]).all()
+PYEOF
 if "$PY" - "$tmp/t.h5" "$tmp/t/summary.json" "$tmp/t.json" <<'PYEOF'; then ok; else bad "default analysis"; fi
 import sys, json, math, h5py
 f = h5py.File(sys.argv[1], "r")
@@ -66,6 +72,22 @@ for r in s["heads"]:
     if r["layer"] in L and r["head"] in H:
         c = r["census"]
         assert c["events_neg"] > c["events_pos"] and c["err_neg"] < 0, c
+# Fig. 6 data: in the planted heads the automatic probe is a planted row (two exact maxima) and
+# its O-bar_error(t) curve jumps most at the second tie key (the first tie key, 0, starts the sum).
+start, stride = int(f.attrs["planted_rows_start"][0]), int(f.attrs["planted_rows_stride"][0])
+tie2 = max(int(k) for k in f.attrs["planted_tie_keys"])
+import numpy as np
+a5 = h5py.File(sys.argv[2].replace("summary.json", "analysis.h5"), "r")
+for r in s["heads"]:
+    if not (r["layer"] in L and r["head"] in H):
+        continue
+    t = r["probe"]["token"]
+    assert t >= start and (t - start) % stride == 0, r["probe"]
+    g = a5["step_%08d/layer_%03d" % (r["step"], r["layer"])]
+    hi = list(g["heads"][()]).index(r["head"])
+    cur = g["obar_err_auto"][hi][: t + 1]
+    jumps = np.abs(np.diff(cur))  # jumps[k - 1]: from key k - 1 to key k (key 0 is the first term)
+    assert int(np.argmax(jumps)) + 1 == tie2, (r["step"], r["head"], int(np.argmax(jumps)) + 1)
 for l in s["layers"]:
     assert l["power_vs_lapack_max_rel_diff"] < 1e-6, l
 assert s["spectral_power_vs_lapack_max_rel_diff"] < 1e-6

@@ -65,6 +65,9 @@ rec = [h for h in s["heads"] if h["step"] == top["step"] and h["layer"] == top["
 print("mean cosine %.3f" % rec["rank1"]["mean_cos"])
 print("error %.3g" % top["event"]["error"])
 print("accumulated: %+.3g" % top["delta_cumsum"])
+# the similarity link is marked unsupported exactly when no common direction was found
+similar = top["verdict"] == "accumulates" or rec["rank1"]["top_energy"] >= 0.5 or rec["rank1"]["mean_cos"] >= 0.5
+print("supported by this run's data" if similar else "not similar: no common direction")
 PYEOF
     while read -r line; do
         tr '\n' ' ' < ev.txt | grep -qF -- "$line" && ok || bad "evidence map lacks '$line'"
@@ -109,7 +112,18 @@ import json; d = json.load(open('j.json'))
 assert d['id'] == 'fig3' and d['file'] == 'j.png' and d['layer'] == 1 and 'wq_head_norm' in d['caption'], d" \
     && ok || bad "--json output: $(cat j.json)"
 
-# 6. usage errors
+# 6. corrupt inputs: a clear message naming the file, exit 1, no crash
+mkdir bad
+head -c 700 an/summary.json > bad/summary.json
+"$T" figure fig1 --from bad -o x.png 2> eb1.txt; rc=$?
+[ $rc -eq 1 ] && grep -q "bad/summary.json:[0-9]" eb1.txt && ok || bad "truncated summary.json: rc $rc $(cat eb1.txt)"
+cp an/summary.json bad/summary.json
+echo "not hdf5" > bad/analysis.h5
+"$T" figure fig3 --from bad -o x.png 2> eb2.txt; rc=$?
+[ $rc -eq 1 ] && grep -q "bad/analysis.h5" eb2.txt && ok || bad "garbage analysis.h5: rc $rc $(cat eb2.txt)"
+"$T" figure fig1 --from bad -o evbad.png > /dev/null 2> eb3.txt && ok || bad "fig1 should still draw (no W^Q evidence): $(cat eb3.txt)"
+
+# 7. usage errors
 "$T" figure fig99 --from an -o x.png 2> /dev/null; [ $? -eq 2 ] && ok || bad "unknown figure should exit 2"
 "$T" figure fig3 -o x.png 2> /dev/null; [ $? -eq 2 ] && ok || bad "missing --from should exit 2"
 "$T" figure fig3 --from an -o x.gif 2> /dev/null; [ $? -eq 2 ] && ok || bad "bad extension should exit 2"
