@@ -385,7 +385,12 @@ static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const tsc_policy_
     dh->mean_cos = rec ? rec->rank1_mean_cos : NAN;
     dh->top_energy = rec ? rec->rank1_top_energy : NAN;
     int biased = dh->flagged || dh->delta_biased;
-    int similar = (isfinite(dh->mean_cos) && dh->mean_cos >= 0.9) || (isfinite(dh->top_energy) && dh->top_energy >= 0.9);
+    /* Similar directions (PAPER.md §4 (3)): either the rank-1 terms are nearly parallel, or one
+     * direction holds more energy than all others together AND the accumulated error lies mostly
+     * along it (so a biased coefficient grows one fixed direction instead of cancelling). */
+    double proj = rec ? rec->rank1_proj_share : NAN;
+    int similar = (isfinite(dh->mean_cos) && dh->mean_cos >= 0.9) ||
+                  (isfinite(dh->top_energy) && dh->top_energy >= 0.5 && isfinite(proj) && proj >= 0.8);
     if (!biased) snprintf(dh->verdict, sizeof dh->verdict, "not biased");
     else if (rec && rec->has_x) snprintf(dh->verdict, sizeof dh->verdict, similar ? "accumulates" : "biased");
     else snprintf(dh->verdict, sizeof dh->verdict, "biased (no x)");

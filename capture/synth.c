@@ -302,9 +302,12 @@ static void gen_x_w(const gen_t *g, long long step, int layer, float *x, float *
         for (int t = 0; t < T; t++)
             for (int c = 0; c < C; c++) {
                 double mu = 0;
-                /* the shared columns of x (LayerNorm outputs with two persistent channels) */
-                if (g->plant && c == s->x_channels[0]) mu = 4.0;
-                if (g->plant && c == s->x_channels[1]) mu = -3.0;
+                /* the shared columns of x: LayerNorm outputs with two persistent massive channels
+                 * (+0.8 and -0.6 times 4 sqrt(C)), so the common part has 4x the norm of the random
+                 * part and every X[T] points along it (cosine about 16/17 between tokens), as the
+                 * shared columns of PAPER.md §4 (3) */
+                if (g->plant && c == s->x_channels[0]) mu = 3.2 * sqrt((double)C);
+                if (g->plant && c == s->x_channels[1]) mu = -2.4 * sqrt((double)C);
                 x[((size_t)b * T + t) * C + c] = bf(mu + gauss(&r));
             }
     }
