@@ -562,6 +562,12 @@ tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const 
 
 const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, size_t size) {
     const tsc_diag_head_t *h = &d->heads[i];
+    if (strcmp(h->verdict, "not examined") == 0) {
+        snprintf(buf, size,
+                 "layer %d head %d: not examined (beyond --max-heads); accumulated sum_T(delta_lp-delta_hp) %+.3g",
+                 h->layer, h->head, h->delta_cumsum);
+        return buf;
+    }
     char feats[128] = "all";
     if (h->n_features > 0) {
         size_t n = 0;

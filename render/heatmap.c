@@ -22,7 +22,6 @@
 #include <cairo-pdf.h>
 #include <cairo-svg.h>
 #include <pango/pangocairo.h>
-#include <fontconfig/fontconfig.h>
 #include <png.h>
 
 #define MIN_FONT_PT 7.0
@@ -1063,10 +1062,4 @@ tsc_status_t tsc_heatmap_write(const tsc_heatmap_opts_t *o, const tsc_heatmap_pa
     if (st) unlink(tmp);
     free(tmp);
     return st;
-}
-
-void tsc_render_release_fonts(void) {
-    pango_cairo_font_map_set_default(NULL);
-    cairo_debug_reset_static_data();
-    FcFini();
 }

@@ -538,7 +538,10 @@ tsc_status_t tsc_report_write(tsc_figure_src_t *src, const char *pdf_path, const
     if (ar && ar->n) {
         const tsc_jv_t *betas = tsc_jv_path(sm, "diagnosis.betas");
         snprintf(mitig, sizeof mitig, "Policy replayed: %s (PAPER.md section 6, Algorithm 3). Share of the bias B(lp) "
-                                      "left (100%% = no effect, 0%% = removed):\n",
+                                      "left (100%% = no effect, 0%% = removed; a negative share means the bias changed sign, and a "
+                                      "share far outside [-100%%, 100%%] means the stabilised replay made an error larger than the "
+                                      "bias it targets, e.g. a beta so large that the row sums underflow: PAPER.md section 6, "
+                                      "'too large underflows'):\n",
                  tsc_jv_str(sm, "diagnosis.stable_policy") ? tsc_jv_str(sm, "diagnosis.stable_policy") : "?");
         for (size_t i = 0; i < ar->n && i < 12; i++) {
             const tsc_jv_t *h = ar->items[i];

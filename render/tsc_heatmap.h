@@ -118,11 +118,6 @@ tsc_status_t tsc_heatmap_draw(cairo_t *cr, const tsc_heatmap_opts_t *o, const ts
 tsc_status_t tsc_heatmap_write(const tsc_heatmap_opts_t *o, const tsc_heatmap_panel_t *p, int n,
                                const char *path, tsc_image_format_t fmt, tsc_heatmap_info_t *info);
 
-/* Releases the process-wide font caches of pango, cairo and fontconfig, which otherwise live until
- * exit and which leak checkers (ASan/LSan) report. Call at most once, at the end of a program or
- * test, when no drawing is in progress; drawing afterwards is not supported. */
-void tsc_render_release_fonts(void);
-
 /* The format implied by path's extension (case-insensitive); TSC_ERR_ARG if none of the three. */
 tsc_status_t tsc_image_format_from_path(const char *path, tsc_image_format_t *out);
 

@@ -7,10 +7,6 @@ command -v gnuplot >/dev/null || { echo "gnuplot is not installed: skip"; exit 7
 command -v pdfinfo >/dev/null || { echo "poppler-utils missing: skip"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# fontconfig, pango and cairo keep their font caches until exit by design; under a leak checker
-# (the sanitizer build) those caches are not ours to report.
-printf 'leak:libfontconfig.so\nleak:libpango\nleak:libglib\nleak:libgobject\nleak:libharfbuzz\nleak:libcairo.so\nleak:libfreetype\n' > "$tmp/lsan.supp"
-export LSAN_OPTIONS="suppressions=$tmp/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 cd "$tmp" || exit 1
 fail=0 pass=0
 ok() { pass=$((pass + 1)); }
