@@ -33,6 +33,10 @@ int tsc_cli_parse_double(const char *cmd, const char *flag, const char *s, doubl
 /* For a flag that takes a value: returns argv[++*i] or NULL after printing a usage error. */
 const char *tsc_cli_value(const char *cmd, int argc, char **argv, int *i);
 
+/* Creates folder dir unless it exists as a folder. 0 on success; -1 with errno set otherwise
+ * (ENOTDIR when dir exists and is not a folder). */
+int tsc_cli_make_dir(const char *dir);
+
 /* Subcommands. */
 int tsc_cmd_info(int argc, char **argv);
 int tsc_cmd_synth(int argc, char **argv);

@@ -30,15 +30,6 @@ const char tsc_usage_analyze[] =
     "  -q, --quiet         no configuration, progress or table on stderr/stdout\n"
     "Exit: 0 done, 1 the job failed (bad dump, unwritable DIR), 2 usage error.\n";
 
-static int make_dir(const char *dir) {
-    if (mkdir(dir, 0777) == 0 || errno == EEXIST) {
-        struct stat sb;
-        if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
-        errno = ENOTDIR;
-    }
-    return -1;
-}
-
 int tsc_cmd_analyze(int argc, char **argv) {
     const char *cmd = "analyze", *dump = NULL, *outdir = NULL;
     int json = 0, quiet = 0, rc;
@@ -104,7 +95,7 @@ int tsc_cmd_analyze(int argc, char **argv) {
     if (o.hp[0] && tsc_policy_parse(o.hp, &pol) != TSC_OK) return tsc_cli_usage_error(cmd, "--hp: %s", tsc_error_last());
     if (o.lp[0] && tsc_policy_parse(o.lp, &pol) != TSC_OK) return tsc_cli_usage_error(cmd, "--lp: %s", tsc_error_last());
     if (!outdir) return tsc_cli_usage_error(cmd, "missing -o DIR");
-    if (make_dir(outdir) != 0) return tsc_cli_fail(cmd, "%s: cannot create the output folder: %s", outdir, strerror(errno));
+    if (tsc_cli_make_dir(outdir) != 0) return tsc_cli_fail(cmd, "%s: cannot create the output folder: %s", outdir, strerror(errno));
     o.progress = !quiet && isatty(2);
     if (!quiet) {
         char sel[512];

@@ -32,15 +32,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int make_dir(const char *dir) {
-    if (mkdir(dir, 0777) == 0 || errno == EEXIST) {
-        struct stat sb;
-        if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
-        errno = ENOTDIR;
-    }
-    return -1;
-}
-
 int tsc_cmd_demo(int argc, char **argv) {
     const char *cmd = "demo", *dir = "demo-out", *shape = "gpt2-small", *seed = "1", *steps = NULL, *logs[16];
     long max_heads = 3;
@@ -80,7 +71,7 @@ int tsc_cmd_demo(int argc, char **argv) {
     snprintf(dump, sizeof dump, "%s/dump.h5", dir);
     snprintf(pdf, sizeof pdf, "%s/report.pdf", dir);
     snprintf(mh, sizeof mh, "%ld", max_heads);
-    if (make_dir(dir) || make_dir(figdir)) return tsc_cli_fail(cmd, "%s: cannot create the folder: %s", dir, strerror(errno));
+    if (tsc_cli_make_dir(dir) || tsc_cli_make_dir(figdir)) return tsc_cli_fail(cmd, "%s: cannot create the folder: %s", dir, strerror(errno));
     double t0 = now_s(), t;
     int layer_only = strcmp(shape, "tiny") != 0; /* tiny is small enough to write whole */
     if (!steps && layer_only) steps = "0:2";

@@ -27,15 +27,6 @@ const char tsc_usage_diagnose[] =
     "  -q, --quiet         no configuration line on stderr\n"
     "Exit: 0 done (whether or not anything is at risk), 1 the job failed, 2 usage error.\n";
 
-static int make_dir(const char *dir) {
-    if (mkdir(dir, 0777) == 0 || errno == EEXIST) {
-        struct stat sb;
-        if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
-        errno = ENOTDIR;
-    }
-    return -1;
-}
-
 int tsc_cmd_diagnose(int argc, char **argv) {
     const char *cmd = "diagnose", *dump = NULL, *outdir = NULL;
     int json = 0, quiet = 0, rc;
@@ -108,7 +99,7 @@ int tsc_cmd_diagnose(int argc, char **argv) {
     if (o.an.hp[0] && tsc_policy_parse(o.an.hp, &pol) != TSC_OK) return tsc_cli_usage_error(cmd, "--hp: %s", tsc_error_last());
     if (o.an.lp[0] && tsc_policy_parse(o.an.lp, &pol) != TSC_OK) return tsc_cli_usage_error(cmd, "--lp: %s", tsc_error_last());
     if (!outdir) return tsc_cli_usage_error(cmd, "missing -o DIR");
-    if (make_dir(outdir) != 0) return tsc_cli_fail(cmd, "%s: cannot create the output folder: %s", outdir, strerror(errno));
+    if (tsc_cli_make_dir(outdir) != 0) return tsc_cli_fail(cmd, "%s: cannot create the output folder: %s", outdir, strerror(errno));
     o.an.progress = !quiet && isatty(2);
     if (!quiet) {
         char sel[512];

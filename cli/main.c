@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tsc_status.h"
 
@@ -98,6 +99,15 @@ const char *tsc_cli_value(const char *cmd, int argc, char **argv, int *i) {
         return NULL;
     }
     return argv[++*i];
+}
+
+int tsc_cli_make_dir(const char *dir) {
+    if (mkdir(dir, 0777) == 0 || errno == EEXIST) {
+        struct stat sb;
+        if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
+        errno = ENOTDIR;
+    }
+    return -1;
 }
 
 static int cmd_help(int argc, char **argv) {
