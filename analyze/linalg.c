@@ -1,8 +1,10 @@
 /* linalg.c: cosine similarities, Gram-matrix SVD of rank-1 stacks, spectral norms (tsc_linalg.h). */
 #include "tsc_linalg.h"
 
+#include <dlfcn.h>
 #include <lapacke.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,12 +56,23 @@ void tsc_linalg_rank1_cosine(const double *a, size_t da, const double *b, size_t
     }
 }
 
+/* The analysis runs heads in parallel on OpenMP threads; an OpenBLAS that also starts its own
+ * threads for each LAPACK call oversubscribes the cores (a third of diagnose's time was spent
+ * spinning in OpenBLAS's thread pool). So BLAS runs single-threaded inside tilescope. Looked up at
+ * run time, so any BLAS (reference, OpenBLAS, BLIS) links. */
+static void blas_one_thread(void) {
+    void (*set)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
+    if (set) set(1);
+}
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
 tsc_status_t tsc_linalg_singular_values(const double *a, size_t m, size_t n, double *s) {
     if (!a || !s || m == 0 || n == 0)
         return tsc_error_set(TSC_ERR_ARG, "singular values: empty matrix [%zu, %zu] or NULL", m, n);
     double *w = malloc(m * n * sizeof *w);
     if (!w) return tsc_error_set(TSC_ERR_NOMEM, "singular values: no memory for a [%zu, %zu] copy", m, n);
     memcpy(w, a, m * n * sizeof *w);
+    pthread_once(&blas_once, blas_one_thread);
     lapack_int info = LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'N', (lapack_int)m, (lapack_int)n, w,
                                      (lapack_int)n, s, NULL, (lapack_int)m, NULL, (lapack_int)n);
     free(w);
@@ -80,6 +93,7 @@ tsc_status_t tsc_linalg_rank1_svd(const double *a, size_t da, const double *b, s
         return tsc_error_set(TSC_ERR_NOMEM, "rank-1 SVD: no memory for a %zu x %zu Gram matrix", n, n);
     }
     tsc_linalg_rank1_gram(a, da, b, db, n, g);
+    pthread_once(&blas_once, blas_one_thread);
     lapack_int info = LAPACKE_dsyev(LAPACK_ROW_MAJOR, u1 ? 'V' : 'N', 'U', (lapack_int)n, g,
                                     (lapack_int)n, ev);
     if (info != 0) {
@@ -138,6 +152,41 @@ double tsc_linalg_rank1_projection(const double *g, const double *c, const doubl
     return s1 * proj;
 }
 
+/* The two products of a power step. Most of the analysis time of a GPT-2-sized dump goes here
+ * (random weights have clustered top singular values, so the iteration runs to its cap), so they
+ * are compiled for AVX-512 and AVX2 too, picked at run time; `omp simd` lets the row sums
+ * reassociate into vector lanes. Results differ from a sequential sum only by rounding. */
+#if defined(__x86_64__) && !defined(TSC_SANITIZE)
+#define TSC_LINALG_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TSC_LINALG_CLONES
+#endif
+TSC_LINALG_CLONES
+static void power_matvec(const double *w, size_t rows, size_t cols, const double *v, double *u) {
+    for (size_t i = 0; i < rows; i++) { /* u = W v */
+        const double *wr = w + i * cols;
+        double s = 0.0;
+#pragma omp simd reduction(+ : s)
+        for (size_t j = 0; j < cols; j++) s += wr[j] * v[j];
+        u[i] = s;
+    }
+}
+
+TSC_LINALG_CLONES
+static void power_matvec_t(const double *w, size_t rows, size_t cols, const double *u, double *v) {
+    /* v = W^T u, by blocks of 256 columns (a block of v stays in cache) */
+    for (size_t j0 = 0; j0 < cols; j0 += 256) {
+        size_t j1 = j0 + 256 < cols ? j0 + 256 : cols;
+        for (size_t j = j0; j < j1; j++) v[j] = 0.0;
+        for (size_t i = 0; i < rows; i++) {
+            const double *wr = w + i * cols;
+            double ui = u[i];
+#pragma omp simd
+            for (size_t j = j0; j < j1; j++) v[j] += wr[j] * ui;
+        }
+    }
+}
+
 tsc_status_t tsc_linalg_spectral_norm_power(const float *w, size_t rows, size_t cols, int max_iter,
                                             double tol, double *out, int *iters) {
     if (!w || !out || rows == 0 || cols == 0)
@@ -187,36 +236,14 @@ tsc_status_t tsc_linalg_spectral_norm_power(const float *w, size_t rows, size_t 
     double sigma = 0.0;
     int it = 0;
     for (it = 1; it <= max_iter; it++) {
-        for (size_t i = 0; i < rows; i++) { /* u = W v, four partial sums per row */
-            const double *wr = wd + i * cols;
-            double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            size_t j = 0;
-            for (; j + 4 <= cols; j += 4) {
-                s0 += wr[j] * v[j];
-                s1 += wr[j + 1] * v[j + 1];
-                s2 += wr[j + 2] * v[j + 2];
-                s3 += wr[j + 3] * v[j + 3];
-            }
-            for (; j < cols; j++) s0 += wr[j] * v[j];
-            u[i] = (s0 + s1) + (s2 + s3);
-        }
+        power_matvec(wd, rows, cols, v, u);
         double nu = sqrt(dot(u, u, rows));
         if (nu == 0.0) {
             sigma = 0.0;
             break;
         }
         for (size_t i = 0; i < rows; i++) u[i] /= nu;
-        /* v = W^T u / |W^T u|, by blocks of 256 columns (a block of v stays in cache) */
-        size_t nblk = (cols + 255) / 256;
-        for (size_t bk = 0; bk < nblk; bk++) {
-            size_t j0 = bk * 256, j1 = j0 + 256 < cols ? j0 + 256 : cols;
-            for (size_t j = j0; j < j1; j++) v[j] = 0.0;
-            for (size_t i = 0; i < rows; i++) {
-                const double *wr = wd + i * cols;
-                double ui = u[i];
-                for (size_t j = j0; j < j1; j++) v[j] += wr[j] * ui;
-            }
-        }
+        power_matvec_t(wd, rows, cols, u, v); /* v = W^T u_hat; |v| -> sigma_max */
         double nw = sqrt(dot(v, v, cols)); /* = |W^T u_hat| -> sigma_max */
         for (size_t j = 0; j < cols; j++) v[j] /= nw;
         double prev = sigma;
