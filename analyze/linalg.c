@@ -1,6 +1,8 @@
 /* linalg.c: cosine similarities, Gram-matrix SVD of rank-1 stacks, spectral norms (tsc_linalg.h). */
 #include "tsc_linalg.h"
 
+#include "simd_internal.h"
+
 #include <dlfcn.h>
 #include <lapacke.h>
 #include <math.h>
@@ -154,14 +156,9 @@ double tsc_linalg_rank1_projection(const double *g, const double *c, const doubl
 
 /* The two products of a power step. Most of the analysis time of a GPT-2-sized dump goes here
  * (random weights have clustered top singular values, so the iteration runs to its cap), so they
- * are compiled for AVX-512 and AVX2 too, picked at run time; `omp simd` lets the row sums
- * reassociate into vector lanes. Results differ from a sequential sum only by rounding. */
-#if defined(__x86_64__) && !defined(TSC_SANITIZE)
-#define TSC_LINALG_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TSC_LINALG_CLONES
-#endif
-TSC_LINALG_CLONES
+ * are compiled for AVX-512 and AVX2 too; `omp simd` lets the row sums reassociate into vector
+ * lanes. Results differ from a sequential sum only by rounding. */
+TSC_SIMD_CLONES
 static void power_matvec(const double *w, size_t rows, size_t cols, const double *v, double *u) {
     for (size_t i = 0; i < rows; i++) { /* u = W v */
         const double *wr = w + i * cols;
@@ -172,7 +169,7 @@ static void power_matvec(const double *w, size_t rows, size_t cols, const double
     }
 }
 
-TSC_LINALG_CLONES
+TSC_SIMD_CLONES
 static void power_matvec_t(const double *w, size_t rows, size_t cols, const double *u, double *v) {
     /* v = W^T u, by blocks of 256 columns (a block of v stays in cache) */
     for (size_t j0 = 0; j0 < cols; j0 += 256) {
