@@ -14,35 +14,13 @@
 #include <pango/pangocairo.h>
 
 #include "figure_internal.h"
+#include "text_internal.h"
 
 /* ---------------------------------------------------------------- shared helpers */
 
 double tsc_fig_text(cairo_t *cr, const char *family, double pt, int bold, double x, double y, double w,
                     const char *text, int align, int draw, int markup) {
-    PangoLayout *l = pango_cairo_create_layout(cr);
-    PangoContext *ctx = pango_layout_get_context(l);
-    /* user units are points at every raster scale, as in the heatmaps */
-    pango_cairo_context_set_resolution(ctx, 72.0);
-    cairo_font_options_t *fo = cairo_font_options_create();
-    cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_OFF);
-    cairo_font_options_set_hint_style(fo, CAIRO_HINT_STYLE_NONE);
-    pango_cairo_context_set_font_options(ctx, fo);
-    cairo_font_options_destroy(fo);
-    pango_layout_context_changed(l);
-    PangoFontDescription *fd = pango_font_description_from_string(family ? family : "DejaVu Sans");
-    pango_font_description_set_absolute_size(fd, pt * PANGO_SCALE);
-    if (bold) pango_font_description_set_weight(fd, PANGO_WEIGHT_BOLD);
-    pango_layout_set_font_description(l, fd);
-    pango_font_description_free(fd);
-    if (w > 0) {
-        pango_layout_set_width(l, (int)(w * PANGO_SCALE));
-        pango_layout_set_wrap(l, PANGO_WRAP_WORD_CHAR);
-        pango_layout_set_alignment(l, align == 1 ? PANGO_ALIGN_CENTER : align == 2 ? PANGO_ALIGN_RIGHT : PANGO_ALIGN_LEFT);
-    }
-    gchar *valid = g_utf8_validate(text, -1, NULL) ? NULL : g_utf8_make_valid(text, -1);
-    if (markup) pango_layout_set_markup(l, valid ? valid : text, -1);
-    else pango_layout_set_text(l, valid ? valid : text, -1);
-    g_free(valid);
+    PangoLayout *l = tsc_render_layout(cr, family, pt, bold, w, align, text, markup);
     int pw, ph;
     pango_layout_get_size(l, &pw, &ph);
     double tw = (double)pw / PANGO_SCALE, th = (double)ph / PANGO_SCALE;

@@ -7,6 +7,7 @@
  * per cell), which is what makes a 4096 x 4096 map fast; SVG/PDF paint the same colour array as a
  * nearest-neighbour image. */
 #include "tsc_heatmap.h"
+#include "text_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -78,8 +79,9 @@ typedef struct {
     const char *family;
 } text_t;
 
-static PangoLayout *text_layout(const text_t *tx, const char *s, double size, int bold, double wrap_w) {
-    PangoLayout *l = pango_cairo_create_layout(tx->cr);
+PangoLayout *tsc_render_layout(cairo_t *cr, const char *family, double pt, int bold, double wrap_w, int align,
+                               const char *text, int markup) {
+    PangoLayout *l = pango_cairo_create_layout(cr);
     PangoContext *ctx = pango_layout_get_context(l);
     /* User units are points: 72 "dpi" and unhinted metrics keep the layout identical at every
      * raster scale and in vector output. */
@@ -90,23 +92,26 @@ static PangoLayout *text_layout(const text_t *tx, const char *s, double size, in
     pango_cairo_context_set_font_options(ctx, fo);
     cairo_font_options_destroy(fo);
     pango_layout_context_changed(l);
-    PangoFontDescription *fd = pango_font_description_from_string(tx->family);
-    pango_font_description_set_absolute_size(fd, size * PANGO_SCALE);
+    PangoFontDescription *fd = pango_font_description_from_string(family ? family : "DejaVu Sans");
+    pango_font_description_set_absolute_size(fd, pt * PANGO_SCALE);
     if (bold) pango_font_description_set_weight(fd, PANGO_WEIGHT_BOLD);
     pango_layout_set_font_description(l, fd);
     pango_font_description_free(fd);
     if (wrap_w > 0) {
         pango_layout_set_width(l, (int)(wrap_w * PANGO_SCALE));
         pango_layout_set_wrap(l, PANGO_WRAP_WORD_CHAR);
+        if (align) pango_layout_set_alignment(l, align == 1 ? PANGO_ALIGN_CENTER : PANGO_ALIGN_RIGHT);
     }
     /* Labels come from data: invalid UTF-8 would make pango warn on stderr and draw garbage. */
-    if (g_utf8_validate(s, -1, NULL)) pango_layout_set_text(l, s, -1);
-    else {
-        gchar *v = g_utf8_make_valid(s, -1);
-        pango_layout_set_text(l, v, -1);
-        g_free(v);
-    }
+    gchar *valid = g_utf8_validate(text, -1, NULL) ? NULL : g_utf8_make_valid(text, -1);
+    if (markup) pango_layout_set_markup(l, valid ? valid : text, -1);
+    else pango_layout_set_text(l, valid ? valid : text, -1);
+    g_free(valid);
     return l;
+}
+
+static PangoLayout *text_layout(const text_t *tx, const char *s, double size, int bold, double wrap_w) {
+    return tsc_render_layout(tx->cr, tx->family, size, bold, wrap_w, 0, s, 0);
 }
 
 static void text_size(const text_t *tx, const char *s, double size, int bold, double wrap_w, double *w, double *h) {

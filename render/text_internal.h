@@ -1,0 +1,14 @@
+/* text_internal.h (private to render/): the one way render/ lays out text with pango. */
+#ifndef TSC_TEXT_INTERNAL_H
+#define TSC_TEXT_INTERNAL_H
+
+#include <pango/pangocairo.h>
+
+/* A pango layout for text in points at every raster scale (72 "dpi", unhinted metrics, so the
+ * layout is identical in PNG, SVG and PDF): font family (NULL: "DejaVu Sans"), size pt, bold;
+ * wrapped to wrap_w points when wrap_w > 0, then aligned (0 left, 1 centre, 2 right). Invalid
+ * UTF-8 from data is made valid first. markup: text is pango markup. The caller unrefs it. */
+PangoLayout *tsc_render_layout(cairo_t *cr, const char *family, double pt, int bold, double wrap_w, int align,
+                               const char *text, int markup);
+
+#endif
