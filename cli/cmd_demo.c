@@ -97,15 +97,7 @@ int tsc_cmd_demo(int argc, char **argv) {
     printf("      %.1f s\n", now_s() - t);
 
     tsc_figure_src_t *src;
-    if (tsc_figure_src_open(dir, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
-    for (int k = 0; k < n_logs; k++) {
-        tsc_log_t *lg;
-        if (tsc_log_read_spec(logs[k], &lg) != TSC_OK || tsc_figure_src_add_log(src, lg) != TSC_OK) {
-            rc = tsc_cli_fail(cmd, "%s", tsc_error_last());
-            tsc_figure_src_close(src);
-            return rc;
-        }
-    }
+    if (tsc_figure_src_open_logs(dir, logs, n_logs, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
     printf("[3/4] tilescope figure figN --from %s -o %s/figN.png   (every figure whose data exists)\n", dir, figdir);
     fflush(stdout);
     t = now_s();

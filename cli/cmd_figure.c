@@ -96,15 +96,7 @@ int tsc_cmd_figure(int argc, char **argv) {
     if (tsc_image_format_from_path(out, &fmt) != TSC_OK)
         return tsc_cli_usage_error(cmd, "-o %s: the extension must be .png, .svg or .pdf", out);
     tsc_figure_src_t *src;
-    if (tsc_figure_src_open(dir, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
-    for (int k = 0; k < n_logs; k++) {
-        tsc_log_t *lg;
-        if (tsc_log_read_spec(logs[k], &lg) != TSC_OK || tsc_figure_src_add_log(src, lg) != TSC_OK) {
-            rc = tsc_cli_fail(cmd, "%s", tsc_error_last());
-            tsc_figure_src_close(src);
-            return rc;
-        }
-    }
+    if (tsc_figure_src_open_logs(dir, logs, n_logs, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
     tsc_figure_info_t info;
     tsc_status_t st = tsc_figure_write(src, fig, &o, out, fmt, &info);
     tsc_figure_src_close(src);

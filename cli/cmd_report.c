@@ -60,15 +60,7 @@ int tsc_cmd_report(int argc, char **argv) {
     size_t ol = strlen(out);
     if (ol < 5 || strcmp(out + ol - 4, ".pdf") != 0) return tsc_cli_usage_error(cmd, "-o %s: must end in .pdf", out);
     tsc_figure_src_t *src;
-    if (tsc_figure_src_open(dir, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
-    for (int k = 0; k < n_logs; k++) {
-        tsc_log_t *lg;
-        if (tsc_log_read_spec(logs[k], &lg) != TSC_OK || tsc_figure_src_add_log(src, lg) != TSC_OK) {
-            rc = tsc_cli_fail(cmd, "%s", tsc_error_last());
-            tsc_figure_src_close(src);
-            return rc;
-        }
-    }
+    if (tsc_figure_src_open_logs(dir, logs, n_logs, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
     if (!quiet) fprintf(stderr, "report: %s -> %s (%d logs, figures at %g dpi%s)\n", dir, out, n_logs, o.fig_dpi,
                         o.html ? ", with HTML" : "");
     tsc_report_info_t info;

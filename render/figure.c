@@ -71,6 +71,21 @@ tsc_status_t tsc_figure_src_add_log(tsc_figure_src_t *s, tsc_log_t *lg) {
     return TSC_OK;
 }
 
+tsc_status_t tsc_figure_src_open_logs(const char *dir, const char *const *specs, int n, tsc_figure_src_t **out) {
+    if (!out) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_src_open_logs: NULL argument");
+    *out = NULL;
+    tsc_status_t st = tsc_figure_src_open(dir, out);
+    for (int k = 0; st == TSC_OK && k < n; k++) {
+        tsc_log_t *lg;
+        if ((st = tsc_log_read_spec(specs[k], &lg)) == TSC_OK) st = tsc_figure_src_add_log(*out, lg);
+    }
+    if (st != TSC_OK && *out) {
+        tsc_figure_src_close(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
 const tsc_jv_t *tsc_figure_src_summary(const tsc_figure_src_t *s) { return s ? s->summary : NULL; }
 const char *tsc_figure_src_dir(const tsc_figure_src_t *s) { return s ? s->dir : NULL; }
 int tsc_figure_src_n_logs(const tsc_figure_src_t *s) { return s ? s->n_logs : 0; }

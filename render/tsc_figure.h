@@ -76,6 +76,10 @@ typedef struct tsc_figure_src tsc_figure_src_t;
 /* Opens dir/summary.json (required) and notes dir/analysis.h5 (read when a recipe needs it).
  * Errors: TSC_ERR_IO / TSC_ERR_FORMAT naming the file (not a tilescope-summary). */
 tsc_status_t tsc_figure_src_open(const char *dir, tsc_figure_src_t **out);
+/* The same, then reads and adds n training logs named by specs ("NAME=FILE" or "FILE", see
+ * tsc_log_read_spec). Errors: those of the open, the log reader (naming file and line) or
+ * add_log; on failure nothing stays open and *out is NULL. */
+tsc_status_t tsc_figure_src_open_logs(const char *dir, const char *const *specs, int n, tsc_figure_src_t **out);
 void tsc_figure_src_close(tsc_figure_src_t *s);
 /* Adds a training log; the source takes ownership (also on failure). At most 16. */
 tsc_status_t tsc_figure_src_add_log(tsc_figure_src_t *s, tsc_log_t *lg);
