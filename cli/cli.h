@@ -40,6 +40,7 @@ int tsc_cli_make_dir(const char *dir);
 /* Subcommands. */
 int tsc_cmd_info(int argc, char **argv);
 int tsc_cmd_synth(int argc, char **argv);
+int tsc_cmd_pack(int argc, char **argv);
 int tsc_cmd_replay(int argc, char **argv);
 int tsc_cmd_analyze(int argc, char **argv);
 int tsc_cmd_diagnose(int argc, char **argv);
