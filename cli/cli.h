@@ -6,6 +6,8 @@
 
 #include <stdio.h>
 
+#include "tsc_analysis.h"
+
 typedef struct {
     const char *name;
     int (*run)(int argc, char **argv);
@@ -36,6 +38,13 @@ const char *tsc_cli_value(const char *cmd, int argc, char **argv, int *i);
 /* Creates folder dir unless it exists as a folder. 0 on success; -1 with errno set otherwise
  * (ENOTDIR when dir exists and is not a folder). */
 int tsc_cli_make_dir(const char *dir);
+
+/* The analysis flags analyze and diagnose share (--hp --lp --select --steps --layers --heads
+ * --batches --alpha --min-ulp --tie-eps --terms): parses argv[*i] (and its value) into o.
+ * Returns 0 when parsed, 2 after printing a usage error, -1 when argv[*i] is none of them. */
+int tsc_cli_analysis_flag(const char *cmd, int argc, char **argv, int *i, tsc_analysis_opts_t *o);
+/* Checks that o's --hp/--lp policies parse: 0, or 2 after printing a usage error. */
+int tsc_cli_analysis_check(const char *cmd, const tsc_analysis_opts_t *o);
 
 /* Subcommands. */
 int tsc_cmd_info(int argc, char **argv);

@@ -30,6 +30,49 @@ const char tsc_usage_analyze[] =
     "  -q, --quiet         no configuration, progress or table on stderr/stdout\n"
     "Exit: 0 done, 1 the job failed (bad dump, unwritable DIR), 2 usage error.\n";
 
+int tsc_cli_analysis_flag(const char *cmd, int argc, char **argv, int *i, tsc_analysis_opts_t *o) {
+    const char *a = argv[*i], *v;
+    int rc;
+    if (strcmp(a, "--hp") == 0 || strcmp(a, "--lp") == 0) {
+        if (!(v = tsc_cli_value(cmd, argc, argv, i))) return 2;
+        if (strlen(v) >= TSC_POLICY_STR_MAX) return tsc_cli_usage_error(cmd, "%s: policy string too long", a);
+        strcpy(a[2] == 'h' ? o->hp : o->lp, v);
+    } else if (strcmp(a, "--select") == 0) {
+        if (!(v = tsc_cli_value(cmd, argc, argv, i))) return 2;
+        if (tsc_select_parse(&o->sel, v) != TSC_OK) return tsc_cli_usage_error(cmd, "--select: %s", tsc_error_last());
+    } else if (strcmp(a, "--steps") == 0 || strcmp(a, "--layers") == 0 || strcmp(a, "--heads") == 0 ||
+               strcmp(a, "--batches") == 0) {
+        if (!(v = tsc_cli_value(cmd, argc, argv, i))) return 2;
+        tsc_select_set_t *set = a[2] == 's' ? &o->sel.steps : a[2] == 'l' ? &o->sel.layers
+                                : a[2] == 'h' ? &o->sel.heads : &o->sel.batches;
+        if (tsc_select_set_parse(set, v) != TSC_OK) return tsc_cli_usage_error(cmd, "%s: %s", a, tsc_error_last());
+    } else if (strcmp(a, "--alpha") == 0) {
+        if (!(v = tsc_cli_value(cmd, argc, argv, i))) return 2;
+        if ((rc = tsc_cli_parse_double(cmd, a, v, 1e-300, 1, &o->rule.alpha))) return rc;
+    } else if (strcmp(a, "--min-ulp") == 0) {
+        if (!(v = tsc_cli_value(cmd, argc, argv, i))) return 2;
+        if ((rc = tsc_cli_parse_double(cmd, a, v, 0, 1e6, &o->rule.min_ulp))) return rc;
+    } else if (strcmp(a, "--tie-eps") == 0) {
+        if (!(v = tsc_cli_value(cmd, argc, argv, i))) return 2;
+        if ((rc = tsc_cli_parse_double(cmd, a, v, 0, 1e3, &o->tie_eps))) return rc;
+    } else if (strcmp(a, "--terms") == 0) {
+        long n;
+        if (!(v = tsc_cli_value(cmd, argc, argv, i))) return 2;
+        if ((rc = tsc_cli_parse_long(cmd, a, v, 1, 4096, &n))) return rc;
+        o->n_terms = (int)n;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+int tsc_cli_analysis_check(const char *cmd, const tsc_analysis_opts_t *o) {
+    tsc_policy_t pol;
+    if (o->hp[0] && tsc_policy_parse(o->hp, &pol) != TSC_OK) return tsc_cli_usage_error(cmd, "--hp: %s", tsc_error_last());
+    if (o->lp[0] && tsc_policy_parse(o->lp, &pol) != TSC_OK) return tsc_cli_usage_error(cmd, "--lp: %s", tsc_error_last());
+    return 0;
+}
+
 int tsc_cmd_analyze(int argc, char **argv) {
     const char *cmd = "analyze", *dump = NULL, *outdir = NULL;
     int json = 0, quiet = 0, rc;
@@ -37,43 +80,17 @@ int tsc_cmd_analyze(int argc, char **argv) {
     tsc_analysis_opts_init(&o);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v;
-        if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) {
+        if ((rc = tsc_cli_analysis_flag(cmd, argc, argv, &i, &o)) >= 0) {
+            if (rc) return rc;
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) {
             if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
             outdir = v;
-        } else if (strcmp(a, "--hp") == 0 || strcmp(a, "--lp") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            char *dst = a[2] == 'h' ? o.hp : o.lp;
-            if (strlen(v) >= TSC_POLICY_STR_MAX) return tsc_cli_usage_error(cmd, "%s: policy string too long", a);
-            strcpy(dst, v);
-        } else if (strcmp(a, "--select") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if (tsc_select_parse(&o.sel, v) != TSC_OK) return tsc_cli_usage_error(cmd, "--select: %s", tsc_error_last());
-        } else if (strcmp(a, "--steps") == 0 || strcmp(a, "--layers") == 0 || strcmp(a, "--heads") == 0 ||
-                   strcmp(a, "--batches") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            tsc_select_set_t *set = a[2] == 's' ? &o.sel.steps : a[2] == 'l' ? &o.sel.layers
-                                    : a[2] == 'h' ? &o.sel.heads : &o.sel.batches;
-            if (tsc_select_set_parse(set, v) != TSC_OK) return tsc_cli_usage_error(cmd, "%s: %s", a, tsc_error_last());
         } else if (strcmp(a, "--probe") == 0) {
             if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
             char extra;
             if (sscanf(v, "%d,%d,%d%c", &o.probe_b, &o.probe_t, &o.probe_i, &extra) != 3 || o.probe_b < 0 ||
                 o.probe_t < 0 || o.probe_i < 0)
                 return tsc_cli_usage_error(cmd, "--probe expects B,T,I (three non-negative integers), got '%s'", v);
-        } else if (strcmp(a, "--alpha") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_double(cmd, a, v, 1e-300, 1, &o.rule.alpha))) return rc;
-        } else if (strcmp(a, "--min-ulp") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_double(cmd, a, v, 0, 1e6, &o.rule.min_ulp))) return rc;
-        } else if (strcmp(a, "--tie-eps") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_double(cmd, a, v, 0, 1e3, &o.tie_eps))) return rc;
-        } else if (strcmp(a, "--terms") == 0) {
-            long n;
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_long(cmd, a, v, 1, 4096, &n))) return rc;
-            o.n_terms = (int)n;
         } else if (strcmp(a, "--no-census") == 0) {
             o.census = 0;
         } else if (strcmp(a, "--no-identity") == 0) {
@@ -91,9 +108,7 @@ int tsc_cmd_analyze(int argc, char **argv) {
         }
     }
     if (!dump) return tsc_cli_usage_error(cmd, "missing DUMP");
-    tsc_policy_t pol;
-    if (o.hp[0] && tsc_policy_parse(o.hp, &pol) != TSC_OK) return tsc_cli_usage_error(cmd, "--hp: %s", tsc_error_last());
-    if (o.lp[0] && tsc_policy_parse(o.lp, &pol) != TSC_OK) return tsc_cli_usage_error(cmd, "--lp: %s", tsc_error_last());
+    if ((rc = tsc_cli_analysis_check(cmd, &o))) return rc;
     if (!outdir) return tsc_cli_usage_error(cmd, "missing -o DIR");
     if (tsc_cli_make_dir(outdir) != 0) return tsc_cli_fail(cmd, "%s: cannot create the output folder: %s", outdir, strerror(errno));
     o.progress = !quiet && isatty(2);

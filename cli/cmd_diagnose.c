@@ -36,40 +36,19 @@ int tsc_cmd_diagnose(int argc, char **argv) {
     o.an.identity = 0; /* identity (1) is analyze's; diagnose's verdict uses the rank-1 terms */
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v;
-        if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) {
+        if ((rc = tsc_cli_analysis_flag(cmd, argc, argv, &i, &o.an)) >= 0) {
+            if (rc) return rc;
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) {
             if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
             outdir = v;
-        } else if (strcmp(a, "--hp") == 0 || strcmp(a, "--lp") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if (strlen(v) >= TSC_POLICY_STR_MAX) return tsc_cli_usage_error(cmd, "%s: policy string too long", a);
-            strcpy(a[2] == 'h' ? o.an.hp : o.an.lp, v);
-        } else if (strcmp(a, "--select") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if (tsc_select_parse(&o.an.sel, v) != TSC_OK) return tsc_cli_usage_error(cmd, "--select: %s", tsc_error_last());
-        } else if (strcmp(a, "--steps") == 0 || strcmp(a, "--layers") == 0 || strcmp(a, "--heads") == 0 ||
-                   strcmp(a, "--batches") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            tsc_select_set_t *set = a[2] == 's' ? &o.an.sel.steps : a[2] == 'l' ? &o.an.sel.layers
-                                    : a[2] == 'h' ? &o.an.sel.heads : &o.an.sel.batches;
-            if (tsc_select_set_parse(set, v) != TSC_OK) return tsc_cli_usage_error(cmd, "%s: %s", a, tsc_error_last());
-        } else if (strcmp(a, "--alpha") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_double(cmd, a, v, 1e-300, 1, &o.an.rule.alpha))) return rc;
-        } else if (strcmp(a, "--min-ulp") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_double(cmd, a, v, 0, 1e6, &o.an.rule.min_ulp))) return rc;
-        } else if (strcmp(a, "--tie-eps") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_double(cmd, a, v, 0, 1e3, &o.an.tie_eps))) return rc;
         } else if (strcmp(a, "--eps") == 0) {
             if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
             if ((rc = tsc_cli_parse_double(cmd, a, v, 0, 1, &o.eps))) return rc;
-        } else if (strcmp(a, "--terms") == 0 || strcmp(a, "--max-heads") == 0 || strcmp(a, "--max-steps") == 0) {
+        } else if (strcmp(a, "--max-heads") == 0 || strcmp(a, "--max-steps") == 0) {
             long n;
             if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_long(cmd, a, v, a[2] == 't' ? 1 : 0, 1000000, &n))) return rc;
-            if (a[2] == 't') o.an.n_terms = (int)n;
-            else if (a[6] == 'h') o.max_heads = (int)n;
+            if ((rc = tsc_cli_parse_long(cmd, a, v, 0, 1000000, &n))) return rc;
+            if (a[6] == 'h') o.max_heads = (int)n;
             else o.max_steps = (int)n;
         } else if (strcmp(a, "--betas") == 0) {
             if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
@@ -95,9 +74,7 @@ int tsc_cmd_diagnose(int argc, char **argv) {
         }
     }
     if (!dump) return tsc_cli_usage_error(cmd, "missing DUMP");
-    tsc_policy_t pol;
-    if (o.an.hp[0] && tsc_policy_parse(o.an.hp, &pol) != TSC_OK) return tsc_cli_usage_error(cmd, "--hp: %s", tsc_error_last());
-    if (o.an.lp[0] && tsc_policy_parse(o.an.lp, &pol) != TSC_OK) return tsc_cli_usage_error(cmd, "--lp: %s", tsc_error_last());
+    if ((rc = tsc_cli_analysis_check(cmd, &o.an))) return rc;
     if (!outdir) return tsc_cli_usage_error(cmd, "missing -o DIR");
     if (tsc_cli_make_dir(outdir) != 0) return tsc_cli_fail(cmd, "%s: cannot create the output folder: %s", outdir, strerror(errno));
     o.an.progress = !quiet && isatty(2);

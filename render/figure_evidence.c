@@ -14,7 +14,7 @@
 #include <pango/pangocairo.h>
 
 #include "figure_internal.h"
-#include "text_internal.h"
+#include "render_internal.h"
 
 /* ---------------------------------------------------------------- shared helpers */
 

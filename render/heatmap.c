@@ -7,7 +7,7 @@
  * per cell), which is what makes a 4096 x 4096 map fast; SVG/PDF paint the same colour array as a
  * nearest-neighbour image. */
 #include "tsc_heatmap.h"
-#include "text_internal.h"
+#include "render_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -935,10 +935,8 @@ tsc_status_t tsc_heatmap_render(const tsc_heatmap_opts_t *o, const tsc_heatmap_p
     return TSC_OK;
 }
 
-/* Creates an empty file "<prefix>.tmp-<pid>-<n>" in buf with mode 0666 & ~umask, as the final
- * file should have (mkstemp makes 0600 and the rename would keep it). Returns the descriptor, or
- * -1 with errno set. */
-static int create_temp(char *buf, size_t size, const char *prefix) {
+/* Declared in render_internal.h. */
+int tsc_render_create_temp(char *buf, size_t size, const char *prefix) {
     static unsigned counter;
     for (int attempt = 0; attempt < 100; attempt++) {
         unsigned k = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
@@ -955,7 +953,7 @@ static tsc_status_t temp_beside(const char *path, char **tmp_out) {
     size_t len = strlen(path);
     char *tmp = malloc(len + 48);
     if (!tmp) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
-    int fd = create_temp(tmp, len + 48, path);
+    int fd = tsc_render_create_temp(tmp, len + 48, path);
     if (fd < 0) {
         tsc_status_t st = tsc_error_set(TSC_ERR_IO, "%s: cannot create a temporary file beside it: %s", path,
                                         strerror(errno));

@@ -1,5 +1,6 @@
 /* plot.c: gnuplot scripts with inline data, and running gnuplot through pipes. See tsc_plot.h. */
 #include "tsc_plot.h"
+#include "render_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -515,21 +516,6 @@ static tsc_status_t pdf_fix_date(const char *tmp, const char *path) {
     return TSC_OK;
 }
 
-/* Creates an empty file "<prefix>.tmp-<pid>-<n>" in buf with mode 0666 & ~umask, as the final
- * file should have (mkstemp makes 0600 and the rename would keep it). Returns the descriptor, or
- * -1 with errno set. */
-static int create_temp(char *buf, size_t size, const char *prefix) {
-    static unsigned counter;
-    for (int attempt = 0; attempt < 100; attempt++) {
-        unsigned k = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
-        snprintf(buf, size, "%s.tmp-%ld-%u", prefix, (long)getpid(), k);
-        int fd = open(buf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST) return fd;
-    }
-    errno = EEXIST;
-    return -1;
-}
-
 tsc_status_t tsc_plot_write(const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const char *path,
                             tsc_image_format_t fmt) {
     if (!path || !*path) return tsc_error_set(TSC_ERR_ARG, "plot: empty output path");
@@ -541,7 +527,7 @@ tsc_status_t tsc_plot_write(const tsc_plot_opts_t *o, const tsc_plot_series_t *s
     /* "./" keeps a relative name from starting with '|', which gnuplot's `set output` would run
      * as a command. */
     snprintf(prefix, len + 3, "%s%s", path[0] == '/' ? "" : "./", path);
-    int fd = create_temp(tmp, len + 48, prefix);
+    int fd = tsc_render_create_temp(tmp, len + 48, prefix);
     free(prefix);
     if (fd < 0) {
         st = tsc_error_set(TSC_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));

@@ -1,6 +1,8 @@
-/* text_internal.h (private to render/): the one way render/ lays out text with pango. */
-#ifndef TSC_TEXT_INTERNAL_H
-#define TSC_TEXT_INTERNAL_H
+/* render_internal.h (private to render/): helpers the render modules share. */
+#ifndef TSC_RENDER_INTERNAL_H
+#define TSC_RENDER_INTERNAL_H
+
+#include <stddef.h>
 
 #include <pango/pangocairo.h>
 
@@ -10,5 +12,10 @@
  * UTF-8 from data is made valid first. markup: text is pango markup. The caller unrefs it. */
 PangoLayout *tsc_render_layout(cairo_t *cr, const char *family, double pt, int bold, double wrap_w, int align,
                                const char *text, int markup);
+
+/* Creates an empty file "<prefix>.tmp-<pid>-<n>" in buf with mode 0666 & ~umask, as the final
+ * file should have (mkstemp makes 0600 and the rename would keep it). Returns the descriptor, or
+ * -1 with errno set. */
+int tsc_render_create_temp(char *buf, size_t size, const char *prefix);
 
 #endif
