@@ -14,14 +14,19 @@
 #include "tsc_h5.h"
 #include "tsc_linalg.h"
 
+#include "blas_internal.h"
+
+#include <cblas.h>
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-/* Power iteration settings for the spectral norms: stop when sigma moves by < 1e-10 relative
- * (its remaining error is about that change / (1 - (s2/s1)^2): ~1e-8 for a gap of 1%), at most
- * 1500 iterations. The result is compared with LAPACK and the largest relative difference is
- * reported (max_rel_diff), so a non-converged case is visible. */
+/* Power iteration settings for the spectral norms (tsc_linalg_spectral_norm): stop when sigma
+ * moves by < 1e-10 relative (its remaining error is about that change / (1 - (s2/s1)^2): ~1e-8
+ * for a gap of 0.5%, as in random weights), at most 1500 iterations. Each result is compared with
+ * LAPACK's top eigenvalue of the same Gram matrix and the largest relative difference is reported
+ * (max_rel_diff), so a non-converged case is visible. */
 #define SPEC_MAX_ITER 1500
 #define SPEC_TOL 1e-10
 
@@ -51,7 +56,7 @@ typedef struct {
     /* per (b, head) scratch, float [T, D] unless noted */
     float *q, *k, *v, *dO, *od, *o_hp, *o_lp, *dq_lp, *dq_hd, *vr, *x; /* x [T, C] */
     float *lse_hp, *lse_lp, *dl_hp, *dl_lp, *dl_hd;                    /* [T] */
-    double *qd, *kd, *lsed, *pk, *xd;                                  /* pk [T, D], xd [T, C] */
+    double *kd, *pk, *pblk, *xd;                     /* kd, pk [T, D], pblk [PK_ROWS, T], xd [T, C] */
     double *dw, *dwt;                                                  /* [D, C] */
     float *o_hp_all, *o_lp_all;                                        /* [nb, T, D] */
     float *dl_hp_all, *dl_lp_all;                                      /* [nb, T] */
@@ -153,7 +158,8 @@ static tsc_status_t load_lp_trace(ctx_t *c, tsc_head_result_t *r, long long step
         return st;
     for (size_t i = 0; i < (size_t)c->T * c->D; i++)
         c->vr[i] = (float)tsc_round(c->v[i], c->v_fmt, TSC_ROUND_NEAREST_EVEN, NULL);
-    st = run_attn(c, &c->lp, backward, c->o_lp, c->lse_lp, c->dl_lp, c->dq_lp, &c->tr);
+    st = run_attn(c, &c->lp, backward, c->o_lp, c->lse_lp, c->dl_lp,
+                 c->o->identity ? c->dq_lp : NULL /* without identity (1), delta only */, &c->tr);
     c->tr_b = st == TSC_OK ? b : -1;
     return st;
 }
@@ -230,6 +236,29 @@ typedef struct {
     double *top_a, *top_b;  /* [S, nL, nh, D], [S, nL, nh, C] */
     int8_t *has;            /* [S, nL, nh] */
 } across_t;
+
+/* P K [T, D] in double (c->pk) with P = exp(S - LSE) from lp's own scores (the trace) and LSE:
+ * the P the lp backward uses (up to the rounding of S - LSE), at half the cost of recomputing
+ * q.k (tsc_grad_pk does that from q, k). PK_ROWS rows of P at a time, each block one BLAS
+ * product with K (c->kd, K in double). */
+enum { PK_ROWS = 64 };
+static void pk_from_trace(ctx_t *c) {
+    int T = c->T, D = c->D;
+    tsc_blas_one_thread();
+    for (size_t i = 0; i < (size_t)T * D; i++) c->kd[i] = c->k[i];
+    for (int t0 = 0; t0 < T; t0 += PK_ROWS) {
+        int nr = T - t0 < PK_ROWS ? T - t0 : PK_ROWS, nk = n_visible(c, t0 + nr - 1);
+        for (int r = 0; r < nr; r++) {
+            int t = t0 + r, nv = n_visible(c, t);
+            const double *srow = c->tr.s + (size_t)t * T;
+            double lse = c->lse_lp[t], *prow = c->pblk + (size_t)r * nk;
+            for (int j = 0; j < nv; j++) prow[j] = exp(srow[j] - lse);
+            for (int j = nv; j < nk; j++) prow[j] = 0.0;
+        }
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, D, nk, 1.0, c->pblk, nk, c->kd, D, 0.0,
+                    c->pk + (size_t)t0 * D, D);
+    }
+}
 
 static tsc_status_t analyze_head(ctx_t *c, tsc_head_result_t *r, long long step, int layer, int hi,
                                  across_t *ac, int si, int li) {
@@ -326,22 +355,7 @@ static tsc_status_t analyze_head(ctx_t *c, tsc_head_result_t *r, long long step,
         }
         if (c->o->census) census(c, r, bi);
         /* e: identity (1) with the lp backward and the same backward fed delta from an hp O. */
-        if (c->o->identity || has_x) {
-            /* P K in double with P = exp(S - LSE) from lp's own scores (the trace) and LSE: the
-             * P the lp backward uses (up to the rounding of S - LSE), at half the cost of
-             * recomputing q.k (tsc_grad_pk does that from q, k). */
-            for (int t = 0; t < T; t++) {
-                double *row = c->pk + (size_t)t * D, lse = c->lse_lp[t];
-                memset(row, 0, (size_t)D * sizeof *row);
-                const double *srow = c->tr.s + (size_t)t * T;
-                for (int j = 0; j < n_visible(c, t); j++) {
-                    double p = exp(srow[j] - lse);
-                    if (p == 0.0) continue;
-                    const float *kr = c->k + (size_t)j * D;
-                    for (int d = 0; d < D; d++) row[d] += p * (double)kr[d];
-                }
-            }
-        }
+        if (c->o->identity || has_x) pk_from_trace(c);
         if (c->o->identity) {
             if ((st = run_attn(c, &c->lp_hd, 1, c->o_hp /* scratch */, c->lse_hp, c->dl_hd, c->dq_hd, NULL)) != TSC_OK)
                 goto done;
@@ -372,7 +386,9 @@ static tsc_status_t analyze_head(ctx_t *c, tsc_head_result_t *r, long long step,
             if (st != TSC_OK) goto done;
             for (size_t i = 0; i < (size_t)T * c->C; i++) c->xd[i] = c->x[i];
             double *coeff = ddh + (size_t)bi * T;
-            tsc_grad_dwq_error(coeff, c->pk, c->xd, (size_t)T, (size_t)D, (size_t)c->C, c->m->softmax_scale, c->dwt);
+            if ((st = tsc_grad_dwq_error(coeff, c->pk, c->xd, (size_t)T, (size_t)D, (size_t)c->C, c->m->softmax_scale,
+                                         c->dwt)) != TSC_OK)
+                goto done;
             for (size_t i = 0; i < (size_t)D * c->C; i++) c->dw[i] += c->dwt[i];
             for (int t = 0; t < T; t++)
                 if (coeff[t] != 0.0) cand_insert(c, coeff[t], c->pk + (size_t)t * D, c->xd + (size_t)t * c->C);
@@ -579,8 +595,8 @@ static tsc_status_t spectral(ctx_t *c, hid_t g, long long step, int layer, tsc_l
 #pragma omp parallel for schedule(dynamic, 1)
         for (int w = 0; w < 4; w++) {
             if (!wm[w]) continue;
-            wst[w] = tsc_linalg_spectral_norm_power(wm[w], rows[w], cols[w], SPEC_MAX_ITER, SPEC_TOL, &lr->w_norm[w], NULL);
-            if (wst[w] == TSC_OK) wst[w] = tsc_linalg_spectral_norm_lapack(wm[w], rows[w], cols[w], &lr->w_norm_lapack[w]);
+            wst[w] = tsc_linalg_spectral_norm(wm[w], rows[w], cols[w], SPEC_MAX_ITER, SPEC_TOL, &lr->w_norm[w], NULL,
+                                              &lr->w_norm_lapack[w]);
             if (wst[w] != TSC_OK) snprintf(wmsg[w], sizeof wmsg[w], "%s", tsc_error_last());
         }
         for (int w = 0; w < 4 && st == TSC_OK; w++) {
@@ -597,8 +613,7 @@ static tsc_status_t spectral(ctx_t *c, hid_t g, long long step, int layer, tsc_l
         if (!hn || !hl) st = tsc_error_set(TSC_ERR_NOMEM, "analysis: no memory for per-head norms");
         for (int h = 0; st == TSC_OK && h < c->H; h++) {
             const float *wh = wm[0] + (size_t)h * c->D * cols[0];
-            st = tsc_linalg_spectral_norm_power(wh, (size_t)c->D, cols[0], SPEC_MAX_ITER, SPEC_TOL, &hn[h], NULL);
-            if (st == TSC_OK) st = tsc_linalg_spectral_norm_lapack(wh, (size_t)c->D, cols[0], &hl[h]);
+            st = tsc_linalg_spectral_norm(wh, (size_t)c->D, cols[0], SPEC_MAX_ITER, SPEC_TOL, &hn[h], NULL, &hl[h]);
             if (st == TSC_OK && hl[h] > 0) {
                 double rd = fabs(hn[h] - hl[h]) / hl[h];
                 if (rd > c->a->wq_head_norm_max_rel_diff) c->a->wq_head_norm_max_rel_diff = rd;
@@ -668,10 +683,9 @@ static tsc_status_t scratch_alloc(ctx_t *c) {
     float **ft[] = {&c->lse_hp, &c->lse_lp, &c->dl_hp, &c->dl_lp, &c->dl_hd};
     for (size_t i = 0; i < sizeof ft / sizeof ft[0]; i++) *ft[i] = xcalloc(T, sizeof(float), &bad);
     c->x = xcalloc(T * C, sizeof(float), &bad);
-    c->qd = xcalloc(TD, sizeof(double), &bad);
     c->kd = xcalloc(TD, sizeof(double), &bad);
     c->pk = xcalloc(TD, sizeof(double), &bad);
-    c->lsed = xcalloc(T, sizeof(double), &bad);
+    c->pblk = xcalloc((size_t)PK_ROWS * T, sizeof(double), &bad);
     c->xd = xcalloc(T * C, sizeof(double), &bad);
     c->dw = xcalloc(D * C, sizeof(double), &bad);
     c->dwt = xcalloc(D * C, sizeof(double), &bad);
@@ -692,7 +706,7 @@ static tsc_status_t scratch_alloc(ctx_t *c) {
 
 static void scratch_free(ctx_t *c) {
     void *ps[] = {c->q, c->k, c->v, c->dO, c->od, c->o_hp, c->o_lp, c->dq_lp, c->dq_hd, c->vr, c->x,
-                  c->lse_hp, c->lse_lp, c->dl_hp, c->dl_lp, c->dl_hd, c->qd, c->kd, c->lsed, c->pk, c->xd, c->dw,
+                  c->lse_hp, c->lse_lp, c->dl_hp, c->dl_lp, c->dl_hd, c->kd, c->pk, c->pblk, c->xd, c->dw,
                   c->dwt, c->o_hp_all, c->o_lp_all, c->dl_hp_all, c->dl_lp_all, c->evt, c->c_coeff,
                   c->c_a, c->c_b, c->dO_all, c->tie_row};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);

@@ -44,9 +44,11 @@ tsc_status_t tsc_grad_identity_check(const double *dq_hp, const double *dq_lp, c
                                      double alpha, tsc_grad_identity_t *out);
 
 /* dw = alpha * sum_T coeff[T] * pk[T]^T x[T]: the error of one head's W^Q gradient, eq. (2).
- * coeff [T], pk [T, D], x [T, C], dw [D, C] (overwritten). */
-void tsc_grad_dwq_error(const double *coeff, const double *pk, const double *x, size_t T, size_t D,
-                        size_t C, double alpha, double *dw);
+ * coeff [T], pk [T, D], x [T, C], dw [D, C] (overwritten). One BLAS product (dgemm), so the
+ * order of the additions is BLAS's. Returns TSC_ERR_ARG (NULL, empty shape), TSC_ERR_NOMEM
+ * (it needs T x D doubles of scratch). */
+tsc_status_t tsc_grad_dwq_error(const double *coeff, const double *pk, const double *x, size_t T, size_t D,
+                                size_t C, double alpha, double *dw);
 
 #ifdef __cplusplus
 }

@@ -128,7 +128,8 @@ int tsc_attn_simd_set(int enable) {
                                      tsc_attn_trace_t *traces, int n_traces) {                    \
         const int H = dims->H, BH = dims->B * dims->H, G = dims->H / dims->Hkv;                   \
         const size_t TD = (size_t)dims->T * dims->D;                                              \
-        const int bwd = io->dout != NULL;                                                         \
+        /* bwd: gradients asked for; with dout but no dq, dk, dv the backward computes δ only */ \
+        const int bwd = io->dout != NULL && (io->dq || io->dk || io->dv);                         \
         RT *dk_all = NULL, *dv_all = NULL;                                                        \
         if (bwd) {                                                                                \
             dk_all = malloc((size_t)BH * TD * sizeof(RT));                                        \

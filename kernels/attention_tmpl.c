@@ -589,7 +589,8 @@ static size_t SFX(bwd_work)(int Br, int Bc, int D) {
 
 /* Backward of one head. q, dO [T, D], k, v [T, D] with kT, vT [D, T]; lse [T] of the forward;
  * osrc [T, D] the O δ reads (NULL for dpp); outputs delta [T], dq [T, D], dk, dv [T, D] (this
- * query head's contribution, rounded to GRAD). work: bwd_work elements. */
+ * query head's contribution, rounded to GRAD). With dq NULL only δ is computed (dk, dv unused).
+ * work: bwd_work elements. */
 static void SFX(bwd_head)(SFX(hctx_t) *cx, const R *q, const R *k, const R *kT, const R *v,
                           const R *vT, const R *dO, const R *lse, const R *osrc, R *delta, R *dq,
                           R *dk, R *dv, R *work) {
@@ -645,6 +646,7 @@ static void SFX(bwd_head)(SFX(hctx_t) *cx, const R *q, const R *k, const R *kT, 
         }
         for (int r = 0; r < nr; r++) delta[t0 + r] = SFX(rnd)(dl[r], &st[TSC_STAGE_DELTA]);
     }
+    if (!dq) return; /* δ only: no gradient was asked for */
 
     for (size_t i = 0; i < (size_t)T * D; i++) dq[i] = dk[i] = dv[i] = 0;
     for (int it = 0; it < n_qt; it++) {
@@ -745,8 +747,8 @@ static void SFX(transpose)(const R *a, int T, int D, R *at) {
         }
 }
 
-/* One (b, h): forward (and backward). dk_h/dv_h receive this head's GRAD-rounded dK/dV as R.
- * Returns 0, or -1 when out of memory. */
+/* One (b, h): forward (and backward). dk_h/dv_h receive this head's GRAD-rounded dK/dV as R;
+ * both NULL with io->dout set: the backward computes δ only. Returns 0, or -1 when out of memory. */
 static int SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const tsc_attn_dims_t *dims,
                          const tsc_attn_io_t *io, int b, int h, tsc_attn_trace_t *tr, R *dk_h, R *dv_h) {
     const int T = dims->T, D = dims->D, Bc = pol->block_k, Br = pol->block_q;
@@ -792,9 +794,9 @@ static int SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const 
     }
     SFX(hctx_t) bx;
     SFX(hctx_init)(&bx, pol, dims, b, h, 2);
-    SFX(bwd_head)(&bx, q, kk, kT, v, vT, dO, lse, src, delta, dq, dk_h, dv_h, bwork);
+    SFX(bwd_head)(&bx, q, kk, kT, v, vT, dO, lse, src, delta, dk_h ? dq : NULL, dk_h, dv_h, bwork);
     SFX(store)(delta, (size_t)T, io->delta, io->dtype, (size_t)b * dims->H * T + (size_t)h * T);
-    SFX(store)(dq, TD, io->dq, io->dtype, qoff);
+    if (dk_h) SFX(store)(dq, TD, io->dq, io->dtype, qoff);
     free(mem);
     return 0;
 }

@@ -100,7 +100,8 @@ typedef struct {
     const void *dout;   /* [B, H, T, D] upstream gradient dO, or NULL: forward only */
     void *o;            /* [B, H, T, D] out */
     void *lse;          /* [B, H, T] out */
-    void *delta;        /* [B, H, T] out, δ as the backward used it (needs dout) */
+    void *delta;        /* [B, H, T] out, δ as the backward used it (needs dout; with dq, dk
+                         * and dv all NULL the backward stops after δ, at a fraction of its cost) */
     void *dq;           /* [B, H, T, D] out (needs dout) */
     void *dk;           /* [B, Hkv, T, D] out (needs dout) */
     void *dv;           /* [B, Hkv, T, D] out (needs dout) */

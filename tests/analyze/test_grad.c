@@ -98,7 +98,7 @@ int main(void) {
     /* Eq. (2): alpha sum_T (dlp - dhp)[T] PK[T]^T X[T] = (dQ_hp - dQ_lp)^T X. */
     double coeff[T], dw[D * C], want[D * C] = {0};
     for (int t = 0; t < T; t++) coeff[t] = dlp[t] - dhp[t];
-    tsc_grad_dwq_error(coeff, pk, x, T, D, C, alpha, dw);
+    CHECK(tsc_grad_dwq_error(coeff, pk, x, T, D, C, alpha, dw) == TSC_OK);
     for (int t = 0; t < T; t++)
         for (int d = 0; d < D; d++)
             for (int j = 0; j < C; j++) want[d * C + j] += (dqh[t * D + d] - dql[t * D + d]) * x[t * C + j];
@@ -106,5 +106,6 @@ int main(void) {
     for (int i = 0; i < D * C; i++) mx = fmax(mx, fabs(want[i]));
     for (int i = 0; i < D * C; i++) CHECK_NEAR(dw[i], want[i], IDENTITY_RTOL * mx);
     CHECK(tsc_grad_identity_check(NULL, dql, dhp, dlp, pk, T, D, alpha, &id) == TSC_ERR_ARG);
+    CHECK(tsc_grad_dwq_error(coeff, pk, NULL, T, D, C, alpha, dw) == TSC_ERR_ARG);
     return tsc_test_done();
 }
