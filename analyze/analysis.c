@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "tsc_attention.h"
+#include "tsc_census.h"
 #include "tsc_dump.h"
 #include "tsc_grad.h"
 #include "tsc_h5.h"
@@ -164,53 +165,18 @@ static tsc_status_t load_lp_trace(ctx_t *c, tsc_head_result_t *r, long long step
     return st;
 }
 
-/* Census of the P-bar V additions of batch row bi (trace loaded): see tsc_analysis.h item c. */
+/* Census of the P-bar V additions of batch row bi (trace loaded): see tsc_census.h. */
 static void census(ctx_t *c, tsc_head_result_t *r, int bi) {
-    int T = c->T, D = c->D, bk = c->tr.block_k;
-    int keep = tsc_format_mant_bits(c->out_fmt), sh = 23 - keep; /* bits below the kept ones */
-    if (sh < 2) return; /* output format as wide as FP32: nothing to census */
-    uint32_t rb_mask = 1u << (sh - 1), st_mask = rb_mask - 1;
-    for (int t = 0; t < T; t++) {
-        int nv = n_visible(c, t);
-        double l = c->tr.l[(size_t)t * c->tr.n_kt + last_tile(c, t)];
-        for (int i = 0; i < D; i++) {
-            float s = 0.0f;
-            int had = 0;
-            for (int j = 0; j < nv; j++) {
-                if (j % bk == 0) s = 0.0f; /* per-tile sums from 0 (the tile P-bar V product) */
-                float a = (float)c->tr.pbar[(size_t)t * T + j];
-                if (a == 0.0f) continue;
-                float p = a * c->vr[(size_t)j * D + i];
-                float sn = fmaf(a, c->vr[(size_t)j * D + i], s);
-                r->census_additions++;
-                if (s != 0.0f && p != 0.0f && sn != 0.0f && isfinite(sn)) {
-                    int es, ep, en;
-                    frexpf(s, &es);
-                    frexpf(p, &ep);
-                    frexpf(sn, &en);
-                    if (en > (es > ep ? es : ep)) { /* the significand overflowed: a carry shift */
-                        uint32_t bits;
-                        memcpy(&bits, &sn, sizeof bits);
-                        uint32_t man = bits & 0x7fffffu;
-                        if ((man & rb_mask) && (man & st_mask)) {
-                            double e = (tsc_round((double)sn, c->out_fmt, TSC_ROUND_NEAREST_EVEN, NULL) - (double)sn) /
-                                       (l > 0 ? l : 1.0);
-                            if (sn < 0) {
-                                r->census_events_neg++;
-                                r->census_err_neg += e;
-                            } else {
-                                r->census_events_pos++;
-                                r->census_err_pos += e;
-                            }
-                            had = 1;
-                        }
-                    }
-                }
-                s = sn;
-            }
-            c->evt[((size_t)bi * T + t) * D + i] = (uint8_t)had;
-        }
-    }
+    int T = c->T, D = c->D;
+    tsc_census_t cs = {0};
+    for (int t = 0; t < T; t++)
+        tsc_census_row(c->tr.pbar + (size_t)t * T, c->vr, n_visible(c, t), D, c->tr.block_k, c->out_fmt,
+                       c->tr.l[(size_t)t * c->tr.n_kt + last_tile(c, t)], c->evt + ((size_t)bi * T + t) * D, &cs);
+    r->census_additions += cs.additions;
+    r->census_events_neg += cs.events_neg;
+    r->census_events_pos += cs.events_pos;
+    r->census_err_neg += cs.err_neg;
+    r->census_err_pos += cs.err_pos;
 }
 
 /* Inserts token (b, t) into the head's top-|coeff| rank-1 candidates. */
