@@ -174,8 +174,10 @@ static double *gram_of(const float *w, size_t rows, size_t cols, size_t *n) {
     else /* g = wd wd^T */
         cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, (int)rows, (int)cols, 1.0, wd, (int)cols, 0.0, g, (int)rows);
     free(wd);
-    for (size_t i = 0; i < k; i++) /* mirror the upper triangle: the power steps read full rows */
-        for (size_t j = 0; j < i; j++) g[i * k + j] = g[j * k + i];
+    for (size_t i0 = 0; i0 < k; i0 += 32) /* mirror the upper triangle (the power steps read full rows), */
+        for (size_t j0 = 0; j0 <= i0; j0 += 32) /* by 32 x 32 tiles */
+            for (size_t i = i0; i < i0 + 32 && i < k; i++)
+                for (size_t j = j0; j < j0 + 32 && j < i; j++) g[i * k + j] = g[j * k + i];
     *n = k;
     return g;
 }
@@ -280,7 +282,8 @@ tsc_status_t tsc_linalg_spectral_norm(const float *w, size_t rows, size_t cols, 
         /* LAPACK's largest eigenvalue of the same Gram matrix (dsyevr, only the top one). */
         lapack_int found = 0, isuppz[2];
         double ev[1];
-        lapack_int info = LAPACKE_dsyevr(LAPACK_ROW_MAJOR, 'N', 'I', 'U', (lapack_int)n, g, (lapack_int)n, 0.0, 0.0,
+        /* g is symmetric and full: column-major is the same matrix, and LAPACKE copies nothing */
+        lapack_int info = LAPACKE_dsyevr(LAPACK_COL_MAJOR, 'N', 'I', 'U', (lapack_int)n, g, (lapack_int)n, 0.0, 0.0,
                                          (lapack_int)n, (lapack_int)n, 0.0, &found, ev, NULL, 1, isuppz);
         if (info != 0 || found != 1) {
             free(g);
