@@ -8,7 +8,7 @@ pkgs=(
   libhdf5-dev hdf5-tools                 # dump format; h5dump for interop tests
   libcairo2-dev libpango1.0-dev          # heatmaps, PDF/SVG/PNG, text
   gnuplot-nox                            # curves (child process through a pipe)
-  liblapacke-dev libopenblas-dev         # SVD, eigenvalues
+  liblapacke-dev libopenblas-dev         # SVD, eigenvalues; BLAS products (blas.pc, cblas.h)
   poppler-utils                          # pdfinfo/pdftotext/pdftoppm in report tests
   python3-h5py python3-numpy             # interop tests and baselines
   python3-matplotlib                     # the heatmap benchmark's baseline
