@@ -239,7 +239,7 @@ static tsc_status_t analyze_head(ctx_t *c, tsc_head_result_t *r, long long step,
     r->o_dump_vs_lp_max_abs = c->has_o ? 0.0 : NAN;
     r->identity_rel_residual = r->identity_max_abs_residual = r->identity_max_abs_lhs = NAN;
     r->rank1_top_energy = r->rank1_eff_rank = r->rank1_mean_cos = r->rank1_proj_share = NAN;
-    r->dwq_err_fro = NAN;
+    r->dwq_err_fro = r->rank1_accum_gain = NAN;
     r->census_share = NAN;
     r->probe_b = r->probe_t = r->probe_i = -1;
     r->probe_err = r->probe_final_obar_err = NAN;
@@ -262,7 +262,7 @@ static tsc_status_t analyze_head(ctx_t *c, tsc_head_result_t *r, long long step,
     has_x = c->C > 0 && tsc_dump_has_dataset(c->d, step, layer, "x");
     r->has_x = has_x;
     if (has_x) memset(c->dw, 0, (size_t)D * c->C * sizeof(double));
-    double id_res = 0.0, id_lhs = 0.0;
+    double id_res = 0.0, id_lhs = 0.0, term_sq = 0.0;
     double *expct = NULL;
     int bad = 0;
     expct = xcalloc((size_t)T, sizeof(double), &bad);
@@ -356,8 +356,15 @@ static tsc_status_t analyze_head(ctx_t *c, tsc_head_result_t *r, long long step,
                                          c->dwt)) != TSC_OK)
                 goto done;
             for (size_t i = 0; i < (size_t)D * c->C; i++) c->dw[i] += c->dwt[i];
-            for (int t = 0; t < T; t++)
-                if (coeff[t] != 0.0) cand_insert(c, coeff[t], c->pk + (size_t)t * D, c->xd + (size_t)t * c->C);
+            for (int t = 0; t < T; t++) {
+                if (coeff[t] == 0.0) continue;
+                const double *pr = c->pk + (size_t)t * D, *xr = c->xd + (size_t)t * c->C;
+                double a = c->m->softmax_scale * coeff[t], np2 = 0.0, nx2 = 0.0;
+                for (int d = 0; d < D; d++) np2 += pr[d] * pr[d];
+                for (int j = 0; j < c->C; j++) nx2 += xr[j] * xr[j];
+                term_sq += a * a * np2 * nx2; /* |a PK[T]^T X[T]|_F^2 = a^2 |PK[T]|^2 |X[T]|^2 */
+                cand_insert(c, coeff[t], pr, xr);
+            }
         }
     }
 
@@ -479,6 +486,7 @@ static tsc_status_t analyze_head(ctx_t *c, tsc_head_result_t *r, long long step,
         double fro = 0.0;
         for (size_t i = 0; i < (size_t)D * c->C; i++) fro += c->dw[i] * c->dw[i];
         r->dwq_err_fro = sqrt(fro);
+        r->rank1_accum_gain = term_sq > 0 ? r->dwq_err_fro / sqrt(term_sq) : NAN;
         int n = c->n_cand;
         r->n_terms = n;
         if (n >= 1) {

@@ -111,6 +111,7 @@ static void head_json(tsc_json_t *j, const tsc_head_result_t *r) {
     tsc_json_kv_number(j, "mean_cos", r->rank1_mean_cos);
     tsc_json_kv_number(j, "proj_share", r->rank1_proj_share);
     tsc_json_kv_number(j, "dwq_err_fro", r->dwq_err_fro);
+    tsc_json_kv_number(j, "accum_gain", r->rank1_accum_gain);
     tsc_json_object_end(j);
     tsc_json_object_end(j);
 }

@@ -384,12 +384,16 @@ static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const tsc_policy_
     dh->delta_p = rec ? rec->delta_err.p_sign : NAN;
     dh->mean_cos = rec ? rec->rank1_mean_cos : NAN;
     dh->top_energy = rec ? rec->rank1_top_energy : NAN;
+    dh->accum_gain = rec ? rec->rank1_accum_gain : NAN;
     int biased = dh->flagged || dh->delta_biased;
-    /* Similar directions (PAPER.md §4 (3)): either the rank-1 terms are nearly parallel, or one
-     * direction holds more energy than all others together AND the accumulated error lies mostly
-     * along it (so a biased coefficient grows one fixed direction instead of cancelling). */
+    /* Similar directions (PAPER.md §4 (3)): over all tokens, the signed rank-1 terms add up to at
+     * least TSC_DIAG_ACCUM_GAIN times what the same terms give with independent random signs
+     * (gain^2 - 1 is the energy-weighted sum of their pairwise cosines); or, among the N largest
+     * terms, they are nearly parallel, or one direction holds more energy than all others together
+     * AND the accumulated error lies mostly along it. */
     double proj = rec ? rec->rank1_proj_share : NAN;
-    int similar = (isfinite(dh->mean_cos) && dh->mean_cos >= 0.9) ||
+    int similar = (isfinite(dh->accum_gain) && dh->accum_gain >= TSC_DIAG_ACCUM_GAIN) ||
+                  (isfinite(dh->mean_cos) && dh->mean_cos >= 0.9) ||
                   (isfinite(dh->top_energy) && dh->top_energy >= 0.5 && isfinite(proj) && proj >= 0.8);
     if (!biased) snprintf(dh->verdict, sizeof dh->verdict, "not biased");
     else if (rec && rec->has_x) snprintf(dh->verdict, sizeof dh->verdict, similar ? "accumulates" : "biased");
@@ -568,7 +572,8 @@ const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, siz
                  h->layer, h->head, h->delta_cumsum);
         return buf;
     }
-    char feats[128] = "all";
+    char feats[128] = "all", gain[48] = "";
+    if (isfinite(h->accum_gain)) snprintf(gain, sizeof gain, " (accumulation gain %.1f)", h->accum_gain);
     if (h->n_features > 0) {
         size_t n = 0;
         for (int f = 0; f < h->n_features && n < sizeof feats - 8; f++)
@@ -577,9 +582,9 @@ const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, siz
     snprintf(buf, size,
              "layer %d head %d: evidence: features %s biased (B %+.3g over %d steps), accumulated "
              "sum_T(delta_lp-delta_hp) %+.3g; culprit stage %s (leaves %.0f%%), delta from FP32 O leaves %.0f%%; "
-             "verdict: %s; recommendation: %s",
+             "verdict: %s%s; recommendation: %s",
              h->layer, h->head, feats, h->bias_lp, h->n_steps, h->delta_cumsum, h->culprit,
-             100.0 * fabs(h->culprit_ratio), 100.0 * fabs(h->delta_src_ratio), h->verdict,
+             100.0 * fabs(h->culprit_ratio), 100.0 * fabs(h->delta_src_ratio), h->verdict, gain,
              h->recommendation[0] ? h->recommendation : "-");
     return buf;
 }
@@ -652,6 +657,7 @@ static void diag_json(void *ctx, tsc_json_t *j) {
         tsc_json_kv_number(j, "delta_src_ratio", h->delta_src_ratio);
         tsc_json_kv_number(j, "stable_ratio", h->stable_ratio);
         tsc_json_kv_numbers(j, "beta_ratios", h->beta_ratio, (size_t)d->n_betas);
+        tsc_json_kv_number(j, "accum_gain", h->accum_gain);
         tsc_json_kv_string(j, "verdict", h->verdict);
         tsc_json_kv_string(j, "recommendation", h->recommendation);
         tsc_json_key(j, "event");

@@ -106,6 +106,9 @@ typedef struct {
     int n_terms;
     double rank1_top_energy, rank1_eff_rank, rank1_mean_cos, rank1_proj_share;
     double dwq_err_fro;                         /* |alpha sum_T coeff[T] PK[T]^T X[T]|_F, all tokens */
+    double rank1_accum_gain;                    /* dwq_err_fro / sqrt(sum_T |alpha coeff[T] PK[T]^T X[T]|_F^2):
+                                                   ~1 when the terms add like random signs, up to sqrt(n) when
+                                                   they all add up in one direction; NaN without x */
 } tsc_head_result_t;
 
 /* Spectral norms of one (step, layer). NaN where the weight is absent. */

@@ -5,12 +5,14 @@
  * 2. Attribution by substitution: replay that head with one low-precision forward stage of lp at a
  *    time raised to FP32 (tsc_policy_low_stages + tsc_policy_stage_set), and with δ taken from an
  *    FP32 O (+hp-delta, reported apart: it removes the δ error by construction). The culprit is
- *    the single stage with the smallest |ratio| when that is ≤ removed_frac; when none is, a
- *    greedy set of up to 3 stages (each round adds the stage leaving the least bias), e.g.
- *    "pv+l" for bf16-torch, whose BF16 ℓ makes the final O rounding repeat the tie; "none" when
- *    3 stages do not remove it.
- * 3. Accumulation verdict: the δ bias test plus the similarity of the rank-1 directions (mean
- *    cosine / top energy, where x is captured).
+ *    the single stage with the smallest |ratio| when that is ≤ removed_frac; when none is, every
+ *    pair of stages, then every triple, is replayed and the set with the smallest |ratio| of the
+ *    smallest size that removes the bias is the culprit (e.g. "pv+oacc+o" for bf16-torch, which
+ *    rounds the tied P̄V sum, then Ō, then O: raising one alone is undone by the next); "none"
+ *    when no triple removes it.
+ * 3. Accumulation verdict: the δ bias test plus the similarity of the rank-1 directions, where x
+ *    is captured: the accumulation gain over all tokens (tsc_head_result_t.rank1_accum_gain ≥
+ *    TSC_DIAG_ACCUM_GAIN), or mean cosine / top energy of the N largest terms.
  * 4. The bit level: the single P̄V addition with the largest rounding error in O units (error / ℓ
  *    of its row) among the flagged features of the tie rows (every row when none) at the examined step, with operands, FP32 sum and kept|rounding|sticky
  *    bits, like PAPER.md §5 (bits formatted here; the sum is the FP32 fused multiply-add).
@@ -35,6 +37,11 @@ extern "C" {
 #endif
 
 #define TSC_DIAG_MAX_BETAS 8
+/* The accumulation gain from which the rank-1 terms count as adding up along shared directions:
+ * twice the norm that independent random signs would give. On synth dumps every unplanted head
+ * and step stays at or below 1.53 (1,100+ head-steps, tiny and GPT-2-small shapes), every planted
+ * one at or above 2.08. */
+#define TSC_DIAG_ACCUM_GAIN 2.0
 #define TSC_DIAG_MAX_SUBST (TSC_STAGE_COUNT + 2)
 
 typedef struct {
@@ -82,6 +89,7 @@ typedef struct {
     double beta_ratio[TSC_DIAG_MAX_BETAS];
     char verdict[32];                  /* "accumulates", "biased", "biased (no x)", "not biased" */
     double mean_cos, top_energy;       /* from the analysis (NaN without x) */
+    double accum_gain;                 /* the record's rank1_accum_gain (NaN without x) */
     char recommendation[240];
     /* the single largest rounding event at the examined step (flagged features, every row) */
     int ev_found;

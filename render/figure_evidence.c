@@ -15,6 +15,7 @@
 
 #include "figure_internal.h"
 #include "render_internal.h"
+#include "tsc_diagnose.h"
 
 /* ---------------------------------------------------------------- shared helpers */
 
@@ -187,16 +188,18 @@ static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, si
     /* 3. rank-1 similarity, 4. accumulated error: need x */
     int has_x = rec && tsc_jv_num(rec, "rank1.has_x") == 1;
     if (has_x) {
-        /* similar terms: the diagnosis says the error accumulates, or one direction holds half the energy */
+        /* similar terms: the diagnosis says the error accumulates, the terms add up over all tokens
+         * (accumulation gain), or one direction holds half the energy of the largest terms */
         const char *vd = top ? tsc_jv_str(top, "verdict") : NULL;
-        int similar = (vd && strcmp(vd, "accumulates") == 0) || tsc_jv_num(rec, "rank1.top_energy") >= 0.5 ||
-                      tsc_jv_num(rec, "rank1.mean_cos") >= 0.5;
+        double gain = tsc_jv_num(rec, "rank1.accum_gain");
+        int similar = (vd && strcmp(vd, "accumulates") == 0) || gain >= TSC_DIAG_ACCUM_GAIN ||
+                      tsc_jv_num(rec, "rank1.top_energy") >= 0.5 || tsc_jv_num(rec, "rank1.mean_cos") >= 0.5;
         nd[2].evidence = similar ? 2 : 1;
-        addf(nd[2].body, sizeof nd[2].body, "%g terms: mean cosine %.3f\ntop energy %.3f, eff. rank %.3g\n"
-             "projection share %.3f", tsc_jv_num(rec, "rank1.terms"), tsc_jv_num(rec, "rank1.mean_cos"),
-             tsc_jv_num(rec, "rank1.top_energy"), tsc_jv_num(rec, "rank1.eff_rank"), tsc_jv_num(rec, "rank1.proj_share"));
+        addf(nd[2].body, sizeof nd[2].body, "accumulation gain %.2f (all tokens)\n%g largest terms: mean cosine %.3f\n"
+             "top energy %.3f, eff. rank %.3g", gain, tsc_jv_num(rec, "rank1.terms"), tsc_jv_num(rec, "rank1.mean_cos"),
+             tsc_jv_num(rec, "rank1.top_energy"), tsc_jv_num(rec, "rank1.eff_rank"));
         if (!similar)
-            addf(nd[2].body, sizeof nd[2].body, "\nnot similar: no common direction (top energy < 0.5)");
+            addf(nd[2].body, sizeof nd[2].body, "\nnot similar: the terms add up like random signs");
         nd[3].evidence = !isfinite(tsc_jv_num(rec, "rank1.dwq_err_fro")) ? 0 : similar && nd[1].evidence == 2 ? 2 : 1;
         addf(nd[3].body, sizeof nd[3].body, "|dW^Q error|_F at step %lld: %.3g\ncoefficient accumulated over %g steps: "
              "%+.3g", sel.step, tsc_jv_num(rec, "rank1.dwq_err_fro"), tsc_jv_num(sm, "computed_over.steps"), cum);

@@ -4,7 +4,9 @@
 #    docs/FORMAT.md section 3) flags exactly the planted (layer, head, feature)s listed in the
 #    dump's root attributes, and the planted tie keys (sink 0 and the second tie key) as sinks of
 #    the planted heads only.
-# 2. A --no-plant dump flags nothing (family-wise false-positive bound 0.01, Bonferroni).
+#    Their accumulation gain matches a numpy recomputation and is >= 2.5 on average.
+# 2. A --no-plant dump flags nothing (family-wise false-positive bound 0.01, Bonferroni), and
+#    no head's accumulation gain reaches 2.
 # 3. The default analysis (census, identity) on the 3-step dump: more negative than positive
 #    overflow events in the planted heads (PAPER.md section 5: V < 0 there), finite residuals.
 # 4. Usage errors exit 2, job failures exit 1 naming the file; --json equals summary.json.
@@ -42,6 +44,47 @@ assert c["feature_flag"][()].sum() == len(want)
 assert c["delta_cumsum"].shape == (s["computed_over"]["steps"], 2, 4)
 PYEOF
 
+# Accumulation gain |E|_F / sqrt(sum_T |term_T|^2): recomputed in numpy from the dump (P from FP32
+# scores; tilescope uses lp's, so ~1% apart) for every head of the first 3 steps; planted heads add
+# up along shared directions (mean gain over steps >= 2.5), unplanted ones like random signs (< 2).
+if "$PY" - "$tmp/p.h5" "$tmp/a/summary.json" <<'PYEOF'; then ok; else bad "accumulation gain"; fi
+import sys, json, h5py
+import numpy as np
+f = h5py.File(sys.argv[1], "r")
+s = json.load(open(sys.argv[2]))
+a5 = h5py.File(sys.argv[2].replace("summary.json", "analysis.h5"), "r")
+L, H = list(f.attrs["planted_layers"]), list(f.attrs["planted_heads"])
+alpha = float(f.attrs["softmax_scale"])
+gains = {}
+for r in s["heads"]:
+    st, l, h = r["step"], r["layer"], r["head"]
+    g = r["rank1"]["accum_gain"]
+    gains.setdefault((l, h), []).append(g)
+    if (l, h) not in {(x, y) for x in L for y in H}:
+        assert g < 2.0, (st, l, h, g)
+    if st >= 3:
+        continue
+    d = f["step_%08d/layer_%03d" % (st, l)]
+    q, k, x = (d[n].astype("float32")[()].astype(np.float64) for n in ("q", "k", "x"))
+    ag = a5["step_%08d/layer_%03d" % (st, l)]
+    dd = ag["delta_diff"][()][list(ag["heads"][()]).index(h)]
+    E, tsq = 0.0, 0.0
+    for b in range(q.shape[0]):
+        S = alpha * q[b, h] @ k[b, h].T
+        T = S.shape[0]
+        S[np.triu(np.ones((T, T), bool), 1)] = -np.inf
+        P = np.exp(S - S.max(1, keepdims=True))
+        pk = (P / P.sum(1, keepdims=True)) @ k[b, h]
+        cf = alpha * dd[b]
+        E = E + (pk * cf[:, None]).T @ x[b]
+        tsq += np.sum(cf ** 2 * np.sum(pk ** 2, 1) * np.sum(x[b] ** 2, 1))
+    want = np.linalg.norm(E) / np.sqrt(tsq)
+    assert abs(g - want) <= 0.03 * want, (st, l, h, g, want)
+for (l, h), v in gains.items():
+    if l in L and h in H:
+        assert sum(v) / len(v) >= 2.5, (l, h, v)
+PYEOF
+
 "$TSC" synth -o "$tmp/n.h5" --steps 0:12 --no-plant --quiet || { echo "synth --no-plant failed"; exit 1; }
 if "$TSC" analyze "$tmp/n.h5" -o "$tmp/n" -q --no-census --no-identity; then ok; else bad "analyze no-plant exit $?"; fi
 if "$PY" - "$tmp/n/summary.json" <<'PYEOF'; then ok; else bad "no-plant flags something"; fi
@@ -50,6 +93,7 @@ s = json.load(open(sys.argv[1]))
 assert s["n_flagged_heads"] == 0 and s["flagged_heads"] == [], s["flagged_heads"]
 assert all(r["ties"]["sinks_flagged"] == [] for r in s["heads"])
 assert s["flag_rule"]["false_positive_bound"] == 0.01
+assert all(r["rank1"]["accum_gain"] < 2.0 for r in s["heads"]), max(r["rank1"]["accum_gain"] for r in s["heads"])
 PYEOF
 
 "$TSC" synth -o "$tmp/t.h5" --quiet || exit 1
