@@ -218,6 +218,21 @@ static int by_risk(const void *x, const void *y) {
 
 static int is_forward_stage(tsc_stage_t s) { return s < TSC_STAGE_P; }
 
+/* Keeps the TSC_DIAG_MAX_ALT removing sets with the smallest |ratio|, in that order (the culprit
+ * is the first; it is taken out of the list once chosen). */
+static void alt_insert(tsc_diag_head_t *dh, const char *name, double ratio) {
+    enum { CAP = TSC_DIAG_MAX_ALT };
+    int n = dh->n_alt, pos = n;
+    while (pos > 0 && fabs(dh->alt_ratio[pos - 1]) > fabs(ratio)) pos--;
+    if (pos >= CAP) return;
+    if (n == CAP) n--; /* drop the last */
+    memmove(dh->alt_stage[pos + 1], dh->alt_stage[pos], (size_t)(n - pos) * sizeof dh->alt_stage[0]);
+    memmove(&dh->alt_ratio[pos + 1], &dh->alt_ratio[pos], (size_t)(n - pos) * sizeof dh->alt_ratio[0]);
+    snprintf(dh->alt_stage[pos], sizeof dh->alt_stage[pos], "%s", name);
+    dh->alt_ratio[pos] = ratio;
+    dh->n_alt = n + 1;
+}
+
 /* Steps 2-5 for one at-risk head (see tsc_diagnose.h). */
 static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const tsc_policy_t *hp, const tsc_policy_t *lp,
                             const tsc_policy_t *stable, tsc_format_t out_fmt, const tsc_diagnose_opts_t *opts,
@@ -321,6 +336,7 @@ static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const tsc_policy_
         for (int size = 2; size <= 3 && strcmp(dh->culprit, "none") == 0; size++) {
             double best_set = INFINITY;
             int bi0 = -1, bi1 = -1, bi2 = -1;
+            dh->n_alt = 0;
             for (int i0 = 0; i0 < nfw; i0++)
                 for (int i1 = i0 + 1; i1 < nfw; i1++)
                     for (int i2 = size == 3 ? i1 + 1 : nfw; i2 <= nfw; i2++) {
@@ -331,6 +347,12 @@ static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const tsc_policy_
                         if (size == 3) tsc_policy_stage_set(&q, fw[i2], TSC_FMT_FP32);
                         double sv;
                         if ((st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL)) != TSC_OK) return st;
+                        if (fabs(sv / base) <= opts->removed_frac) {
+                            char nm[48];
+                            snprintf(nm, sizeof nm, "%s+%s%s%s", tsc_stage_name(fw[i0]), tsc_stage_name(fw[i1]),
+                                     size == 3 ? "+" : "", size == 3 ? tsc_stage_name(fw[i2]) : "");
+                            alt_insert(dh, nm, sv / base);
+                        }
                         if (fabs(sv / base) < best_set) {
                             best_set = fabs(sv / base);
                             bi0 = i0, bi1 = i1, bi2 = size == 3 ? i2 : -1;
@@ -350,6 +372,14 @@ static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const tsc_policy_
             dh->subst_ratio[k] = sv / base;
             snprintf(dh->culprit, sizeof dh->culprit, "%s", dh->subst_stage[k]);
             dh->culprit_ratio = dh->subst_ratio[k];
+            /* the culprit itself is the first of the list (smallest |ratio|): keep the others */
+            int w = 0;
+            for (int i = 0; i < dh->n_alt; i++)
+                if (strcmp(dh->alt_stage[i], dh->culprit) != 0) {
+                    memmove(dh->alt_stage[w], dh->alt_stage[i], sizeof dh->alt_stage[w]);
+                    dh->alt_ratio[w++] = dh->alt_ratio[i];
+                }
+            dh->n_alt = w;
         }
     }
     /* δ from an FP32 O: removes the δ error by construction; reported to confirm the channel. */
@@ -572,7 +602,9 @@ const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, siz
                  h->layer, h->head, h->delta_cumsum);
         return buf;
     }
-    char feats[128] = "all", gain[48] = "";
+    char feats[128] = "all", gain[48] = "", alts[200] = "";
+    for (int a = 0, n = 0; a < h->n_alt && n < (int)sizeof alts - 60; a++)
+        n += snprintf(alts + n, sizeof alts - (size_t)n, "%s%s", a ? ", " : "; also removed by ", h->alt_stage[a]);
     if (isfinite(h->accum_gain)) snprintf(gain, sizeof gain, " (accumulation gain %.1f)", h->accum_gain);
     if (h->n_features > 0) {
         size_t n = 0;
@@ -581,10 +613,10 @@ const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, siz
     }
     snprintf(buf, size,
              "layer %d head %d: evidence: features %s biased (B %+.3g over %d steps), accumulated "
-             "sum_T(delta_lp-delta_hp) %+.3g; culprit stage %s (leaves %.0f%%), delta from FP32 O leaves %.0f%%; "
+             "sum_T(delta_lp-delta_hp) %+.3g; culprit stage %s (leaves %.0f%%%s), delta from FP32 O leaves %.0f%%; "
              "verdict: %s%s; recommendation: %s",
              h->layer, h->head, feats, h->bias_lp, h->n_steps, h->delta_cumsum, h->culprit,
-             100.0 * fabs(h->culprit_ratio), 100.0 * fabs(h->delta_src_ratio), h->verdict, gain,
+             100.0 * fabs(h->culprit_ratio), alts, 100.0 * fabs(h->delta_src_ratio), h->verdict, gain,
              h->recommendation[0] ? h->recommendation : "-");
     return buf;
 }
@@ -654,6 +686,15 @@ static void diag_json(void *ctx, tsc_json_t *j) {
         tsc_json_array_end(j);
         tsc_json_kv_string(j, "culprit", h->culprit);
         tsc_json_kv_number(j, "culprit_ratio", h->culprit_ratio);
+        tsc_json_key(j, "culprit_alternatives");
+        tsc_json_array_begin(j);
+        for (int s = 0; s < h->n_alt; s++) {
+            tsc_json_object_begin(j);
+            tsc_json_kv_string(j, "stage", h->alt_stage[s]);
+            tsc_json_kv_number(j, "bias_ratio", h->alt_ratio[s]);
+            tsc_json_object_end(j);
+        }
+        tsc_json_array_end(j);
         tsc_json_kv_number(j, "delta_src_ratio", h->delta_src_ratio);
         tsc_json_kv_number(j, "stable_ratio", h->stable_ratio);
         tsc_json_kv_numbers(j, "beta_ratios", h->beta_ratio, (size_t)d->n_betas);

@@ -43,6 +43,7 @@ extern "C" {
  * one at or above 2.08. */
 #define TSC_DIAG_ACCUM_GAIN 2.0
 #define TSC_DIAG_MAX_SUBST (TSC_STAGE_COUNT + 2)
+#define TSC_DIAG_MAX_ALT 4 /* alternative culprit sets reported (smallest |ratio| first) */
 
 typedef struct {
     tsc_analysis_opts_t an;            /* the analysis' options (policies, selection, flag rule) */
@@ -82,8 +83,11 @@ typedef struct {
     char subst_name[TSC_DIAG_MAX_SUBST][TSC_POLICY_STR_MAX]; /* policy strings */
     char subst_stage[TSC_DIAG_MAX_SUBST][48];                /* stage name(s), "a+b" for a set */
     double subst_ratio[TSC_DIAG_MAX_SUBST];
-    char culprit[48];                  /* the stage (or greedy set "a+b") removing the bias, or "none" */
+    char culprit[48];                  /* the stage (or smallest set "a+b") removing the bias, or "none" */
     double culprit_ratio;
+    int n_alt;                         /* other sets of the culprit's size that remove it too */
+    char alt_stage[TSC_DIAG_MAX_ALT][48];
+    double alt_ratio[TSC_DIAG_MAX_ALT];
     double delta_src_ratio;            /* sum(delta - delta_hp) with delta from an FP32 O (+hp-delta) over lp's */
     double stable_ratio;               /* lp+stable:beta=2,eps=... */
     double beta_ratio[TSC_DIAG_MAX_BETAS];

@@ -156,7 +156,7 @@ static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, si
              tsc_jv_num(ev, "rounded"), tsc_jv_num(ev, "error"));
         if (tsc_jv_str(top, "culprit"))
             addf(n->body, sizeof n->body, "\nculprit stage: %s (leaves %.0f%%)", tsc_jv_str(top, "culprit"),
-                 100 * tsc_jv_num(top, "culprit_ratio"));
+                 100 * fabs(tsc_jv_num(top, "culprit_ratio")));
     } else if (rec && tsc_jv_num(rec, "census.events_neg") + tsc_jv_num(rec, "census.events_pos") > 0) {
         n->evidence = 2;
         addf(n->body, sizeof n->body, "census: %g rounding-up events (neg) vs %g (pos) in %g additions",

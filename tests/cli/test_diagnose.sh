@@ -37,6 +37,13 @@ for h in d["at_risk"]:
     assert h["culprit"] != "none", h
     assert set(h["culprit"].split("+")) & {"pbar-pv", "pv", "oacc", "l", "o"}, h["culprit"]
     assert abs(h["culprit_ratio"]) <= d["removed_frac"]
+    # other removing sets of the same size, smallest |ratio| first, none better than the culprit
+    alts = h["culprit_alternatives"]
+    size = len(h["culprit"].split("+"))
+    for a in alts:
+        assert len(a["stage"].split("+")) == size and a["stage"] != h["culprit"], (h["culprit"], a)
+        assert abs(h["culprit_ratio"]) <= abs(a["bias_ratio"]) <= d["removed_frac"], (h["culprit_ratio"], a)
+    assert [abs(a["bias_ratio"]) for a in alts] == sorted(abs(a["bias_ratio"]) for a in alts)
     assert abs(h["delta_src_ratio"]) < 0.01, h["delta_src_ratio"]
     e = h["event"]
     assert e["found"] and e["pbar"] == 1.0 and e["error"] < 0 and e["feature"] in F, e
