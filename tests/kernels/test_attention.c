@@ -313,6 +313,49 @@ static void check_paths(void) {
     }
 }
 
+/* With dout but no dq, dk, dv the backward stops after δ: O, LSE and δ must be bit-identical to
+ * a full backward's, for every δ source (lp O, an hp O, dP·P), GQA included, in float and double. */
+static void check_delta_only(void) {
+    const char *pols[] = {"bf16-torch+tile:q=16,k=16", "bf16-fa2+hp-delta", "bf16-torch+dpp-delta+tile:q=8,k=24",
+                          "fp16-fa2", "fp64"};
+    tsc_attn_dims_t d = {2, 4, 2, 45, 12, 1, 0.3};
+    size_t nq = (size_t)d.B * d.H * d.T * d.D, nk = (size_t)d.B * d.Hkv * d.T * d.D, nr = (size_t)d.B * d.H * d.T;
+    for (int dt = 0; dt < 2; dt++)
+        for (size_t pi = 0; pi < sizeof pols / sizeof *pols; pi++) {
+            tsc_policy_t p;
+            CHECKF(tsc_policy_parse(pols[pi], &p) == TSC_OK, "%s", tsc_error_last());
+            bufs_t full, part;
+            bufs_alloc(&full, &d);
+            bufs_alloc(&part, &d);
+            bufs_fill(&full, &d, 1.5);
+            memcpy(part.q, full.q, nq * 8), memcpy(part.dO, full.dO, nq * 8);
+            memcpy(part.k, full.k, nk * 8), memcpy(part.v, full.v, nk * 8);
+            if (dt == 0) { /* float: reuse the double buffers' storage as float arrays */
+                for (bufs_t *b = &full; b; b = b == &full ? &part : NULL) {
+                    float *f[4] = {(float *)b->q, (float *)b->k, (float *)b->v, (float *)b->dO};
+                    const double *src[4] = {b->q, b->k, b->v, b->dO};
+                    size_t n[4] = {nq, nk, nk, nq};
+                    for (int w = 0; w < 4; w++)
+                        for (size_t i = 0; i < n[w]; i++) f[w][i] = (float)src[w][i];
+                }
+            }
+            tsc_attn_io_t io = io_of(&full), io2 = io_of(&part);
+            io.dtype = io2.dtype = dt == 0 ? TSC_ATTN_F32 : TSC_ATTN_F64;
+            io2.dq = io2.dk = io2.dv = NULL;
+            CHECK(tsc_attn_run(&p, &d, &io, NULL, 0) == TSC_OK);
+            CHECK(tsc_attn_run(&p, &d, &io2, NULL, 0) == TSC_OK);
+            size_t es = dt == 0 ? 4 : 8;
+            CHECKF(memcmp(full.o, part.o, nq * es) == 0, "%s: O differs with delta only", pols[pi]);
+            CHECKF(memcmp(full.lse, part.lse, nr * es) == 0, "%s: LSE differs with delta only", pols[pi]);
+            CHECKF(memcmp(full.delta, part.delta, nr * es) == 0, "%s: delta differs with delta only", pols[pi]);
+            int nonzero = 0;
+            for (size_t i = 0; i < nr * es / 8; i++) nonzero |= full.delta[i] != 0;
+            CHECK(nonzero);
+            bufs_free(&full);
+            bufs_free(&part);
+        }
+}
+
 /* The checker must catch a one-ULP change (and report where). */
 static void check_planted_fault(void) {
     tsc_attn_dims_t d = {1, 1, 1, 20, 8, 1, 0.35};
@@ -498,6 +541,7 @@ int main(void) {
     check_paths();
     check_planted_fault();
     check_delta_sources();
+    check_delta_only();
     check_sr();
     check_errors();
     return tsc_test_done();
