@@ -414,7 +414,18 @@ static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const tsc_policy_
     dh->delta_p = rec ? rec->delta_err.p_sign : NAN;
     dh->mean_cos = rec ? rec->rank1_mean_cos : NAN;
     dh->top_energy = rec ? rec->rank1_top_energy : NAN;
-    dh->accum_gain = rec ? rec->rank1_accum_gain : NAN;
+    /* pooled over the head's analysed steps: sqrt(sum_s |E_s|^2 / sum_s sum_T |term|^2), the
+     * energy-weighted mean of the per-step gain^2 (one step's gain is noisy: 1.5 to 4.3 across the
+     * steps of one planted head) */
+    double e2 = 0.0, t2 = 0.0;
+    for (size_t i = 0; i < a->n_heads; i++) {
+        const tsc_head_result_t *h = &a->heads[i];
+        if (h->layer != dh->layer || h->head != dh->head || !isfinite(h->rank1_accum_gain) || !(h->rank1_accum_gain > 0))
+            continue;
+        e2 += h->dwq_err_fro * h->dwq_err_fro;
+        t2 += (h->dwq_err_fro / h->rank1_accum_gain) * (h->dwq_err_fro / h->rank1_accum_gain);
+    }
+    dh->accum_gain = t2 > 0 ? sqrt(e2 / t2) : NAN;
     int biased = dh->flagged || dh->delta_biased;
     /* Similar directions (PAPER.md §4 (3)): over all tokens, the signed rank-1 terms add up to at
      * least TSC_DIAG_ACCUM_GAIN times what the same terms give with independent random signs

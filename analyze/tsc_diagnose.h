@@ -11,8 +11,9 @@
  *    rounds the tied P̄V sum, then Ō, then O: raising one alone is undone by the next); "none"
  *    when no triple removes it.
  * 3. Accumulation verdict: the δ bias test plus the similarity of the rank-1 directions, where x
- *    is captured: the accumulation gain over all tokens (tsc_head_result_t.rank1_accum_gain ≥
- *    TSC_DIAG_ACCUM_GAIN), or mean cosine / top energy of the N largest terms.
+ *    is captured: the accumulation gain over all tokens (tsc_head_result_t.rank1_accum_gain),
+ *    pooled over the head's steps, ≥ TSC_DIAG_ACCUM_GAIN, or mean cosine / top energy of the N
+ *    largest terms at the examined step.
  * 4. The bit level: the single P̄V addition with the largest rounding error in O units (error / ℓ
  *    of its row) among the flagged features of the tie rows (every row when none) at the examined step, with operands, FP32 sum and kept|rounding|sticky
  *    bits, like PAPER.md §5 (bits formatted here; the sum is the FP32 fused multiply-add).
@@ -37,10 +38,10 @@ extern "C" {
 #endif
 
 #define TSC_DIAG_MAX_BETAS 8
-/* The accumulation gain from which the rank-1 terms count as adding up along shared directions:
- * twice the norm that independent random signs would give. On synth dumps every unplanted head
- * and step stays at or below 1.53 (1,100+ head-steps, tiny and GPT-2-small shapes), every planted
- * one at or above 2.08. */
+/* The accumulation gain (pooled over a head's steps) from which the rank-1 terms count as adding
+ * up along shared directions: twice the norm that independent random signs would give. On synth
+ * dumps (tiny, GPT-2-small and llama-gqa shapes; 726 unplanted head-steps) no unplanted head
+ * exceeds 1.53 in any step (1.35 pooled); planted heads pool to 2.65-7.14 (1.47-7.14 per step). */
 #define TSC_DIAG_ACCUM_GAIN 2.0
 #define TSC_DIAG_MAX_SUBST (TSC_STAGE_COUNT + 2)
 #define TSC_DIAG_MAX_ALT 4 /* alternative culprit sets reported (smallest |ratio| first) */
@@ -93,7 +94,7 @@ typedef struct {
     double beta_ratio[TSC_DIAG_MAX_BETAS];
     char verdict[32];                  /* "accumulates", "biased", "biased (no x)", "not biased" */
     double mean_cos, top_energy;       /* from the analysis (NaN without x) */
-    double accum_gain;                 /* the record's rank1_accum_gain (NaN without x) */
+    double accum_gain;                 /* rank1_accum_gain pooled over the head's steps (NaN without x) */
     char recommendation[240];
     /* the single largest rounding event at the examined step (flagged features, every row) */
     int ev_found;
