@@ -213,6 +213,8 @@ void tsc_analysis_summary_json_ex(const tsc_analysis_t *a, tsc_json_t *j, tsc_su
         for (int w = 0; w < 4; w++) tsc_json_kv_number(j, wn[w], l->w_norm_lapack[w]);
         tsc_json_object_end(j);
         tsc_json_kv_number(j, "power_vs_lapack_max_rel_diff", l->max_rel_diff);
+        tsc_json_kv_int(j, "nonfinite_weights", l->n_nonfinite);
+        tsc_json_kv_string(j, "first_nonfinite", l->first_nonfinite[0] ? l->first_nonfinite : NULL);
         tsc_json_object_end(j);
     }
     tsc_json_array_end(j);

@@ -118,6 +118,8 @@ typedef struct {
     double w_norm[4];          /* w_q, w_k, w_v, w_o: power iteration */
     double w_norm_lapack[4];   /* the same from LAPACK */
     double max_rel_diff;       /* max relative power-vs-LAPACK difference over this step/layer */
+    int64_t n_nonfinite;       /* NaN/Inf values in the weights (their norms are NaN, the rest goes on) */
+    char first_nonfinite[96];  /* "w_q[r=3,c=5]" or "" */
 } tsc_layer_result_t;
 
 typedef struct {

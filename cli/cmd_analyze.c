@@ -153,6 +153,12 @@ int tsc_cmd_analyze(int argc, char **argv) {
         }
         printf("%d flagged heads (family-wise false-positive bound %g, Bonferroni over %lld feature tests)\n", nflag,
                res->rule.alpha, (long long)res->n_feature_tests);
+        for (size_t i = 0; i < res->n_layers_res; i++) {
+            const tsc_layer_result_t *l = &res->layers[i];
+            if (l->n_nonfinite)
+                printf("step %lld layer %d: %lld non-finite weight values, first %s: their spectral norms are NaN\n",
+                       l->step, l->layer, (long long)l->n_nonfinite, l->first_nonfinite);
+        }
     }
     tsc_analysis_free(res);
     return 0;

@@ -10,6 +10,7 @@
 # 3. The default analysis (census, identity) on the 3-step dump: more negative than positive
 #    overflow events in the planted heads (PAPER.md section 5: V < 0 there), finite residuals.
 # 4. Usage errors exit 2, job failures exit 1 naming the file; --json equals summary.json.
+# 5. A NaN and an Inf planted in a weight are reported, the rest of the analysis goes on.
 set -u
 PY=/usr/bin/python3
 "$PY" -c 'import h5py, json' 2>/dev/null || { echo "skip: $PY without h5py"; exit 77; }
@@ -135,6 +136,35 @@ for r in s["heads"]:
 for l in s["layers"]:
     assert l["power_vs_lapack_max_rel_diff"] < 1e-6, l
 assert s["spectral_power_vs_lapack_max_rel_diff"] < 1e-6
+PYEOF
+
+# 5. NaN/Inf in a weight: counted with its first coordinate, that matrix's norms (and the w_q head
+#    holding it) are NaN, every other number is still computed, exit 0.
+cp "$tmp/t.h5" "$tmp/w.h5"
+"$PY" - "$tmp/w.h5" <<'PYEOF' || bad "planting a NaN weight"
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r+")
+d = f["step_00000000/layer_001/w_q"]
+a = d[()]
+a[3, 5] = np.nan
+a[7, 1] = np.inf
+d[...] = a
+PYEOF
+if "$TSC" analyze "$tmp/w.h5" -o "$tmp/w" --no-census > "$tmp/w.txt" 2>&1; then ok; else bad "NaN weight: exit $?"; fi
+grep -q "step 0 layer 1: 2 non-finite weight values, first w_q\[r=3,c=5\]" "$tmp/w.txt" && ok || bad "NaN weight not reported: $(tail -2 "$tmp/w.txt")"
+if "$PY" - "$tmp/w/summary.json" "$tmp/w/analysis.h5" <<'PYEOF'; then ok; else bad "NaN weight summary"; fi
+import sys, json, math, h5py
+s = json.load(open(sys.argv[1]))
+for l in s["layers"]:
+    if (l["step"], l["layer"]) == (0, 1):
+        assert l["nonfinite_weights"] == 2 and l["first_nonfinite"] == "w_q[r=3,c=5]", l
+        assert l["spectral_norm"]["w_q"] is None and l["spectral_norm_lapack"]["w_q"] is None, l
+        assert all(l["spectral_norm"][w] > 0 for w in ("w_k", "w_v", "w_o")), l
+    else:
+        assert l["nonfinite_weights"] == 0 and l["first_nonfinite"] is None, l
+n = h5py.File(sys.argv[2], "r")["step_00000000/layer_001/wq_head_norm"][()]
+assert math.isnan(n[0]) and all(math.isfinite(x) and x > 0 for x in n[1:]), n  # rows 3 and 7 are head 0's
+assert all(r["o"]["max_abs"] >= 0 for r in s["heads"])
 PYEOF
 
 "$TSC" analyze "$tmp/t.h5" -q > /dev/null 2>&1; rc=$?; [ $rc -eq 2 ] && ok || bad "missing -o: exit $rc"
