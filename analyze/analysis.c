@@ -347,9 +347,15 @@ static tsc_status_t analyze_head(ctx_t *c, tsc_head_result_t *r, long long step,
             free(a1), free(a2), free(d1), free(d2);
         }
         if (has_x) {
-#pragma omp critical(tsc_analysis_dump)
-            st = tsc_dump_read(c->d, step, layer, "x", b, 0, c->x);
-            if (st != TSC_OK) goto done;
+            int64_t before = r->n_nonfinite;
+            if ((st = read_checked(c, r, step, layer, "x", b, 0, c->x, c->C)) != TSC_OK) goto done;
+            if (r->n_nonfinite > before) {
+                /* NaN/Inf in x: counted (first coordinate kept); the rank-1 analysis of this head
+                 * is skipped, everything else goes on */
+                has_x = r->has_x = 0;
+                c->n_cand = 0;
+                continue;
+            }
             for (size_t i = 0; i < (size_t)T * c->C; i++) c->xd[i] = c->x[i];
             double *coeff = ddh + (size_t)bi * T;
             if ((st = tsc_grad_dwq_error(coeff, c->pk, c->xd, (size_t)T, (size_t)D, (size_t)c->C, c->m->softmax_scale,

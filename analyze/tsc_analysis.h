@@ -70,7 +70,8 @@ typedef struct {
     int layer, head;
     int64_t n_rows;              /* B*T rows analysed (tokens) */
     int skipped;                 /* 1: inputs had NaN/Inf, nothing else below is valid */
-    int64_t n_nonfinite;         /* non-finite input values (q, k, v, do) */
+    int64_t n_nonfinite;         /* non-finite input values (q, k, v, do: the head is skipped; x: only
+                                    its rank-1 analysis is skipped, has_x is then 0) */
     char first_nonfinite[96];    /* "v[b=0,t=3,d=5]" or "" */
     tsc_err_summary_t o_err;     /* O_lp vs O_hp over B*T*D elements, ULPs of lp's O format */
     tsc_err_summary_t delta_err; /* delta_lp vs delta_hp over B*T rows, ULPs of lp's delta format */

@@ -10,7 +10,7 @@
 # 3. The default analysis (census, identity) on the 3-step dump: more negative than positive
 #    overflow events in the planted heads (PAPER.md section 5: V < 0 there), finite residuals.
 # 4. Usage errors exit 2, job failures exit 1 naming the file; --json equals summary.json.
-# 5. A NaN and an Inf planted in a weight are reported, the rest of the analysis goes on.
+# 5. A NaN and an Inf planted in a weight, and a NaN in x, are reported; the rest of the analysis goes on.
 set -u
 PY=/usr/bin/python3
 "$PY" -c 'import h5py, json' 2>/dev/null || { echo "skip: $PY without h5py"; exit 77; }
@@ -139,7 +139,8 @@ assert s["spectral_power_vs_lapack_max_rel_diff"] < 1e-6
 PYEOF
 
 # 5. NaN/Inf in a weight: counted with its first coordinate, that matrix's norms (and the w_q head
-#    holding it) are NaN, every other number is still computed, exit 0.
+#    holding it) are NaN, every other number is still computed, exit 0. NaN in x: counted, only the
+#    rank-1 analysis of the heads that read it is skipped.
 cp "$tmp/t.h5" "$tmp/w.h5"
 "$PY" - "$tmp/w.h5" <<'PYEOF' || bad "planting a NaN weight"
 import sys, h5py, numpy as np
@@ -149,6 +150,10 @@ a = d[()]
 a[3, 5] = np.nan
 a[7, 1] = np.inf
 d[...] = a
+x = f["step_00000000/layer_000/x"]
+a = x[()]
+a[0, 10, 3] = np.nan
+x[...] = a
 PYEOF
 if "$TSC" analyze "$tmp/w.h5" -o "$tmp/w" --no-census > "$tmp/w.txt" 2>&1; then ok; else bad "NaN weight: exit $?"; fi
 grep -q "step 0 layer 1: 2 non-finite weight values, first w_q\[r=3,c=5\]" "$tmp/w.txt" && ok || bad "NaN weight not reported: $(tail -2 "$tmp/w.txt")"
@@ -165,6 +170,12 @@ for l in s["layers"]:
 n = h5py.File(sys.argv[2], "r")["step_00000000/layer_001/wq_head_norm"][()]
 assert math.isnan(n[0]) and all(math.isfinite(x) and x > 0 for x in n[1:]), n  # rows 3 and 7 are head 0's
 assert all(r["o"]["max_abs"] >= 0 for r in s["heads"])
+for r in s["heads"]:  # NaN in x of step 0 layer 0: only those heads' rank-1 analysis is skipped
+    if (r["step"], r["layer"]) == (0, 0):
+        assert not r["skipped"] and r["nonfinite_inputs"] == 1 and r["first_nonfinite"] == "x[b=0,t=10,d=3]", r
+        assert not r["rank1"]["has_x"] and r["rank1"]["accum_gain"] is None, r["rank1"]
+    else:
+        assert r["nonfinite_inputs"] == 0 and r["rank1"]["has_x"] and r["rank1"]["accum_gain"] > 0, r
 PYEOF
 
 "$TSC" analyze "$tmp/t.h5" -q > /dev/null 2>&1; rc=$?; [ $rc -eq 2 ] && ok || bad "missing -o: exit $rc"
