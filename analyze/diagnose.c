@@ -657,6 +657,21 @@ const char *tsc_diagnose_event_text(const tsc_diagnosis_t *d, size_t i, char *bu
     return buf;
 }
 
+/* key: [{stage, policy (when given), bias_ratio}, ...] */
+static void stage_list(tsc_json_t *j, const char *key, int n, const char (*stage)[48],
+                       const char (*policy)[TSC_POLICY_STR_MAX], const double *ratio) {
+    tsc_json_key(j, key);
+    tsc_json_array_begin(j);
+    for (int s = 0; s < n; s++) {
+        tsc_json_object_begin(j);
+        tsc_json_kv_string(j, "stage", stage[s]);
+        if (policy) tsc_json_kv_string(j, "policy", policy[s]);
+        tsc_json_kv_number(j, "bias_ratio", ratio[s]);
+        tsc_json_object_end(j);
+    }
+    tsc_json_array_end(j);
+}
+
 static void diag_json(void *ctx, tsc_json_t *j) {
     const tsc_diagnosis_t *d = ctx;
     tsc_json_key(j, "diagnosis");
@@ -685,27 +700,10 @@ static void diag_json(void *ctx, tsc_json_t *j) {
         tsc_json_kv_ints(j, "features", fl, (size_t)h->n_features);
         tsc_json_kv_number(j, "feature_mean_ulp", h->feature_mean_ulp);
         tsc_json_kv_number(j, "bias_lp", h->bias_lp);
-        tsc_json_key(j, "substitutions");
-        tsc_json_array_begin(j);
-        for (int s = 0; s < h->n_subst; s++) {
-            tsc_json_object_begin(j);
-            tsc_json_kv_string(j, "stage", h->subst_stage[s]);
-            tsc_json_kv_string(j, "policy", h->subst_name[s]);
-            tsc_json_kv_number(j, "bias_ratio", h->subst_ratio[s]);
-            tsc_json_object_end(j);
-        }
-        tsc_json_array_end(j);
+        stage_list(j, "substitutions", h->n_subst, h->subst_stage, h->subst_name, h->subst_ratio);
         tsc_json_kv_string(j, "culprit", h->culprit);
         tsc_json_kv_number(j, "culprit_ratio", h->culprit_ratio);
-        tsc_json_key(j, "culprit_alternatives");
-        tsc_json_array_begin(j);
-        for (int s = 0; s < h->n_alt; s++) {
-            tsc_json_object_begin(j);
-            tsc_json_kv_string(j, "stage", h->alt_stage[s]);
-            tsc_json_kv_number(j, "bias_ratio", h->alt_ratio[s]);
-            tsc_json_object_end(j);
-        }
-        tsc_json_array_end(j);
+        stage_list(j, "culprit_alternatives", h->n_alt, h->alt_stage, NULL, h->alt_ratio);
         tsc_json_kv_number(j, "delta_src_ratio", h->delta_src_ratio);
         tsc_json_kv_number(j, "stable_ratio", h->stable_ratio);
         tsc_json_kv_numbers(j, "beta_ratios", h->beta_ratio, (size_t)d->n_betas);
