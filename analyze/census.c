@@ -49,9 +49,34 @@ static int key_step(float a, const float *restrict v, float *restrict s, float *
     return any;
 }
 
+/* Whether rounding the FP32 sum x to out_fmt (keep mantissa bits, exponent bias) is an event
+ * (rounding bit 1, sticky bits, finite result), with its error R(x) - x. When x's exponent lies in
+ * [1 - bias, bias - 1], x is normal in out_fmt and rounding up cannot overflow it, so the bits
+ * are read off x directly (the common case: the carried sums are O(1)); otherwise
+ * tsc_accum_round decides (subnormal results, the top binade, E4M3's missing infinity). */
+static int event_error(float x, tsc_format_t out_fmt, int keep, int bias, double *err) {
+    uint32_t b = f32_bits(x);
+    int ex = (int)((b >> 23) & 0xff) - 127;
+    if (ex >= 1 - bias && ex <= bias - 1) {
+        int sh = 23 - keep;
+        uint32_t man = b & 0x7fffffu, rem = man & ((1u << sh) - 1);
+        if (!((rem >> (sh - 1)) & 1u) || !(rem & ((1u << (sh - 1)) - 1))) return 0;
+        /* rounding bit and sticky set: nearest-even rounds the magnitude up to the next kept value */
+        double up = ldexp((double)((1u << sh) - rem), ex - 23);
+        *err = x < 0 ? -up : up;
+        return 1;
+    }
+    tsc_accum_step_t st;
+    tsc_accum_round((double)x, out_fmt, TSC_ROUND_NEAREST_EVEN, NULL, &st);
+    if (!(st.round_bit && st.sticky) || !isfinite(st.result)) return 0; /* an overflow is not an event */
+    *err = st.error;
+    return 1;
+}
+
 void tsc_census_row(const double *a, const float *v, int nv, int D, int block_k, tsc_format_t out_fmt, double l,
                     uint8_t *evt, tsc_census_t *acc) {
-    int narrow = tsc_format_mant_bits(out_fmt) < 23;
+    int keep = tsc_format_mant_bits(out_fmt), narrow = keep < 23;
+    int bias = (1 << (tsc_format_exp_bits(out_fmt) - 1)) - 1;
     double div = l > 0 ? l : 1.0;
     if (evt) memset(evt, 0, (size_t)D);
     for (int i0 = 0; i0 < D; i0 += CHUNK) {
@@ -73,10 +98,10 @@ void tsc_census_row(const double *a, const float *v, int nv, int D, int block_k,
                  * power of two and has no rounding bit anyway. */
                 double pd = (double)aj * (double)vj[i];
                 if (!(dexp(prev[i] + pd) > dexp(prev[i]) && dexp(prev[i] + pd) > dexp(pd))) continue;
-                tsc_accum_step_t st;
-                tsc_accum_round((double)s[i], out_fmt, TSC_ROUND_NEAREST_EVEN, NULL, &st);
-                if (!(st.round_bit && st.sticky) || !isfinite(st.result)) continue; /* not overflow */
-                double e = st.error / div;
+                double err;
+                int ev = event_error(s[i], out_fmt, keep, bias, &err);
+                if (!ev) continue;
+                double e = err / div;
                 if (s[i] < 0) {
                     acc->events_neg++;
                     acc->err_neg += e;
