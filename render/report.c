@@ -332,7 +332,9 @@ static char **at_risk_rows(const tsc_jv_t *sm, int *nrows) {
                 r[6] = cell("%.0f%%", pct(tsc_jv_num(h, "delta_src_ratio")));
                 r[7] = cell("%.0f%%", pct(tsc_jv_num(h, "stable_ratio")));
             }
-            r[8] = cell("%s", tsc_jv_str(h, "verdict") ? tsc_jv_str(h, "verdict") : "?");
+            double gain = tsc_jv_num(h, "accum_gain");
+            const char *vd = tsc_jv_str(h, "verdict") ? tsc_jv_str(h, "verdict") : "?";
+            r[8] = isfinite(gain) ? cell("%s (gain %.1f)", vd, gain) : cell("%s", vd);
         }
         *nrows = (int)ar->n;
         return c;
