@@ -20,7 +20,8 @@
  * captured, one [T, C] x slice and the [T, D] P K. Per dump: the cumulative arrays [steps, layers,
  * heads] and the across-step top rank-1 terms [steps, layers, heads, D + C]. So memory is
  * O(threads * (T*T + T*(D + C) + B*T*D)) plus O(S*L*H*(D + C)), independent of the dump's size
- * otherwise (weights: the four [out, in] matrices of one (step, layer) at a time).
+ * otherwise (weights: the four [out, in] matrices of one (step, layer) at a time, plus per thread a
+ * double copy of one and its Gram matrix of the smaller side).
  *
  *   tsc_analysis_opts_t o; tsc_analysis_opts_init(&o);
  *   tsc_analysis_t *a;
