@@ -305,10 +305,21 @@ static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const tsc_policy_
     dh->n_steps_replayed = r->ns;
     double base = dh->bias_lp != 0.0 ? dh->bias_lp : 1.0;
 
-    /* 2. substitutions: each low forward stage alone; then, when no single stage removes the
-     * bias, a greedy set: add the stage that leaves the least bias until it is removed. */
+    /* 2. substitutions: each input (q, k, v) whose format in lp is narrower than the dump's
+     * stored one (FP8 inputs from a BF16 dump: the quantisation itself can be the bias; a BF16
+     * stage on BF16 data changes nothing and is not replayed), and each low forward stage, alone;
+     * then, when no single stage removes the bias, every pair, then every triple. */
     tsc_stage_t stages[TSC_STAGE_COUNT], fw[TSC_STAGE_COUNT];
     int nst = tsc_policy_low_stages(lp, stages), nfw = 0;
+    static const tsc_stage_t inputs[3] = {TSC_STAGE_Q, TSC_STAGE_K, TSC_STAGE_V};
+    for (int i = 0; i < 3; i++) {
+        tsc_dump_dataset_info_t info;
+        tsc_status_t ist;
+#pragma omp critical(tsc_diagnose_dump)
+        ist = tsc_dump_dataset_info(r->d, dh->step, dh->layer, tsc_stage_name(inputs[i]), &info);
+        if (ist == TSC_OK && tsc_format_mant_bits(lp->fmt[inputs[i]]) < tsc_format_mant_bits(info.dtype))
+            fw[nfw++] = inputs[i];
+    }
     for (int i = 0; i < nst; i++)
         if (is_forward_stage(stages[i])) fw[nfw++] = stages[i];
     double best = INFINITY, single[TSC_STAGE_COUNT];
@@ -460,9 +471,13 @@ static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const tsc_policy_
         snprintf(dh->recommendation, sizeof dh->recommendation,
                  "hold '%s' in FP32 for this head (+stable:beta=2 leaves %.0f%% of the bias; best beta %g leaves %.0f%%)",
                  dh->culprit, 100.0 * fabs(dh->stable_ratio), best_beta, 100.0 * best_br);
+    else if (fabs(dh->delta_src_ratio) <= opts->removed_frac)
+        snprintf(dh->recommendation, sizeof dh->recommendation,
+                 "no set of up to 3 stages removes the bias; compute delta from an FP32 O (+hp-delta) for this head");
     else
         snprintf(dh->recommendation, sizeof dh->recommendation,
-                 "no single stage removes the bias; compute delta from an FP32 O (+hp-delta) for this head");
+                 "neither up to 3 stages nor delta from an FP32 O (leaves %.0f%%) removes the bias: run this head "
+                 "in the hp policy", 100.0 * fabs(dh->delta_src_ratio));
     return TSC_OK;
 }
 
@@ -613,9 +628,13 @@ const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, siz
                  h->layer, h->head, h->delta_cumsum);
         return buf;
     }
-    char feats[128] = "all", gain[48] = "", alts[200] = "";
+    char feats[128] = "all", gain[48] = "", alts[200] = "", cul[300];
     for (int a = 0, n = 0; a < h->n_alt && n < (int)sizeof alts - 60; a++)
         n += snprintf(alts + n, sizeof alts - (size_t)n, "%s%s", a ? ", " : "; also removed by ", h->alt_stage[a]);
+    if (isfinite(h->culprit_ratio))
+        snprintf(cul, sizeof cul, "%s (leaves %.0f%%%s)", h->culprit, 100.0 * fabs(h->culprit_ratio), alts);
+    else
+        snprintf(cul, sizeof cul, "none (no stage, pair or triple of stages removes the bias)");
     if (isfinite(h->accum_gain)) snprintf(gain, sizeof gain, " (accumulation gain %.1f)", h->accum_gain);
     if (h->n_features > 0) {
         size_t n = 0;
@@ -624,10 +643,10 @@ const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, siz
     }
     snprintf(buf, size,
              "layer %d head %d: evidence: features %s biased (B %+.3g over %d steps), accumulated "
-             "sum_T(delta_lp-delta_hp) %+.3g; culprit stage %s (leaves %.0f%%%s), delta from FP32 O leaves %.0f%%; "
+             "sum_T(delta_lp-delta_hp) %+.3g; culprit stage %s, delta from FP32 O leaves %.0f%%; "
              "verdict: %s%s; recommendation: %s",
-             h->layer, h->head, feats, h->bias_lp, h->n_steps, h->delta_cumsum, h->culprit,
-             100.0 * fabs(h->culprit_ratio), alts, 100.0 * fabs(h->delta_src_ratio), h->verdict, gain,
+             h->layer, h->head, feats, h->bias_lp, h->n_steps, h->delta_cumsum, cul, 100.0 * fabs(h->delta_src_ratio),
+             h->verdict, gain,
              h->recommendation[0] ? h->recommendation : "-");
     return buf;
 }

@@ -3,7 +3,8 @@
  * 1. Run the analysis (tsc_analysis.h) and take the at-risk (layer, head)s: flagged features, or a
  *    significant δ bias in some step. Each is examined at the step with the largest |Σ_T(δ_lp − δ_hp)|.
  * 2. Attribution by substitution: replay that head with one low-precision forward stage of lp at a
- *    time raised to FP32 (tsc_policy_low_stages + tsc_policy_stage_set), and with δ taken from an
+ *    time raised to FP32 (tsc_policy_low_stages + tsc_policy_stage_set; inputs q, k, v too when lp
+ *    rounds them to a narrower format than the dump stores), and with δ taken from an
  *    FP32 O (+hp-delta, reported apart: it removes the δ error by construction). The culprit is
  *    the single stage with the smallest |ratio| when that is ≤ removed_frac; when none is, every
  *    pair of stages, then every triple, is replayed and the set with the smallest |ratio| of the

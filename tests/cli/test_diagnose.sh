@@ -73,6 +73,25 @@ print("undocumented:", missing)
 assert not missing
 PYEOF
 
+# fp8-fa3 rounds the BF16 dump's Q, K, V to E4M3: those inputs are substitution candidates, and the
+# E4M3 quantisation of V is in every culprit set (the planted V values are not E4M3 numbers).
+if "$TSC" diagnose "$tmp/p.h5" -o "$tmp/f8" -q --lp fp8-fa3 --max-steps 2 > /dev/null; then ok; else bad "fp8-fa3 exit $?"; fi
+if "$PY" - "$tmp/f8/summary.json" <<'PYEOF'; then ok; else bad "fp8-fa3 culprit"; fi
+import sys, json
+d = json.load(open(sys.argv[1]))["diagnosis"]
+assert d["n_at_risk"] >= 1
+for h in d["at_risk"]:
+    stages = [x["stage"] for x in h["substitutions"]]
+    assert {"q", "k", "v"} <= set(stages), stages
+    assert "v" in h["culprit"].split("+") and abs(h["culprit_ratio"]) <= d["removed_frac"], (h["culprit"], h["culprit_ratio"])
+PYEOF
+# bf16-torch on the BF16 dump: the inputs are not narrowed, so they are not replayed
+if "$PY" - "$tmp/d/summary.json" <<'PYEOF'; then ok; else bad "bf16 inputs replayed"; fi
+import sys, json
+for h in json.load(open(sys.argv[1]))["diagnosis"]["at_risk"]:
+    assert not {"q", "k", "v"} & {x["stage"] for x in h["substitutions"]}, h["substitutions"]
+PYEOF
+
 "$TSC" synth -o "$tmp/n.h5" --steps 0:12 --layers 1 --no-plant --quiet || exit 1
 "$TSC" diagnose "$tmp/n.h5" -o "$tmp/n" -q > "$tmp/n.txt"; rc=$?
 [ $rc -eq 0 ] && grep -q "nothing at risk" "$tmp/n.txt" && ok || bad "no-plant: exit $rc, $(cat "$tmp/n.txt")"
