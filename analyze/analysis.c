@@ -548,12 +548,6 @@ done:
     return TSC_OK;
 }
 
-static int all_finite(const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(x[i])) return 0;
-    return 1;
-}
-
 /* f: spectral norms of one (step, layer)'s weights: the four matrices in parallel (power
  * iteration and LAPACK each), then each head's rows of w_q. */
 static tsc_status_t spectral(ctx_t *c, hid_t g, long long step, int layer, tsc_layer_result_t *lr) {
@@ -579,7 +573,8 @@ static tsc_status_t spectral(ctx_t *c, hid_t g, long long step, int layer, tsc_l
         }
         st = tsc_dump_read(c->d, step, layer, names[w], 0, 0, wm[w]);
         /* Non-finite weights: counted with the first coordinate; that matrix's norms (and the
-         * per-head norms of w_q heads that hold one) are NaN, everything else goes on. */
+         * per-head norms of w_q heads that hold one) come out NaN (tsc_linalg_spectral_norm), the
+         * rest goes on. */
         for (size_t i = 0; st == TSC_OK && i < rows[w] * cols[w]; i++)
             if (!isfinite(wm[w][i]) && lr->n_nonfinite++ == 0)
                 snprintf(lr->first_nonfinite, sizeof lr->first_nonfinite, "%s[r=%zu,c=%zu]", names[w], i / cols[w],
@@ -588,7 +583,7 @@ static tsc_status_t spectral(ctx_t *c, hid_t g, long long step, int layer, tsc_l
     if (st == TSC_OK) {
 #pragma omp parallel for schedule(dynamic, 1)
         for (int w = 0; w < 4; w++) {
-            if (!wm[w] || !all_finite(wm[w], rows[w] * cols[w])) continue;
+            if (!wm[w]) continue;
             wst[w] = tsc_linalg_spectral_norm(wm[w], rows[w], cols[w], SPEC_MAX_ITER, SPEC_TOL, &lr->w_norm[w], NULL,
                                               &lr->w_norm_lapack[w]);
             if (wst[w] != TSC_OK)
@@ -609,10 +604,6 @@ static tsc_status_t spectral(ctx_t *c, hid_t g, long long step, int layer, tsc_l
         if (!hn || !hl) st = tsc_error_set(TSC_ERR_NOMEM, "analysis: no memory for per-head norms");
         for (int h = 0; st == TSC_OK && h < c->H; h++) {
             const float *wh = wm[0] + (size_t)h * c->D * cols[0];
-            if (!all_finite(wh, (size_t)c->D * cols[0])) {
-                hn[h] = hl[h] = NAN;
-                continue;
-            }
             st = tsc_linalg_spectral_norm(wh, (size_t)c->D, cols[0], SPEC_MAX_ITER, SPEC_TOL, &hn[h], NULL, &hl[h]);
             if (st == TSC_OK && hl[h] > 0) {
                 double rd = fabs(hn[h] - hl[h]) / hl[h];

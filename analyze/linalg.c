@@ -158,8 +158,9 @@ double tsc_linalg_rank1_projection(const double *g, const double *c, const doubl
 
 /* The Gram matrix of the smaller side of w in double: g = w^T w [cols, cols] when cols <= rows,
  * else w w^T [rows, rows] (BLAS dsyrk, upper triangle). Both have the squared singular values of
- * w (the larger one's extra eigenvalues are 0). Returns g (caller frees) or NULL; *n its order. */
-static double *gram_of(const float *w, size_t rows, size_t cols, size_t *n) {
+ * w (the larger one's extra eigenvalues are 0). Returns g (caller frees) or NULL; *n its order;
+ * *finite 0 when w holds NaN/Inf (g is then left unset). */
+static double *gram_of(const float *w, size_t rows, size_t cols, size_t *n, int *finite) {
     double *wd = malloc(rows * cols * sizeof *wd);
     size_t k = cols <= rows ? cols : rows;
     double *g = malloc(k * k * sizeof *g);
@@ -167,7 +168,17 @@ static double *gram_of(const float *w, size_t rows, size_t cols, size_t *n) {
         free(wd), free(g);
         return NULL;
     }
-    for (size_t i = 0; i < rows * cols; i++) wd[i] = w[i];
+    int ok = 1;
+    for (size_t i = 0; i < rows * cols; i++) {
+        wd[i] = w[i];
+        ok &= isfinite(w[i]) != 0;
+    }
+    *finite = ok;
+    if (!ok) { /* no Gram matrix of NaN/Inf: LAPACK refuses it */
+        free(wd);
+        *n = k;
+        return g;
+    }
     tsc_blas_one_thread();
     if (cols <= rows) /* g = wd^T wd */
         cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)cols, (int)rows, 1.0, wd, (int)cols, 0.0, g, (int)cols);
@@ -270,8 +281,16 @@ tsc_status_t tsc_linalg_spectral_norm(const float *w, size_t rows, size_t cols, 
     if (!w || !power || rows == 0 || cols == 0)
         return tsc_error_set(TSC_ERR_ARG, "spectral norm: empty matrix [%zu, %zu] or NULL", rows, cols);
     size_t n;
-    double *g = gram_of(w, rows, cols, &n);
+    int finite;
+    double *g = gram_of(w, rows, cols, &n, &finite);
     if (!g) return tsc_error_set(TSC_ERR_NOMEM, "spectral norm: no memory for [%zu, %zu] and its Gram matrix", rows, cols);
+    if (!finite) {
+        free(g);
+        *power = NAN;
+        if (lapack) *lapack = NAN;
+        if (iters) *iters = 0;
+        return TSC_OK;
+    }
     double lam = power_sym(g, n, max_iter, tol, iters);
     if (isnan(lam)) {
         free(g);

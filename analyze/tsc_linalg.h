@@ -76,7 +76,7 @@ double tsc_linalg_rank1_projection(const double *g, const double *c, const doubl
  * With lapack non-NULL, also the check: the square root of LAPACK's largest eigenvalue of the
  * same Gram matrix (LAPACKE_dsyevr, that eigenvalue only), so *lapack - *power is the power
  * iteration's own error. Returns TSC_ERR_ARG on empty shape, TSC_ERR_NOMEM, TSC_ERR_EXTERNAL.
- * A zero matrix gives 0. Memory: one double copy of w plus the Gram matrix. */
+ * A zero matrix gives 0; a matrix holding NaN or Inf gives NaN for both (TSC_OK, *iters 0). Memory: one double copy of w plus the Gram matrix. */
 tsc_status_t tsc_linalg_spectral_norm(const float *w, size_t rows, size_t cols, int max_iter, double tol,
                                       double *power, int *iters, double *lapack);
 

@@ -171,6 +171,17 @@ int main(void) {
         CHECK_NEAR(lp, 5, 1e-13);
         free(q1), free(q2), free(wc), free(wt);
     }
+    /* NaN or Inf anywhere: NaN norms, no LAPACK error. */
+    {
+        float wn[6] = {1, 2, 3, 4, 5, 6};
+        double pw = 0, lp = 0;
+        wn[4] = NAN;
+        CHECK(tsc_linalg_spectral_norm(wn, 2, 3, 100, 1e-12, &pw, &it, &lp) == TSC_OK);
+        CHECK(isnan(pw) && isnan(lp) && it == 0);
+        wn[4] = INFINITY;
+        CHECK(tsc_linalg_spectral_norm(wn, 3, 2, 100, 1e-12, &pw, NULL, &lp) == TSC_OK);
+        CHECK(isnan(pw) && isnan(lp));
+    }
     /* Zero matrix and empty shape. */
     for (int i = 0; i < R * C; i++) w[i] = 0;
     CHECK(tsc_linalg_spectral_norm_power(w, R, C, 10, 1e-12, &sp, &it) == TSC_OK);
