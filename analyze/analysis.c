@@ -1094,24 +1094,14 @@ tsc_status_t tsc_analysis_run(const char *dump_path, const char *out_dir, const 
             free(hds);
         if (st != TSC_OK) goto fail;
     }
-    if ((st = tsc_h5_commit(&f)) != TSC_OK) {
-        file_open = 0;
-        goto fail;
-    }
+    st = tsc_h5_commit(&f); /* closes the file either way */
     file_open = 0;
-    for (int t = 0; t < n_tcs; t++) scratch_free(&tcs[t]);
-    free(tcs), free(hst), free(hmsg);
-    ctx_free(c);
-    free(pair_step);
-    free(pair_layer);
-    free(ac.layers), free(ac.top_a), free(ac.top_b), free(ac.has);
-    tsc_dump_close(c->d);
-    *out = a;
-    return TSC_OK;
+    goto done;
 nomem:
     st = tsc_error_set(TSC_ERR_NOMEM, "analysis of %s: out of memory", dump_path);
 fail:
     if (file_open) tsc_h5_abort(&f);
+done:
     for (int t = 0; t < n_tcs; t++) scratch_free(&tcs[t]);
     free(tcs), free(hst), free(hmsg);
     ctx_free(c);
@@ -1119,6 +1109,10 @@ fail:
     free(pair_layer);
     free(ac.layers), free(ac.top_a), free(ac.top_b), free(ac.has);
     tsc_dump_close(c->d);
-    tsc_analysis_free(a);
-    return st;
+    if (st != TSC_OK) {
+        tsc_analysis_free(a);
+        return st;
+    }
+    *out = a;
+    return TSC_OK;
 }
