@@ -14,6 +14,8 @@
 
 #include "tsc_attention.h"
 
+#include "fbits_internal.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,32 +37,11 @@ typedef struct {
     tsc_rng_t rng;
 } rst_t;
 
-/* BF16 / TF32 from float by bit operations (the same results as tsc_round, tested): add half
- * an ULP minus one plus the kept LSB (ties to even), then truncate. NaN stays a quiet NaN. */
-static inline float bits_to_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-static inline uint32_t f_to_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float bf16_rne(float x) {
-    uint32_t u = f_to_bits(x);
-    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    uint32_t nan = (u | 0x00400000u) & 0xffff0000u;
-    return bits_to_f((u & 0x7fffffffu) > 0x7f800000u ? nan : r);
-}
-static inline float bf16_rz(float x) {
-    uint32_t u = f_to_bits(x);
-    uint32_t nan = (u | 0x00400000u) & 0xffff0000u;
-    return bits_to_f((u & 0x7fffffffu) > 0x7f800000u ? nan : (u & 0xffff0000u));
-}
-static inline float tf32_rne(float x) {
-    uint32_t u = f_to_bits(x);
-    uint32_t r = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
-    uint32_t nan = (u | 0x00400000u) & 0xffffe000u;
-    return bits_to_f((u & 0x7fffffffu) > 0x7f800000u ? nan : r);
-}
-static inline float tf32_rz(float x) {
-    uint32_t u = f_to_bits(x);
-    uint32_t nan = (u | 0x00400000u) & 0xffffe000u;
-    return bits_to_f((u & 0x7fffffffu) > 0x7f800000u ? nan : (u & 0xffffe000u));
-}
+/* BF16 / TF32 from float by bit operations (the same results as tsc_round, tested). */
+static inline float bf16_rne(float x) { return tsc_f32_from_bits(tsc_f32_keep_rne(tsc_f32_bits(x), 16)); }
+static inline float bf16_rz(float x) { return tsc_f32_from_bits(tsc_f32_keep_rz(tsc_f32_bits(x), 16)); }
+static inline float tf32_rne(float x) { return tsc_f32_from_bits(tsc_f32_keep_rne(tsc_f32_bits(x), 13)); }
+static inline float tf32_rz(float x) { return tsc_f32_from_bits(tsc_f32_keep_rz(tsc_f32_bits(x), 13)); }
 
 #define TSC_ATTN_TMPL 1
 
