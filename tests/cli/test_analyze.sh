@@ -11,14 +11,8 @@
 #    overflow events in the planted heads (PAPER.md section 5: V < 0 there), finite residuals.
 # 4. Usage errors exit 2, job failures exit 1 naming the file; --json equals summary.json.
 # 5. A NaN and an Inf planted in a weight, and a NaN in x, are reported; the rest of the analysis goes on.
-set -u
-PY=/usr/bin/python3
-"$PY" -c 'import h5py, json' 2>/dev/null || { echo "skip: $PY without h5py"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib.sh"
+PY=$(find_py h5py numpy) || { echo "skip: no python3 with h5py and numpy"; exit 77; }
 
 "$TSC" synth -o "$tmp/p.h5" --steps 0:12 --quiet || { echo "synth failed"; exit 1; }
 if "$TSC" analyze "$tmp/p.h5" -o "$tmp/a" -q --no-census --no-identity; then ok; else bad "analyze planted exit $?"; fi
@@ -187,5 +181,4 @@ msg=$("$TSC" analyze "$tmp/missing.h5" -o "$tmp/x" -q 2>&1); rc=$?
 [ ! -e "$tmp/x/analysis.h5" ] && ok || bad "analysis.h5 left behind after a failure"
 msg=$("$TSC" analyze "$tmp/t.h5" -o "$tmp/x" --steps 100 -q 2>&1); rc=$?
 [ $rc -eq 1 ] && [[ "$msg" == *selection* ]] && ok || bad "empty selection: exit $rc, '$msg'"
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
 # Bad inputs: every one must give a message naming the file and the problem, exit 1 (2 for usage
 # errors), and no crash (no signal, no sanitizer report).
-set -u
+. "$(dirname "$0")/lib.sh"
 : "${TSC:?TSC must name the tilescope binary}"
-fail=0; pass=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # expect RC WANT_IN_STDERR CMD...: exit status RC, stderr containing the text, no sanitizer report
 expect() {
   local rc=$1 want=$2; shift 2
@@ -69,8 +67,8 @@ expect 2 "--seed expects an integer" "$TSC" synth -o "$tmp/x.h5" --seed abc
 expect 2 "needs a value" "$TSC" synth -o
 
 # content errors need h5py to plant them
-py=$(bash "$TSC_SRC/scripts/find_python.sh") || { echo "SKIP content errors: no python3 with h5py";
-  echo "$pass passed, $fail failed"; [ $fail = 0 ]; exit $?; }
+py=$(find_py) || { echo "SKIP content errors: no python3 with h5py";
+  finish; exit $?; }
 for n in v2 name nohead nok shape gqa dtype; do cp "$tmp/good.h5" "$tmp/$n.h5"; done
 "$py" - "$tmp" <<'PY'
 import sys, h5py, numpy as np
@@ -97,5 +95,4 @@ grep -q "has shape \[1, 4, 64, 16\], the metadata implies \[1, 4, 65, 16\]" "$tm
 expect 1 "n_head = 4 is not a multiple of n_kv_head = 3" "$TSC" info "$tmp/gqa.h5"
 expect 1 "the dump has 1 error" "$TSC" info "$tmp/dtype.h5"
 grep -q "stored type is not floating-point" "$tmp/out" && pass=$((pass+1)) || { echo "FAIL: dtype not explained" >&2; fail=$((fail+1)); }
-echo "$pass passed, $fail failed"
-[ $fail = 0 ]
+finish

@@ -1,16 +1,11 @@
 #!/usr/bin/env bash
 # `tilescope demo`: the whole pipeline (synth -> diagnose -> figures -> report) on the tiny shape
 # (the default GPT-2-small shape takes longer than a test should; README shows its result).
-set -u
+. "$(dirname "$0")/lib.sh"
 T=${TSC:?TSC must name the tilescope binary}
 command -v gnuplot >/dev/null || { echo "gnuplot is not installed: skip"; exit 77; }
 command -v pdfinfo >/dev/null || { echo "poppler-utils missing: skip"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
-fail=0 pass=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 
 "$T" demo -o out --shape tiny --max-heads 1 > demo.txt 2> demo.err && ok || bad "demo failed: $(tail -5 demo.err)"
 for f in out/dump.h5 out/analysis.h5 out/summary.json out/report.pdf out/report.html out/figures/fig1.png out/figures/fig3.png; do
@@ -24,5 +19,4 @@ done
 # the planted layer is found
 grep -q '"layer": 1' out/summary.json && ok || bad "summary.json has no layer 1"
 "$T" demo --shape nope 2> /dev/null; [ $? -eq 2 ] && ok || bad "bad --shape should exit 2"
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

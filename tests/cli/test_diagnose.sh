@@ -5,14 +5,8 @@
 # O-bar, then O: raising one alone is undone by the next, so it is a set such as pv+oacc+o); the largest rounding
 # event is an addition of a tied term (P-bar = 1) that rounds a negative sum up in magnitude
 # (error < 0, PAPER.md section 5); the mitigation is measured. A --no-plant dump has nothing at risk.
-set -u
-PY=/usr/bin/python3
-"$PY" -c 'import h5py, json' 2>/dev/null || { echo "skip: $PY without h5py"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib.sh"
+PY=$(find_py h5py numpy) || { echo "skip: no python3 with h5py and numpy"; exit 77; }
 
 "$TSC" synth -o "$tmp/p.h5" --steps 0:12 --layers 1 --quiet || { echo "synth failed"; exit 1; }
 if "$TSC" diagnose "$tmp/p.h5" -o "$tmp/d" -q --max-steps 2 > "$tmp/out.txt"; then ok; else bad "diagnose exit $?"; fi
@@ -97,5 +91,4 @@ PYEOF
 [ $rc -eq 0 ] && grep -q "nothing at risk" "$tmp/n.txt" && ok || bad "no-plant: exit $rc, $(cat "$tmp/n.txt")"
 "$TSC" diagnose "$tmp/p.h5" -o "$tmp/x" --betas 0.5 > /dev/null 2>&1; rc=$?; [ $rc -eq 2 ] && ok || bad "beta out of range: exit $rc"
 "$TSC" diagnose "$tmp/nope.h5" -o "$tmp/x" -q > /dev/null 2>&1; rc=$?; [ $rc -eq 1 ] && ok || bad "missing dump: exit $rc"
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

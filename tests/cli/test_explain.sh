@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
 # tilescope explain add: the worked example of PAPER.md §5 and its no-residual counterfactual,
 # printed and as JSON; other formats and modes; usage errors (exit 2).
-set -u
+. "$(dirname "$0")/lib.sh"
 : "${TSC:?TSC must name the tilescope binary}"
-fail=0; pass=0
-ok() { if "$@"; then pass=$((pass+1)); else echo "FAIL: $*" >&2; fail=$((fail+1)); fi; }
 has() { grep -qF -- "$2" <<<"$1" || { echo "missing '$2' in output:" >&2; echo "$1" | head -40 >&2; return 1; }; }
 
 # The paper's numbers: exact FP32 sum -4.703990459442139 with bits 1 10000001 0010110|1|000011100010111,
@@ -113,5 +111,4 @@ err=$("$TSC" explain "$tmp/t.h5" --layer 0 --head 0 --row 1 --feature 0 --policy
 ok has "$err" "bf16-torch"
 err=$("$TSC" explain "$tmp/t.h5" --layer 0 --head 0 --row 1 --feature 0 --top 0 2>&1); ok test $? = 2
 
-echo "$pass passed, $fail failed"
-test "$fail" = 0
+finish

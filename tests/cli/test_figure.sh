@@ -2,17 +2,12 @@
 # `tilescope figure`: every recipe draws a non-empty file of the requested size from a synth analysis;
 # SVG parses as XML, PDF passes pdfinfo; the evidence map carries summary.json's numbers; a figure
 # whose data is absent fails (exit 1) naming what is missing; bad usage exits 2.
-set -u
+. "$(dirname "$0")/lib.sh"
 T=${TSC:?TSC must name the tilescope binary}
 command -v gnuplot >/dev/null || { echo "gnuplot is not installed: skip"; exit 77; }
 command -v pdfinfo >/dev/null && command -v pdftotext >/dev/null || { echo "poppler-utils missing: skip"; exit 77; }
-PY=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+PY=$(find_py json) || PY=""  # the checks that need it are skipped without
 cd "$tmp" || exit 1
-fail=0 pass=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 
 # PNG width and height from the IHDR chunk (bytes 16..23, big-endian).
 png_size() { od -An -tu1 -j16 -N8 "$1" | awk '{printf "%d %d", $1*16777216+$2*65536+$3*256+$4, $5*16777216+$6*65536+$7*256+$8}'; }
@@ -126,5 +121,4 @@ echo "not hdf5" > bad/analysis.h5
 "$T" figure fig3 --from nowhere -o x.png 2> en.txt; [ $? -eq 1 ] && grep -q "summary.json" en.txt && ok || bad "no analysis: $(cat en.txt)"
 "$T" figure --list | grep -q fig13 && ok || bad "--list"
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

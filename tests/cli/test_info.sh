@@ -1,12 +1,9 @@
 #!/usr/bin/env bash
 # tilescope info: text and --json output of a synthetic dump, a capture-session folder with an
 # incomplete step, --steps/--layers filters, usage errors.
-set -u
+. "$(dirname "$0")/lib.sh"
 : "${TSC:?TSC must name the tilescope binary}"
-fail=0; pass=0
-ok() { if "$@"; then pass=$((pass+1)); else echo "FAIL: $*" >&2; fail=$((fail+1)); fi; }
 has() { grep -qF -- "$2" <<<"$1" || { echo "missing '$2' in output:" >&2; echo "$1" | head -40 >&2; return 1; }; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 ok "$TSC" synth -o "$tmp/t.h5" -q
 out=$("$TSC" info "$tmp/t.h5"); ok test $? = 0
@@ -72,5 +69,4 @@ fi
 "$TSC" info "$tmp/t.h5" --steps 3:1 2>/dev/null; ok test $? = 2
 "$TSC" info "$tmp/t.h5" "$tmp/t.h5" 2>/dev/null; ok test $? = 2
 "$TSC" info --help | grep -q -- "--json"; ok test $? = 0
-echo "$pass passed, $fail failed"
-[ $fail = 0 ]
+finish

@@ -2,15 +2,10 @@
 # The user's path after a crash: a training loop (examples/capture_loop) capturing through the API
 # is killed with SIGKILL; `tilescope info` reads the session folder; `tilescope pack` turns it into
 # one dump holding every completed step; bad arguments give usage errors.
-set -u
+. "$(dirname "$0")/lib.sh"
 : "${TSC:?}" "${TSC_BUILD:?}"
 loop="$TSC_BUILD/capture_loop"
 [ -x "$loop" ] || { echo "capture_loop not built: skip"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 
 "$loop" "$tmp/run.h5" --steps 0 --select "steps=all,layers=1" --sleep-ms 20 >/dev/null 2>&1 &
 pid=$!
@@ -43,5 +38,4 @@ n2=$(grep -o '"n_steps": [0-9]*' "$tmp/info2.json" | grep -o '[0-9]*$')
 mkdir "$tmp/x"; "$TSC" pack "$tmp/x" >/dev/null 2>&1; [ $? -eq 2 ] && ok || bad "pack of a folder without .capture and no -o: not exit 2"
 "$TSC" pack "$tmp/x" -o "$tmp/y.h5" > "$tmp/e" 2>&1; [ $? -eq 1 ] && ok || bad "pack of an empty folder: not exit 1"
 grep -q "$tmp/x" "$tmp/e" && ok || bad "the error does not name the folder: $(cat "$tmp/e")"
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

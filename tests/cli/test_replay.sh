@@ -5,14 +5,9 @@
 #    bf16-torch's delta is biased upward against fp32 (PAPER.md §4-5), holding Ō and O in FP32
 #    (+fp32:pv,oacc,o) removes most of it, and +hp-delta removes all of it;
 #  - the file layout of docs/FORMAT.md §2; --json; errors: bad policy (2), missing do (1).
-set -u
+. "$(dirname "$0")/lib.sh"
 [ -n "${TSC:-}" ] && [ -x "$TSC" ] || { echo "SKIP: \$TSC not set"; exit 77; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-fail=0
-pass=0
-ok() { if "$@"; then pass=$((pass + 1)); else echo "FAIL: $*"; fail=$((fail + 1)); fi; }
+cd "$tmp"
 
 "$TSC" synth -o tiny.h5 --quiet || { echo "FAIL: synth"; exit 1; }
 
@@ -46,7 +41,7 @@ ok grep -q "bf16-torch+tile:q=16,k=16" t.txt
 ok test $? -eq 0
 ok grep -q '"policy": "bf16-fa2", "o": {"max_abs": ' j.json
 
-py=$(bash "$TSC_SRC/scripts/find_python.sh" h5py numpy) || py=""
+py=$(find_py h5py numpy) || py=""
 if [ -z "$py" ]; then
   echo "note: no python3 with h5py/numpy: file-content checks skipped"
 else
@@ -118,5 +113,4 @@ EOF
   ok test ! -e n.h5
   "$TSC" replay nodo.h5 --policy fp32 --forward-only -o n.h5 --quiet >/dev/null; ok test $? -eq 0
 fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -3,18 +3,12 @@
 # summary.json (formatted here independently), the rounding event's bits (derived here from the
 # FP32 value); text is >= 7 pt; the HTML references no external resource; two runs give the same
 # bytes; SOURCE_DATE_EPOCH sets the PDF date; errors name the file.
-set -u
+. "$(dirname "$0")/lib.sh"
 T=${TSC:?TSC must name the tilescope binary}
 command -v gnuplot >/dev/null || { echo "gnuplot is not installed: skip"; exit 77; }
 command -v pdfinfo >/dev/null && command -v pdftotext >/dev/null || { echo "poppler-utils missing: skip"; exit 77; }
-PY=/usr/bin/python3
-[ -x "$PY" ] || { echo "no $PY: skip"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+PY=$(find_py json) || { echo "skip: no python3"; exit 77; }
 cd "$tmp" || exit 1
-fail=0 pass=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 
 "$T" synth -o d.h5 --shape tiny --quiet || { echo "synth failed"; exit 1; }
 "$T" diagnose d.h5 -o an --layers 1 -q > diag.txt 2>&1 || { cat diag.txt; echo "diagnose failed"; exit 1; }
@@ -23,7 +17,7 @@ printf 'step 0: train loss 10.90, val loss 10.96\nstep 1: train loss 6.00, val l
 mkdir out
 unset SOURCE_DATE_EPOCH
 "$T" report an --log bf16=a.csv --log stable=b.log --dpi 60 -o out/report.pdf -q > rep.txt 2> rep.err \
-    && ok || { bad "report failed: $(cat rep.err)"; echo "$pass passed, $fail failed"; exit 1; }
+    && ok || { bad "report failed: $(cat rep.err)"; finish; exit 1; }
 pdfinfo out/report.pdf > info.txt 2>&1 && ok || bad "pdfinfo rejects the report: $(cat info.txt)"
 pages=$(awk '/^Pages:/ {print $2}' info.txt)
 [ "${pages:-0}" -ge 5 ] && ok || bad "only ${pages:-0} pages"
@@ -102,5 +96,4 @@ printf 'step,val_loss\n1,2\n2,oops\n' > badlog.csv
 "$T" report an --log badlog.csv -o r.pdf 2> e4.txt; rc=$?
 [ $rc -eq 1 ] && grep -q "badlog.csv:3" e4.txt && ok || bad "bad log: rc $rc $(cat e4.txt)"
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

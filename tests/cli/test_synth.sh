@@ -2,11 +2,8 @@
 # tilescope synth: determinism for a seed, the planted attributes per shape, --layers/--steps,
 # --no-plant, and the planted regime checked independently with numpy (exact ties at the
 # planted keys, gap >= 11 to every other visible score, V/dO signs).
-set -u
+. "$(dirname "$0")/lib.sh"
 : "${TSC:?TSC must name the tilescope binary}"
-fail=0; pass=0
-ok() { if "$@"; then pass=$((pass+1)); else echo "FAIL: $*" >&2; fail=$((fail+1)); fi; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 ok "$TSC" synth -o "$tmp/a.h5" --seed 5 -q
 ok "$TSC" synth -o "$tmp/b.h5" --seed 5 -q
@@ -30,7 +27,7 @@ ok test "$(echo "$j" | python3 -c 'import json,sys; d=json.load(sys.stdin); prin
 ok test ! -e "$tmp/x.h5"
 "$TSC" synth --help | grep -q "planted_heads"; ok test $? = 0
 
-py=$(bash "$TSC_SRC/scripts/find_python.sh") || { echo "SKIP numpy checks: no python3 with h5py"; echo "$pass passed, $fail failed"; [ $fail = 0 ]; exit $?; }
+py=$(find_py) || { echo "SKIP numpy checks: no python3 with h5py"; finish; exit $?; }
 ok "$TSC" synth -o "$tmp/l.h5" --shape llama-gqa --steps 0 -q
 ok "$TSC" synth -o "$tmp/n.h5" --no-plant -q
 cat > "$tmp/check.py" <<'PY'
@@ -78,5 +75,4 @@ PY
 ok "$py" "$tmp/check.py" "$tmp/a.h5" 1
 ok "$py" "$tmp/check.py" "$tmp/l.h5" 1
 ok "$py" "$tmp/check.py" "$tmp/n.h5" 0
-echo "$pass passed, $fail failed"
-[ $fail = 0 ]
+finish
