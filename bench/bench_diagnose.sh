@@ -9,7 +9,8 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 TSC=${1:-${TSC:-$here/../build/tilescope}}
 THREADS=${2:-2}
-PY=/usr/bin/python3
+PY=$(bash "$here/../scripts/find_python.sh" h5py numpy torch) || {
+    echo "needs a python3 with h5py, numpy and torch (scripts/setup.sh --bench)"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$TSC" synth --shape gpt2-small -o "$tmp/g.h5" --quiet

@@ -8,7 +8,7 @@ build=${1:-$src/build}
 shift || true
 cmake -S "$src" -B "$build" -DTSC_WITH_CUDA=OFF >/dev/null
 cmake --build "$build" --target bench_attention -j2 >/dev/null
-py=/usr/bin/python3
-"$py" -c "import torch" 2>/dev/null || { echo "note: $py cannot import torch (apt-get install python3-torch): no baseline"; set -- --no-torch "$@"; }
+py=$(bash "$src/scripts/find_python.sh" torch) || {
+    echo "note: no python3 imports torch (apt-get install python3-torch): no baseline"; py=/usr/bin/python3; set -- --no-torch "$@"; }
 cd "$src"
 exec "$build/bench_attention" --torch "$src/bench/torch_fa2.py" --python "$py" "$@"
