@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <math.h>
+#include <stdint.h>
 
 static int tsc_t_pass, tsc_t_fail;
 
@@ -18,6 +19,19 @@ static int tsc_t_pass, tsc_t_fail;
 #define CHECK_NEAR(a, b, tol) CHECKF(fabs((double)(a) - (double)(b)) <= (tol), "%.17g vs %.17g (tol %g)", \
   (double)(a), (double)(b), (double)(tol))
 #define CHECK_STREQ(a, b) CHECKF(strcmp((a), (b)) == 0, "\"%s\" != \"%s\"", (a), (b))
+
+/* Deterministic test data: a 64-bit LCG (Knuth's MMIX constants), its top 53 bits as a uniform
+ * double in [0, 1), and a Box-Muller normal from two uniforms. */
+static inline uint64_t tsc_test_lcg(uint64_t *s) {
+  *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+  return *s >> 11;
+}
+static inline double tsc_test_urand(uint64_t *s) { return (double)tsc_test_lcg(s) / 9007199254740992.0; }
+static inline double tsc_test_nrand(uint64_t *s) {
+  double u1 = tsc_test_urand(s), u2 = tsc_test_urand(s);
+  if (u1 < 1e-300) u1 = 1e-300;
+  return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
+}
 
 static inline int tsc_test_done(void) {
   printf("%d passed, %d failed\n", tsc_t_pass, tsc_t_fail);

@@ -12,10 +12,7 @@
 #include "tsc_test.h"
 
 static uint64_t seed = 2024;
-static double urand(void) {
-    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(seed >> 11) / 9007199254740992.0;
-}
+static double urand(void) { return tsc_test_urand(&seed); }
 
 /* A value of every kind a P-bar V row can hold (and some it should not). */
 static float any_value(int allow_zero) {

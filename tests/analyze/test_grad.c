@@ -12,10 +12,7 @@ enum { T = 9, D = 5, C = 7 };
  * so its rounding is ~T*D*2^-53 ~ 1e-14 relative to dQ; 1e-11 of the lhs leaves margin. */
 #define IDENTITY_RTOL 1e-11
 
-static double urand(uint64_t *s) {
-    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(*s >> 11) / 9007199254740992.0 - 0.5;
-}
+static double urand(uint64_t *s) { return tsc_test_urand(s) - 0.5; } /* [-0.5, 0.5) */
 
 /* Naive causal attention backward for dQ with a given delta: dS = alpha P o (dP - delta),
  * dQ = dS K, dP = dO V^T. P [T, T] given. */

@@ -12,10 +12,7 @@
  * below this. */
 #define POWER_VS_LAPACK_RTOL 1e-9
 
-static double urand(uint64_t *s) {
-    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(*s >> 11) / 9007199254740992.0 - 0.5;
-}
+static double urand(uint64_t *s) { return tsc_test_urand(s) - 0.5; } /* [-0.5, 0.5) */
 
 int main(void) {
     uint64_t seed = 7;

@@ -17,10 +17,7 @@ static long double tail_direct(int n, int k) {
     return sum;
 }
 
-static uint64_t lcg(uint64_t *s) {
-    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
-    return *s >> 11;
-}
+static uint64_t lcg(uint64_t *s) { return tsc_test_lcg(s); }
 
 int main(void) {
     /* Moments of 1..5: mean 3, sample variance 2.5, t = 3 / sqrt(2.5/5) = 3/sqrt(0.5). */

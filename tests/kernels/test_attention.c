@@ -14,15 +14,8 @@
 #include "tsc_test.h"
 
 static uint64_t rng_state = 0x1234567ULL;
-static double urand(void) {
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-static double nrand(void) {
-    double u1 = urand(), u2 = urand();
-    if (u1 < 1e-300) u1 = 1e-300;
-    return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
-}
+static double urand(void) { return tsc_test_urand(&rng_state); }
+static double nrand(void) { return tsc_test_nrand(&rng_state); }
 
 typedef struct {
     double *q, *k, *v, *dO;                 /* inputs */

@@ -13,15 +13,8 @@
 #include "tsc_test.h"
 
 static uint64_t rng_state = 0xfeedULL;
-static double urand(void) {
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-static double nrand(void) {
-    double u1 = urand(), u2 = urand();
-    if (u1 < 1e-300) u1 = 1e-300;
-    return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
-}
+static double urand(void) { return tsc_test_urand(&rng_state); }
+static double nrand(void) { return tsc_test_nrand(&rng_state); }
 static float bf16(double x) {
     return (float)tsc_round(x, TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
 }
