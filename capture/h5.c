@@ -371,23 +371,21 @@ static tsc_status_t attr_read_num(hid_t obj, const char *name, int as_double, vo
     return st;
 }
 
-tsc_status_t tsc_h5_attr_read_double(hid_t obj, const char *name, double *value) {
+/* One numeric attribute value (a scalar or a 1-element array). */
+static tsc_status_t attr_read_one(hid_t obj, const char *name, int as_double, void *value) {
     size_t n = 0;
     char where[2048];
-    tsc_status_t st = attr_read_num(obj, name, 1, value, 1, &n);
+    tsc_status_t st = attr_read_num(obj, name, as_double, value, 1, &n);
     if (st == TSC_OK && n != 1)
         return tsc_error_set(TSC_ERR_FORMAT, "%s: attribute '%s' has %zu values, expected 1",
                              tsc_h5_where(obj, where, sizeof where), name, n);
     return st;
 }
+tsc_status_t tsc_h5_attr_read_double(hid_t obj, const char *name, double *value) {
+    return attr_read_one(obj, name, 1, value);
+}
 tsc_status_t tsc_h5_attr_read_long(hid_t obj, const char *name, long *value) {
-    size_t n = 0;
-    char where[2048];
-    tsc_status_t st = attr_read_num(obj, name, 0, value, 1, &n);
-    if (st == TSC_OK && n != 1)
-        return tsc_error_set(TSC_ERR_FORMAT, "%s: attribute '%s' has %zu values, expected 1",
-                             tsc_h5_where(obj, where, sizeof where), name, n);
-    return st;
+    return attr_read_one(obj, name, 0, value);
 }
 tsc_status_t tsc_h5_attr_read_longs(hid_t obj, const char *name, long *values, size_t cap, size_t *n) {
     *n = 0;
