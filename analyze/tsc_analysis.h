@@ -32,6 +32,8 @@
 #ifndef TSC_ANALYSIS_H
 #define TSC_ANALYSIS_H
 
+#include "tsc_export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,7 +65,7 @@ typedef struct {
     int progress;                 /* 1: a progress line on stderr */
 } tsc_analysis_opts_t;
 
-void tsc_analysis_opts_init(tsc_analysis_opts_t *o);
+TSC_API void tsc_analysis_opts_init(tsc_analysis_opts_t *o);
 
 /* Results of one (step, layer, head), over the selected batch rows. */
 typedef struct {
@@ -148,18 +150,18 @@ typedef struct {
  * dataset), TSC_ERR_ARG for a bad policy string or an empty selection, TSC_ERR_IO for the output;
  * on failure no analysis.h5 is left behind and *out is NULL. NaN/Inf in a head's inputs is not an
  * error: that head is skipped and reported. */
-tsc_status_t tsc_analysis_run(const char *dump_path, const char *out_dir, const tsc_analysis_opts_t *opts,
+TSC_API tsc_status_t tsc_analysis_run(const char *dump_path, const char *out_dir, const tsc_analysis_opts_t *opts,
                               tsc_analysis_t **out);
-void tsc_analysis_free(tsc_analysis_t *a);
+TSC_API void tsc_analysis_free(tsc_analysis_t *a);
 
 /* Writes the summary (keys documented in docs/FORMAT.md §3) into j as one object. */
-void tsc_analysis_summary_json(const tsc_analysis_t *a, tsc_json_t *j);
+TSC_API void tsc_analysis_summary_json(const tsc_analysis_t *a, tsc_json_t *j);
 /* The same with extra keys: extra(ctx, j) is called inside the object before "nonfinite_numbers"
  * (diagnose adds its "diagnosis" there). */
 typedef void (*tsc_summary_extra_fn)(void *ctx, tsc_json_t *j);
-void tsc_analysis_summary_json_ex(const tsc_analysis_t *a, tsc_json_t *j, tsc_summary_extra_fn extra, void *ctx);
+TSC_API void tsc_analysis_summary_json_ex(const tsc_analysis_t *a, tsc_json_t *j, tsc_summary_extra_fn extra, void *ctx);
 /* tsc_analysis_summary_json into path (atomic). */
-tsc_status_t tsc_analysis_write_summary(const tsc_analysis_t *a, const char *path);
+TSC_API tsc_status_t tsc_analysis_write_summary(const tsc_analysis_t *a, const char *path);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,8 @@
 #ifndef TSC_CENSUS_H
 #define TSC_CENSUS_H
 
+#include "tsc_export.h"
+
 #include <stdint.h>
 
 #include "tsc_formats.h"
@@ -40,7 +42,7 @@ typedef struct {
  * (FP32, already in lp's V format), block_k >= 1, l the row's denominator (<= 0: errors not
  * divided). evt [D] (may be NULL): 1 where feature i had at least one event, else 0. An output
  * format at least as wide as FP32 has no events (only additions are counted). */
-void tsc_census_row(const double *a, const float *v, int nv, int D, int block_k, tsc_format_t out_fmt, double l,
+TSC_API void tsc_census_row(const double *a, const float *v, int nv, int D, int block_k, tsc_format_t out_fmt, double l,
                     uint8_t *evt, tsc_census_t *acc);
 
 #ifdef __cplusplus

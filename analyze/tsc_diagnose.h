@@ -29,6 +29,8 @@
 #ifndef TSC_DIAGNOSE_H
 #define TSC_DIAGNOSE_H
 
+#include "tsc_export.h"
+
 #include <stddef.h>
 
 #include "tsc_analysis.h"
@@ -57,7 +59,7 @@ typedef struct {
     int max_steps;                     /* steps replayed per head (largest |B(lp)|), default 4; 0 all */
 } tsc_diagnose_opts_t;
 
-void tsc_diagnose_opts_init(tsc_diagnose_opts_t *o);
+TSC_API void tsc_diagnose_opts_init(tsc_diagnose_opts_t *o);
 
 /* One at-risk (layer, head). The bias measured for every policy X is
  *   B(X) = sum over the analysed steps, batch rows, tie rows T and the head's flagged features i
@@ -118,17 +120,17 @@ typedef struct {
 
 /* Runs the workflow (writes out_dir/analysis.h5 through the analysis). Errors as
  * tsc_analysis_run; on failure *out is NULL. */
-tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const tsc_diagnose_opts_t *opts,
+TSC_API tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const tsc_diagnose_opts_t *opts,
                               tsc_diagnosis_t **out);
-void tsc_diagnose_free(tsc_diagnosis_t *d);
+TSC_API void tsc_diagnose_free(tsc_diagnosis_t *d);
 
 /* One line for head i: "layer L head H: evidence ...; verdict ...; recommendation ...". Returns buf. */
-const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, size_t size);
+TSC_API const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, size_t size);
 /* The worked-example block of head i's rounding event (multi-line), or "" when none. Returns buf. */
-const char *tsc_diagnose_event_text(const tsc_diagnosis_t *d, size_t i, char *buf, size_t size);
+TSC_API const char *tsc_diagnose_event_text(const tsc_diagnosis_t *d, size_t i, char *buf, size_t size);
 /* The analysis summary plus "diagnosis" (keys in docs/FORMAT.md §3). */
-void tsc_diagnose_summary_json(const tsc_diagnosis_t *d, tsc_json_t *j);
-tsc_status_t tsc_diagnose_write_summary(const tsc_diagnosis_t *d, const char *path);
+TSC_API void tsc_diagnose_summary_json(const tsc_diagnosis_t *d, tsc_json_t *j);
+TSC_API tsc_status_t tsc_diagnose_write_summary(const tsc_diagnosis_t *d, const char *path);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,8 @@
 #ifndef TSC_GRAD_H
 #define TSC_GRAD_H
 
+#include "tsc_export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,7 +28,7 @@ extern "C" {
 
 /* pk = P K with P[t, s] = exp(alpha q_t.k_s - lse_t) for s <= t (causal) or all s.
  * q [T, D], k [T, D], lse [T] (natural log of the row sums of exp(alpha q k^T)), pk [T, D]. */
-void tsc_grad_pk(const double *q, const double *k, const double *lse, size_t T, size_t D,
+TSC_API void tsc_grad_pk(const double *q, const double *k, const double *lse, size_t T, size_t D,
                  double alpha, int causal, double *pk);
 
 /* The check of identity (1) over T rows and D features. */
@@ -39,7 +41,7 @@ typedef struct {
 } tsc_grad_identity_t;
 
 /* dq_hp, dq_lp, pk [T, D]; delta_hp, delta_lp [T]. Returns TSC_ERR_ARG for NULL/empty. */
-tsc_status_t tsc_grad_identity_check(const double *dq_hp, const double *dq_lp, const double *delta_hp,
+TSC_API tsc_status_t tsc_grad_identity_check(const double *dq_hp, const double *dq_lp, const double *delta_hp,
                                      const double *delta_lp, const double *pk, size_t T, size_t D,
                                      double alpha, tsc_grad_identity_t *out);
 
@@ -47,7 +49,7 @@ tsc_status_t tsc_grad_identity_check(const double *dq_hp, const double *dq_lp, c
  * coeff [T], pk [T, D], x [T, C], dw [D, C] (overwritten). One BLAS product (dgemm), so the
  * order of the additions is BLAS's. Returns TSC_ERR_ARG (NULL, empty shape), TSC_ERR_NOMEM
  * (it needs T x D doubles of scratch). */
-tsc_status_t tsc_grad_dwq_error(const double *coeff, const double *pk, const double *x, size_t T, size_t D,
+TSC_API tsc_status_t tsc_grad_dwq_error(const double *coeff, const double *pk, const double *x, size_t T, size_t D,
                                 size_t C, double alpha, double *dw);
 
 #ifdef __cplusplus

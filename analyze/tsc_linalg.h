@@ -22,6 +22,8 @@
 #ifndef TSC_LINALG_H
 #define TSC_LINALG_H
 
+#include "tsc_export.h"
+
 #include <stddef.h>
 
 #include "tsc_status.h"
@@ -32,38 +34,38 @@ extern "C" {
 
 /* Cosine similarity of the rows of x: out[i, j] = x_i.x_j / (|x_i| |x_j|); 0 where a row is 0.
  * x [n, dim] double row-major; out [n, n]. */
-void tsc_linalg_cosine_matrix(const double *x, size_t n, size_t dim, double *out);
+TSC_API void tsc_linalg_cosine_matrix(const double *x, size_t n, size_t dim, double *out);
 
 /* Cosine similarity of the flattened rank-1 terms a_i b_i^T:
  * out[i, j] = (a_i.a_j)(b_i.b_j) / (|a_i||a_j||b_i||b_j|). a [n, da], b [n, db], out [n, n]. */
-void tsc_linalg_rank1_cosine(const double *a, size_t da, const double *b, size_t db, size_t n,
+TSC_API void tsc_linalg_rank1_cosine(const double *a, size_t da, const double *b, size_t db, size_t n,
                              double *out);
 
 /* Gram matrix of the flattened rank-1 terms: g[i, j] = (a_i.a_j)(b_i.b_j). g [n, n]. */
-void tsc_linalg_rank1_gram(const double *a, size_t da, const double *b, size_t db, size_t n,
+TSC_API void tsc_linalg_rank1_gram(const double *a, size_t da, const double *b, size_t db, size_t n,
                            double *g);
 
 /* Singular values (descending) of a general matrix a [m, n] row-major (LAPACKE_dgesdd, values
  * only). s [min(m, n)]. a is not modified. */
-tsc_status_t tsc_linalg_singular_values(const double *a, size_t m, size_t n, double *s);
+TSC_API tsc_status_t tsc_linalg_singular_values(const double *a, size_t m, size_t n, double *s);
 
 /* Singular values (descending) of the stacked rank-1 terms (rows vec(a_i b_i^T)), from the
  * eigenvalues of their Gram matrix (LAPACKE_dsyev). s [n]; u1 [n] (may be NULL): the top left
  * singular vector, sign chosen so that its largest-magnitude entry is positive. */
-tsc_status_t tsc_linalg_rank1_svd(const double *a, size_t da, const double *b, size_t db, size_t n,
+TSC_API tsc_status_t tsc_linalg_rank1_svd(const double *a, size_t da, const double *b, size_t db, size_t n,
                                   double *s, double *u1);
 
 /* Energy share of the top direction: s[0]^2 / sum s^2 (0 when all are 0). s [n] descending. */
-double tsc_linalg_top_energy(const double *s, size_t n);
+TSC_API double tsc_linalg_top_energy(const double *s, size_t n);
 
 /* Effective rank: exp(H), H the entropy of p_i = s_i^2 / sum s^2 (1 for rank one, n for n equal
  * singular values; 0 when all are 0). s [n]. */
-double tsc_linalg_effective_rank(const double *s, size_t n);
+TSC_API double tsc_linalg_effective_rank(const double *s, size_t n);
 
 /* Projection of the accumulated error E = sum_i c_i vec(a_i b_i^T) on the top right singular
  * direction v1 of the stack: <E, v1> = s1 * sum_i c_i u1_i. Also |E| = sqrt(c^T G c) through
  * *norm (may be NULL). g [n, n] the Gram matrix, c [n], u1 [n]. */
-double tsc_linalg_rank1_projection(const double *g, const double *c, const double *u1, double s1,
+TSC_API double tsc_linalg_rank1_projection(const double *g, const double *c, const double *u1, double s1,
                                    size_t n, double *norm);
 
 /* Spectral norm (largest singular value) of w [rows, cols] float row-major by power iteration
@@ -77,16 +79,16 @@ double tsc_linalg_rank1_projection(const double *g, const double *c, const doubl
  * same Gram matrix (LAPACKE_dsyevr, that eigenvalue only), so *lapack - *power is the power
  * iteration's own error. Returns TSC_ERR_ARG on empty shape, TSC_ERR_NOMEM, TSC_ERR_EXTERNAL.
  * A zero matrix gives 0; a matrix holding NaN or Inf gives NaN for both (TSC_OK, *iters 0). Memory: one double copy of w plus the Gram matrix. */
-tsc_status_t tsc_linalg_spectral_norm(const float *w, size_t rows, size_t cols, int max_iter, double tol,
+TSC_API tsc_status_t tsc_linalg_spectral_norm(const float *w, size_t rows, size_t cols, int max_iter, double tol,
                                       double *power, int *iters, double *lapack);
 
 /* tsc_linalg_spectral_norm without the LAPACK check. */
-tsc_status_t tsc_linalg_spectral_norm_power(const float *w, size_t rows, size_t cols, int max_iter,
+TSC_API tsc_status_t tsc_linalg_spectral_norm_power(const float *w, size_t rows, size_t cols, int max_iter,
                                             double tol, double *out, int *iters);
 
 /* Spectral norm of w [rows, cols] float row-major from LAPACK's largest singular value of w
  * itself (LAPACKE_dgesdd): independent of the Gram matrix, the reference of the tests. */
-tsc_status_t tsc_linalg_spectral_norm_lapack(const float *w, size_t rows, size_t cols, double *out);
+TSC_API tsc_status_t tsc_linalg_spectral_norm_lapack(const float *w, size_t rows, size_t cols, double *out);
 
 #ifdef __cplusplus
 }

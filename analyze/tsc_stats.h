@@ -15,6 +15,8 @@
 #ifndef TSC_STATS_H
 #define TSC_STATS_H
 
+#include "tsc_export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,20 +42,20 @@ typedef struct {
     double min, max;
 } tsc_moments_t;
 
-void tsc_moments_init(tsc_moments_t *m);
-void tsc_moments_add(tsc_moments_t *m, double x);
+TSC_API void tsc_moments_init(tsc_moments_t *m);
+TSC_API void tsc_moments_add(tsc_moments_t *m, double x);
 /* Merges b into a (Chan et al. parallel update); indices of b are offset by a->n_seen. */
-void tsc_moments_merge(tsc_moments_t *a, const tsc_moments_t *b);
+TSC_API void tsc_moments_merge(tsc_moments_t *a, const tsc_moments_t *b);
 /* Sample variance (n - 1 denominator); 0 when n < 2. */
-double tsc_moments_variance(const tsc_moments_t *m);
+TSC_API double tsc_moments_variance(const tsc_moments_t *m);
 /* mean / (sd / sqrt(n)); 0 when n < 2 or sd = 0 with mean = 0; +-Inf when sd = 0, mean != 0. */
-double tsc_moments_tstat(const tsc_moments_t *m);
+TSC_API double tsc_moments_tstat(const tsc_moments_t *m);
 /* Share of the majority sign among the non-zero samples, in [0.5, 1]; NaN when none is non-zero. */
-double tsc_moments_sign_consistency(const tsc_moments_t *m);
+TSC_API double tsc_moments_sign_consistency(const tsc_moments_t *m);
 
 /* The unit in the last place of |x| in fmt (the spacing of fmt's values at |x|; for |x| below the
  * smallest normal, the subnormal spacing). ulp(0) is the smallest subnormal. x must be finite. */
-double tsc_stats_ulp(double x, tsc_format_t fmt);
+TSC_API double tsc_stats_ulp(double x, tsc_format_t fmt);
 
 /* Two-sided exact binomial sign test: the probability, under "each non-zero sample is positive
  * with probability 1/2 independently", of a split at least as uneven as (n_pos, n_neg).
@@ -61,17 +63,17 @@ double tsc_stats_ulp(double x, tsc_format_t fmt);
  * binomial terms in log space from the observed count outwards until they are below 1e-18 of the
  * sum (exact to double precision; O(sqrt(n)) terms). For n > 1e9 it uses the normal
  * approximation with continuity correction. Returns 1 when n = 0. Results below ~1e-300 are 0. */
-double tsc_stats_sign_test_p(int64_t n_pos, int64_t n_neg);
+TSC_API double tsc_stats_sign_test_p(int64_t n_pos, int64_t n_neg);
 
 /* Two-sided p-value of a t-statistic with df degrees of freedom (Student's t):
  * I_{df/(df+t^2)}(df/2, 1/2), the regularized incomplete beta by its continued fraction (Lentz,
  * relative accuracy ~1e-14). df <= 0 or t NaN gives NaN; |t| = Inf gives 0. */
-double tsc_stats_t_test_p(double t, double df);
+TSC_API double tsc_stats_t_test_p(double t, double df);
 /* The regularized incomplete beta I_x(a, b) for a, b > 0, x in [0, 1]. */
-double tsc_stats_betai(double a, double b, double x);
+TSC_API double tsc_stats_betai(double a, double b, double x);
 
 /* out[i] = x[0] + ... + x[i], accumulated in double (out may alias x). [n] */
-void tsc_stats_cumsum(const double *x, double *out, size_t n);
+TSC_API void tsc_stats_cumsum(const double *x, double *out, size_t n);
 
 /* Error of lp against hp over n elements: the figures of issue item a. */
 typedef struct {
@@ -92,10 +94,10 @@ typedef struct {
 
 /* Compares lp against hp ([n] float each) with ULPs of fmt (the lp output format).
  * Always succeeds for n >= 0 (n = 0 gives zeros and p_sign = 1). */
-void tsc_stats_error_compare(const float *lp, const float *hp, size_t n, tsc_format_t fmt,
+TSC_API void tsc_stats_error_compare(const float *lp, const float *hp, size_t n, tsc_format_t fmt,
                              tsc_err_summary_t *out);
 /* Same on double arrays. */
-void tsc_stats_error_compare_d(const double *lp, const double *hp, size_t n, tsc_format_t fmt,
+TSC_API void tsc_stats_error_compare_d(const double *lp, const double *hp, size_t n, tsc_format_t fmt,
                                tsc_err_summary_t *out);
 
 /* The flagging rule for a biased head/feature. A feature is flagged when its sign-test p-value,
@@ -113,7 +115,7 @@ typedef struct {
 extern const tsc_flag_rule_t TSC_FLAG_RULE_DEFAULT;
 
 /* 1 when (p * n_tests < rule->alpha and |mean_ulp| >= rule->min_ulp and n_nonzero >= min_n). */
-int tsc_stats_flag(double p, int64_t n_tests, double mean_ulp, int64_t n_nonzero,
+TSC_API int tsc_stats_flag(double p, int64_t n_tests, double mean_ulp, int64_t n_nonzero,
                    const tsc_flag_rule_t *rule);
 
 #ifdef __cplusplus

@@ -2,6 +2,7 @@
 #include "tsc_h5.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,24 @@ void tsc_h5_init(void) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     done = 1;
 }
+
+static pthread_mutex_t h5_mutex;
+static pthread_once_t h5_mutex_once = PTHREAD_ONCE_INIT;
+
+static void h5_mutex_init(void) {
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&h5_mutex, &a);
+    pthread_mutexattr_destroy(&a);
+}
+
+void tsc_h5_lock(void) {
+    pthread_once(&h5_mutex_once, h5_mutex_init);
+    pthread_mutex_lock(&h5_mutex);
+}
+
+void tsc_h5_unlock(void) { pthread_mutex_unlock(&h5_mutex); }
 
 const char *tsc_h5_where(hid_t obj, char *buf, size_t cap) {
     char file[2048] = "?", name[1024] = "";

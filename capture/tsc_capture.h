@@ -24,6 +24,8 @@
 #ifndef TSC_CAPTURE_H
 #define TSC_CAPTURE_H
 
+#include "tsc_export.h"
+
 #include <stdint.h>
 
 #include "tsc_dump.h"
@@ -51,17 +53,17 @@ typedef struct tsc_capture tsc_capture_t;
  * it already, or cannot be created) and writes session.h5 from meta (tsc_dump_meta_check'ed).
  * A stale folder from a killed session is not overwritten: remove it or pack it first.
  * opts may be NULL. On failure *out is NULL. */
-tsc_status_t tsc_capture_open(tsc_capture_t **out, const char *path, const tsc_dump_meta_t *meta,
+TSC_API tsc_status_t tsc_capture_open(tsc_capture_t **out, const char *path, const tsc_dump_meta_t *meta,
                               const tsc_capture_opts_t *opts);
 
 /* 1 when the sampling spec keeps step (and layer, unless layer < 0): lets a caller skip the
  * device-to-host copy of tensors that would be dropped. */
-int tsc_capture_wants(const tsc_capture_t *s, long long step, int layer);
+TSC_API int tsc_capture_wants(const tsc_capture_t *s, long long step, int layer);
 
 /* Starts step (must be greater than the previous step: TSC_ERR_ARG otherwise). A step the spec
  * does not keep makes the following puts no-ops. A step begun while another is open discards
  * the open one. */
-tsc_status_t tsc_capture_step_begin(tsc_capture_t *s, long long step);
+TSC_API tsc_status_t tsc_capture_step_begin(tsc_capture_t *s, long long step);
 
 /* Hands over one tensor of layer (host memory; copied before return). name and shape as in
  * tsc_dump.h (q/o/do [B, H, T, D], k/v [B, Hkv, T, D], lse [B, H, T] f32, x [B, T, C],
@@ -69,23 +71,23 @@ tsc_status_t tsc_capture_step_begin(tsc_capture_t *s, long long step);
  * fmt TSC_FMT_FP32, TSC_FMT_BF16 or TSC_FMT_FP16 (others accepted too); stored in fmt, or in
  * opts.store_fmt when set (lse is always stored as fp32). TSC_ERR_SHAPE when dims
  * contradict the metadata, TSC_ERR_ARG outside a step. A layer not kept is skipped (TSC_OK). */
-tsc_status_t tsc_capture_put(tsc_capture_t *s, int layer, const char *name, tsc_format_t fmt,
+TSC_API tsc_status_t tsc_capture_put(tsc_capture_t *s, int layer, const char *name, tsc_format_t fmt,
                              int rank, const uint64_t *dims, const void *data);
 
 /* Finishes the step: marks it complete, closes its file and renames it into place. After this
  * returns TSC_OK the step survives a SIGKILL of the process. */
-tsc_status_t tsc_capture_step_end(tsc_capture_t *s);
+TSC_API tsc_status_t tsc_capture_step_end(tsc_capture_t *s);
 
 /* Number of steps completed so far. */
-int tsc_capture_n_steps(const tsc_capture_t *s);
+TSC_API int tsc_capture_n_steps(const tsc_capture_t *s);
 
 /* Ends the session: discards an open step, packs the folder into path (unless keep_session) and
  * frees s (also on failure; the folder is then left in place and the detail says why). */
-tsc_status_t tsc_capture_close(tsc_capture_t *s);
+TSC_API tsc_status_t tsc_capture_close(tsc_capture_t *s);
 
 /* Packs a session folder (left by a killed process or keep_session) into one dump file out_path
  * (temporary name + rename); removes the folder when remove_folder is 1. */
-tsc_status_t tsc_capture_pack(const char *session_dir, const char *out_path, int remove_folder);
+TSC_API tsc_status_t tsc_capture_pack(const char *session_dir, const char *out_path, int remove_folder);
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,8 @@
 #ifndef TSC_DUMP_H
 #define TSC_DUMP_H
 
+#include "tsc_export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,16 +59,16 @@ typedef struct {
 /* Fills m with a consistent default: 1 layer, 1 head and kv head, D 1, C 1, T 1, B 1, causal,
  * softmax_scale 1, tiles 64 x 64, policy "unknown", rank 0 of 1, producer "tilescope".
  * softmax_scale is not derived from head_dim later: set it yourself. */
-void tsc_dump_meta_init(tsc_dump_meta_t *m);
+TSC_API void tsc_dump_meta_init(tsc_dump_meta_t *m);
 /* TSC_ERR_SHAPE naming the field when m is inconsistent (a non-positive size, n_head not a
  * multiple of n_kv_head, rank >= world_size, a non-finite or non-positive scale). */
-tsc_status_t tsc_dump_meta_check(const tsc_dump_meta_t *m);
+TSC_API tsc_status_t tsc_dump_meta_check(const tsc_dump_meta_t *m);
 
 /* The expected shape of a dataset name ("q", "k", "v", "o", "do", "lse", "x", "w_q", "w_k",
  * "w_v", "w_o"; "tiles/<stat>" gets rank 4 with dims[3] = ceil(T / tile_k)) under m: its rank
  * and dims. Weights: w_q [H*D, C], w_k/w_v [Hkv*D, C], w_o [C, H*D]. TSC_ERR_ARG for an unknown
  * name. *per_head: 1 when dims are [B, H or Hkv, T, ...] (q k v o do lse tiles/<stat>). */
-tsc_status_t tsc_dump_expected_shape(const tsc_dump_meta_t *m, const char *name, int *rank,
+TSC_API tsc_status_t tsc_dump_expected_shape(const tsc_dump_meta_t *m, const char *name, int *rank,
                                      uint64_t dims[4], int *per_head);
 
 typedef struct tsc_dump tsc_dump_t;
@@ -77,33 +79,33 @@ typedef struct tsc_dump tsc_dump_t;
  * and the geometry attributes (TSC_ERR_MISSING / TSC_ERR_SHAPE). A missing file is TSC_ERR_IO, a
  * file that is not HDF5 or is truncated/corrupt TSC_ERR_FORMAT. Lists the steps (cheap: no
  * dataset is read). On failure *out is NULL and nothing is left open. */
-tsc_status_t tsc_dump_open(tsc_dump_t **out, const char *path);
-void tsc_dump_close(tsc_dump_t *d);
+TSC_API tsc_status_t tsc_dump_open(tsc_dump_t **out, const char *path);
+TSC_API void tsc_dump_close(tsc_dump_t *d);
 
-const tsc_dump_meta_t *tsc_dump_meta(const tsc_dump_t *d);
+TSC_API const tsc_dump_meta_t *tsc_dump_meta(const tsc_dump_t *d);
 /* The path given to tsc_dump_open; 1 when it is a capture-session folder. */
-const char *tsc_dump_path(const tsc_dump_t *d);
-int tsc_dump_is_session(const tsc_dump_t *d);
+TSC_API const char *tsc_dump_path(const tsc_dump_t *d);
+TSC_API int tsc_dump_is_session(const tsc_dump_t *d);
 /* Total bytes on disk (the file, or every file of the session folder). */
-uint64_t tsc_dump_size_bytes(const tsc_dump_t *d);
+TSC_API uint64_t tsc_dump_size_bytes(const tsc_dump_t *d);
 
 /* Steps, ascending. Only complete steps are listed; an incomplete step (no "complete" attribute,
  * or a session's step file never renamed into place) is reported by tsc_dump_incomplete_step
  * (its number, or -1 when every step is complete). */
-int tsc_dump_n_steps(const tsc_dump_t *d);
+TSC_API int tsc_dump_n_steps(const tsc_dump_t *d);
 long long tsc_dump_step_at(const tsc_dump_t *d, int i);
-int tsc_dump_has_step(const tsc_dump_t *d, long long step);
+TSC_API int tsc_dump_has_step(const tsc_dump_t *d, long long step);
 long long tsc_dump_incomplete_step(const tsc_dump_t *d);
 
 /* Layers present in step, ascending, into layers[0..cap) ; *n gets the total count.
  * TSC_ERR_MISSING when the step is absent. */
-tsc_status_t tsc_dump_layers(tsc_dump_t *d, long long step, int *layers, int cap, int *n);
-int tsc_dump_has_layer(tsc_dump_t *d, long long step, int layer);
+TSC_API tsc_status_t tsc_dump_layers(tsc_dump_t *d, long long step, int *layers, int cap, int *n);
+TSC_API int tsc_dump_has_layer(tsc_dump_t *d, long long step, int layer);
 
 /* Names of the datasets of step/layer ("q", "k", ..., "tiles/row_max"), in HDF5's name order,
  * into names[0..cap); *n gets the total count. TSC_ERR_MISSING when step or layer is absent. */
 #define TSC_DUMP_NAME_MAX 64
-tsc_status_t tsc_dump_dataset_names(tsc_dump_t *d, long long step, int layer,
+TSC_API tsc_status_t tsc_dump_dataset_names(tsc_dump_t *d, long long step, int layer,
                                     char (*names)[TSC_DUMP_NAME_MAX], int cap, int *n);
 
 /* What a dataset holds. */
@@ -121,9 +123,9 @@ typedef struct {
 /* Presence, shape and dtype of step/layer/name. TSC_ERR_MISSING (naming file, step, layer and
  * dataset) when absent; TSC_ERR_SHAPE when its shape contradicts the metadata (the message gives
  * both shapes); TSC_ERR_UNSUPPORTED for a stored type that is none of tsc_format_t's. */
-tsc_status_t tsc_dump_dataset_info(tsc_dump_t *d, long long step, int layer, const char *name,
+TSC_API tsc_status_t tsc_dump_dataset_info(tsc_dump_t *d, long long step, int layer, const char *name,
                                    tsc_dump_dataset_info_t *info);
-int tsc_dump_has_dataset(tsc_dump_t *d, long long step, int layer, const char *name);
+TSC_API int tsc_dump_has_dataset(tsc_dump_t *d, long long step, int layer, const char *name);
 
 /* Streaming reads of one slice into float (exact conversion from bf16/fp16/fp8/f32; f64 rounded):
  *   q, o, do:   b, h in [0,B) x [0,H)    -> out [T, D]
@@ -134,18 +136,18 @@ int tsc_dump_has_dataset(tsc_dump_t *d, long long step, int layer, const char *n
  *   w_*:        b, h ignored             -> out [out, in], whole
  * Errors as tsc_dump_dataset_info, plus TSC_ERR_ARG for b/h out of range and TSC_ERR_FORMAT when
  * HDF5 cannot read the slice (a corrupt or truncated file). out is unspecified on failure. */
-tsc_status_t tsc_dump_read(tsc_dump_t *d, long long step, int layer, const char *name, int b, int h,
+TSC_API tsc_status_t tsc_dump_read(tsc_dump_t *d, long long step, int layer, const char *name, int b, int h,
                            float *out);
 /* Same slice as stored bits (tsc_format_size(info.dtype) bytes per element, little-endian). */
-tsc_status_t tsc_dump_read_raw(tsc_dump_t *d, long long step, int layer, const char *name, int b,
+TSC_API tsc_status_t tsc_dump_read_raw(tsc_dump_t *d, long long step, int layer, const char *name, int b,
                                int h, void *out);
 /* Elements of one slice read by tsc_dump_read (T*D, T, T*C, out*in, ...). 0 when absent. */
-uint64_t tsc_dump_slice_elems(tsc_dump_t *d, long long step, int layer, const char *name);
+TSC_API uint64_t tsc_dump_slice_elems(tsc_dump_t *d, long long step, int layer, const char *name);
 
 /* Root attributes beyond the metadata (e.g. synth's planted_heads): integer arrays and strings.
  * TSC_ERR_MISSING when absent. *n gets the total count; at most cap values stored. */
-tsc_status_t tsc_dump_attr_longs(tsc_dump_t *d, const char *name, long *values, size_t cap, size_t *n);
-tsc_status_t tsc_dump_attr_str(tsc_dump_t *d, const char *name, char *value, size_t cap);
+TSC_API tsc_status_t tsc_dump_attr_longs(tsc_dump_t *d, const char *name, long *values, size_t cap, size_t *n);
+TSC_API tsc_status_t tsc_dump_attr_str(tsc_dump_t *d, const char *name, char *value, size_t cap);
 
 /* Validator: walks every step, layer and dataset (reading every chunk when deep = 1, which
  * catches corrupt data blocks) and calls report(ctx, severity, message) for each problem:
@@ -153,7 +155,7 @@ tsc_status_t tsc_dump_attr_str(tsc_dump_t *d, const char *name, char *value, siz
  * 1 warning (a missing o/do/lse, an incomplete step, a step without layers). Returns the number
  * of errors (>= 0). report may be NULL (count only). */
 typedef void (*tsc_dump_report_fn)(void *ctx, int severity, const char *message);
-int tsc_dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn report, void *ctx);
+TSC_API int tsc_dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn report, void *ctx);
 
 /* ---------------------------------------------------------------------------------------------
  * Writer of whole dumps (synth, tests, export): writes "<path>.tmp.<pid>" and renames it onto
@@ -176,34 +178,34 @@ typedef struct tsc_dump_writer tsc_dump_writer_t;
 
 /* Creates the temporary file and writes the root attributes of meta (checked by
  * tsc_dump_meta_check first). opts may be NULL. TSC_ERR_IO naming path when not writable. */
-tsc_status_t tsc_dump_writer_open(tsc_dump_writer_t **out, const char *path,
+TSC_API tsc_status_t tsc_dump_writer_open(tsc_dump_writer_t **out, const char *path,
                                   const tsc_dump_meta_t *meta, const tsc_dump_write_opts_t *opts);
 /* Writes dataset name of step/layer (groups created as needed) with shape dims[0..rank) that
  * must equal tsc_dump_expected_shape (TSC_ERR_SHAPE otherwise), from data in src_fmt, stored as
  * store_fmt (bit for bit when equal; rounded nearest-even otherwise). Per-head datasets are
  * chunked one head's slice per chunk. Writing the same dataset twice is TSC_ERR_ARG.
  * data: [dims...] row-major in src_fmt. */
-tsc_status_t tsc_dump_writer_put(tsc_dump_writer_t *w, long long step, int layer, const char *name,
+TSC_API tsc_status_t tsc_dump_writer_put(tsc_dump_writer_t *w, long long step, int layer, const char *name,
                                  int rank, const uint64_t *dims, tsc_format_t src_fmt,
                                  const void *data, tsc_format_t store_fmt);
 /* Streaming form for per-head datasets: creates the dataset (full shape dims, store_fmt) on the
  * first call and writes one head's slice (b, h): data [T, D] (or [T] for lse, [T, n_tiles] for
  * tiles/<stat>) in src_fmt. Heads never written read as the fill value. */
-tsc_status_t tsc_dump_writer_put_head(tsc_dump_writer_t *w, long long step, int layer,
+TSC_API tsc_status_t tsc_dump_writer_put_head(tsc_dump_writer_t *w, long long step, int layer,
                                       const char *name, int rank, const uint64_t *dims, int b, int h,
                                       tsc_format_t src_fmt, const void *data, tsc_format_t store_fmt);
 /* Writes a root attribute (integer list / string) beyond the metadata (e.g. planted_heads). */
-tsc_status_t tsc_dump_writer_attr_longs(tsc_dump_writer_t *w, const char *name, const long *v, size_t n);
-tsc_status_t tsc_dump_writer_attr_str(tsc_dump_writer_t *w, const char *name, const char *value);
+TSC_API tsc_status_t tsc_dump_writer_attr_longs(tsc_dump_writer_t *w, const char *name, const long *v, size_t n);
+TSC_API tsc_status_t tsc_dump_writer_attr_str(tsc_dump_writer_t *w, const char *name, const char *value);
 /* Marks step complete (attribute complete = 1 on its group, written after its datasets). */
-tsc_status_t tsc_dump_writer_step_done(tsc_dump_writer_t *w, long long step);
+TSC_API tsc_status_t tsc_dump_writer_step_done(tsc_dump_writer_t *w, long long step);
 /* Flushes the file to disk (H5Fflush). */
-tsc_status_t tsc_dump_writer_flush(tsc_dump_writer_t *w);
+TSC_API tsc_status_t tsc_dump_writer_flush(tsc_dump_writer_t *w);
 /* Closes and renames onto the final path; frees w (also on failure, then the temporary file is
  * removed). */
-tsc_status_t tsc_dump_writer_close(tsc_dump_writer_t *w);
+TSC_API tsc_status_t tsc_dump_writer_close(tsc_dump_writer_t *w);
 /* Closes, removes the temporary file, frees w. NULL is a no-op. */
-void tsc_dump_writer_abort(tsc_dump_writer_t *w);
+TSC_API void tsc_dump_writer_abort(tsc_dump_writer_t *w);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,8 @@
 #ifndef TSC_H5_H
 #define TSC_H5_H
 
+#include "tsc_export.h"
+
 #include <hdf5.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,16 +34,23 @@ extern "C" {
 
 /* Silences HDF5's automatic error printing (H5Eset_auto2(H5E_DEFAULT, NULL, NULL)). Idempotent;
  * every tsc_h5_* and tsc_dump_* entry point calls it, callers of raw HDF5 may call it first. */
-void tsc_h5_init(void);
+TSC_API void tsc_h5_init(void);
+
+/* The one lock around libtilescope's HDF5 calls. Debian's libhdf5 is not thread-safe, so every
+ * thread of the library (OpenMP workers of analyze/diagnose included) takes this lock before
+ * calling HDF5. It is recursive: a function holding it may call helpers that take it again.
+ * Pairs must nest; tsc_h5_unlock without a matching lock is a bug. */
+TSC_API void tsc_h5_lock(void);
+TSC_API void tsc_h5_unlock(void);
 
 /* The HDF5 file datatype of fmt (little-endian): IEEE F64/F32 for fp64/fp32/tf32, IEEE F16 for
  * fp16, and custom floating-point types with the exact BF16 (1-8-7, bias 127), E4M3 (1-4-3,
  * bias 7) and E5M2 (1-5-2, bias 15) layouts. Returns a new type id the caller must H5Tclose,
  * or H5I_INVALID_HID with a recorded error. */
-hid_t tsc_h5_type_create(tsc_format_t fmt);
+TSC_API hid_t tsc_h5_type_create(tsc_format_t fmt);
 /* Recognises a stored floating-point type by its layout (size, sign/exponent/mantissa
  * positions, bias). TSC_ERR_UNSUPPORTED (naming the layout) when it is none of ours. */
-tsc_status_t tsc_h5_type_format(hid_t type, tsc_format_t *out);
+TSC_API tsc_status_t tsc_h5_type_format(hid_t type, tsc_format_t *out);
 
 /* An HDF5 file being written to a temporary name. */
 typedef struct {
@@ -52,22 +61,22 @@ typedef struct {
 
 /* Creates "<path>.tmp.<pid>" (truncating it). TSC_ERR_IO naming path when the folder is not
  * writable; then f->fid is H5I_INVALID_HID and nothing is left on disk. */
-tsc_status_t tsc_h5_create(tsc_h5_file_t *f, const char *path);
+TSC_API tsc_status_t tsc_h5_create(tsc_h5_file_t *f, const char *path);
 /* Flushes, closes and renames the temporary file onto f->path. On failure the temporary file
  * is removed and TSC_ERR_IO is returned; f->fid is invalid afterwards in both cases. */
-tsc_status_t tsc_h5_commit(tsc_h5_file_t *f);
+TSC_API tsc_status_t tsc_h5_commit(tsc_h5_file_t *f);
 /* Closes and removes the temporary file (after an error). Safe on a closed/failed file. */
-void tsc_h5_abort(tsc_h5_file_t *f);
+TSC_API void tsc_h5_abort(tsc_h5_file_t *f);
 
 /* Opens an existing file read-only (rw = 0) or read-write (rw = 1), after checking that it
  * exists (TSC_ERR_IO, with strerror) and is HDF5 (TSC_ERR_FORMAT: "not an HDF5 file"). */
-tsc_status_t tsc_h5_open(hid_t *fid, const char *path, int rw);
+TSC_API tsc_status_t tsc_h5_open(hid_t *fid, const char *path, int rw);
 
 /* Creates (or opens, when present) the group at path "a/b/c" below loc, creating the
  * intermediate groups. *out is the opened group (caller H5Gclose's it); out may be NULL. */
-tsc_status_t tsc_h5_group_create(hid_t loc, const char *path, hid_t *out);
+TSC_API tsc_status_t tsc_h5_group_create(hid_t loc, const char *path, hid_t *out);
 /* 1 when the link "a/b/c" exists below loc (every component checked), else 0. */
-int tsc_h5_exists(hid_t loc, const char *path);
+TSC_API int tsc_h5_exists(hid_t loc, const char *path);
 
 /* Options of tsc_h5_write_array; NULL means contiguous, uncompressed. */
 typedef struct {
@@ -83,38 +92,38 @@ typedef struct {
  * "dtype" (tsc_format_name), "dims" (dim_labels, comma-separated, e.g. "token,feature") and
  * "units" (may be NULL: then not written). Fails with TSC_ERR_IO naming file and dataset.
  * data: [dims...] in src_fmt, row-major. */
-tsc_status_t tsc_h5_write_array(hid_t loc, const char *name, tsc_format_t store_fmt, int rank,
+TSC_API tsc_status_t tsc_h5_write_array(hid_t loc, const char *name, tsc_format_t store_fmt, int rank,
                                 const uint64_t *dims, const void *data, tsc_format_t src_fmt,
                                 const char *dim_labels, const char *units,
                                 const tsc_h5_write_opts_t *opts);
 /* Same for float data stored as float32 or float64 (store_fmt), the common case. data: [dims...] */
-tsc_status_t tsc_h5_write_floats(hid_t loc, const char *name, int rank, const uint64_t *dims,
+TSC_API tsc_status_t tsc_h5_write_floats(hid_t loc, const char *name, int rank, const uint64_t *dims,
                                  const float *data, const char *dim_labels, const char *units);
-tsc_status_t tsc_h5_write_doubles(hid_t loc, const char *name, int rank, const uint64_t *dims,
+TSC_API tsc_status_t tsc_h5_write_doubles(hid_t loc, const char *name, int rank, const uint64_t *dims,
                                   const double *data, const char *dim_labels, const char *units);
 /* int64 array (stored as little-endian int64). data: [dims...] */
-tsc_status_t tsc_h5_write_ints(hid_t loc, const char *name, int rank, const uint64_t *dims,
+TSC_API tsc_status_t tsc_h5_write_ints(hid_t loc, const char *name, int rank, const uint64_t *dims,
                                const int64_t *data, const char *dim_labels, const char *units);
 
 /* Attributes on obj (a file, group or dataset id); an existing attribute is replaced.
  * Strings are variable-length UTF-8 (h5py reads them as str). */
-tsc_status_t tsc_h5_attr_write_str(hid_t obj, const char *name, const char *value);
-tsc_status_t tsc_h5_attr_write_double(hid_t obj, const char *name, double value);
-tsc_status_t tsc_h5_attr_write_long(hid_t obj, const char *name, long value);
-tsc_status_t tsc_h5_attr_write_longs(hid_t obj, const char *name, const long *values, size_t n);
-tsc_status_t tsc_h5_attr_write_doubles(hid_t obj, const char *name, const double *values, size_t n);
+TSC_API tsc_status_t tsc_h5_attr_write_str(hid_t obj, const char *name, const char *value);
+TSC_API tsc_status_t tsc_h5_attr_write_double(hid_t obj, const char *name, double value);
+TSC_API tsc_status_t tsc_h5_attr_write_long(hid_t obj, const char *name, long value);
+TSC_API tsc_status_t tsc_h5_attr_write_longs(hid_t obj, const char *name, const long *values, size_t n);
+TSC_API tsc_status_t tsc_h5_attr_write_doubles(hid_t obj, const char *name, const double *values, size_t n);
 
 /* Reading attributes: TSC_ERR_MISSING when absent; TSC_ERR_FORMAT when of the wrong class.
  * Strings may be fixed-length or variable-length; value is NUL-terminated, truncated to cap.
  * Numbers convert between integer and floating classes; a scalar reads as an array of one.
  * tsc_h5_attr_read_longs stores at most cap values and the total count in *n. */
-tsc_status_t tsc_h5_attr_read_str(hid_t obj, const char *name, char *value, size_t cap);
-tsc_status_t tsc_h5_attr_read_double(hid_t obj, const char *name, double *value);
-tsc_status_t tsc_h5_attr_read_long(hid_t obj, const char *name, long *value);
-tsc_status_t tsc_h5_attr_read_longs(hid_t obj, const char *name, long *values, size_t cap, size_t *n);
+TSC_API tsc_status_t tsc_h5_attr_read_str(hid_t obj, const char *name, char *value, size_t cap);
+TSC_API tsc_status_t tsc_h5_attr_read_double(hid_t obj, const char *name, double *value);
+TSC_API tsc_status_t tsc_h5_attr_read_long(hid_t obj, const char *name, long *value);
+TSC_API tsc_status_t tsc_h5_attr_read_longs(hid_t obj, const char *name, long *values, size_t cap, size_t *n);
 
 /* Names the HDF5 object for messages: "<file>:<object path>" into buf (never fails). */
-const char *tsc_h5_where(hid_t obj, char *buf, size_t cap);
+TSC_API const char *tsc_h5_where(hid_t obj, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,8 @@
 #ifndef TSC_SELECT_H
 #define TSC_SELECT_H
 
+#include "tsc_export.h"
+
 #include <stddef.h>
 
 #include "tsc_status.h"
@@ -48,29 +50,29 @@ typedef struct {
 } tsc_select_t;
 
 /* Selects everything. */
-void tsc_select_init(tsc_select_t *s);
-void tsc_select_set_all(tsc_select_set_t *set);
+TSC_API void tsc_select_init(tsc_select_t *s);
+TSC_API void tsc_select_set_all(tsc_select_set_t *set);
 
 /* Parses a full spec into s (keys not named select all). TSC_ERR_ARG with a message naming the
  * offending text on a syntax error, an unknown key, a negative number, stride <= 0,
  * stop <= start, or more than TSC_SELECT_MAX_ITEMS ranges; s is then set to select all.
  * spec NULL or "" selects all. */
-tsc_status_t tsc_select_parse(tsc_select_t *s, const char *spec);
+TSC_API tsc_status_t tsc_select_parse(tsc_select_t *s, const char *spec);
 /* Parses the set grammar alone ("all", "1,3", "6000:7000:10"); same errors. */
-tsc_status_t tsc_select_set_parse(tsc_select_set_t *set, const char *text);
+TSC_API tsc_status_t tsc_select_set_parse(tsc_select_set_t *set, const char *text);
 
 /* Membership. */
-int tsc_select_set_has(const tsc_select_set_t *set, long long v);
+TSC_API int tsc_select_set_has(const tsc_select_set_t *set, long long v);
 /* 1 when step and layer are selected, and head too unless head < 0. */
-int tsc_select_has(const tsc_select_t *s, long long step, long long layer, long long head);
+TSC_API int tsc_select_has(const tsc_select_t *s, long long step, long long layer, long long head);
 
 /* Number of selected values in [0, n) (e.g. heads among n_head). */
 long long tsc_select_set_count(const tsc_select_set_t *set, long long n);
 
 /* Canonical text of the set ("all", "1,3,5:9:2") / of the spec ("steps=...,layers=...,heads=...,
  * batches=..."); truncated to cap (always NUL-terminated). Returns buf. */
-const char *tsc_select_set_format(const tsc_select_set_t *set, char *buf, size_t cap);
-const char *tsc_select_format(const tsc_select_t *s, char *buf, size_t cap);
+TSC_API const char *tsc_select_set_format(const tsc_select_set_t *set, char *buf, size_t cap);
+TSC_API const char *tsc_select_format(const tsc_select_t *s, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -23,6 +23,8 @@
 #ifndef TSC_SYNTH_H
 #define TSC_SYNTH_H
 
+#include "tsc_export.h"
+
 #include <stdint.h>
 
 #include "tsc_status.h"
@@ -49,11 +51,11 @@ typedef struct {
 } tsc_synth_shape_t;
 
 /* Fills *out with the shape called name. TSC_ERR_ARG (listing the names) when unknown. */
-tsc_status_t tsc_synth_shape_get(const char *name, tsc_synth_shape_t *out);
+TSC_API tsc_status_t tsc_synth_shape_get(const char *name, tsc_synth_shape_t *out);
 /* The shape names, comma-separated ("tiny, gpt2-small, llama-gqa"). */
-const char *tsc_synth_shape_names(void);
+TSC_API const char *tsc_synth_shape_names(void);
 /* The i-th shape (0-based), or NULL past the end (for help texts). */
-const tsc_synth_shape_t *tsc_synth_shape_at(int i);
+TSC_API const tsc_synth_shape_t *tsc_synth_shape_at(int i);
 
 typedef struct {
     const char *shape;        /* default "tiny" */
@@ -70,12 +72,12 @@ typedef struct {
     void *progress_ctx;
 } tsc_synth_opts_t;
 
-void tsc_synth_opts_init(tsc_synth_opts_t *o);
+TSC_API void tsc_synth_opts_init(tsc_synth_opts_t *o);
 
 /* Writes the dump to path (temporary name + rename). TSC_ERR_ARG for a bad option (unknown
  * shape, bad steps/layers/policy, a set selecting no step or more than 100000 steps),
  * TSC_ERR_IO naming path when it cannot be written; nothing is left at path on failure. */
-tsc_status_t tsc_synth_write(const char *path, const tsc_synth_opts_t *opts);
+TSC_API tsc_status_t tsc_synth_write(const char *path, const tsc_synth_opts_t *opts);
 
 /* The tied score α·q·k the planted rows have at keys 0 and p (before rounding), and the least
  * gap to every other visible score that synth guarantees (after BF16 rounding of q and k). */

@@ -20,6 +20,8 @@
 #ifndef TSC_ACCUM_H
 #define TSC_ACCUM_H
 
+#include "tsc_export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,12 +73,12 @@ typedef struct {
  * one draw per call in stochastic mode, as tsc_round). a and b are taken as given (exact
  * doubles); callers that model an accumulator pass values already in fmt. step may be NULL.
  * Returns the rounded sum (equal to tsc_round(a + b computed exactly, fmt, mode)). */
-double tsc_accum_add2(double a, double b, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng,
+TSC_API double tsc_accum_add2(double a, double b, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng,
                       tsc_accum_step_t *step);
 
 /* Rounds x (exact) into fmt with a trace in step (b = 0, align_shift = carry_shift = 0).
  * Returns the rounded value (tsc_round(x, fmt, mode, rng)). */
-double tsc_accum_round(double x, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng,
+TSC_API double tsc_accum_round(double x, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng,
                        tsc_accum_step_t *step);
 
 /* A running sum in fmt. Starts at +0. The trace buffer is optional and owned by the caller. */
@@ -91,30 +93,30 @@ typedef struct {
 } tsc_accum_t;
 
 /* TSC_ERR_ARG for a NULL acc or an unknown fmt/mode (acc untouched then). */
-tsc_status_t tsc_accum_init(tsc_accum_t *acc, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng);
+TSC_API tsc_status_t tsc_accum_init(tsc_accum_t *acc, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng);
 /* Records the next additions into buf[0..cap) (cap 0 / NULL: no trace). */
-void tsc_accum_set_trace(tsc_accum_t *acc, tsc_accum_step_t *buf, size_t cap);
+TSC_API void tsc_accum_set_trace(tsc_accum_t *acc, tsc_accum_step_t *buf, size_t cap);
 /* sum <- round_fmt(sum + round_fmt(x)): the addend is first rounded into fmt (a no-op for
  * values already there, such as products of two BF16 numbers in FP32). Returns the new sum. */
-double tsc_accum_add(tsc_accum_t *acc, double x);
+TSC_API double tsc_accum_add(tsc_accum_t *acc, double x);
 /* Sums x[0..n) in index order from +0 into fmt; trace (n records) may be NULL. Returns the sum. */
-double tsc_accum_sum(const double *x, size_t n, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng,
+TSC_API double tsc_accum_sum(const double *x, size_t n, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng,
                      tsc_accum_step_t *trace); /* x: [n] float64; trace: [n] or NULL */
 
 /* x's bits in fmt's layout (x is rounded to fmt nearest-even first if it is not exact there):
  * "s eeeeeeee mmmmmmm|r|sss..." with the mantissa split after `split` bits, then the rounding
  * bit, then the rest (split < 0 or >= mantissa bits: no split, "s eeeeeeee mmm..."). Writes at
  * most n bytes including the NUL; returns buf. */
-char *tsc_accum_bits_str(double x, tsc_format_t fmt, int split, char *buf, size_t n);
+TSC_API char *tsc_accum_bits_str(double x, tsc_format_t fmt, int split, char *buf, size_t n);
 
 /* The exact sum of a step relative to its result format, as significand bits:
  * "kept bits|r|sticky bits" (e.g. "100101101000011100010111|0|" for an exact FP32 sum, or
  * "10010110|1|000011100010111" for the paper's sum rounded to BF16); sticky bits beyond 64
  * end in "...". Returns buf. */
-char *tsc_accum_step_bits_str(const tsc_accum_step_t *step, char *buf, size_t n);
+TSC_API char *tsc_accum_step_bits_str(const tsc_accum_step_t *step, char *buf, size_t n);
 
 /* "exact", "up (away from zero)", "down (toward zero)". */
-const char *tsc_accum_dir_str(tsc_accum_dir_t dir);
+TSC_API const char *tsc_accum_dir_str(tsc_accum_dir_t dir);
 
 #ifdef __cplusplus
 }

@@ -66,6 +66,8 @@
 #ifndef TSC_ATTENTION_H
 #define TSC_ATTENTION_H
 
+#include "tsc_export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -137,30 +139,30 @@ typedef struct {
 
 /* Allocates the arrays flags asks for (one allocation each; NaN-filled). TSC_ERR_ARG for bad
  * sizes, TSC_ERR_NOMEM (then *tr is zeroed and owns nothing). Free with tsc_attn_trace_free. */
-tsc_status_t tsc_attn_trace_init(tsc_attn_trace_t *tr, int T, int D, int block_k, int flags);
-void tsc_attn_trace_free(tsc_attn_trace_t *tr);  /* NULL and zeroed traces are no-ops */
+TSC_API tsc_status_t tsc_attn_trace_init(tsc_attn_trace_t *tr, int T, int D, int block_k, int flags);
+TSC_API void tsc_attn_trace_free(tsc_attn_trace_t *tr);  /* NULL and zeroed traces are no-ops */
 
 /* Runs the forward (and, with io->dout, the backward) for every (b, h) under pol.
  * traces: n_traces traces whose (b, h) select heads (each initialised for dims->T, D and
  * pol->block_k), or NULL/0. Returns TSC_ERR_ARG (bad dims, policy, NULL inputs, a trace that
  * does not fit), TSC_ERR_NOMEM; on error outputs are unspecified. Memory: O(T·D) per
  * running thread beyond the outputs, plus for GQA backward an [B, H, T, D] scratch pair. */
-tsc_status_t tsc_attn_run(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
+TSC_API tsc_status_t tsc_attn_run(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
                           const tsc_attn_io_t *io, tsc_attn_trace_t *traces, int n_traces);
 
 /* FLOPs counted the usual way (2 per multiply-add of the matrix products; causal counts the
  * unmasked half including the diagonal): forward 4·T'·D per head, backward 10·T'·D per
  * head, T' = number of unmasked (t, j) pairs. */
-double tsc_attn_flops(const tsc_attn_dims_t *dims, int backward);
+TSC_API double tsc_attn_flops(const tsc_attn_dims_t *dims, int backward);
 
 /* The FP32 exp of the reference (deterministic, same bits on every path). */
-float tsc_attn_expf(float x);
+TSC_API float tsc_attn_expf(float x);
 
 /* Selects the SIMD path (1, default where the CPU has AVX-512F/FMA) or the portable one (0);
  * both give identical bits. Returns the previous setting. Not thread-safe: set it before
  * calling tsc_attn_run. tsc_attn_simd_available() says whether the SIMD path exists here. */
-int tsc_attn_simd_set(int enable);
-int tsc_attn_simd_available(void);
+TSC_API int tsc_attn_simd_set(int enable);
+TSC_API int tsc_attn_simd_available(void);
 
 /* Element-wise checker: element i mismatches when |ref − out| > atol + rtol·|ref|, or when
  * exactly one is NaN, or Inf differs in sign; NaN in both counts as a match only with
@@ -173,13 +175,13 @@ typedef struct {
     double max_abs, max_rel;   /* over finite pairs; rel uses |ref| (pairs with ref 0 skipped) */
     size_t max_abs_at, max_rel_at;
 } tsc_compare_t;
-void tsc_compare_f64(const double *ref, const double *out, size_t n, double atol, double rtol,
+TSC_API void tsc_compare_f64(const double *ref, const double *out, size_t n, double atol, double rtol,
                      int allow_nan, tsc_compare_t *res);
-void tsc_compare_f32(const float *ref, const float *out, size_t n, double atol, double rtol,
+TSC_API void tsc_compare_f32(const float *ref, const float *out, size_t n, double atol, double rtol,
                      int allow_nan, tsc_compare_t *res);
 /* One line: "N of M mismatch (atol A, rtol R); worst [i] ref X out Y; max abs E at i, max rel
  * E at i". Writes at most size bytes (NUL-terminated) and returns buf. */
-char *tsc_compare_str(const tsc_compare_t *res, double atol, double rtol, char *buf, size_t size);
+TSC_API char *tsc_compare_str(const tsc_compare_t *res, double atol, double rtol, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

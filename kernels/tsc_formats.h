@@ -23,6 +23,8 @@
 #ifndef TSC_FORMATS_H
 #define TSC_FORMATS_H
 
+#include "tsc_export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,52 +53,52 @@ typedef enum {
 
 /* Counter-based RNG for stochastic rounding: the same seed gives the same bits. */
 typedef struct { uint64_t state; } tsc_rng_t;
-void tsc_rng_seed(tsc_rng_t *rng, uint64_t seed);
-uint64_t tsc_rng_next(tsc_rng_t *rng);
+TSC_API void tsc_rng_seed(tsc_rng_t *rng, uint64_t seed);
+TSC_API uint64_t tsc_rng_next(tsc_rng_t *rng);
 
 /* Canonical lower-case name ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2"). */
-const char *tsc_format_name(tsc_format_t fmt);
+TSC_API const char *tsc_format_name(tsc_format_t fmt);
 /* Parses a name (also accepts "f32", "float32", "bfloat16", "e4m3", ...). TSC_ERR_ARG if unknown. */
-tsc_status_t tsc_format_parse(const char *name, tsc_format_t *out);
+TSC_API tsc_status_t tsc_format_parse(const char *name, tsc_format_t *out);
 /* Storage size in bytes: 8, 4, 4, 2, 2, 1, 1. */
-size_t tsc_format_size(tsc_format_t fmt);
+TSC_API size_t tsc_format_size(tsc_format_t fmt);
 /* Explicit mantissa bits (52, 23, 10, 7, 10, 3, 2) and exponent bits (11, 8, 8, 8, 5, 4, 5). */
-int tsc_format_mant_bits(tsc_format_t fmt);
-int tsc_format_exp_bits(tsc_format_t fmt);
+TSC_API int tsc_format_mant_bits(tsc_format_t fmt);
+TSC_API int tsc_format_exp_bits(tsc_format_t fmt);
 
 /* Fast scalar conversions, nearest-even. */
-uint16_t tsc_bf16_from_f32(float x);
-float tsc_bf16_to_f32(uint16_t b);
-uint16_t tsc_fp16_from_f32(float x);
-float tsc_fp16_to_f32(uint16_t h);
+TSC_API uint16_t tsc_bf16_from_f32(float x);
+TSC_API float tsc_bf16_to_f32(uint16_t b);
+TSC_API uint16_t tsc_fp16_from_f32(float x);
+TSC_API float tsc_fp16_to_f32(uint16_t h);
 
 /* Generic: rounds x to fmt with mode; returns the rounded value as a double (exact).
  * rng is used only for TSC_ROUND_STOCHASTIC (may be NULL otherwise; NULL there means
  * nearest-even). In stochastic mode every call consumes exactly one draw. An out-of-range
  * fmt gives NaN (tsc_encode: 0). Rounding from a double happens once (never through float). */
-double tsc_round(double x, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng);
+TSC_API double tsc_round(double x, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng);
 /* Generic encode/decode between a double and fmt's bit pattern (low bits of the result). */
-uint64_t tsc_encode(double x, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng);
-double tsc_decode(uint64_t bits, tsc_format_t fmt);
+TSC_API uint64_t tsc_encode(double x, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng);
+TSC_API double tsc_decode(uint64_t bits, tsc_format_t fmt);
 
 /* x rounded to fmt, returned as the float holding that value (exact for every format but
  * fp64, which returns x). Same rules as tsc_round; bf16 nearest-even is a fast path. */
-float tsc_round_f32(float x, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng);
+TSC_API float tsc_round_f32(float x, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng);
 
 /* The AVX-512 BF16 path of tsc_convert_from_f32 (bf16, nearest-even) is used when the CPU has
  * it; tsc_formats_simd_set(0) forces the portable path (tests, benchmarks), (1) allows it
  * again; both return 1 when the SIMD path is now in use. Not thread-safe to toggle
  * while conversions run. */
-int tsc_formats_simd_set(int enable);
-int tsc_formats_simd_active(void);
+TSC_API int tsc_formats_simd_set(int enable);
+TSC_API int tsc_formats_simd_active(void);
 
 /* Bulk conversions of n elements. src/dst hold fmt's storage (tsc_format_size bytes each).
  * tsc_convert_from_f32 rounds with mode (stochastic uses rng); to_f32 is exact except for
  * FP64 sources, which are rounded to nearest-even float. A run-time-selected AVX-512 BF16
  * path gives the same bits as the portable one. */
-void tsc_convert_from_f32(tsc_format_t fmt, const float *src, void *dst, size_t n,
+TSC_API void tsc_convert_from_f32(tsc_format_t fmt, const float *src, void *dst, size_t n,
                           tsc_round_t mode, tsc_rng_t *rng);
-void tsc_convert_to_f32(tsc_format_t fmt, const void *src, float *dst, size_t n);
+TSC_API void tsc_convert_to_f32(tsc_format_t fmt, const void *src, float *dst, size_t n);
 
 #ifdef __cplusplus
 }

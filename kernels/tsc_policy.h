@@ -41,6 +41,8 @@
 #ifndef TSC_POLICY_H
 #define TSC_POLICY_H
 
+#include "tsc_export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -133,32 +135,32 @@ typedef struct {
 #define TSC_POLICY_STR_MAX 512
 
 /* Fills *out with a preset. TSC_ERR_ARG for an out-of-range preset (*out untouched). */
-tsc_status_t tsc_policy_preset(tsc_preset_t preset, tsc_policy_t *out);
+TSC_API tsc_status_t tsc_policy_preset(tsc_preset_t preset, tsc_policy_t *out);
 /* Parses a policy string (grammar above). On failure returns TSC_ERR_ARG with a detail naming
  * the bad part and listing valid presets, modifiers and stage names; *out is untouched. */
-tsc_status_t tsc_policy_parse(const char *s, tsc_policy_t *out);
+TSC_API tsc_status_t tsc_policy_parse(const char *s, tsc_policy_t *out);
 /* Writes the canonical string. TSC_ERR_ARG if buf is too small (buf then holds "" when
  * size > 0). TSC_POLICY_STR_MAX always suffices. */
-tsc_status_t tsc_policy_format(const tsc_policy_t *p, char *buf, size_t size);
+TSC_API tsc_status_t tsc_policy_format(const tsc_policy_t *p, char *buf, size_t size);
 /* Checks ranges (formats, modes, tiles, beta/eps/gap). TSC_ERR_ARG with a detail if not. */
-tsc_status_t tsc_policy_validate(const tsc_policy_t *p);
+TSC_API tsc_status_t tsc_policy_validate(const tsc_policy_t *p);
 /* 1 when the two policies compute the same thing (every field equal), else 0. */
-int tsc_policy_equal(const tsc_policy_t *a, const tsc_policy_t *b);
+TSC_API int tsc_policy_equal(const tsc_policy_t *a, const tsc_policy_t *b);
 
 /* Canonical preset / stage names and their parsers (TSC_ERR_ARG listing valid names). */
-const char *tsc_preset_name(tsc_preset_t preset);
-tsc_status_t tsc_preset_parse(const char *name, tsc_preset_t *out);
-const char *tsc_stage_name(tsc_stage_t stage);          /* "pv", "oacc", ...; "?" if out of range */
-const char *tsc_stage_describe(tsc_stage_t stage);      /* one line, e.g. "per-tile P̄V result" */
-tsc_status_t tsc_stage_parse(const char *name, tsc_stage_t *out);
+TSC_API const char *tsc_preset_name(tsc_preset_t preset);
+TSC_API tsc_status_t tsc_preset_parse(const char *name, tsc_preset_t *out);
+TSC_API const char *tsc_stage_name(tsc_stage_t stage);          /* "pv", "oacc", ...; "?" if out of range */
+TSC_API const char *tsc_stage_describe(tsc_stage_t stage);      /* one line, e.g. "per-tile P̄V result" */
+TSC_API tsc_status_t tsc_stage_parse(const char *name, tsc_stage_t *out);
 
 /* Sets one stage's format (the mode is kept; a stage raised to FP32/FP64 gets nearest-even,
  * since accumulators round that way in hardware). */
-void tsc_policy_stage_set(tsc_policy_t *p, tsc_stage_t stage, tsc_format_t fmt);
+TSC_API void tsc_policy_stage_set(tsc_policy_t *p, tsc_stage_t stage, tsc_format_t fmt);
 /* 1 when the stage's format has fewer mantissa bits than FP32 (a "low-precision" stage). */
-int tsc_policy_stage_is_low(const tsc_policy_t *p, tsc_stage_t stage);
+TSC_API int tsc_policy_stage_is_low(const tsc_policy_t *p, tsc_stage_t stage);
 /* 1 when any stage is FP64 (the reference then computes in double). */
-int tsc_policy_uses_fp64(const tsc_policy_t *p);
+TSC_API int tsc_policy_uses_fp64(const tsc_policy_t *p);
 
 /* For substitution experiments ("lp with one stage at a time raised to FP32", PAPER.md §2):
  * fills stages[] with the forward/backward stages that are low-precision in p, in enum
@@ -166,7 +168,7 @@ int tsc_policy_uses_fp64(const tsc_policy_t *p);
  * For each, `q = *p; tsc_policy_stage_set(&q, s, TSC_FMT_FP32);` is the substituted policy,
  * and tsc_policy_format(&q) names it, e.g. "bf16-fa2+fp32:pbar-pv". Inputs q/k/v/do are
  * excluded (they are the captured data, not a choice of the kernel). */
-int tsc_policy_low_stages(const tsc_policy_t *p, tsc_stage_t *stages);
+TSC_API int tsc_policy_low_stages(const tsc_policy_t *p, tsc_stage_t *stages);
 
 #ifdef __cplusplus
 }

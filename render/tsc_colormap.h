@@ -24,6 +24,8 @@
 #ifndef TSC_COLORMAP_H
 #define TSC_COLORMAP_H
 
+#include "tsc_export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,17 +48,17 @@ typedef enum {
 #define TSC_CMAP_BAD_ARGB 0xFFFF00FFu
 
 /* "viridis", "coolwarm", "greys". Never NULL ("?" for an out-of-range value). */
-const char *tsc_cmap_name(tsc_cmap_t cm);
+TSC_API const char *tsc_cmap_name(tsc_cmap_t cm);
 /* Parses a name as above (also "cool-warm", "diverging", "gray"). TSC_ERR_ARG if unknown. */
-tsc_status_t tsc_cmap_parse(const char *name, tsc_cmap_t *out);
+TSC_API tsc_status_t tsc_cmap_parse(const char *name, tsc_cmap_t *out);
 
 /* Colour of t (clipped to [0, 1]) as rgb[3] in [0, 1]. NaN t gives the bad colour (1, 0, 1). */
-void tsc_cmap_eval(tsc_cmap_t cm, double t, double rgb[3]);
+TSC_API void tsc_cmap_eval(tsc_cmap_t cm, double t, double rgb[3]);
 /* The same colour packed as opaque 0xFFRRGGBB (each channel rounded to nearest of 0..255). */
-uint32_t tsc_cmap_argb(tsc_cmap_t cm, double t);
+TSC_API uint32_t tsc_cmap_argb(tsc_cmap_t cm, double t);
 /* Fills lut[n] (n >= 2) with tsc_cmap_argb(cm, i / (n - 1)); index a t in [0, 1] with
  * (int)(t * (n - 1) + 0.5). */
-void tsc_cmap_fill_lut(tsc_cmap_t cm, uint32_t *lut, int n);
+TSC_API void tsc_cmap_fill_lut(tsc_cmap_t cm, uint32_t *lut, int n);
 
 typedef enum {
     TSC_NORM_LINEAR = 0, /* t = (v - vmin) / (vmax - vmin) */
@@ -70,38 +72,38 @@ typedef struct {
 } tsc_norm_t;
 
 /* "linear", "log", "symmetric". */
-const char *tsc_norm_kind_name(tsc_norm_kind_t kind);
-tsc_status_t tsc_norm_kind_parse(const char *name, tsc_norm_kind_t *out);
+TSC_API const char *tsc_norm_kind_name(tsc_norm_kind_t kind);
+TSC_API tsc_status_t tsc_norm_kind_parse(const char *name, tsc_norm_kind_t *out);
 
 /* Sets a norm from explicit limits. SYMMETRIC uses vmax = max(|vmin|, |vmax|), vmin = -vmax.
  * TSC_ERR_ARG when a limit is not finite, vmin >= vmax, or LOG has vmin <= 0; *n is then unchanged. */
-tsc_status_t tsc_norm_init(tsc_norm_t *n, tsc_norm_kind_t kind, double vmin, double vmax);
+TSC_API tsc_status_t tsc_norm_init(tsc_norm_t *n, tsc_norm_kind_t kind, double vmin, double vmax);
 
 /* Sets a norm from the finite, unmasked values of x ([count] f32; mask [count] optional, nonzero =
  * masked): LINEAR [min, max], SYMMETRIC [-max|x|, max|x|], LOG [smallest positive, max].
  * Degenerate data is widened so vmin < vmax always holds (a constant c: [c - 0.5, c + 0.5], or
  * [-1, 1] / [c / 10, c * 10] for SYMMETRIC and LOG; no usable value: [0, 1], [-1, 1], [1e-3, 1]).
  * Always TSC_OK for valid arguments; TSC_ERR_ARG for NULL n or x with count > 0. */
-tsc_status_t tsc_norm_autoscale(tsc_norm_t *n, tsc_norm_kind_t kind, const float *x, size_t count,
+TSC_API tsc_status_t tsc_norm_autoscale(tsc_norm_t *n, tsc_norm_kind_t kind, const float *x, size_t count,
                                 const uint8_t *mask);
 /* Widens n to also cover other's range (one scale shared by several panels); SYMMETRIC stays
  * centred on zero. */
-void tsc_norm_union(tsc_norm_t *n, const tsc_norm_t *other);
+TSC_API void tsc_norm_union(tsc_norm_t *n, const tsc_norm_t *other);
 
 /* Maps v to [0, 1], clipping values outside [vmin, vmax] (LOG: v <= 0 maps to 0).
  * Returns NaN for non-finite v. */
-double tsc_norm_apply(const tsc_norm_t *n, double v);
+TSC_API double tsc_norm_apply(const tsc_norm_t *n, double v);
 /* The data value at t in [0, 1] (inverse of tsc_norm_apply inside the range). */
-double tsc_norm_inverse(const tsc_norm_t *n, double t);
+TSC_API double tsc_norm_inverse(const tsc_norm_t *n, double t);
 
 /* Up to max_ticks "nice" tick values inside [vmin, vmax] in ticks[], ascending: steps of 1, 2 or 5
  * times a power of ten (LINEAR, SYMMETRIC, which always includes 0), or powers of ten (LOG, with
  * 2x and 5x when the range spans less than two decades). Returns the count (0 if max_ticks < 1). */
-int tsc_norm_ticks(const tsc_norm_t *n, double *ticks, int max_ticks);
+TSC_API int tsc_norm_ticks(const tsc_norm_t *n, double *ticks, int max_ticks);
 
 /* Formats a tick value compactly ("0.25", "-3", "1e-05", "2e+04"), with enough digits to tell
  * apart ticks that are `step` apart (pass 0 for log ticks). Writes at most size bytes. */
-void tsc_format_tick(double v, double step, char *buf, size_t size);
+TSC_API void tsc_format_tick(double v, double step, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

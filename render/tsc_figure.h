@@ -29,6 +29,8 @@
 #ifndef TSC_FIGURE_H
 #define TSC_FIGURE_H
 
+#include "tsc_export.h"
+
 #include <stddef.h>
 
 #include <cairo.h>
@@ -54,39 +56,39 @@ typedef struct tsc_jv {
 } tsc_jv_t;
 
 /* Parses text[len]; *out is the caller's (tsc_jv_free). TSC_ERR_FORMAT names where:line. */
-tsc_status_t tsc_jv_parse(const char *text, size_t len, const char *where, tsc_jv_t **out);
-tsc_status_t tsc_jv_read_file(const char *path, tsc_jv_t **out);
-void tsc_jv_free(tsc_jv_t *v);
+TSC_API tsc_status_t tsc_jv_parse(const char *text, size_t len, const char *where, tsc_jv_t **out);
+TSC_API tsc_status_t tsc_jv_read_file(const char *path, tsc_jv_t **out);
+TSC_API void tsc_jv_free(tsc_jv_t *v);
 /* Member lookup; NULL when absent or of another type. path: "a.b.0.c" (numbers index arrays). */
-const tsc_jv_t *tsc_jv_get(const tsc_jv_t *v, const char *key);
-const tsc_jv_t *tsc_jv_at(const tsc_jv_t *v, size_t i);
-const tsc_jv_t *tsc_jv_path(const tsc_jv_t *v, const char *path);
-double tsc_jv_num(const tsc_jv_t *v, const char *path);       /* NaN when absent/null/not a number */
-const char *tsc_jv_str(const tsc_jv_t *v, const char *path);  /* NULL when absent */
-size_t tsc_jv_len(const tsc_jv_t *v, const char *path);       /* array length, 0 otherwise */
+TSC_API const tsc_jv_t *tsc_jv_get(const tsc_jv_t *v, const char *key);
+TSC_API const tsc_jv_t *tsc_jv_at(const tsc_jv_t *v, size_t i);
+TSC_API const tsc_jv_t *tsc_jv_path(const tsc_jv_t *v, const char *path);
+TSC_API double tsc_jv_num(const tsc_jv_t *v, const char *path);       /* NaN when absent/null/not a number */
+TSC_API const char *tsc_jv_str(const tsc_jv_t *v, const char *path);  /* NULL when absent */
+TSC_API size_t tsc_jv_len(const tsc_jv_t *v, const char *path);       /* array length, 0 otherwise */
 /* A number as an integer; dflt when absent, null, not finite or outside the range of long long. */
 long long tsc_jv_int(const tsc_jv_t *v, const char *path, long long dflt);
 
 /* Reads a whole file into *buf (NUL-terminated, caller frees). TSC_ERR_IO names path. */
-tsc_status_t tsc_read_file(const char *path, char **buf, size_t *len);
+TSC_API tsc_status_t tsc_read_file(const char *path, char **buf, size_t *len);
 
 /* ---- figure sources and recipes ---- */
 typedef struct tsc_figure_src tsc_figure_src_t;
 
 /* Opens dir/summary.json (required) and notes dir/analysis.h5 (read when a recipe needs it).
  * Errors: TSC_ERR_IO / TSC_ERR_FORMAT naming the file (not a tilescope-summary). */
-tsc_status_t tsc_figure_src_open(const char *dir, tsc_figure_src_t **out);
+TSC_API tsc_status_t tsc_figure_src_open(const char *dir, tsc_figure_src_t **out);
 /* The same, then reads and adds n training logs named by specs ("NAME=FILE" or "FILE", see
  * tsc_log_read_spec). Errors: those of the open, the log reader (naming file and line) or
  * add_log; on failure nothing stays open and *out is NULL. */
-tsc_status_t tsc_figure_src_open_logs(const char *dir, const char *const *specs, int n, tsc_figure_src_t **out);
-void tsc_figure_src_close(tsc_figure_src_t *s);
+TSC_API tsc_status_t tsc_figure_src_open_logs(const char *dir, const char *const *specs, int n, tsc_figure_src_t **out);
+TSC_API void tsc_figure_src_close(tsc_figure_src_t *s);
 /* Adds a training log; the source takes ownership (also on failure). At most 16. */
-tsc_status_t tsc_figure_src_add_log(tsc_figure_src_t *s, tsc_log_t *lg);
-const tsc_jv_t *tsc_figure_src_summary(const tsc_figure_src_t *s);
-const char *tsc_figure_src_dir(const tsc_figure_src_t *s);
-int tsc_figure_src_n_logs(const tsc_figure_src_t *s);
-const tsc_log_t *tsc_figure_src_log(const tsc_figure_src_t *s, int i);
+TSC_API tsc_status_t tsc_figure_src_add_log(tsc_figure_src_t *s, tsc_log_t *lg);
+TSC_API const tsc_jv_t *tsc_figure_src_summary(const tsc_figure_src_t *s);
+TSC_API const char *tsc_figure_src_dir(const tsc_figure_src_t *s);
+TSC_API int tsc_figure_src_n_logs(const tsc_figure_src_t *s);
+TSC_API const tsc_log_t *tsc_figure_src_log(const tsc_figure_src_t *s, int i);
 
 typedef struct {
     long long step;          /* -1: automatic (the top at-risk head's step, else the last analysed) */
@@ -98,7 +100,7 @@ typedef struct {
     double font_pt;          /* base text size (8) */
 } tsc_figure_opts_t;
 
-void tsc_figure_opts_init(tsc_figure_opts_t *o);
+TSC_API void tsc_figure_opts_init(tsc_figure_opts_t *o);
 
 typedef struct {
     char id[8];              /* canonical id ("fig5a") */
@@ -109,24 +111,24 @@ typedef struct {
 } tsc_figure_info_t;
 
 /* The recipe ids in order and a one-line description of each. */
-int tsc_figure_count(void);
-const char *tsc_figure_id(int i);
-const char *tsc_figure_describe(int i);
+TSC_API int tsc_figure_count(void);
+TSC_API const char *tsc_figure_id(int i);
+TSC_API const char *tsc_figure_describe(int i);
 /* Canonical id of name ("fig5" -> "fig5a", "Fig3" -> "fig3"); NULL when unknown. */
-const char *tsc_figure_canonical(const char *name);
+TSC_API const char *tsc_figure_canonical(const char *name);
 
 /* Draws recipe id into path (PNG, SVG or PDF by fmt, or the extension for TSC_IMG_AUTO), written
  * to a temporary name and renamed. info (may be NULL) receives the caption. Errors:
  * TSC_ERR_ARG (unknown id, bad options), TSC_ERR_MISSING (the data is absent: the detail names
  * it), TSC_ERR_IO / TSC_ERR_FORMAT (reading analysis.h5, the dump or writing path),
  * TSC_ERR_EXTERNAL (gnuplot, cairo). path is untouched on failure. */
-tsc_status_t tsc_figure_write(tsc_figure_src_t *s, const char *id, const tsc_figure_opts_t *o, const char *path,
+TSC_API tsc_status_t tsc_figure_write(tsc_figure_src_t *s, const char *id, const tsc_figure_opts_t *o, const char *path,
                               tsc_image_format_t fmt, tsc_figure_info_t *info);
 
 /* Figure 1 onto cr (user units: points, origin top-left) in a w x h point box. caption: [cap] or
  * NULL. Never fails on missing data (absent links are drawn as such); TSC_ERR_EXTERNAL on a cairo
  * error. */
-tsc_status_t tsc_figure_evidence_draw(cairo_t *cr, const tsc_figure_src_t *s, double w, double h, double font_pt,
+TSC_API tsc_status_t tsc_figure_evidence_draw(cairo_t *cr, const tsc_figure_src_t *s, double w, double h, double font_pt,
                                       char *caption, size_t cap);
 
 #ifdef __cplusplus

@@ -27,6 +27,8 @@
 #ifndef TSC_HEATMAP_H
 #define TSC_HEATMAP_H
 
+#include "tsc_export.h"
+
 #include <stdint.h>
 
 #include <cairo.h>
@@ -97,29 +99,29 @@ typedef struct {
 } tsc_heatmap_info_t;
 
 /* Defaults as listed above. */
-void tsc_heatmap_opts_init(tsc_heatmap_opts_t *o);
+TSC_API void tsc_heatmap_opts_init(tsc_heatmap_opts_t *o);
 
 /* Renders n >= 1 panels into a new ARGB32 image of round(width_in * dpi) x round(height_in * dpi)
  * pixels; *out is the caller's (cairo_surface_destroy). info: [n] or NULL.
  * Fails with TSC_ERR_ARG (bad sizes, font < 7 pt, a figure too small for its text, POOL_NONE on a
  * matrix larger than its pixels), TSC_ERR_NOMEM, TSC_ERR_EXTERNAL (cairo); *out is NULL then. */
-tsc_status_t tsc_heatmap_render(const tsc_heatmap_opts_t *o, const tsc_heatmap_panel_t *p, int n,
+TSC_API tsc_status_t tsc_heatmap_render(const tsc_heatmap_opts_t *o, const tsc_heatmap_panel_t *p, int n,
                                 cairo_surface_t **out, tsc_heatmap_info_t *info);
 
 /* Draws the figure onto cr, whose user units must be points with (0, 0) at the figure's top-left
  * (for embedding a figure in a larger page, e.g. a report). Vector drawing (no pixel writes).
  * Same failures as tsc_heatmap_render. */
-tsc_status_t tsc_heatmap_draw(cairo_t *cr, const tsc_heatmap_opts_t *o, const tsc_heatmap_panel_t *p,
+TSC_API tsc_status_t tsc_heatmap_draw(cairo_t *cr, const tsc_heatmap_opts_t *o, const tsc_heatmap_panel_t *p,
                               int n, tsc_heatmap_info_t *info);
 
 /* Writes the figure to path as PNG (at opts.dpi), SVG or PDF (fmt, or from the extension when
  * TSC_IMG_AUTO: .png, .svg, .pdf). The file is written under a temporary name and renamed, so
  * path is either complete or untouched. TSC_ERR_IO names path and the failing call. */
-tsc_status_t tsc_heatmap_write(const tsc_heatmap_opts_t *o, const tsc_heatmap_panel_t *p, int n,
+TSC_API tsc_status_t tsc_heatmap_write(const tsc_heatmap_opts_t *o, const tsc_heatmap_panel_t *p, int n,
                                const char *path, tsc_image_format_t fmt, tsc_heatmap_info_t *info);
 
 /* The format implied by path's extension (case-insensitive); TSC_ERR_ARG if none of the three. */
-tsc_status_t tsc_image_format_from_path(const char *path, tsc_image_format_t *out);
+TSC_API tsc_status_t tsc_image_format_from_path(const char *path, tsc_image_format_t *out);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,8 @@
 #ifndef TSC_LOG_H
 #define TSC_LOG_H
 
+#include "tsc_export.h"
+
 #include <stddef.h>
 
 #include "tsc_status.h"
@@ -48,23 +50,23 @@ typedef struct {
  * (tsc_log_free). Errors: TSC_ERR_IO (cannot open/read, with strerror), TSC_ERR_FORMAT (a
  * malformed line, naming path:line and what was expected; an empty log), TSC_ERR_NOMEM. *out is
  * NULL on failure. */
-tsc_status_t tsc_log_read(const char *path, const char *name, tsc_log_t **out);
+TSC_API tsc_status_t tsc_log_read(const char *path, const char *name, tsc_log_t **out);
 
 /* The same from text[len] in memory; where names the source in messages. */
-tsc_status_t tsc_log_parse(const char *text, size_t len, const char *where, const char *name, tsc_log_t **out);
+TSC_API tsc_status_t tsc_log_parse(const char *text, size_t len, const char *where, const char *name, tsc_log_t **out);
 
 /* Parses "NAME=FILE" (a --log argument): NAME is the display name; a plain FILE names the run
  * after the file. Errors as tsc_log_read, TSC_ERR_ARG for an empty name or file. */
-tsc_status_t tsc_log_read_spec(const char *spec, tsc_log_t **out);
+TSC_API tsc_status_t tsc_log_read_spec(const char *spec, tsc_log_t **out);
 
-void tsc_log_free(tsc_log_t *lg);
+TSC_API void tsc_log_free(tsc_log_t *lg);
 
 /* Index of the value column called name, or -1. */
-int tsc_log_column(const tsc_log_t *lg, const char *name);
+TSC_API int tsc_log_column(const tsc_log_t *lg, const char *name);
 
 /* Copies the rows where column c is finite into x (steps) and y (values), each [n_rows] f64
  * allocated by the caller; returns the count. */
-size_t tsc_log_series(const tsc_log_t *lg, int c, double *x, double *y);
+TSC_API size_t tsc_log_series(const tsc_log_t *lg, int c, double *x, double *y);
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,8 @@
 #ifndef TSC_PLOT_H
 #define TSC_PLOT_H
 
+#include "tsc_export.h"
+
 #include <stddef.h>
 
 #include "tsc_heatmap.h"   /* tsc_image_format_t */
@@ -74,29 +76,29 @@ typedef struct {
 } tsc_plot_opts_t;
 
 /* Defaults as listed above. */
-void tsc_plot_opts_init(tsc_plot_opts_t *o);
+TSC_API void tsc_plot_opts_init(tsc_plot_opts_t *o);
 
 /* s as a gnuplot single-quoted string literal (quotes included): ' doubled, control characters
  * replaced by spaces, bytes that are not valid UTF-8 by '?', everything else verbatim. Caller frees. NULL s gives "''".
  * Returns NULL only when out of memory. */
-char *tsc_plot_quote(const char *s);
+TSC_API char *tsc_plot_quote(const char *s);
 
 /* Builds the complete gnuplot script that draws the series to out_path in format fmt (AUTO: from
  * the extension). *script is the caller's (free). TSC_ERR_ARG for bad options or series (n = 0
  * series, a NULL y, a bad colour, font < 7 pt, a path with control characters), TSC_ERR_NOMEM. */
-tsc_status_t tsc_plot_script(const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const char *out_path,
+TSC_API tsc_status_t tsc_plot_script(const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const char *out_path,
                              tsc_image_format_t fmt, char **script);
 
 /* Draws the series into path (PNG, PDF or SVG), through a temporary file renamed on success: path is
  * complete or untouched. Errors: those of tsc_plot_script; TSC_ERR_EXTERNAL when gnuplot cannot
  * be started (not installed: apt-get install gnuplot-nox) or fails (its stderr is in the detail);
  * TSC_ERR_IO for the temporary file or the rename. */
-tsc_status_t tsc_plot_write(const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const char *path,
+TSC_API tsc_status_t tsc_plot_write(const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const char *path,
                             tsc_image_format_t fmt);
 
 /* Runs a gnuplot program (NULL = "gnuplot") on script (fed through stdin); TSC_OK when it exits 0.
  * Failure details as for tsc_plot_write. */
-tsc_status_t tsc_plot_run(const char *gnuplot, const char *script);
+TSC_API tsc_status_t tsc_plot_run(const char *gnuplot, const char *script);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,8 @@
 #ifndef TSC_REPORT_H
 #define TSC_REPORT_H
 
+#include "tsc_export.h"
+
 #include <stddef.h>
 
 #include "tsc_figure.h"
@@ -44,13 +46,13 @@ typedef struct {
     char summary_path[1100];
 } tsc_report_info_t;
 
-void tsc_report_opts_init(tsc_report_opts_t *o);
+TSC_API void tsc_report_opts_init(tsc_report_opts_t *o);
 
 /* Writes pdf_path (must end in .pdf), and the HTML and summary copy beside it; each file through a
  * temporary name renamed when complete. Errors: TSC_ERR_ARG (a path not ending in .pdf),
  * TSC_ERR_IO naming the file, TSC_ERR_EXTERNAL (cairo). A figure whose data is absent is not an
  * error (it is listed in the report). */
-tsc_status_t tsc_report_write(tsc_figure_src_t *src, const char *pdf_path, const tsc_report_opts_t *o,
+TSC_API tsc_status_t tsc_report_write(tsc_figure_src_t *src, const char *pdf_path, const tsc_report_opts_t *o,
                               tsc_report_info_t *info);
 
 #ifdef __cplusplus

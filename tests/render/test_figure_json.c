@@ -1,4 +1,4 @@
-/* The JSON reader of render/tsc_figure.h: what analyze/tsc_json.h writes reads back bit for bit
+/* The JSON reader of render/tsc_figure.h: what util/tsc_json.h writes reads back bit for bit
  * (17 significant digits), escapes decode, malformed documents are rejected naming the line. */
 #include <math.h>
 #include <stdint.h>

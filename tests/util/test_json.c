@@ -1,4 +1,4 @@
-/* Unit tests of analyze/tsc_json.h: exact text, escaping, non-finite bookkeeping, misuse,
+/* Unit tests of util/tsc_json.h: exact text, escaping, non-finite bookkeeping, misuse,
  * atomic file write. */
 #include <stdio.h>
 #include <stdlib.h>

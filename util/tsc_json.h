@@ -17,6 +17,8 @@
 #ifndef TSC_JSON_H
 #define TSC_JSON_H
 
+#include "tsc_export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,44 +50,44 @@ typedef struct {
 } tsc_json_t;
 
 /* Starts an empty document (indent 2). Never fails (memory is allocated on first write). */
-void tsc_json_init(tsc_json_t *j);
+TSC_API void tsc_json_init(tsc_json_t *j);
 /* Frees the buffer; tsc_json_free(NULL) is a no-op. */
-void tsc_json_free(tsc_json_t *j);
-void tsc_json_set_indent(tsc_json_t *j, int spaces);
+TSC_API void tsc_json_free(tsc_json_t *j);
+TSC_API void tsc_json_set_indent(tsc_json_t *j, int spaces);
 
-void tsc_json_object_begin(tsc_json_t *j);
-void tsc_json_object_end(tsc_json_t *j);
-void tsc_json_array_begin(tsc_json_t *j);
-void tsc_json_array_end(tsc_json_t *j);
+TSC_API void tsc_json_object_begin(tsc_json_t *j);
+TSC_API void tsc_json_object_end(tsc_json_t *j);
+TSC_API void tsc_json_array_begin(tsc_json_t *j);
+TSC_API void tsc_json_array_end(tsc_json_t *j);
 /* A key inside an object; the next call writes its value. */
-void tsc_json_key(tsc_json_t *j, const char *key);
-void tsc_json_string(tsc_json_t *j, const char *s);  /* NULL writes null */
-void tsc_json_number(tsc_json_t *j, double v);        /* non-finite -> null, noted */
-void tsc_json_int(tsc_json_t *j, int64_t v);
-void tsc_json_bool(tsc_json_t *j, int v);
-void tsc_json_null(tsc_json_t *j);
+TSC_API void tsc_json_key(tsc_json_t *j, const char *key);
+TSC_API void tsc_json_string(tsc_json_t *j, const char *s);  /* NULL writes null */
+TSC_API void tsc_json_number(tsc_json_t *j, double v);        /* non-finite -> null, noted */
+TSC_API void tsc_json_int(tsc_json_t *j, int64_t v);
+TSC_API void tsc_json_bool(tsc_json_t *j, int v);
+TSC_API void tsc_json_null(tsc_json_t *j);
 
 /* key + value in one call. */
-void tsc_json_kv_string(tsc_json_t *j, const char *key, const char *s);
-void tsc_json_kv_number(tsc_json_t *j, const char *key, double v);
-void tsc_json_kv_int(tsc_json_t *j, const char *key, int64_t v);
-void tsc_json_kv_bool(tsc_json_t *j, const char *key, int v);
+TSC_API void tsc_json_kv_string(tsc_json_t *j, const char *key, const char *s);
+TSC_API void tsc_json_kv_number(tsc_json_t *j, const char *key, double v);
+TSC_API void tsc_json_kv_int(tsc_json_t *j, const char *key, int64_t v);
+TSC_API void tsc_json_kv_bool(tsc_json_t *j, const char *key, int v);
 /* An array of n doubles / int64 under key. [n] */
-void tsc_json_kv_numbers(tsc_json_t *j, const char *key, const double *v, size_t n);
-void tsc_json_kv_ints(tsc_json_t *j, const char *key, const int64_t *v, size_t n);
+TSC_API void tsc_json_kv_numbers(tsc_json_t *j, const char *key, const double *v, size_t n);
+TSC_API void tsc_json_kv_ints(tsc_json_t *j, const char *key, const int64_t *v, size_t n);
 
 /* Writes, as the value of the current key, the note object about non-finite numbers:
  * {"count": N, "written_as": "null", "first_paths": [...]} (count 0 and an empty list if none). */
-void tsc_json_nonfinite_note(tsc_json_t *j);
+TSC_API void tsc_json_nonfinite_note(tsc_json_t *j);
 
 /* TSC_OK, or the first error (TSC_ERR_NOMEM, TSC_ERR_INTERNAL for misuse). */
-tsc_status_t tsc_json_status(const tsc_json_t *j);
+TSC_API tsc_status_t tsc_json_status(const tsc_json_t *j);
 /* The text so far (NUL-terminated; "" when empty). */
-const char *tsc_json_text(const tsc_json_t *j, size_t *len);
+TSC_API const char *tsc_json_text(const tsc_json_t *j, size_t *len);
 /* Writes the finished document (depth back to 0) to path atomically: a temporary file beside it,
  * then rename. TSC_ERR_INTERNAL if unfinished, TSC_ERR_IO naming the file on failure (the
  * temporary is removed; an old file at path is left untouched). */
-tsc_status_t tsc_json_write_file(const tsc_json_t *j, const char *path);
+TSC_API tsc_status_t tsc_json_write_file(const tsc_json_t *j, const char *path);
 
 #ifdef __cplusplus
 }

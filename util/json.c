@@ -1,5 +1,6 @@
 /* json.c: deterministic JSON writer with non-finite bookkeeping (tsc_json.h). */
 #include "tsc_json.h"
+#include "tsc_file.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -242,25 +243,13 @@ tsc_status_t tsc_json_write_file(const tsc_json_t *j, const char *path) {
     if (j->status != TSC_OK) return tsc_error_set(j->status, "%s: not written: the JSON writer failed earlier", path);
     if (j->depth != 0 || j->len == 0)
         return tsc_error_set(TSC_ERR_INTERNAL, "%s: not written: the JSON document is unfinished", path);
-    char tmp[4096];
-    int w = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (w < 0 || (size_t)w >= sizeof tmp) return tsc_error_set(TSC_ERR_ARG, "%s: path too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return tsc_error_set(TSC_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    int bad = fwrite(j->buf, 1, j->len, f) != j->len || fputc('\n', f) == EOF;
-    int err = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        err = errno;
+    tsc_out_t o;
+    tsc_status_t st = tsc_out_open(&o, path);
+    if (st != TSC_OK) return st;
+    if (fwrite(j->buf, 1, j->len, o.fp) != j->len || fputc('\n', o.fp) == EOF) {
+        st = tsc_error_set(TSC_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        tsc_out_abort(&o);
+        return st;
     }
-    if (bad) {
-        remove(tmp);
-        return tsc_error_set(TSC_ERR_IO, "%s: write failed: %s", tmp, strerror(err));
-    }
-    if (rename(tmp, path) != 0) {
-        err = errno;
-        remove(tmp);
-        return tsc_error_set(TSC_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(err));
-    }
-    return TSC_OK;
+    return tsc_out_commit(&o);
 }

@@ -13,6 +13,8 @@
 #ifndef TSC_STATUS_H
 #define TSC_STATUS_H
 
+#include "tsc_export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -33,23 +35,23 @@ typedef enum {
 } tsc_status_t;
 
 /* A short, constant name of the status ("I/O error", ...). Never NULL. */
-const char *tsc_status_str(tsc_status_t st);
+TSC_API const char *tsc_status_str(tsc_status_t st);
 
 /* Records a printf-style detail for st on this thread and returns st, so callers can write
  * `return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));`. */
-tsc_status_t tsc_error_set(tsc_status_t st, const char *fmt, ...)
+TSC_API tsc_status_t tsc_error_set(tsc_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Prefixes the current detail with more context ("reading step 3: " + old detail); returns st. */
-tsc_status_t tsc_error_wrap(tsc_status_t st, const char *fmt, ...)
+TSC_API tsc_status_t tsc_error_wrap(tsc_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* The detail of the last error recorded on this thread ("" when none). Valid until the next
  * tsc_error_set/tsc_error_wrap on this thread. */
-const char *tsc_error_last(void);
+TSC_API const char *tsc_error_last(void);
 
 /* Forgets the last error detail of this thread. */
-void tsc_error_clear(void);
+TSC_API void tsc_error_clear(void);
 
 #ifdef __cplusplus
 }

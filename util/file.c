@@ -1,0 +1,164 @@
+/* file.c: atomic output files (tsc_file.h). */
+#include "tsc_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Open temporaries, for removal from a signal handler: fixed storage (no allocation there),
+ * a slot is published by setting used[] after the name is complete. */
+#define REG_SLOTS 64
+#define REG_NAME 4096
+static char reg_name[REG_SLOTS][REG_NAME];
+static volatile sig_atomic_t reg_used[REG_SLOTS];
+
+static int reg_add(const char *tmp) {
+    if (strlen(tmp) >= REG_NAME) return -1;
+    for (int i = 0; i < REG_SLOTS; i++) {
+        if (__sync_bool_compare_and_swap(&reg_used[i], 0, 2)) {  /* 2: being filled */
+            memcpy(reg_name[i], tmp, strlen(tmp) + 1);
+            __sync_synchronize();
+            reg_used[i] = 1;
+            return i;
+        }
+    }
+    return -1;  /* registry full: the file is still written safely, only not removed on a signal */
+}
+
+static void reg_drop(int slot) {
+    if (slot >= 0 && slot < REG_SLOTS) reg_used[slot] = 0;
+}
+
+static void on_signal(int sig) {
+    for (int i = 0; i < REG_SLOTS; i++)
+        if (reg_used[i] == 1) unlink(reg_name[i]);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void tsc_out_cleanup_install(void) {
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+tsc_status_t tsc_out_check(const char *path) {
+    struct stat s;
+    if (!path || !*path) return tsc_error_set(TSC_ERR_ARG, "empty output path");
+    if (stat(path, &s) != 0) {
+        if (errno == ENOENT) return TSC_OK;
+        return tsc_error_set(TSC_ERR_IO, "%s: cannot use as output: %s", path, strerror(errno));
+    }
+    if (S_ISREG(s.st_mode)) return TSC_OK;
+    const char *what = S_ISDIR(s.st_mode) ? "a directory" : S_ISFIFO(s.st_mode) ? "a FIFO"
+                     : S_ISCHR(s.st_mode) || S_ISBLK(s.st_mode) ? "a device" : S_ISSOCK(s.st_mode) ? "a socket"
+                     : "not a regular file";
+    return tsc_error_set(TSC_ERR_IO, "%s: refusing to write an output here: it is %s (give a regular file name)",
+                         path, what);
+}
+
+static tsc_status_t open_tmp(tsc_out_t *o, const char *path, int keep_stream) {
+    static volatile int counter;
+    memset(o, 0, sizeof *o);
+    o->slot = -1;
+    tsc_status_t st = tsc_out_check(path);
+    if (st != TSC_OK) return st;
+    size_t n = strlen(path) + 64;
+    o->path = strdup(path);
+    o->tmp = malloc(n);
+    if (!o->path || !o->tmp) {
+        free(o->path);
+        free(o->tmp);
+        memset(o, 0, sizeof *o);
+        return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
+    }
+    int fd = -1;
+    for (int tries = 0; tries < 100 && fd < 0; tries++) {
+        snprintf(o->tmp, n, "%s.tmp.%ld.%d", path, (long)getpid(), __sync_fetch_and_add(&counter, 1));
+        fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        st = tsc_error_set(TSC_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
+        free(o->path);
+        free(o->tmp);
+        memset(o, 0, sizeof *o);
+        return st;
+    }
+    o->slot = reg_add(o->tmp);
+    if (keep_stream) {
+        o->fp = fdopen(fd, "wb");
+        if (!o->fp) {
+            st = tsc_error_set(TSC_ERR_IO, "%s: cannot open a stream: %s", o->tmp, strerror(errno));
+            close(fd);
+            tsc_out_abort(o);
+            return st;
+        }
+    } else if (close(fd) != 0) {
+        st = tsc_error_set(TSC_ERR_IO, "%s: close: %s", o->tmp, strerror(errno));
+        tsc_out_abort(o);
+        return st;
+    }
+    return TSC_OK;
+}
+
+tsc_status_t tsc_out_open(tsc_out_t *o, const char *path) { return open_tmp(o, path, 1); }
+tsc_status_t tsc_out_open_name(tsc_out_t *o, const char *path) { return open_tmp(o, path, 0); }
+
+static void release(tsc_out_t *o) {
+    reg_drop(o->slot);
+    free(o->path);
+    free(o->tmp);
+    memset(o, 0, sizeof *o);
+    o->slot = -1;
+}
+
+void tsc_out_abort(tsc_out_t *o) {
+    if (!o || !o->tmp) return;
+    if (o->fp) fclose(o->fp);
+    unlink(o->tmp);
+    release(o);
+}
+
+tsc_status_t tsc_out_commit(tsc_out_t *o) {
+    if (!o || !o->tmp) return tsc_error_set(TSC_ERR_INTERNAL, "tsc_out_commit: no open output");
+    tsc_status_t st = TSC_OK;
+    if (o->fp) {
+        FILE *fp = o->fp;
+        o->fp = NULL;
+        int bad = ferror(fp);
+        if (fflush(fp) != 0 || bad)
+            st = tsc_error_set(TSC_ERR_IO, "%s: write failed: %s", o->path, bad ? "stream error" : strerror(errno));
+        if (fsync(fileno(fp)) != 0 && st == TSC_OK && errno != EINVAL && errno != EROFS)
+            st = tsc_error_set(TSC_ERR_IO, "%s: write failed: %s", o->path, strerror(errno));
+        if (fclose(fp) != 0 && st == TSC_OK)
+            st = tsc_error_set(TSC_ERR_IO, "%s: write failed at close: %s", o->path, strerror(errno));
+    }
+    if (st == TSC_OK && rename(o->tmp, o->path) != 0)
+        st = tsc_error_set(TSC_ERR_IO, "%s: cannot rename the finished temporary into place: %s", o->path,
+                           strerror(errno));
+    if (st != TSC_OK) unlink(o->tmp);
+    release(o);
+    return st;
+}
+
+tsc_status_t tsc_out_write_all(const char *path, const void *data, size_t n) {
+    tsc_out_t o;
+    tsc_status_t st = tsc_out_open(&o, path);
+    if (st != TSC_OK) return st;
+    if (n && fwrite(data, 1, n, o.fp) != n) {
+        st = tsc_error_set(TSC_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        tsc_out_abort(&o);
+        return st;
+    }
+    return tsc_out_commit(&o);
+}

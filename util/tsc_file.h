@@ -1,0 +1,64 @@
+/* tsc_file.h: output files that are complete or absent. The one implementation of
+ * "write a temporary name beside the target, check every write, rename over the target".
+ *
+ *   tsc_out_t o;
+ *   if (tsc_out_open(&o, "out/summary.json") != TSC_OK) return tsc_error_last();
+ *   fputs(text, o.fp);                      // or write o.tmp by name (HDF5, gnuplot, cairo)
+ *   if (tsc_out_commit(&o) != TSC_OK) ...;  // flush, close, rename; or the temporary is removed
+ *
+ * The temporary is "<path>.tmp.<pid>.<n>", created with O_CREAT|O_EXCL|O_NOFOLLOW, so a file or
+ * symbolic link planted at that name is never written through. The target must be a regular
+ * file or absent: a directory, FIFO, device or socket is refused before anything is written.
+ * Open temporaries are registered so tsc_out_cleanup_install() can remove them on SIGINT,
+ * SIGTERM and SIGHUP. Functions return TSC_ERR_IO (naming the file and strerror) on failure and
+ * leave the target untouched. */
+#ifndef TSC_FILE_H
+#define TSC_FILE_H
+
+#include <stdio.h>
+
+#include "tsc_export.h"
+#include "tsc_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    char *path;   /* the final name (owned copy) */
+    char *tmp;    /* the temporary name (owned), NULL when not open */
+    FILE *fp;     /* a stream on the temporary; NULL after tsc_out_close_stream or for by-name writers */
+    int slot;     /* registry slot for signal cleanup, -1 if none */
+} tsc_out_t;
+
+/* TSC_OK when path may be written as an output: it does not exist, or it is a regular file
+ * (or a link to one). TSC_ERR_IO naming the path otherwise (a directory, FIFO, device...). */
+TSC_API tsc_status_t tsc_out_check(const char *path);
+
+/* Creates the temporary exclusively beside path and opens o->fp on it (mode "wb").
+ * On failure o owns nothing. */
+TSC_API tsc_status_t tsc_out_open(tsc_out_t *o, const char *path);
+
+/* Like tsc_out_open, but closes the stream: for writers that open the temporary by name
+ * themselves (HDF5, cairo, gnuplot). The file o->tmp exists, empty, until commit or abort. */
+TSC_API tsc_status_t tsc_out_open_name(tsc_out_t *o, const char *path);
+
+/* Flushes and closes o->fp (if open) checking every step, then renames the temporary over
+ * the target. On any failure the temporary is removed, the target left as it was, and
+ * TSC_ERR_IO names the file. o owns nothing afterwards either way. */
+TSC_API tsc_status_t tsc_out_commit(tsc_out_t *o);
+
+/* Closes and removes the temporary; the target is untouched. NULL or a closed o is a no-op. */
+TSC_API void tsc_out_abort(tsc_out_t *o);
+
+/* Writes n bytes to path atomically (tsc_out_open + fwrite + commit). */
+TSC_API tsc_status_t tsc_out_write_all(const char *path, const void *data, size_t n);
+
+/* Installs handlers for SIGINT, SIGTERM and SIGHUP that remove every open temporary, then
+ * re-raise the signal with its default action. For programs (the CLI), not libraries. */
+TSC_API void tsc_out_cleanup_install(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
