@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup configure build demo test asan bench install clean
+.PHONY: all setup configure build demo test asan clang bench install clean
 
 all: build
 
@@ -28,8 +28,14 @@ test: setup
 
 # The same tests under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan: setup
-	@$(MAKE) --no-print-directory BUILD=build-asan CMAKE_FLAGS="-DTSC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" build
+	@$(MAKE) --no-print-directory BUILD=build-asan CMAKE_FLAGS="-DTSC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)" build
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+
+# The same tests built with clang (a second compiler's warnings and code generation).
+clang: setup
+	@command -v clang >/dev/null || bash scripts/setup.sh --ci
+	@$(MAKE) --no-print-directory BUILD=build-clang CMAKE_FLAGS="-DCMAKE_C_COMPILER=clang $(CMAKE_FLAGS)" build
+	cd build-clang && ctest --output-on-failure -j $(JOBS)
 
 bench:
 	@bash scripts/setup.sh --bench
@@ -40,4 +46,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-clang

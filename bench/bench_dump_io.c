@@ -40,7 +40,7 @@ static int die(const char *what) {
 int main(int argc, char **argv) {
     const char *py = NULL, *script = NULL, *dir_arg = NULL;
     long reps = 3, B = 8, H = 12, T = 1024, D = 64;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {  /* every option takes one value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) { fprintf(stderr, "bench_dump_io: %s needs a value\n", a); return 2; }
         if (!strcmp(a, "--python")) py = v;
@@ -52,7 +52,6 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--T")) T = strtol(v, NULL, 10);
         else if (!strcmp(a, "--D")) D = strtol(v, NULL, 10);
         else { fprintf(stderr, "bench_dump_io: unknown option %s\n", a); return 2; }
-        i++;
     }
     if (!py || !script || reps < 1 || B < 1 || H < 1 || T < 1 || D < 1) {
         fprintf(stderr, "usage: bench_dump_io --python PY --script h5py_io.py [--reps N] [--dir DIR] "

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tilescope needs that are missing (DESIGN.md §5). Idempotent:
 # prints what it installs, or nothing to do. Uses apt-get as root, sudo otherwise.
-# --bench adds the benchmarks' baselines (python3-torch, large), which tests and the demo do not need.
+# --ci adds clang (CI builds with a second compiler). --bench adds the benchmarks' baselines (python3-torch, large), which tests and the demo do not need.
 set -euo pipefail
 pkgs=(
   build-essential cmake pkg-config
@@ -14,6 +14,7 @@ pkgs=(
   python3-matplotlib                     # the heatmap benchmark's baseline
 )
 [ "${1:-}" = "--bench" ] && pkgs+=(python3-torch)  # the attention and diagnose benchmarks' baselines
+[ "${1:-}" = "--ci" ] && pkgs+=(clang)              # CI builds and tests with a second compiler too
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

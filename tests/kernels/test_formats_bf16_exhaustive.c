@@ -35,7 +35,9 @@ static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
  * (lead >= 112, where c would overflow) are first scaled by 2^-64, exactly, and scaled back,
  * which overflows to Inf exactly when the rounded value is 2^128. Written branch-free so the
  * compiler vectorises it (4.3e9 inputs). */
-__attribute__((optimize("O3")))
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("O3")))  /* clang vectorises this at -O2 already and has no such attribute */
+#endif
 static void ref_bf16(const float *src, uint16_t *want, uint16_t *want_z, uint32_t n) {
 #ifdef _OPENMP
 #pragma omp simd
