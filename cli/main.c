@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "tsc_file.h"
 #include "tsc_status.h"
 
 static int cmd_help(int argc, char **argv);
@@ -47,30 +48,34 @@ const tsc_cli_cmd_t *tsc_cli_find(const char *name) {
 void tsc_cli_print_usage(const char *cmd, FILE *to) {
     const tsc_cli_cmd_t *c = cmd ? tsc_cli_find(cmd) : NULL;
     if (c) { fputs(c->usage, to); return; }
-    fprintf(to, "usage: tilescope <command> [options]   (tilescope " TSC_VERSION ")\n\ncommands:\n");
+    fprintf(to, "usage: tilescope <command> [options]   (tilescope %s)\n\ncommands:\n", tsc_version());
     for (c = tsc_cli_commands; c->name; c++) fprintf(to, "  %-10s %s\n", c->name, c->summary);
     fprintf(to, "\n`tilescope help <command>` or `tilescope <command> --help` for its options.\n"
                 "Exit status: 0 success, 1 the job failed, 2 usage error.\n");
 }
 
+/* "tilescope CMD: <message>" and a newline on stderr. */
+static void vmessage(const char *cmd, const char *fmt, va_list ap) {
+    fprintf(stderr, "tilescope %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 int tsc_cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
-    fprintf(stderr, "tilescope %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmessage(cmd, fmt, ap);
     va_end(ap);
-    fputs("\n\n", stderr);
+    fputc('\n', stderr);
     tsc_cli_print_usage(cmd, stderr);
     return 2;
 }
 
 int tsc_cli_fail(const char *cmd, const char *fmt, ...) {
     va_list ap;
-    fprintf(stderr, "tilescope %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmessage(cmd, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     return 1;
 }
 
@@ -140,9 +145,11 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("tilescope %s\n", TSC_VERSION);
+        printf("tilescope %s\n", tsc_version());
         return 0;
     }
+    /* An interrupted job leaves no half-written temporary beside its outputs. */
+    tsc_out_cleanup_install();
     const tsc_cli_cmd_t *c = tsc_cli_find(argv[1]);
     if (!c) {
         fprintf(stderr, "tilescope: unknown command '%s'\n\n", argv[1]);

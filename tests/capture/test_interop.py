@@ -17,48 +17,14 @@ import tempfile
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from tsc_testlib import Checks, build_dir, load_library  # noqa: E402
+
 TSC = os.environ["TSC"]
-BUILD = os.environ.get("TSC_BUILD", os.path.dirname(TSC))
-failures = 0
-passes = 0
-
-
-def check(cond, what):
-    global failures, passes
-    if cond:
-        passes += 1
-    else:
-        failures += 1
-        print("FAIL:", what, file=sys.stderr)
-
-
-lib_path = None
-for name in ("libtilescope.so", "libtilescope.so.0"):
-    p = os.path.join(BUILD, name)
-    if os.path.exists(p):
-        lib_path = p
-        break
-if lib_path is None:
-    print("SKIP: libtilescope.so not built in", BUILD)
-    sys.exit(77)
-try:
-    lib = ctypes.CDLL(lib_path)
-except OSError as e:
-    # A sanitizer build (-DTSC_SANITIZE=ON) needs the sanitizer runtimes loaded first: run this
-    # test again with them preloaded (leak checking off: python itself is not instrumented).
-    if "san" in str(e) and "TSC_INTEROP_PRELOADED" not in os.environ:
-        try:
-            rts = [subprocess.run(["gcc", "-print-file-name=" + n], capture_output=True, text=True).stdout.strip()
-                   for n in ("libasan.so", "libubsan.so")]
-        except OSError:
-            rts = []
-        if rts and all(os.path.isabs(r) and os.path.exists(r) for r in rts):
-            env = dict(os.environ, LD_PRELOAD=" ".join(rts), ASAN_OPTIONS="detect_leaks=0",
-                       TSC_INTEROP_PRELOADED="1")
-            sys.stdout.flush()
-            os.execve(sys.executable, [sys.executable] + sys.argv, env)
-    print("SKIP: cannot load", lib_path, ":", e)
-    sys.exit(77)
+BUILD = build_dir()
+checks = Checks()
+check = checks.check
+lib = load_library()
 
 lib.tsc_dump_open.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p]
 lib.tsc_dump_open.restype = ctypes.c_int
@@ -246,5 +212,4 @@ with tempfile.TemporaryDirectory() as tmp:
     check(ours[0x78] == 256.0 and ours[0x7e] == 448.0 and np.isnan(ours[0x7f]), "our reader: 256, 448, NaN")
     r.close()
 
-print(f"{passes} passed, {failures} failed")
-sys.exit(1 if failures else 0)
+checks.finish()

@@ -29,12 +29,12 @@ COOLWARM_POINT_TOL = 2e-3  # at Moreland's control points
 COOLWARM_TOL = 0.02        # between them: Msh curve vs matplotlib's straight chords
 NORM_TOL = 1e-12
 
-build = os.environ.get("TSC_BUILD")
-lib_path = os.path.join(build, "libtilescope.so") if build else None
-if not lib_path or not os.path.exists(lib_path):
-    print("FAIL: libtilescope.so not found (TSC_BUILD=%r)" % build)
-    sys.exit(1)
-lib = ctypes.CDLL(lib_path)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from tsc_testlib import Checks, load_library  # noqa: E402
+
+lib = load_library()
+checks = Checks()
+check = checks.check
 
 lib.tsc_cmap_eval.argtypes = [ctypes.c_int, ctypes.c_double, ctypes.POINTER(ctypes.c_double)]
 lib.tsc_cmap_eval.restype = None
@@ -51,16 +51,6 @@ lib.tsc_norm_apply.restype = ctypes.c_double
 
 VIRIDIS, COOLWARM = 0, 1
 LINEAR, LOG, SYMMETRIC = 0, 1, 2
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what)
 
 
 def ours(cm, t):
@@ -104,5 +94,4 @@ ref = np.clip(colors.Normalize(-1.0, 3.0)(y), 0, 1)
 got = np.array([lib.tsc_norm_apply(ctypes.byref(n), v) for v in y])
 check(np.max(np.abs(got - ref)) <= NORM_TOL, "linear norm vs Normalize: %s vs %s" % (got, ref))
 
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+checks.finish()
