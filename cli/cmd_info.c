@@ -1,12 +1,14 @@
-/* cmd_info.c: `tilescope info FILE [--json]`: what a dump holds, and whether it is sound. */
+/* cmd_info.c: `tilescope info FILE [--json]`: what a dump holds, and whether it is sound
+ * (the result comes from capture/tsc_info.h; this file parses the flags and prints). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "tsc_dump.h"
-#include "tsc_select.h"
+#include "tsc_info.h"
+#include "tsc_json.h"
+#include "tsc_strbuf.h"
 
 const char tsc_usage_info[] =
     "usage: tilescope info FILE [--json] [--quick] [--steps SET] [--layers SET]\n"
@@ -24,46 +26,6 @@ const char tsc_usage_info[] =
     "\n"
     "Exit status: 0 the dump is sound (warnings allowed), 1 it cannot be read or has errors,\n"
     "2 usage error.\n";
-
-typedef struct {
-    int json;
-    int n_err, n_warn;
-    char **msgs;
-    int *sev;
-    int n, cap;
-} problems_t;
-
-static void collect(void *ctx, int severity, const char *message) {
-    problems_t *p = ctx;
-    if (severity >= 2) p->n_err++;
-    else p->n_warn++;
-    if (p->n == p->cap) {
-        int nc = p->cap ? 2 * p->cap : 16;
-        char **nm = realloc(p->msgs, sizeof(char *) * (size_t)nc);
-        if (!nm) return;
-        p->msgs = nm;
-        int *ns = realloc(p->sev, sizeof(int) * (size_t)nc);
-        if (!ns) return;
-        p->sev = ns;
-        p->cap = nc;
-    }
-    p->msgs[p->n] = strdup(message);
-    if (!p->msgs[p->n]) return;
-    p->sev[p->n++] = severity;
-}
-
-static void json_str(FILE *o, const char *s) {
-    fputc('"', o);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(o, "\\%c", c);
-        else if (c == '\n') fputs("\\n", o);
-        else if (c == '\t') fputs("\\t", o);
-        else if (c < 0x20) fprintf(o, "\\u%04x", c);
-        else fputc(c, o);
-    }
-    fputc('"', o);
-}
 
 /* "" when every head was stored, else " (heads 1,3)". */
 static const char *heads_note(const tsc_dump_dataset_info_t *in, char *buf, size_t cap) {
@@ -97,11 +59,117 @@ static const char *human(uint64_t b, char *buf, size_t cap) {
     return buf;
 }
 
-/* Root attributes a synthetic dump adds (tsc_synth.h), shown when present. */
-static const char *planted_longs[] = {"planted_layers", "planted_heads", "planted_kv_heads", "planted_features",
-                                      "planted_sink_keys", "planted_tie_keys", "planted_rows_start",
-                                      "planted_rows_stride", "planted_x_channels", "synth_seed"};
-static const char *planted_strs[] = {"synth_shape", "synth_o_policy", "capture_select"};
+/* " q[1,4,64,16] bf16, k[...] ..." for one layer. */
+static void layer_line(const tsc_info_layer_t *l, tsc_strbuf_t *line) {
+    char hn[256];
+    for (int k = 0; k < l->n_datasets; k++) {
+        const tsc_info_dataset_t *ds = &l->datasets[k];
+        const char *comma = k + 1 < l->n_datasets ? "," : "";
+        if (!ds->ok) {
+            tsc_strbuf_printf(line, " %s (bad)%s", ds->name, comma);
+            continue;
+        }
+        tsc_strbuf_printf(line, " %s[", ds->name);
+        for (int r = 0; r < ds->info.rank; r++) tsc_strbuf_printf(line, "%s%" PRIu64, r ? "," : "", ds->info.dims[r]);
+        tsc_strbuf_printf(line, "] %s%s%s%s", tsc_format_name(ds->info.dtype), ds->info.compressed ? " deflate" : "",
+                          heads_note(&ds->info, hn, sizeof hn), comma);
+    }
+}
+
+/* The lines of one step; consecutive layers with identical datasets collapse ("layers 0-3:"). */
+static void step_block(const tsc_info_step_t *st, tsc_strbuf_t *block) {
+    tsc_strbuf_t line, prev;
+    tsc_strbuf_init(&line);
+    tsc_strbuf_init(&prev);
+    int run_start = -1, run_end = -1;
+    for (int li = 0; li <= st->n_layers; li++) {
+        const int done = li == st->n_layers;
+        tsc_strbuf_clear(&line);
+        if (!done) layer_line(&st->layers[li], &line);
+        if (!done && run_start >= 0 && strcmp(tsc_strbuf_str(&line), tsc_strbuf_str(&prev)) == 0) {
+            run_end = st->layers[li].layer;
+            continue;
+        }
+        if (run_start >= 0) {
+            if (run_end > run_start) tsc_strbuf_printf(block, "    layers %d-%d:%s\n", run_start, run_end, tsc_strbuf_str(&prev));
+            else tsc_strbuf_printf(block, "    layer %d:%s\n", run_start, tsc_strbuf_str(&prev));
+        }
+        if (done) break;
+        run_start = run_end = st->layers[li].layer;
+        tsc_strbuf_clear(&prev);
+        tsc_strbuf_puts(&prev, tsc_strbuf_str(&line));
+    }
+    tsc_strbuf_free(&line);
+    tsc_strbuf_free(&prev);
+}
+
+/* One block per listed step; consecutive steps with identical blocks collapse ("steps 2 ... 74"). */
+static void print_steps(FILE *o, const tsc_info_t *in) {
+    tsc_strbuf_t block, prev;
+    tsc_strbuf_init(&block);
+    tsc_strbuf_init(&prev);
+    long long prev_step = -1, same_first = -1, same_last = -1;
+    int n_same = 0;
+    for (int i = 0; i < in->n_listed; i++) {
+        const tsc_info_step_t *st = &in->listed[i];
+        tsc_strbuf_clear(&block);
+        step_block(st, &block);
+        if (prev_step >= 0 && strcmp(tsc_strbuf_str(&block), tsc_strbuf_str(&prev)) == 0) {
+            if (n_same++ == 0) same_first = st->step;
+            same_last = st->step;
+            continue;
+        }
+        if (n_same) same_steps(o, n_same, same_first, same_last, prev_step);
+        n_same = 0;
+        fprintf(o, "  step %lld: %d layer%s\n%s", st->step, st->n_layers_all, st->n_layers_all == 1 ? "" : "s",
+                tsc_strbuf_str(&block));
+        tsc_strbuf_clear(&prev);
+        tsc_strbuf_puts(&prev, tsc_strbuf_str(&block));
+        prev_step = st->step;
+    }
+    if (n_same) same_steps(o, n_same, same_first, same_last, prev_step);
+    tsc_strbuf_free(&block);
+    tsc_strbuf_free(&prev);
+}
+
+static void print_text(FILE *o, const tsc_info_t *in) {
+    const tsc_dump_meta_t *m = &in->meta;
+    char hb[64];
+    fprintf(o, "%s: tilescope dump v%d, %s, %s\n", in->path, m->format_version,
+            in->is_session ? "capture-session folder" : "single file", human(in->size_bytes, hb, sizeof hb));
+    fprintf(o, "  producer %s, policy %s, rank %d of %d\n", m->producer, m->policy, m->rank, m->world_size);
+    fprintf(o, "  geometry: %d layers, %d heads (%d kv heads%s), head_dim %d, d_model %d, seq_len %d, batch %d\n",
+            m->n_layer, m->n_head, m->n_kv_head, m->n_kv_head < m->n_head ? ", grouped-query" : "", m->head_dim,
+            m->d_model, m->seq_len, m->batch);
+    fprintf(o, "  attention: %s, softmax_scale %.9g, tiles %d x %d\n", m->causal ? "causal" : "not causal",
+            m->softmax_scale, m->tile_q, m->tile_k);
+    for (int k = 0; k < in->n_planted; k++) {
+        const tsc_info_attr_t *a = &in->planted[k];
+        if (k == 0 && !a->is_str) fprintf(o, "  planted (synthetic dump):\n");
+        fprintf(o, "    %-20s", a->name);
+        if (a->is_str) fputs(a->str, o);
+        for (size_t j = 0; !a->is_str && j < a->n; j++) fprintf(o, "%s%ld", j ? "," : "", a->values[j]);
+        fputc('\n', o);
+    }
+    fprintf(o, "  steps: %d complete", in->n_steps);
+    if (in->n_steps) {
+        fprintf(o, " (");
+        for (int i = 0; i < in->n_steps && i < 8; i++) fprintf(o, "%s%lld", i ? ", " : "", in->steps[i]);
+        if (in->n_steps > 8) fprintf(o, ", ..., %lld", in->steps[in->n_steps - 1]);
+        fputc(')', o);
+    }
+    if (in->incomplete_step >= 0)
+        fprintf(o, "; step %lld INCOMPLETE (the writer stopped during it; ignored)", in->incomplete_step);
+    fputc('\n', o);
+    print_steps(o, in);
+    if (in->n_problems == 0)
+        fprintf(o, "  validation: ok%s\n", in->deep ? " (every chunk read)" : " (quick: chunks not read)");
+    else
+        fprintf(o, "  validation: %d error%s, %d warning%s\n", in->n_errors, in->n_errors == 1 ? "" : "s",
+                in->n_warnings, in->n_warnings == 1 ? "" : "s");
+    for (int i = 0; i < in->n_problems; i++)
+        fprintf(o, "    %s: %s\n", in->problems[i].severity >= 2 ? "error" : "warning", in->problems[i].message);
+}
 
 int tsc_cmd_info(int argc, char **argv) {
     const char *path = NULL, *steps_s = NULL, *layers_s = NULL;
@@ -123,207 +191,21 @@ int tsc_cmd_info(int argc, char **argv) {
     if (layers_s && tsc_select_set_parse(&sel.layers, layers_s) != TSC_OK)
         return tsc_cli_usage_error("info", "--layers: %s", tsc_error_last());
 
-    tsc_dump_t *d;
-    if (tsc_dump_open(&d, path) != TSC_OK) return tsc_cli_fail("info", "%s", tsc_error_last());
-    const tsc_dump_meta_t *m = tsc_dump_meta(d);
-    problems_t pr = {0};
-    pr.json = json;
-    tsc_dump_validate(d, deep, collect, &pr);
-    int n_steps = tsc_dump_n_steps(d);
-    long long inc = tsc_dump_incomplete_step(d);
-    FILE *o = stdout;
-    char hb[64];
-    int max_layers = m->n_layer + 64;
-    int *layers = malloc(sizeof(int) * (size_t)max_layers);
-    if (!layers) { tsc_dump_close(d); return tsc_cli_fail("info", "out of memory"); }
-
+    tsc_info_t *in;
+    if (tsc_info_read(path, &sel, deep, &in) != TSC_OK) return tsc_cli_fail("info", "%s", tsc_error_last());
     if (json) {
-        fprintf(o, "{\"path\": ");
-        json_str(o, path);
-        fprintf(o, ", \"kind\": \"%s\", \"size_bytes\": %" PRIu64 ", \"format\": \"%s\", \"format_version\": %d",
-                tsc_dump_is_session(d) ? "session" : "file", tsc_dump_size_bytes(d), TSC_DUMP_FORMAT_NAME,
-                m->format_version);
-        fprintf(o, ",\n \"meta\": {\"n_layer\": %d, \"n_head\": %d, \"n_kv_head\": %d, \"head_dim\": %d, "
-                   "\"d_model\": %d, \"seq_len\": %d, \"batch\": %d, \"causal\": %s, \"softmax_scale\": %.17g, "
-                   "\"tile_q\": %d, \"tile_k\": %d, \"policy\": ",
-                m->n_layer, m->n_head, m->n_kv_head, m->head_dim, m->d_model, m->seq_len, m->batch,
-                m->causal ? "true" : "false", m->softmax_scale, m->tile_q, m->tile_k);
-        json_str(o, m->policy);
-        fprintf(o, ", \"rank\": %d, \"world_size\": %d, \"producer\": ", m->rank, m->world_size);
-        json_str(o, m->producer);
-        fprintf(o, "},\n \"steps\": [");
-        for (int i = 0; i < n_steps; i++) fprintf(o, "%s%lld", i ? ", " : "", tsc_dump_step_at(d, i));
-        fprintf(o, "], \"n_steps\": %d, \"incomplete_step\": ", n_steps);
-        if (inc >= 0) fprintf(o, "%lld", inc);
-        else fputs("null", o);
-        fprintf(o, ",\n \"planted\": {");
-        int first = 1;
-        for (size_t k = 0; k < sizeof planted_longs / sizeof *planted_longs; k++) {
-            long v[256];
-            size_t n = 0;
-            if (tsc_dump_attr_longs(d, planted_longs[k], v, 256, &n) != TSC_OK) continue;
-            fprintf(o, "%s\"%s\": [", first ? "" : ", ", planted_longs[k]);
-            for (size_t j = 0; j < n && j < 256; j++) fprintf(o, "%s%ld", j ? ", " : "", v[j]);
-            fputc(']', o);
-            first = 0;
-        }
-        for (size_t k = 0; k < sizeof planted_strs / sizeof *planted_strs; k++) {
-            char s[512];
-            if (tsc_dump_attr_str(d, planted_strs[k], s, sizeof s) != TSC_OK) continue;
-            fprintf(o, "%s\"%s\": ", first ? "" : ", ", planted_strs[k]);
-            json_str(o, s);
-            first = 0;
-        }
-        fprintf(o, "},\n \"layers\": [");
-        int firstl = 1;
-        for (int i = 0; i < n_steps; i++) {
-            long long s = tsc_dump_step_at(d, i);
-            if (!tsc_select_set_has(&sel.steps, s)) continue;
-            int nl = 0;
-            if (tsc_dump_layers(d, s, layers, max_layers, &nl) != TSC_OK) continue;
-            for (int li = 0; li < nl && li < max_layers; li++) {
-                if (!tsc_select_set_has(&sel.layers, layers[li])) continue;
-                fprintf(o, "%s\n  {\"step\": %lld, \"layer\": %d, \"datasets\": [", firstl ? "" : ",", s, layers[li]);
-                firstl = 0;
-                char names[64][TSC_DUMP_NAME_MAX];
-                int nn = 0;
-                tsc_dump_dataset_names(d, s, layers[li], names, 64, &nn);
-                int firstd = 1;
-                for (int k = 0; k < nn && k < 64; k++) {
-                    tsc_dump_dataset_info_t in;
-                    if (tsc_dump_dataset_info(d, s, layers[li], names[k], &in) != TSC_OK) continue;
-                    fprintf(o, "%s{\"name\": \"%s\", \"shape\": [", firstd ? "" : ", ", names[k]);
-                    for (int r = 0; r < in.rank; r++) fprintf(o, "%s%" PRIu64, r ? ", " : "", in.dims[r]);
-                    fprintf(o, "], \"dtype\": \"%s\", \"compressed\": %s, \"storage_bytes\": %" PRIu64,
-                            tsc_format_name(in.dtype), in.compressed ? "true" : "false", in.storage_bytes);
-                    if (in.per_head && in.dims[1] <= 64) {
-                        fprintf(o, ", \"heads_stored\": [");
-                        int fh = 1;
-                        for (uint64_t h = 0; h < in.dims[1]; h++)
-                            if (in.heads_mask >> h & 1) { fprintf(o, "%s%llu", fh ? "" : ", ", (unsigned long long)h); fh = 0; }
-                        fputc(']', o);
-                    }
-                    fputc('}', o);
-                    firstd = 0;
-                }
-                fputs("]}", o);
-            }
-        }
-        fprintf(o, "],\n \"errors\": %d, \"warnings\": %d, \"problems\": [", pr.n_err, pr.n_warn);
-        for (int i = 0; i < pr.n; i++) {
-            fprintf(o, "%s{\"severity\": \"%s\", \"message\": ", i ? ", " : "", pr.sev[i] >= 2 ? "error" : "warning");
-            json_str(o, pr.msgs[i]);
-            fputc('}', o);
-        }
-        fprintf(o, "],\n \"ok\": %s}\n", pr.n_err ? "false" : "true");
+        tsc_json_t j;
+        tsc_json_init(&j);
+        tsc_info_json(in, &j);
+        if (tsc_json_status(&j) == TSC_OK) puts(tsc_json_text(&j, NULL));
+        else tsc_cli_fail("info", "%s", tsc_error_last());
+        tsc_json_free(&j);
     } else {
-        fprintf(o, "%s: tilescope dump v%d, %s, %s\n", path, m->format_version,
-                tsc_dump_is_session(d) ? "capture-session folder" : "single file",
-                human(tsc_dump_size_bytes(d), hb, sizeof hb));
-        fprintf(o, "  producer %s, policy %s, rank %d of %d\n", m->producer, m->policy, m->rank, m->world_size);
-        fprintf(o, "  geometry: %d layers, %d heads (%d kv heads%s), head_dim %d, d_model %d, seq_len %d, batch %d\n",
-                m->n_layer, m->n_head, m->n_kv_head, m->n_kv_head < m->n_head ? ", grouped-query" : "", m->head_dim,
-                m->d_model, m->seq_len, m->batch);
-        fprintf(o, "  attention: %s, softmax_scale %.9g, tiles %d x %d\n", m->causal ? "causal" : "not causal",
-                m->softmax_scale, m->tile_q, m->tile_k);
-        int any = 0;
-        for (size_t k = 0; k < sizeof planted_longs / sizeof *planted_longs; k++) {
-            long v[256];
-            size_t n = 0;
-            if (tsc_dump_attr_longs(d, planted_longs[k], v, 256, &n) != TSC_OK) continue;
-            if (!any) fprintf(o, "  planted (synthetic dump):\n");
-            any = 1;
-            fprintf(o, "    %-20s", planted_longs[k]);
-            for (size_t j = 0; j < n && j < 256; j++) fprintf(o, "%s%ld", j ? "," : "", v[j]);
-            fputc('\n', o);
-        }
-        for (size_t k = 0; k < sizeof planted_strs / sizeof *planted_strs; k++) {
-            char s[512];
-            if (tsc_dump_attr_str(d, planted_strs[k], s, sizeof s) == TSC_OK) fprintf(o, "    %-20s%s\n", planted_strs[k], s);
-        }
-        fprintf(o, "  steps: %d complete", n_steps);
-        if (n_steps) {
-            fprintf(o, " (");
-            for (int i = 0; i < n_steps && i < 8; i++) fprintf(o, "%s%lld", i ? ", " : "", tsc_dump_step_at(d, i));
-            if (n_steps > 8) fprintf(o, ", ..., %lld", tsc_dump_step_at(d, n_steps - 1));
-            fputc(')', o);
-        }
-        if (inc >= 0) fprintf(o, "; step %lld INCOMPLETE (the writer stopped during it; ignored)", inc);
-        fputc('\n', o);
-        /* one line per layer; consecutive layers (and steps) with identical datasets collapse */
-        char prev_step[8192] = "";
-        long long prev_step_no = -1, same_first = -1, same_last = -1;
-        int n_same = 0;
-        for (int i = 0; i < n_steps; i++) {
-            long long s = tsc_dump_step_at(d, i);
-            if (!tsc_select_set_has(&sel.steps, s)) continue;
-            int nl = 0;
-            if (tsc_dump_layers(d, s, layers, max_layers, &nl) != TSC_OK) continue;
-            char block[8192] = "", line[2048] = "", prev_line[2048] = "";
-            size_t blen = 0;
-            int run_start = -1, run_end = -1;
-            for (int li = 0; li <= nl && li <= max_layers; li++) {
-                int done = li == nl || li == max_layers;
-                if (!done && !tsc_select_set_has(&sel.layers, layers[li])) continue;
-                line[0] = '\0';
-                if (!done) {
-                    char names[64][TSC_DUMP_NAME_MAX], hn[256];
-                    int nn = 0;
-                    size_t len = 0;
-                    tsc_dump_dataset_names(d, s, layers[li], names, 64, &nn);
-                    for (int k = 0; k < nn && k < 64 && len < sizeof line; k++) {
-                        tsc_dump_dataset_info_t in;
-                        if (tsc_dump_dataset_info(d, s, layers[li], names[k], &in) != TSC_OK) {
-                            len += (size_t)snprintf(line + len, sizeof line - len, " %s (bad)%s", names[k],
-                                                    k + 1 < nn ? "," : "");
-                            continue;
-                        }
-                        len += (size_t)snprintf(line + len, sizeof line - len, " %s[", names[k]);
-                        for (int r = 0; r < in.rank && len < sizeof line; r++)
-                            len += (size_t)snprintf(line + len, sizeof line - len, "%s%" PRIu64, r ? "," : "", in.dims[r]);
-                        if (len < sizeof line)
-                            len += (size_t)snprintf(line + len, sizeof line - len, "] %s%s%s%s", tsc_format_name(in.dtype),
-                                                    in.compressed ? " deflate" : "", heads_note(&in, hn, sizeof hn),
-                                                    k + 1 < nn ? "," : "");
-                    }
-                }
-                if (!done && run_start >= 0 && strcmp(line, prev_line) == 0) { run_end = layers[li]; continue; }
-                if (run_start >= 0 && blen < sizeof block) {
-                    if (run_end > run_start)
-                        blen += (size_t)snprintf(block + blen, sizeof block - blen, "    layers %d-%d:%s\n", run_start,
-                                                 run_end, prev_line);
-                    else
-                        blen += (size_t)snprintf(block + blen, sizeof block - blen, "    layer %d:%s\n", run_start,
-                                                 prev_line);
-                }
-                if (done) break;
-                run_start = run_end = layers[li];
-                memcpy(prev_line, line, sizeof line);
-            }
-            if (prev_step_no >= 0 && strcmp(block, prev_step) == 0) {
-                if (n_same++ == 0) same_first = s;
-                same_last = s;
-                continue;
-            }
-            if (n_same) same_steps(o, n_same, same_first, same_last, prev_step_no);
-            n_same = 0;
-            fprintf(o, "  step %lld: %d layer%s\n%s", s, nl, nl == 1 ? "" : "s", block);
-            memcpy(prev_step, block, sizeof block);
-            prev_step_no = s;
-        }
-        if (n_same) same_steps(o, n_same, same_first, same_last, prev_step_no);
-        if (pr.n == 0) fprintf(o, "  validation: ok%s\n", deep ? " (every chunk read)" : " (quick: chunks not read)");
-        else fprintf(o, "  validation: %d error%s, %d warning%s\n", pr.n_err, pr.n_err == 1 ? "" : "s", pr.n_warn,
-                     pr.n_warn == 1 ? "" : "s");
-        for (int i = 0; i < pr.n; i++) fprintf(o, "    %s: %s\n", pr.sev[i] >= 2 ? "error" : "warning", pr.msgs[i]);
+        print_text(stdout, in);
     }
-    int rc = pr.n_err ? 1 : 0;
-    if (rc) fprintf(stderr, "tilescope info: %s: the dump has %d error%s (see above)\n", path, pr.n_err,
-                    pr.n_err == 1 ? "" : "s");
-    for (int i = 0; i < pr.n; i++) free(pr.msgs[i]);
-    free(pr.msgs);
-    free(pr.sev);
-    free(layers);
-    tsc_dump_close(d);
+    int rc = in->n_errors ? 1 : 0;
+    if (rc) fprintf(stderr, "tilescope info: %s: the dump has %d error%s (see above)\n", path, in->n_errors,
+                    in->n_errors == 1 ? "" : "s");
+    tsc_info_free(in);
     return rc;
 }
