@@ -151,7 +151,10 @@ enum {
     TSC_TRACE_PV = 4      /* pv, oacc: [T, n_kt, D] (large: T·n_kt·D doubles each) */
 };
 
-/* Forward intermediates of one (batch, query head), filled by tsc_attn_run. Allocate with
+/* Forward intermediates of one (batch, query head), filled by tsc_attn_run: a CPU-only debug
+ * facility (backends with TSC_ATTN_CAP_TRACE); for the per-tile counts of every head use
+ * tsc_attn_tile_stats_t, which any backend can fill (ties_exact, ties_eps and pbar_one here
+ * are its tie_count, tie_count_eps and pbar_one, written by the same statement). Allocate with
  * tsc_attn_trace_init, set b and h, pass in the traces array; arrays not asked for are NULL.
  * n_kt = ceil(T / block_k) of the policy used at init. Entries of tiles a row never visits
  * (causal, beyond the diagonal) hold NaN / -1. */
