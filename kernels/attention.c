@@ -17,7 +17,7 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-#include "tsc_attention.h"
+#include "attention_internal.h"
 
 #include "fbits_internal.h"
 
@@ -29,7 +29,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#ifdef TSC_ATTN_X86
 #include <immintrin.h>
 #endif
 
@@ -48,6 +48,14 @@ static inline float bf16_rz(float x) { return tsc_f32_from_bits(tsc_f32_keep_rz(
 static inline float tf32_rne(float x) { return tsc_f32_from_bits(tsc_f32_keep_rne(tsc_f32_bits(x), 13)); }
 static inline float tf32_rz(float x) { return tsc_f32_from_bits(tsc_f32_keep_rz(tsc_f32_bits(x), 13)); }
 
+/* Where the forward records one head's per-tile numbers: its slices of the tile statistics
+ * ([T, n_kt] each) and/or its trace; NULL members are not written. */
+typedef struct {
+    tsc_attn_trace_t *tr;
+    double *row_max;
+    int32_t *tie_count, *tie_count_eps, *pbar_one;
+} tile_sink_t;
+
 #define TSC_ATTN_TMPL 1
 
 #define R float
@@ -58,8 +66,7 @@ static inline float tf32_rz(float x) { return tsc_f32_from_bits(tsc_f32_keep_rz(
 #undef SFX
 #undef TMPL_AVX512
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TSC_ATTN_X86 1
+#ifdef TSC_ATTN_X86
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,bmi,bmi2")
 #define SFX(name) name##_x
@@ -108,10 +115,27 @@ int tsc_attn_simd_set(int enable) {
 
 /* ---- driver ---- */
 
+/* The sink of head (b, h): its trace (the last one naming it) and its tile statistics slice;
+ * NULL when it has neither. */
+static const tile_sink_t *sink_for(const tsc_attn_opts_t *opts, int b, int h, tile_sink_t *sk) {
+    memset(sk, 0, sizeof *sk);
+    for (int i = 0; i < opts->n_traces; i++)
+        if (opts->traces[i].b == b && opts->traces[i].h == h) sk->tr = &opts->traces[i];
+    const tsc_attn_tile_stats_t *ts = opts->tiles;
+    if (ts) {
+        const size_t off = ((size_t)b * ts->H + h) * (size_t)ts->T * ts->n_kt;
+        sk->row_max = ts->row_max + off;
+        sk->tie_count = ts->tie_count + off;
+        sk->tie_count_eps = ts->tie_count_eps + off;
+        sk->pbar_one = ts->pbar_one + off;
+    }
+    return sk->tr || sk->row_max ? sk : NULL;
+}
+
 #define RUN_ALL(SUF, RT)                                                                          \
     static tsc_status_t run_all##SUF(const tsc_policy_t *pol, const tsc_policy_t *hp,             \
                                      const tsc_attn_dims_t *dims, const tsc_attn_io_t *io,        \
-                                     tsc_attn_trace_t *traces, int n_traces) {                    \
+                                     const tsc_attn_opts_t *opts) {                               \
         const int H = dims->H, BH = dims->B * dims->H, G = dims->H / dims->Hkv;                   \
         const size_t TD = (size_t)dims->T * dims->D;                                              \
         /* bwd: gradients asked for; with dout but no dq, dk, dv the backward computes δ only */ \
@@ -131,10 +155,9 @@ int tsc_attn_simd_set(int enable) {
         _Pragma("omp parallel for schedule(dynamic, 1) reduction(|: fail)")                       \
         for (int bh = 0; bh < BH; bh++) {                                                         \
             const int b = bh / H, h = bh % H;                                                     \
-            tsc_attn_trace_t *tr = NULL;                                                          \
-            for (int i = 0; i < n_traces; i++)                                                    \
-                if (traces[i].b == b && traces[i].h == h) tr = &traces[i];                        \
-            if (run_head##SUF(pol, hp, dims, io, b, h, tr, bwd ? dk_all + (size_t)bh * TD : NULL, \
+            tile_sink_t sink;                                                                     \
+            const tile_sink_t *sk = sink_for(opts, b, h, &sink);                                  \
+            if (run_head##SUF(pol, hp, dims, io, b, h, sk, bwd ? dk_all + (size_t)bh * TD : NULL, \
                               bwd ? dv_all + (size_t)bh * TD : NULL))                             \
                 fail = 1;                                                                         \
         }                                                                                         \
@@ -176,42 +199,59 @@ RUN_ALL(_x, float)
 #endif
 RUN_ALL(_d, double)
 
-tsc_status_t tsc_attn_run(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
-                          const tsc_attn_io_t *io, tsc_attn_trace_t *traces, int n_traces) {
-    if (!pol || !dims || !io) return tsc_error_set(TSC_ERR_ARG, "attention: NULL policy, dims or io");
-    tsc_status_t st = tsc_policy_validate(pol);
-    if (st != TSC_OK) return st;
-    if (dims->B < 1 || dims->H < 1 || dims->Hkv < 1 || dims->T < 1 || dims->D < 1 ||
-        dims->H % dims->Hkv != 0 || !(dims->scale > 0) || !isfinite(dims->scale))
-        return tsc_error_set(TSC_ERR_ARG, "attention: bad dims B=%d H=%d Hkv=%d T=%d D=%d scale=%g "
-                             "(need positive sizes, Hkv dividing H, a finite positive scale)",
-                             dims->B, dims->H, dims->Hkv, dims->T, dims->D, dims->scale);
-    if ((size_t)dims->T * (size_t)dims->D > ((size_t)1 << 31))
-        return tsc_error_set(TSC_ERR_ARG, "attention: a head of [%d, %d] is too large", dims->T, dims->D);
-    if (io->dtype != TSC_ATTN_F32 && io->dtype != TSC_ATTN_F64)
-        return tsc_error_set(TSC_ERR_ARG, "attention: dtype %d is neither F32 nor F64", (int)io->dtype);
-    if (!io->q || !io->k || !io->v) return tsc_error_set(TSC_ERR_ARG, "attention: q, k or v is NULL");
-    if (n_traces < 0 || (n_traces > 0 && !traces))
-        return tsc_error_set(TSC_ERR_ARG, "attention: %d traces but no array", n_traces);
-    for (int i = 0; i < n_traces; i++) {
-        const tsc_attn_trace_t *tr = &traces[i];
-        if (tr->b < 0 || tr->b >= dims->B || tr->h < 0 || tr->h >= dims->H || tr->T != dims->T ||
-            tr->D != dims->D || tr->block_k != pol->block_k)
-            return tsc_error_set(TSC_ERR_ARG, "attention: trace %d (b=%d h=%d, T=%d D=%d block_k=%d) "
-                                 "does not fit B=%d H=%d T=%d D=%d block_k=%d", i, tr->b, tr->h, tr->T,
-                                 tr->D, tr->block_k, dims->B, dims->H, dims->T, dims->D, pol->block_k);
-    }
+/* The CPU backends: the portable instance (simd 0) or the AVX-512 one; FP64-compute policies
+ * run the double instance on both. Arguments were checked by tsc_attn_run_with. */
+static tsc_status_t cpu_run(int simd, const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
+                            const tsc_attn_io_t *io, const tsc_attn_opts_t *opts) {
     /* δ from an FP32 O: the same structure with every stage FP32 (FP64 when ACC is FP64) */
     tsc_policy_t hp = *pol;
     for (int s = 0; s < TSC_STAGE_COUNT; s++) {
         hp.fmt[s] = pol->fmt[TSC_STAGE_ACC] == TSC_FMT_FP64 ? TSC_FMT_FP64 : TSC_FMT_FP32;
         hp.mode[s] = TSC_ROUND_NEAREST_EVEN;
     }
-    if (tsc_policy_uses_fp64(pol)) return run_all_d(pol, &hp, dims, io, traces, n_traces);
+    if (tsc_policy_uses_fp64(pol)) return run_all_d(pol, &hp, dims, io, opts);
 #ifdef TSC_ATTN_X86
-    if (simd_on && tsc_attn_simd_available()) return run_all_x(pol, &hp, dims, io, traces, n_traces);
+    if (simd) return run_all_x(pol, &hp, dims, io, opts);
+#else
+    (void)simd;
 #endif
-    return run_all_f(pol, &hp, dims, io, traces, n_traces);
+    return run_all_f(pol, &hp, dims, io, opts);
+}
+
+static tsc_status_t cpu_ref_run(const tsc_policy_t *pol, const tsc_attn_dims_t *dims, const tsc_attn_io_t *io,
+                                const tsc_attn_opts_t *opts) {
+    return cpu_run(0, pol, dims, io, opts);
+}
+
+static int cpu_ref_available(void) { return 1; }
+
+/* Everything: both I/O dtypes, FP64 stages, exact (and fast, which is the same here), forward,
+ * backward, +sr, tile statistics, traces. */
+#define CPU_CAPS                                                                                   \
+    (TSC_ATTN_CAP_F32 | TSC_ATTN_CAP_F64 | TSC_ATTN_CAP_FP64_STAGES | TSC_ATTN_CAP_EXACT |         \
+     TSC_ATTN_CAP_FAST | TSC_ATTN_CAP_FORWARD | TSC_ATTN_CAP_BACKWARD | TSC_ATTN_CAP_STOCHASTIC |  \
+     TSC_ATTN_CAP_TILE_STATS | TSC_ATTN_CAP_TRACE)
+
+const tsc_attn_backend_t tsc_attn_backend_cpu_ref = {
+    "cpu-ref", "portable C reference (defines the bits; OpenMP across heads)", CPU_CAPS, cpu_ref_available,
+    cpu_ref_run};
+
+#ifdef TSC_ATTN_X86
+static tsc_status_t cpu_simd_run(const tsc_policy_t *pol, const tsc_attn_dims_t *dims, const tsc_attn_io_t *io,
+                                 const tsc_attn_opts_t *opts) {
+    return cpu_run(1, pol, dims, io, opts);
+}
+
+const tsc_attn_backend_t tsc_attn_backend_cpu_simd = {
+    "cpu-simd", "AVX-512 + FMA register-blocked CPU path (same bits as cpu-ref)", CPU_CAPS,
+    tsc_attn_simd_available, cpu_simd_run};
+#endif
+
+const tsc_attn_backend_t *tsc_attn_backend_default(void) {
+#ifdef TSC_ATTN_X86
+    if (simd_on && tsc_attn_simd_available()) return &tsc_attn_backend_cpu_simd;
+#endif
+    return &tsc_attn_backend_cpu_ref;
 }
 
 double tsc_attn_flops(const tsc_attn_dims_t *dims, int backward) {

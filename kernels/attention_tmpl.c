@@ -446,138 +446,192 @@ static R SFX(stable_max)(SFX(hctx_t) *cx, R r_m, int r_s) {
 /* Work elements fwd_head needs. */
 static size_t SFX(fwd_work)(int Bc, int D) { return 3 * (size_t)RB * Bc + (size_t)RB * D + 2 * (size_t)D; }
 
+/* State of a block of RB rows of the forward: running max m, ℓ, and of the current key tile
+ * r_m, m_new, the rescale factor c, the unmasked key count jv, the tie counts. */
+typedef struct {
+    R m[RB], l[RB], r_m[RB], m_new[RB], c[RB];
+    int jv[RB], ties[RB], r_s[RB];
+} SFX(fblk_t);
+
+/* Forward scratch: S, P̄ as P̄V operand (PA) and as ℓ term (PB) [RB, Bc], Ō [RB, D], pv and the
+ * trace's side sum [D]. */
+typedef struct {
+    R *S, *PA, *PB, *OACC, *pv, *side;
+} SFX(fwork_t);
+
+/* One row r of the block against the key tile at j0 (jn keys, bk->jv[r] unmasked): S finished,
+ * r_m and the tie counts, m_tile (Algorithm 3), m_new, c, P̄; unfused, Ō and ℓ take the tile
+ * here; fused, they are rescaled here and take the keys in fwd_fused_tile. */
+static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, int jn, const R *v,
+                              const SFX(fwork_t) *w) {
+    const int D = cx->D, Bc = cx->Bc, n = bk->jv[r];
+    const tsc_policy_t *pol = cx->pol;
+    rst_t *st = cx->st;
+    const double eps = pol->stable.enabled ? pol->stable.eps : 1e-3;
+    R *s = w->S + (size_t)r * Bc, *pa = w->PA + (size_t)r * Bc, *pb = w->PB + (size_t)r * Bc;
+    R *oacc = w->OACC + (size_t)r * D, *pv = w->pv;
+    bk->r_m[r] = -INFINITY;
+    bk->ties[r] = bk->r_s[r] = 0;
+    if (n == 0 && !pol->torch_quirks) return; /* this row is done */
+    R m_tile;
+    if (n > 0) {
+        SFX(scores_finish)(cx, s, n);
+        R mx = SFX(rnd)(SFX(rowmax)(s, n), &st[TSC_STAGE_ROWMAX]);
+        const R thr = SFX(rnd)(mx - (R)eps, &st[TSC_STAGE_ROWMAX]);
+        for (int jj = 0; jj < n; jj++) {
+            bk->ties[r] += s[jj] == mx;
+            bk->r_s[r] += s[jj] >= thr;
+        }
+        bk->r_m[r] = mx;
+        m_tile = pol->stable.enabled ? SFX(stable_max)(cx, mx, bk->r_s[r]) : mx;
+    } else {
+        /* torch_quirks: a fully masked tile; under +stable a repeated negative max */
+        m_tile = (pol->stable.enabled && jn > 1) ? (R)0 : -INFINITY;
+    }
+    const R m_old = bk->m[r], mn = m_tile > m_old ? m_tile : m_old;
+    bk->m_new[r] = mn;
+    const R c = m_old == -INFINITY ? (R)0 : EXPR(SFX(rnd)(m_old - mn, &st[TSC_STAGE_EXPARG]));
+    bk->c[r] = c;
+    for (int jj = 0; jj < n; jj++) pa[jj] = SFX(rnd)(s[jj] - mn, &st[TSC_STAGE_EXPARG]);
+    for (int jj = 0; jj < n; jj++) pa[jj] = EXPR(pa[jj]);
+    for (int jj = 0; jj < n; jj++) pb[jj] = pa[jj];
+    SFX(rnd_arr)(pa, n, &st[TSC_STAGE_PBAR_PV]);
+    SFX(rnd_arr)(pb, n, &st[TSC_STAGE_PBAR_L]);
+    if (pol->fused) {
+        for (int d = 0; d < D; d++) oacc[d] = SFX(rnd)(c * oacc[d], &st[TSC_STAGE_OACC]);
+        bk->l[r] = SFX(rnd)(c * bk->l[r], &st[TSC_STAGE_L]); /* the keys' terms follow */
+    } else {
+        for (int d = 0; d < D; d++) pv[d] = 0;
+        SFX(axpy_rows)(pv, pa, v + (size_t)j0 * D, n, D, &st[TSC_STAGE_ACC], &st[TSC_STAGE_ACC]);
+        SFX(rnd_arr)(pv, D, &st[TSC_STAGE_PV]);
+        for (int d = 0; d < D; d++) {
+            R scaled = SFX(rnd)(c * oacc[d], &st[TSC_STAGE_OACC]);
+            oacc[d] = SFX(rnd)(scaled + pv[d], &st[TSC_STAGE_OACC]);
+        }
+        R sum = 0;
+        for (int jj = 0; jj < n; jj++) sum = SFX(rnd)(sum + pb[jj], &st[TSC_STAGE_ACC]);
+        if (pol->torch_quirks && sum < (R)1e-10) sum = (R)1e-10;
+        R scaled = SFX(rnd)(c * bk->l[r], &st[TSC_STAGE_L]);
+        bk->l[r] = SFX(rnd)(scaled + sum, &st[TSC_STAGE_L]);
+    }
+    bk->m[r] = mn;
+}
+
+/* fused: Ō_r += P̄ V and ℓ_r += P̄ for the block's nr rows, each row's chain in key order (rows
+ * interleaved so their independent chains overlap). */
+static void SFX(fwd_fused_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int nr, int j0, const R *v,
+                                const SFX(fwork_t) *w) {
+    const int D = cx->D, Bc = cx->Bc;
+    rst_t *st = cx->st;
+    const R *PB = w->PB;
+    R *l = bk->l;
+    SFX(axpy_multi)(cx, w->OACC, w->PA, Bc, v + (size_t)j0 * D, nr, bk->jv, &st[TSC_STAGE_PV]);
+    int nmax = 0;
+    for (int r = 0; r < nr; r++) nmax = bk->jv[r] > nmax ? bk->jv[r] : nmax;
+    if (st[TSC_STAGE_L].id && nr == RB && bk->jv[0] == nmax) {
+        for (int jj = 0; jj < nmax; jj++)
+            for (int r = 0; r < RB; r++) l[r] = l[r] + PB[(size_t)r * Bc + jj];
+    } else {
+        for (int jj = 0; jj < nmax; jj++)
+            for (int r = 0; r < nr; r++)
+                if (jj < bk->jv[r]) l[r] = SFX(rnd)(l[r] + PB[(size_t)r * Bc + jj], &st[TSC_STAGE_L]);
+    }
+}
+
+/* Records key tile jt of the block's rows t0.. into the sink: the tile statistics and the
+ * trace's per-tile numbers from the same values (they cannot disagree), and the trace's S, P̄,
+ * P̄V and Ō. Rows that do not visit the tile are left alone. */
+static void SFX(fwd_record)(SFX(hctx_t) *cx, const tile_sink_t *sk, const SFX(fblk_t) *bk, int nr, int t0,
+                            int jt, const R *v, const SFX(fwork_t) *w) {
+    const int T = cx->T, D = cx->D, Bc = cx->Bc, j0 = jt * Bc, n_kt = (T + Bc - 1) / Bc;
+    tsc_attn_trace_t *tr = sk->tr;
+    rst_t *st = cx->st;
+    for (int r = 0; r < nr; r++) {
+        const int t = t0 + r, n = bk->jv[r];
+        if (n == 0 && !cx->pol->torch_quirks) continue;
+        const R *s = w->S + (size_t)r * Bc, *pa = w->PA + (size_t)r * Bc;
+        const size_t ti = (size_t)t * n_kt + jt;
+        int on = 0;
+        for (int jj = 0; jj < n; jj++) on += pa[jj] == (R)1;
+        const double row_max = bk->r_m[r];
+        const int32_t ties = bk->ties[r], ties_eps = bk->r_s[r];
+        if (sk->row_max) {
+            sk->row_max[ti] = row_max;
+            sk->tie_count[ti] = ties;
+            sk->tie_count_eps[ti] = ties_eps;
+            sk->pbar_one[ti] = on;
+        }
+        if (!tr) continue;
+        if (tr->tile_max) {
+            tr->tile_max[ti] = row_max;
+            tr->ties_exact[ti] = ties;
+            tr->ties_eps[ti] = ties_eps;
+            tr->pbar_one[ti] = on;
+            tr->run_max[ti] = bk->m_new[r];
+            tr->l[ti] = bk->l[r];
+        }
+        if (tr->s)
+            for (int jj = 0; jj < n; jj++) {
+                tr->s[(size_t)t * T + j0 + jj] = s[jj];
+                tr->pbar[(size_t)t * T + j0 + jj] = pa[jj];
+            }
+        if (tr->pv) {
+            R *side = w->side;
+            for (int d = 0; d < D; d++) side[d] = 0;
+            SFX(axpy_rows)(side, pa, v + (size_t)j0 * D, n, D, &st[TSC_STAGE_ACC], &st[TSC_STAGE_ACC]);
+            if (!cx->pol->fused) SFX(rnd_arr)(side, D, &st[TSC_STAGE_PV]);
+            for (int d = 0; d < D; d++) {
+                tr->pv[ti * D + d] = side[d];
+                tr->oacc[ti * D + d] = w->OACC[(size_t)r * D + d];
+            }
+        }
+    }
+}
+
 /* Forward of one head. q [T, D], kT [D, T], v [T, D] (rounded inputs); o [T, D] and lse [T]
- * out (either may be NULL); work: fwd_work elements. Optional trace. */
+ * out (either may be NULL); work: fwd_work elements. sink: tile statistics and/or a trace of
+ * this head, or NULL. */
 static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, R *o, R *lse,
-                          tsc_attn_trace_t *tr, R *work) {
+                          const tile_sink_t *sink, R *work) {
     const int T = cx->T, D = cx->D, Bc = cx->Bc;
     const tsc_policy_t *pol = cx->pol;
-    R *S = work, *PA = S + (size_t)RB * Bc, *PB = PA + (size_t)RB * Bc, *OACC = PB + (size_t)RB * Bc;
-    R *pv = OACC + (size_t)RB * D, *side = pv + D;
+    SFX(fwork_t) w;
+    w.S = work;
+    w.PA = w.S + (size_t)RB * Bc;
+    w.PB = w.PA + (size_t)RB * Bc;
+    w.OACC = w.PB + (size_t)RB * Bc;
+    w.pv = w.OACC + (size_t)RB * D;
+    w.side = w.pv + D;
     rst_t *st = cx->st;
     const int n_kt = (T + Bc - 1) / Bc;
-    const double eps = pol->stable.enabled ? pol->stable.eps : 1e-3;
     for (int t0 = 0; t0 < T; t0 += RB) {
         const int nr = T - t0 < RB ? T - t0 : RB;
-        R m[RB], l[RB], r_m[RB], m_new[RB], c[RB];
-        int jv[RB], ties[RB], r_s[RB], ones[RB];
+        SFX(fblk_t) bk;
         for (int r = 0; r < nr; r++) {
-            m[r] = -INFINITY;
-            l[r] = 0;
+            bk.m[r] = -INFINITY;
+            bk.l[r] = 0;
         }
-        for (size_t i = 0; i < (size_t)nr * D; i++) OACC[i] = 0;
+        for (size_t i = 0; i < (size_t)nr * D; i++) w.OACC[i] = 0;
         for (int jt = 0; jt < n_kt; jt++) {
             const int j0 = jt * Bc, jn = (T - j0 < Bc) ? T - j0 : Bc;
             int any = 0;
             for (int r = 0; r < nr; r++) {
-                jv[r] = SFX(n_valid)(cx, t0 + r, j0, jn);
-                any |= jv[r] > 0;
+                bk.jv[r] = SFX(n_valid)(cx, t0 + r, j0, jn);
+                any |= bk.jv[r] > 0;
             }
             /* causal: once no row of the block sees a key here, no later tile has one either */
             if (!any && !pol->torch_quirks) break;
-            if (any) SFX(rowdot_rows)(cx, q + (size_t)t0 * D, nr, kT, j0, jv, S, Bc);
-            for (int r = 0; r < nr; r++) {
-                R *s = S + (size_t)r * Bc, *pa = PA + (size_t)r * Bc, *pb = PB + (size_t)r * Bc;
-                R *oacc = OACC + (size_t)r * D;
-                const int n = jv[r];
-                r_m[r] = -INFINITY;
-                ties[r] = r_s[r] = ones[r] = 0;
-                if (n == 0 && !pol->torch_quirks) continue; /* this row is done */
-                R m_tile;
-                if (n > 0) {
-                    SFX(scores_finish)(cx, s, n);
-                    R mx = SFX(rnd)(SFX(rowmax)(s, n), &st[TSC_STAGE_ROWMAX]);
-                    const R thr = SFX(rnd)(mx - (R)eps, &st[TSC_STAGE_ROWMAX]);
-                    for (int jj = 0; jj < n; jj++) {
-                        ties[r] += s[jj] == mx;
-                        r_s[r] += s[jj] >= thr;
-                    }
-                    r_m[r] = mx;
-                    m_tile = pol->stable.enabled ? SFX(stable_max)(cx, mx, r_s[r]) : mx;
-                } else {
-                    /* torch_quirks: a fully masked tile; under +stable a repeated negative max */
-                    m_tile = (pol->stable.enabled && jn > 1) ? (R)0 : -INFINITY;
-                }
-                const R mn = m_tile > m[r] ? m_tile : m[r];
-                m_new[r] = mn;
-                c[r] = m[r] == -INFINITY ? (R)0 : EXPR(SFX(rnd)(m[r] - mn, &st[TSC_STAGE_EXPARG]));
-                for (int jj = 0; jj < n; jj++) pa[jj] = SFX(rnd)(s[jj] - mn, &st[TSC_STAGE_EXPARG]);
-                for (int jj = 0; jj < n; jj++) pa[jj] = EXPR(pa[jj]);
-                for (int jj = 0; jj < n; jj++) pb[jj] = pa[jj];
-                SFX(rnd_arr)(pa, n, &st[TSC_STAGE_PBAR_PV]);
-                SFX(rnd_arr)(pb, n, &st[TSC_STAGE_PBAR_L]);
-                if (pol->fused) {
-                    for (int d = 0; d < D; d++) oacc[d] = SFX(rnd)(c[r] * oacc[d], &st[TSC_STAGE_OACC]);
-                    l[r] = SFX(rnd)(c[r] * l[r], &st[TSC_STAGE_L]); /* the keys' terms follow below */
-                } else {
-                    for (int d = 0; d < D; d++) pv[d] = 0;
-                    SFX(axpy_rows)(pv, pa, v + (size_t)j0 * D, n, D, &st[TSC_STAGE_ACC], &st[TSC_STAGE_ACC]);
-                    SFX(rnd_arr)(pv, D, &st[TSC_STAGE_PV]);
-                    for (int d = 0; d < D; d++) {
-                        R scaled = SFX(rnd)(c[r] * oacc[d], &st[TSC_STAGE_OACC]);
-                        oacc[d] = SFX(rnd)(scaled + pv[d], &st[TSC_STAGE_OACC]);
-                    }
-                    R sum = 0;
-                    for (int jj = 0; jj < n; jj++) sum = SFX(rnd)(sum + pb[jj], &st[TSC_STAGE_ACC]);
-                    if (pol->torch_quirks && sum < (R)1e-10) sum = (R)1e-10;
-                    R scaled = SFX(rnd)(c[r] * l[r], &st[TSC_STAGE_L]);
-                    l[r] = SFX(rnd)(scaled + sum, &st[TSC_STAGE_L]);
-                }
-                m[r] = mn;
-            }
-            /* fused: Ō_r += P̄ V and ℓ_r += P̄ for the block's rows, each row's chain in key order
-             * (rows interleaved so their independent chains overlap) */
-            if (pol->fused && any) {
-                SFX(axpy_multi)(cx, OACC, PA, Bc, v + (size_t)j0 * D, nr, jv, &st[TSC_STAGE_PV]);
-                int nmax = 0;
-                for (int r = 0; r < nr; r++) nmax = jv[r] > nmax ? jv[r] : nmax;
-                if (st[TSC_STAGE_L].id && nr == RB && jv[0] == nmax) {
-                    for (int jj = 0; jj < nmax; jj++)
-                        for (int r = 0; r < RB; r++) l[r] = l[r] + PB[(size_t)r * Bc + jj];
-                } else {
-                    for (int jj = 0; jj < nmax; jj++)
-                        for (int r = 0; r < nr; r++)
-                            if (jj < jv[r]) l[r] = SFX(rnd)(l[r] + PB[(size_t)r * Bc + jj], &st[TSC_STAGE_L]);
-                }
-            }
-            if (tr && tr->b >= 0)
-                for (int r = 0; r < nr; r++) {
-                    const int t = t0 + r, n = jv[r];
-                    if (n == 0 && !pol->torch_quirks) continue;
-                    const R *s = S + (size_t)r * Bc, *pa = PA + (size_t)r * Bc;
-                    const size_t ti = (size_t)t * tr->n_kt + jt;
-                    int on = 0;
-                    for (int jj = 0; jj < n; jj++) on += pa[jj] == (R)1;
-                    if (tr->s)
-                        for (int jj = 0; jj < n; jj++) {
-                            tr->s[(size_t)t * T + j0 + jj] = s[jj];
-                            tr->pbar[(size_t)t * T + j0 + jj] = pa[jj];
-                        }
-                    if (tr->tile_max) {
-                        tr->tile_max[ti] = r_m[r];
-                        tr->run_max[ti] = m_new[r];
-                        tr->l[ti] = l[r];
-                        tr->ties_exact[ti] = ties[r];
-                        tr->ties_eps[ti] = r_s[r];
-                        tr->pbar_one[ti] = on;
-                    }
-                    if (tr->pv) {
-                        for (int d = 0; d < D; d++) side[d] = 0;
-                        SFX(axpy_rows)(side, pa, v + (size_t)j0 * D, n, D, &st[TSC_STAGE_ACC], &st[TSC_STAGE_ACC]);
-                        if (!pol->fused) SFX(rnd_arr)(side, D, &st[TSC_STAGE_PV]);
-                        for (int d = 0; d < D; d++) {
-                            tr->pv[ti * D + d] = side[d];
-                            tr->oacc[ti * D + d] = OACC[(size_t)r * D + d];
-                        }
-                    }
-                }
+            if (any) SFX(rowdot_rows)(cx, q + (size_t)t0 * D, nr, kT, j0, bk.jv, w.S, Bc);
+            for (int r = 0; r < nr; r++) SFX(fwd_row_tile)(cx, &bk, r, j0, jn, v, &w);
+            if (pol->fused && any) SFX(fwd_fused_tile)(cx, &bk, nr, j0, v, &w);
+            if (sink) SFX(fwd_record)(cx, sink, &bk, nr, t0, jt, v, &w);
         }
         for (int r = 0; r < nr; r++) {
             const int t = t0 + r;
             if (o)
                 for (int d = 0; d < D; d++)
-                    o[(size_t)t * D + d] = SFX(rnd)(OACC[(size_t)r * D + d] / l[r], &st[TSC_STAGE_O]);
-            if (lse) lse[t] = SFX(rnd)(m[r] + LOGR(l[r]), &st[TSC_STAGE_LSE]);
+                    o[(size_t)t * D + d] = SFX(rnd)(w.OACC[(size_t)r * D + d] / bk.l[r], &st[TSC_STAGE_O]);
+            if (lse) lse[t] = SFX(rnd)(bk.m[r] + LOGR(bk.l[r]), &st[TSC_STAGE_LSE]);
         }
     }
 }
@@ -747,10 +801,11 @@ static void SFX(transpose)(const R *a, int T, int D, R *at) {
         }
 }
 
-/* One (b, h): forward (and backward). dk_h/dv_h receive this head's GRAD-rounded dK/dV as R;
- * both NULL with io->dout set: the backward computes δ only. Returns 0, or -1 when out of memory. */
+/* One (b, h): forward (and backward); sink: its tile statistics and/or trace, or NULL. dk_h/dv_h
+ * receive this head's GRAD-rounded dK/dV as R; both NULL with io->dout set: the backward
+ * computes δ only. Returns 0, or -1 when out of memory. */
 static int SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const tsc_attn_dims_t *dims,
-                         const tsc_attn_io_t *io, int b, int h, tsc_attn_trace_t *tr, R *dk_h, R *dv_h) {
+                         const tsc_attn_io_t *io, int b, int h, const tile_sink_t *sink, R *dk_h, R *dv_h) {
     const int T = dims->T, D = dims->D, Bc = pol->block_k, Br = pol->block_q;
     const int hk = h / (dims->H / dims->Hkv);
     const size_t TD = (size_t)T * D;
@@ -774,7 +829,7 @@ static int SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const 
     SFX(load)(io->k, io->dtype, koff, TD, kk, &cx.st[TSC_STAGE_K]);
     SFX(transpose)(kk, T, D, kT);
     SFX(load)(io->v, io->dtype, koff, TD, v, &cx.st[TSC_STAGE_V]);
-    SFX(fwd_head)(&cx, q, kT, v, o, lse, tr, work);
+    SFX(fwd_head)(&cx, q, kT, v, o, lse, sink, work);
     SFX(store)(o, TD, io->o, io->dtype, qoff);
     SFX(store)(lse, (size_t)T, io->lse, io->dtype, (size_t)b * dims->H * T + (size_t)h * T);
     if (!bwd) {

@@ -62,6 +62,41 @@
  * rounding (+sr) draws from one stream per (seed, batch, head, stage, pass), consumed in the
  * reference's loop order, so a seed reproduces bit for bit on every path and thread count.
  * Non-finite inputs propagate (NaN in, NaN out); they are not an error here.
+ *
+ * Backends. The arithmetic above is one definition with several implementations, each a
+ * tsc_attn_backend_t (a name, capability bits and a run function) in a registry:
+ *   "cpu-ref"   the portable C instance: the reference that defines the bits. Plain C, no
+ *               intrinsics (the compiler may vectorise element-wise loops; with explicit fma
+ *               and contraction off that cannot change a bit). Rows go in blocks of four as
+ *               described above: that order is part of the definition (+sr streams).
+ *   "cpu-simd"  the same template compiled for AVX-512 + FMA with hand-written register-
+ *               blocked loops (x86-64 GCC builds; runs only where the CPU has AVX-512).
+ *               FP64-compute policies run the reference's double instance.
+ *   "cuda"      registered only in a build with CUDA (TSC_HAVE_CUDA); none is built today.
+ * tsc_attn_run uses the default backend: cpu-simd where it runs and tsc_attn_simd_set(1) (the
+ * default), else cpu-ref; tsc_attn_run_with picks one and adds the options below. Exact mode
+ * (the default) promises the reference's bits in every output and tile statistic; fast mode
+ * lets a backend reorder or fuse arithmetic (results then agree within rounding error only,
+ * and tie counts may differ). Both CPU backends are exact in either mode.
+ *
+ *   const tsc_attn_backend_t *be = tsc_attn_backend_get("cpu-ref");
+ *   tsc_attn_tile_stats_t ts;
+ *   tsc_attn_tile_stats_init(&ts, dims.B, dims.H, dims.T, pol.block_k);
+ *   tsc_attn_opts_t opt = {.mode = TSC_ATTN_EXACT, .tiles = &ts};
+ *   if (tsc_attn_run_with(be, &pol, &dims, &io, &opt) != TSC_OK) puts(tsc_error_last());
+ *
+ * Tile statistics (tsc_attn_tile_stats_t) are backend-neutral: per (batch, query head, row t,
+ * key tile j'), the numbers an FA kernel can count in registers, stored as the format v1 dump
+ * datasets tiles/<name> [B, H, T, n_key_tiles] (docs/FORMAT.md):
+ *   row_max        r_m, the tile row max of S (R_ROWMAX)                    tiles/row_max
+ *   tie_count      #{S_j == r_m} in the tile                                tiles/tie_count
+ *   tie_count_eps  r_s = #{S_j ≥ R_ROWMAX(r_m − ε)} (ε of the policy; 1e-3 without
+ *                  +stable)                                                 tiles/tie_count_eps
+ *   pbar_one       #{a_j == 1}: keys whose P̄ (P̄V operand) is exactly 1    tiles/pbar_one
+ * Tiles a row never visits (causal, beyond the diagonal; torch_quirks visits them) hold NaN /
+ * -1. The T×T trace (tsc_attn_trace_t: S, P̄, running max, ℓ, P̄V, Ō per tile) is a CPU-only
+ * debug facility (capability TSC_ATTN_CAP_TRACE); its per-tile counts and the tile statistics
+ * are written by the same statement, so they cannot disagree.
  */
 #ifndef TSC_ATTENTION_H
 #define TSC_ATTENTION_H
@@ -116,7 +151,10 @@ enum {
     TSC_TRACE_PV = 4      /* pv, oacc: [T, n_kt, D] (large: T·n_kt·D doubles each) */
 };
 
-/* Forward intermediates of one (batch, query head), filled by tsc_attn_run. Allocate with
+/* Forward intermediates of one (batch, query head), filled by tsc_attn_run: a CPU-only debug
+ * facility (backends with TSC_ATTN_CAP_TRACE); for the per-tile counts of every head use
+ * tsc_attn_tile_stats_t, which any backend can fill (ties_exact, ties_eps and pbar_one here
+ * are its tie_count, tie_count_eps and pbar_one, written by the same statement). Allocate with
  * tsc_attn_trace_init, set b and h, pass in the traces array; arrays not asked for are NULL.
  * n_kt = ceil(T / block_k) of the policy used at init. Entries of tiles a row never visits
  * (causal, beyond the diagonal) hold NaN / -1. */
@@ -142,13 +180,92 @@ typedef struct {
 TSC_API tsc_status_t tsc_attn_trace_init(tsc_attn_trace_t *tr, int T, int D, int block_k, int flags);
 TSC_API void tsc_attn_trace_free(tsc_attn_trace_t *tr);  /* NULL and zeroed traces are no-ops */
 
-/* Runs the forward (and, with io->dout, the backward) for every (b, h) under pol.
+/* Runs the forward (and, with io->dout, the backward) for every (b, h) under pol, on the
+ * default backend (tsc_attn_backend_default; equivalent to tsc_attn_run_with(NULL, ...)).
  * traces: n_traces traces whose (b, h) select heads (each initialised for dims->T, D and
  * pol->block_k), or NULL/0. Returns TSC_ERR_ARG (bad dims, policy, NULL inputs, a trace that
  * does not fit), TSC_ERR_NOMEM; on error outputs are unspecified. Memory: O(T·D) per
  * running thread beyond the outputs, plus for GQA backward an [B, H, T, D] scratch pair. */
 TSC_API tsc_status_t tsc_attn_run(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
                           const tsc_attn_io_t *io, tsc_attn_trace_t *traces, int n_traces);
+
+/* ---- tile statistics ---- */
+
+/* Per-tile statistics of the forward for every (b, h), [B, H, T, n_kt] row-major each,
+ * n_kt = ceil(T / block_k) (see the overview). Allocate with tsc_attn_tile_stats_init; a run
+ * first resets every entry to NaN / -1, then fills the tiles each row visits. */
+typedef struct {
+    int B, H, T, block_k, n_kt;
+    double *row_max;         /* r_m */
+    int32_t *tie_count;      /* #{S_j == r_m} */
+    int32_t *tie_count_eps;  /* r_s */
+    int32_t *pbar_one;       /* #{a_j == 1} */
+} tsc_attn_tile_stats_t;
+
+/* Allocates the four arrays (NaN / -1 filled). TSC_ERR_ARG for bad sizes, TSC_ERR_NOMEM (then
+ * *ts is zeroed and owns nothing). Free with tsc_attn_tile_stats_free (NULL/zeroed: no-op). */
+TSC_API tsc_status_t tsc_attn_tile_stats_init(tsc_attn_tile_stats_t *ts, int B, int H, int T, int block_k);
+TSC_API void tsc_attn_tile_stats_free(tsc_attn_tile_stats_t *ts);
+/* Sets every entry to "not visited" (row_max NaN, counts -1). */
+TSC_API void tsc_attn_tile_stats_reset(tsc_attn_tile_stats_t *ts);
+/* Element count of each array: B·H·T·n_kt. */
+TSC_API size_t tsc_attn_tile_stats_size(const tsc_attn_tile_stats_t *ts);
+
+/* ---- backends ---- */
+
+typedef enum { TSC_ATTN_EXACT = 0, TSC_ATTN_FAST = 1 } tsc_attn_mode_t;
+
+/* Capability bits of a backend. */
+enum {
+    TSC_ATTN_CAP_F32 = 1u << 0,         /* io->dtype TSC_ATTN_F32 */
+    TSC_ATTN_CAP_F64 = 1u << 1,         /* io->dtype TSC_ATTN_F64 */
+    TSC_ATTN_CAP_FP64_STAGES = 1u << 2, /* policies with an FP64 stage (tsc_policy_uses_fp64) */
+    TSC_ATTN_CAP_EXACT = 1u << 3,       /* exact mode: the reference's bits */
+    TSC_ATTN_CAP_FAST = 1u << 4,        /* fast mode */
+    TSC_ATTN_CAP_FORWARD = 1u << 5,
+    TSC_ATTN_CAP_BACKWARD = 1u << 6,    /* io->dout: δ, dQ, dK, dV */
+    TSC_ATTN_CAP_STOCHASTIC = 1u << 7,  /* +sr policies */
+    TSC_ATTN_CAP_TILE_STATS = 1u << 8,  /* fills tsc_attn_opts_t.tiles */
+    TSC_ATTN_CAP_TRACE = 1u << 9        /* fills tsc_attn_trace_t (CPU debug) */
+};
+
+/* What a run asks for beyond the outputs. A zeroed struct (or NULL) is exact mode, nothing. */
+typedef struct {
+    tsc_attn_mode_t mode;
+    tsc_attn_tile_stats_t *tiles;  /* or NULL; must match dims (B, H, T) and pol->block_k */
+    tsc_attn_trace_t *traces;      /* or NULL: n_traces CPU debug traces (see tsc_attn_run) */
+    int n_traces;
+} tsc_attn_opts_t;
+
+typedef struct tsc_attn_backend tsc_attn_backend_t;
+struct tsc_attn_backend {
+    const char *name;     /* "cpu-ref", "cpu-simd", "cuda" */
+    const char *summary;  /* one line for listings */
+    unsigned caps;        /* TSC_ATTN_CAP_* */
+    /* 1 when it can run on this machine (CPU features, a GPU present) */
+    int (*available)(void);
+    /* The work, on arguments tsc_attn_run_with has checked (dims, policy, io, traces, tiles
+     * reset, capabilities); opts is never NULL. Writes the outputs io asks for and the tiles
+     * each row visits; returns TSC_OK or an error with its detail set. */
+    tsc_status_t (*run)(const tsc_policy_t *pol, const tsc_attn_dims_t *dims, const tsc_attn_io_t *io,
+                        const tsc_attn_opts_t *opts);
+};
+
+/* The registry: count, i-th (NULL out of range), by name (NULL when not registered: a build
+ * without CUDA has no "cuda"). Registration says the code is built in; available() whether it
+ * runs here. tsc_attn_backend_default() is the one tsc_attn_run uses at this moment. */
+TSC_API int tsc_attn_backend_count(void);
+TSC_API const tsc_attn_backend_t *tsc_attn_backend_at(int i);
+TSC_API const tsc_attn_backend_t *tsc_attn_backend_get(const char *name);
+TSC_API const tsc_attn_backend_t *tsc_attn_backend_default(void);
+
+/* tsc_attn_run on backend be (NULL: the default) with options (NULL: exact, no tiles, no
+ * traces). Besides tsc_attn_run's errors: TSC_ERR_ARG for tile statistics that do not fit,
+ * TSC_ERR_UNSUPPORTED when be is not available here or lacks a capability the request needs
+ * (the detail names it). */
+TSC_API tsc_status_t tsc_attn_run_with(const tsc_attn_backend_t *be, const tsc_policy_t *pol,
+                                       const tsc_attn_dims_t *dims, const tsc_attn_io_t *io,
+                                       const tsc_attn_opts_t *opts);
 
 /* FLOPs counted the usual way (2 per multiply-add of the matrix products; causal counts the
  * unmasked half including the diagonal): forward 4·T'·D per head, backward 10·T'·D per
@@ -158,8 +275,8 @@ TSC_API double tsc_attn_flops(const tsc_attn_dims_t *dims, int backward);
 /* The FP32 exp of the reference (deterministic, same bits on every path). */
 TSC_API float tsc_attn_expf(float x);
 
-/* Selects the SIMD path (1, default where the CPU has AVX-512F/FMA) or the portable one (0);
- * both give identical bits. Returns the previous setting. Not thread-safe: set it before
+/* Selects the SIMD path (1, default where the CPU has AVX-512F/FMA: backend "cpu-simd") or the
+ * portable one (0: "cpu-ref") for the default backend; both give identical bits. Returns the previous setting. Not thread-safe: set it before
  * calling tsc_attn_run. tsc_attn_simd_available() says whether the SIMD path exists here. */
 TSC_API int tsc_attn_simd_set(int enable);
 TSC_API int tsc_attn_simd_available(void);
