@@ -542,6 +542,39 @@ static tsc_status_t check_path(const char *pdf_path) {
     return TSC_OK;
 }
 
+/* The content and its document (doc refers to *cp and *fo: free doc, then content_free(*cp)). */
+static tsc_status_t report_doc(tsc_figure_src_t *src, const tsc_report_opts_t *o, const char *pdf_path,
+                               tsc_figure_opts_t *fo, content_t **cp, tsc_rdoc_t *doc, tsc_report_info_t *info) {
+    tsc_figure_opts_init(fo);
+    fo->dpi = o->fig_dpi > 0 ? o->fig_dpi : 150;
+    fo->dump = o->dump;
+    memset(doc, 0, sizeof *doc);
+    doc->src = src, doc->fig_opts = fo;
+    *cp = calloc(1, sizeof **cp);
+    if (!*cp) return tsc_error_set(TSC_ERR_NOMEM, "report: out of memory");
+    tsc_status_t st = build_content(src, fo, o, pdf_path, *cp, info);
+    if (st) return st;
+    doc_front(doc, *cp);
+    doc_back(doc, *cp);
+    return doc->nomem ? tsc_error_set(TSC_ERR_NOMEM, "report: out of memory") : TSC_OK;
+}
+
+tsc_status_t tsc_report_draw(tsc_figure_src_t *src, const tsc_report_opts_t *o, const char *pdf_path, cairo_t *cr,
+                             int max_pages, tsc_report_info_t *info) {
+    tsc_report_opts_t dflt;
+    if (!o) tsc_report_opts_init(&dflt), o = &dflt;
+    if (!src || !cr || !info) return tsc_error_set(TSC_ERR_ARG, "tsc_report_draw: NULL argument");
+    memset(info, 0, sizeof *info);
+    tsc_figure_opts_t fo;
+    content_t *c = NULL;
+    tsc_rdoc_t doc;
+    tsc_status_t st = report_doc(src, o, pdf_path ? pdf_path : "report.pdf", &fo, &c, &doc, info);
+    if (!st) st = tsc_rdoc_pdf(&doc, cr, max_pages, &info->n_pages);
+    tsc_rdoc_free(&doc);
+    if (c) content_free(c);
+    return st;
+}
+
 tsc_status_t tsc_report_write(tsc_figure_src_t *src, const char *pdf_path, const tsc_report_opts_t *o,
                               tsc_report_info_t *info) {
     tsc_report_info_t local;
@@ -553,23 +586,13 @@ tsc_status_t tsc_report_write(tsc_figure_src_t *src, const char *pdf_path, const
     tsc_status_t st = check_path(pdf_path);
     if (st) return st;
     tsc_figure_opts_t fo;
-    tsc_figure_opts_init(&fo);
-    fo.dpi = o->fig_dpi > 0 ? o->fig_dpi : 150;
-    fo.dump = o->dump;
-    content_t *c = calloc(1, sizeof *c);
-    if (!c) return tsc_error_set(TSC_ERR_NOMEM, "report: out of memory");
-    tsc_rdoc_t doc = {0};
-    doc.src = src, doc.fig_opts = &fo;
-    st = build_content(src, &fo, o, pdf_path, c, info);
-    if (!st) {
-        doc_front(&doc, c);
-        doc_back(&doc, c);
-        if (doc.nomem) st = tsc_error_set(TSC_ERR_NOMEM, "report: out of memory");
-    }
+    content_t *c = NULL;
+    tsc_rdoc_t doc;
+    st = report_doc(src, o, pdf_path, &fo, &c, &doc, info);
     if (!st) st = write_pdf(&doc, pdf_path, info);
     if (!st && o->html) st = write_html(&doc, pdf_path, info);
     if (!st && o->copy_summary) st = copy_summary(src, pdf_path, info);
     tsc_rdoc_free(&doc);
-    content_free(c);
+    if (c) content_free(c);
     return st;
 }

@@ -11,6 +11,7 @@
 #include <cairo.h>
 
 #include "tsc_figure.h"
+#include "tsc_report.h"
 #include "tsc_status.h"
 #include "tsc_strbuf.h"
 
@@ -89,5 +90,11 @@ void tsc_rdoc_free(tsc_rdoc_t *doc);
 tsc_status_t tsc_rdoc_pdf(const tsc_rdoc_t *doc, cairo_t *cr, int max_pages, int *n_pages);
 /* The HTML back end: the whole page appended to out. */
 void tsc_rdoc_html(const tsc_rdoc_t *doc, tsc_strbuf_t *out);
+
+/* The report of src (tsc_report.h) onto cr, exactly the pages tsc_report_write puts in its PDF
+ * (pdf_path, or "report.pdf" when NULL, is only named in the reproduction commands). cr: A4 in
+ * points (a PDF surface, or an image for page 1 with max_pages = 1). info: pages and figures. */
+tsc_status_t tsc_report_draw(tsc_figure_src_t *src, const tsc_report_opts_t *o, const char *pdf_path, cairo_t *cr,
+                             int max_pages, tsc_report_info_t *info);
 
 #endif
