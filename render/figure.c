@@ -16,189 +16,7 @@
 #include "tsc_h5.h"
 #include "tsc_plot.h"
 #include "figure_internal.h"
-
-#define MAX_LOGS 16
-
-struct tsc_figure_src {
-    char dir[1024];
-    char summary_path[1100];
-    char analysis_path[1100];
-    tsc_jv_t *summary;
-    tsc_log_t *logs[MAX_LOGS];
-    int n_logs;
-};
-
-/* ---------------------------------------------------------------- source */
-
-tsc_status_t tsc_figure_src_open(const char *dir, tsc_figure_src_t **out) {
-    if (!dir || !out) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_src_open: NULL argument");
-    *out = NULL;
-    tsc_figure_src_t *s = calloc(1, sizeof *s);
-    if (!s) return tsc_error_set(TSC_ERR_NOMEM, "figure source %s: out of memory", dir);
-    snprintf(s->dir, sizeof s->dir, "%s", dir);
-    snprintf(s->summary_path, sizeof s->summary_path, "%s/summary.json", dir);
-    snprintf(s->analysis_path, sizeof s->analysis_path, "%s/analysis.h5", dir);
-    tsc_status_t st = tsc_jv_read_file(s->summary_path, &s->summary);
-    if (st != TSC_OK) {
-        free(s);
-        return tsc_error_wrap(st, "reading the analysis of %s (run `tilescope analyze DUMP -o %s` first): ", dir, dir);
-    }
-    const char *fmt = tsc_jv_str(s->summary, "format");
-    if (!fmt || strcmp(fmt, "tilescope-summary") != 0) {
-        tsc_jv_free(s->summary);
-        free(s);
-        return tsc_error_set(TSC_ERR_FORMAT, "%s/summary.json: format is '%s', expected 'tilescope-summary'", dir,
-                             fmt ? fmt : "(none)");
-    }
-    *out = s;
-    return TSC_OK;
-}
-
-void tsc_figure_src_close(tsc_figure_src_t *s) {
-    if (!s) return;
-    for (int i = 0; i < s->n_logs; i++) tsc_log_free(s->logs[i]);
-    tsc_jv_free(s->summary);
-    free(s);
-}
-
-tsc_status_t tsc_figure_src_add_log(tsc_figure_src_t *s, tsc_log_t *lg) {
-    if (!s || !lg) { tsc_log_free(lg); return tsc_error_set(TSC_ERR_ARG, "tsc_figure_src_add_log: NULL argument"); }
-    if (s->n_logs >= MAX_LOGS) {
-        tsc_log_free(lg);
-        return tsc_error_set(TSC_ERR_ARG, "at most %d training logs", MAX_LOGS);
-    }
-    s->logs[s->n_logs++] = lg;
-    return TSC_OK;
-}
-
-tsc_status_t tsc_figure_src_open_logs(const char *dir, const char *const *specs, int n, tsc_figure_src_t **out) {
-    if (!out) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_src_open_logs: NULL argument");
-    *out = NULL;
-    tsc_status_t st = tsc_figure_src_open(dir, out);
-    for (int k = 0; st == TSC_OK && k < n; k++) {
-        tsc_log_t *lg;
-        if ((st = tsc_log_read_spec(specs[k], &lg)) == TSC_OK) st = tsc_figure_src_add_log(*out, lg);
-    }
-    if (st != TSC_OK && *out) {
-        tsc_figure_src_close(*out);
-        *out = NULL;
-    }
-    return st;
-}
-
-const tsc_jv_t *tsc_figure_src_summary(const tsc_figure_src_t *s) { return s ? s->summary : NULL; }
-const char *tsc_figure_src_dir(const tsc_figure_src_t *s) { return s ? s->dir : NULL; }
-int tsc_figure_src_n_logs(const tsc_figure_src_t *s) { return s ? s->n_logs : 0; }
-const tsc_log_t *tsc_figure_src_log(const tsc_figure_src_t *s, int i) {
-    return s && i >= 0 && i < s->n_logs ? s->logs[i] : NULL;
-}
-const char *tsc_fig_analysis_path(const tsc_figure_src_t *s) { return s->analysis_path; }
-const char *tsc_fig_summary_path(const tsc_figure_src_t *s) { return s->summary_path; }
-
-void tsc_figure_opts_init(tsc_figure_opts_t *o) {
-    memset(o, 0, sizeof *o);
-    o->step = -1;
-    o->layer = o->head = o->batch = o->token = o->feature = -1;
-    o->dpi = 300;
-    o->font_pt = 8;
-}
-
-/* ---------------------------------------------------------------- analysis.h5 */
-
-/* Reads the whole dataset at dspath of the analysis file as doubles; *data is the caller's.
- * TSC_ERR_MISSING when absent (what is missing is named by the caller's wrap). */
-tsc_status_t tsc_fig_read_ds(const tsc_figure_src_t *s, const char *dspath, double **data, int *rank, long long dims[4]) {
-    tsc_h5_init();
-    *data = NULL;
-    if (access(s->analysis_path, R_OK) != 0)
-        return tsc_error_set(TSC_ERR_MISSING, "%s: cannot open: %s", s->analysis_path, strerror(errno));
-    hid_t f = H5Fopen(s->analysis_path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: not an HDF5 file (H5Fopen failed)", s->analysis_path);
-    tsc_status_t st = TSC_OK;
-    if (!tsc_h5_exists(f, dspath)) {
-        H5Fclose(f);
-        return tsc_error_set(TSC_ERR_MISSING, "%s: no dataset %s", s->analysis_path, dspath);
-    }
-    hid_t d = H5Dopen2(f, dspath, H5P_DEFAULT);
-    hid_t sp = d >= 0 ? H5Dget_space(d) : -1;
-    int r = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
-    hsize_t hd[8] = {0};
-    if (d < 0 || sp < 0 || r < 0 || r > 4 || H5Sget_simple_extent_dims(sp, hd, NULL) < 0) {
-        st = tsc_error_set(TSC_ERR_FORMAT, "%s:%s: cannot read its shape (expected rank <= 4)", s->analysis_path, dspath);
-    } else {
-        size_t n = 1;
-        for (int i = 0; i < r; i++) n *= (size_t)hd[i], dims[i] = (long long)hd[i];
-        *rank = r;
-        double *buf = malloc((n ? n : 1) * sizeof *buf);
-        if (!buf) st = tsc_error_set(TSC_ERR_NOMEM, "%s:%s: out of memory", s->analysis_path, dspath);
-        else if (n && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
-            free(buf);
-            st = tsc_error_set(TSC_ERR_FORMAT, "%s:%s: H5Dread failed (corrupt file?)", s->analysis_path, dspath);
-        } else *data = buf;
-    }
-    if (sp >= 0) H5Sclose(sp);
-    if (d >= 0) H5Dclose(d);
-    H5Fclose(f);
-    return st;
-}
-
-/* ---------------------------------------------------------------- selection */
-
-/* The head record of summary.json for (step, layer, head), or NULL. */
-const tsc_jv_t *tsc_fig_head_record(const tsc_figure_src_t *s, long long step, int layer, int head) {
-    const tsc_jv_t *hs = tsc_jv_get(s->summary, "heads");
-    for (size_t i = 0; hs && i < hs->n; i++) {
-        const tsc_jv_t *h = hs->items[i];
-        if (tsc_jv_int(h, "step", -1) == step && tsc_jv_int(h, "layer", -1) == layer && tsc_jv_int(h, "head", -1) == head)
-            return h;
-    }
-    return NULL;
-}
-
-void tsc_fig_resolve(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, tsc_fig_sel_t *sel) {
-    const tsc_jv_t *sm = s->summary;
-    long long step = -1;
-    int layer = -1, head = -1;
-    const tsc_jv_t *top = tsc_jv_path(sm, "diagnosis.at_risk.0");
-    if (top) {
-        layer = (int)tsc_jv_int(top, "layer", -1), head = (int)tsc_jv_int(top, "head", -1);
-        step = tsc_jv_int(top, "step", -1);
-    } else if ((top = tsc_jv_path(sm, "flagged_heads.0"))) {
-        layer = (int)tsc_jv_int(top, "layer", -1), head = (int)tsc_jv_int(top, "head", -1);
-    } else {
-        /* the (layer, head) with the largest |accumulated δ difference| */
-        const tsc_jv_t *hs = tsc_jv_get(sm, "heads");
-        double best = -1;
-        for (size_t i = 0; hs && i < hs->n; i++) {
-            double c = fabs(tsc_jv_num(hs->items[i], "delta.cumsum"));
-            if (isfinite(c) && c > best) {
-                best = c;
-                layer = (int)tsc_jv_int(hs->items[i], "layer", -1), head = (int)tsc_jv_int(hs->items[i], "head", -1);
-            }
-        }
-        if (layer < 0 && hs && hs->n) layer = (int)tsc_jv_int(hs->items[0], "layer", 0), head = 0;
-    }
-    if (o->layer >= 0) layer = o->layer;
-    if (o->head >= 0) head = o->head;
-    size_t ns = tsc_jv_len(sm, "computed_over.step_list");
-    if (ns) {
-        const tsc_jv_t *sl = tsc_jv_path(sm, "computed_over.step_list");
-        if (step < 0) step = tsc_jv_int(sl->items[ns - 1], NULL, -1);
-    }
-    if (o->step >= 0) step = o->step;
-    if (layer < 0) layer = 0;
-    if (head < 0) head = 0;
-    if (step < 0) step = 0;
-    sel->step = step, sel->layer = layer, sel->head = head;
-    sel->batch = o->batch, sel->token = o->token, sel->feature = o->feature;
-    const tsc_jv_t *rec = tsc_fig_head_record(s, step, layer, head);
-    if (rec) {
-        if (sel->batch < 0) sel->batch = (int)tsc_jv_int(rec, "probe.batch", -1);
-        if (sel->token < 0) sel->token = (int)tsc_jv_int(rec, "probe.token", -1);
-        if (sel->feature < 0) sel->feature = (int)tsc_jv_int(rec, "probe.feature", -1);
-    }
-    if (sel->batch < 0) sel->batch = 0;
-}
+#include "tsc_surface.h"
 
 /* Row of head in step_S/layer_L/heads; -1 when that head was not analysed there. */
 static int head_row(const tsc_figure_src_t *s, long long step, int layer, int head, char *grp, size_t cap) {
@@ -287,6 +105,57 @@ static void heat_defaults(tsc_heatmap_opts_t *ho, const tsc_figure_opts_t *o, co
     ho->font_pt = o->font_pt;
 }
 
+/* ---------------------------------------------------------------- where a recipe draws */
+
+/* A recipe's target: a file (path, fmt), PNG bytes in memory (png), or a w_pt x h_pt box on cr.
+ * Recipes build their series or panels, then hand them to emit_plot / emit_heat. */
+struct fig_out {
+    const char *path;
+    tsc_image_format_t fmt;
+    tsc_strbuf_t *png;
+    cairo_t *cr;
+    double w_pt, h_pt;
+};
+
+/* Paints an image scaled into the w x h box at the origin of cr. */
+static void paint_image(cairo_t *cr, cairo_surface_t *img, double w, double h) {
+    cairo_save(cr);
+    cairo_scale(cr, w / cairo_image_surface_get_width(img), h / cairo_image_surface_get_height(img));
+    cairo_set_source_surface(cr, img, 0, 0);
+    cairo_paint(cr);
+    cairo_restore(cr);
+}
+
+/* gnuplot curves: written by gnuplot and read back through its stdout (tsc_plot_render); onto a
+ * cairo box as the PNG painted from memory. */
+static tsc_status_t emit_plot(const fig_out_t *out, const tsc_plot_opts_t *po, const tsc_plot_series_t *ser, int n) {
+    if (out->path) return tsc_plot_write(po, ser, n, out->path, out->fmt);
+    if (out->png) return tsc_plot_render(po, ser, n, TSC_IMG_PNG, out->png);
+    tsc_strbuf_t png;
+    tsc_strbuf_init(&png);
+    cairo_surface_t *img = NULL;
+    tsc_status_t st = tsc_plot_render(po, ser, n, TSC_IMG_PNG, &png);
+    if (!st) st = tsc_surface_png_read(png.p, png.len, "gnuplot's PNG", &img);
+    if (!st) paint_image(out->cr, img, out->w_pt, out->h_pt);
+    if (img) cairo_surface_destroy(img);
+    tsc_strbuf_free(&png);
+    return st;
+}
+
+/* cairo heatmaps: a file, the fast PNG in memory, or the image painted into the box. On a cairo
+ * box the cells are rasterised at opts.dpi exactly as in the PNG (tsc_heatmap_render, in memory),
+ * so the page, the PNG and the caption's pooling note agree. */
+static tsc_status_t emit_heat(const fig_out_t *out, const tsc_heatmap_opts_t *ho, const tsc_heatmap_panel_t *pan,
+                              int n, tsc_heatmap_info_t *hi) {
+    if (out->path) return tsc_heatmap_write(ho, pan, n, out->path, out->fmt, hi);
+    cairo_surface_t *img = NULL;
+    tsc_status_t st = tsc_heatmap_render(ho, pan, n, &img, hi);
+    if (!st && out->png) st = tsc_surface_png(img, 1, out->png);
+    else if (!st) paint_image(out->cr, img, out->w_pt, out->h_pt);
+    if (img) cairo_surface_destroy(img);
+    return st;
+}
+
 /* Picks a column of a log: the first of names[] it has. */
 static int log_col(const tsc_log_t *lg, const char *const *names, int n, const char **used) {
     for (int i = 0; i < n; i++) {
@@ -364,16 +233,16 @@ const char *tsc_figure_canonical(const char *name) {
     return NULL;
 }
 
-static tsc_status_t fig_logs(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const char *id, const char *path,
-                             tsc_image_format_t fmt, tsc_figure_info_t *info) {
+static tsc_status_t fig_logs(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const char *id, const fig_out_t *out,
+                              tsc_figure_info_t *info) {
     if (s->n_logs == 0)
         return tsc_error_set(TSC_ERR_MISSING, "%s needs a training log: pass --log NAME=FILE (CSV/TSV with a step "
                                               "column, or nanoGPT output)", id);
     static const char *val_cols[] = {"val_loss", "val", "valid_loss"};
     static const char *train_cols[] = {"train_loss", "iter_loss", "loss", "val_loss"};
     int is10 = strcmp(id, "fig10") == 0, is7 = strcmp(id, "fig7") == 0;
-    tsc_plot_series_t ser[MAX_LOGS];
-    double *bufs[2 * MAX_LOGS] = {0};
+    tsc_plot_series_t ser[TSC_FIG_MAX_LOGS];
+    double *bufs[2 * TSC_FIG_MAX_LOGS] = {0};
     tsc_plot_opts_t po;
     plot_defaults(&po, o, info);
     snprintf(info->caption, sizeof info->caption, "%s: %s vs step: ", id, is10 ? "training loss" : "validation loss");
@@ -401,14 +270,14 @@ static tsc_status_t fig_logs(tsc_figure_src_t *s, const tsc_figure_opts_t *o, co
             }
         }
         cap_printf(info, is7 ? ". Log-log axes; steps <= 0 omitted." : is10 ? ". Faint: raw values; bold: EMA (alpha 0.1)." : ".");
-        st = tsc_plot_write(&po, ser, k, path, fmt);
+        st = emit_plot(out, &po, ser, k);
     }
     for (int i = 0; i < 2 * k; i++) free(bufs[i]);
     return st;
 }
 
-static tsc_status_t fig3(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
-                         tsc_image_format_t fmt, tsc_figure_info_t *info) {
+static tsc_status_t fig3(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const fig_out_t *out,
+                          tsc_figure_info_t *info) {
     char p[128];
     snprintf(p, sizeof p, "step_%08lld/layer_%03d/wq_head_norm", sel->step, sel->layer);
     double *v;
@@ -438,7 +307,7 @@ static tsc_status_t fig3(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
     snprintf(info->caption, sizeof info->caption,
              "fig3: spectral norm of each head's rows of W^Q (power iteration), layer %d, step %lld, from %s:%s. "
              "Largest: head %d (%.4g).", sel->layer, sel->step, s->analysis_path, p, best, v[best]);
-    st = tsc_plot_write(&po, &ser, 1, path, fmt);
+    st = emit_plot(out, &po, &ser, 1);
     free(v);
     return st;
 }
@@ -521,8 +390,8 @@ static tsc_status_t dump_head(const tsc_figure_src_t *s, const tsc_figure_opts_t
     return TSC_OK;
 }
 
-static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
-                         tsc_image_format_t fmt, tsc_figure_info_t *info) {
+static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const fig_out_t *out,
+                          tsc_figure_info_t *info) {
     dump_head_t dh;
     tsc_status_t st = dump_head(s, o, "fig4", sel, 0, &dh);
     if (st != TSC_OK) return st;
@@ -592,7 +461,7 @@ static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
              "largest |delta_lp - delta_hp| in %.300s); P from softmax(alpha q k^T) in double from q, k, x of %.300s. "
              "Each panel has its own symmetric colour scale. Cosine similarity of the two terms: %.6f.", sel->layer,
              sel->head, sel->step, sel->batch, tok[0], tok[1], s->analysis_path, dh.path, cosv);
-    st = tsc_heatmap_write(&ho, pan, 6, path, fmt, hi);
+    st = emit_heat(out, &ho, pan, 6, hi);
     free(pkx);
     if (st == TSC_OK && hi[2].note[0]) cap_printf(info, " Note: %s.", hi[2].note);
 out:
@@ -647,8 +516,8 @@ static int cum_layer(const cum_t *c, int layer) {
     return -1;
 }
 
-static tsc_status_t fig5a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
-                          tsc_image_format_t fmt, tsc_figure_info_t *info) {
+static tsc_status_t fig5a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const fig_out_t *out,
+                           tsc_figure_info_t *info) {
     cum_t c;
     tsc_status_t st = cum_read(s, "delta_cumsum", &c);
     if (st) return tsc_error_wrap(st, "fig5a needs the cumulative delta sums: ");
@@ -678,14 +547,14 @@ static tsc_status_t fig5a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
              "fig5a: running sum over the analysed steps of sum_T(delta_lp - delta_hp) per head of layer %d (* the "
              "selected head %d), from %s:cumulative/delta_cumsum. A positive, rising curve is the biased coefficient "
              "of PAPER.md section 4.", sel->layer, sel->head, s->analysis_path);
-    st = tsc_plot_write(&po, ser, nh, path, fmt);
+    st = emit_plot(out, &po, ser, nh);
     free(ys);
     cum_free(&c);
     return st;
 }
 
-static tsc_status_t fig5b(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
-                          tsc_image_format_t fmt, tsc_figure_info_t *info) {
+static tsc_status_t fig5b(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const fig_out_t *out,
+                           tsc_figure_info_t *info) {
     tsc_dump_t *d;
     char used[1100];
     tsc_status_t st = open_dump(s, o, "fig5b", &d, used, sizeof used);
@@ -716,15 +585,15 @@ static tsc_status_t fig5b(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
                  "fig5b: O[T,:] (left axis) and dO[T,:] (right axis) over the features at token T = %d, layer %d head "
                  "%d step %lld batch %d, as stored in the dump %s. Features where both are negative carry a positive "
                  "delta_lp - delta_hp when O_lp < O_hp.", t, sel->layer, sel->head, sel->step, sel->batch, used);
-        st = tsc_plot_write(&po, ser, 2, path, fmt);
+        st = emit_plot(out, &po, ser, 2);
     }
     free(y1), free(y2), free(ov), free(dov);
     tsc_dump_close(d);
     return st;
 }
 
-static tsc_status_t fig5c(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
-                          tsc_image_format_t fmt, tsc_figure_info_t *info) {
+static tsc_status_t fig5c(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const fig_out_t *out,
+                           tsc_figure_info_t *info) {
     char grp[64], p[128];
     int row = head_row(s, sel->step, sel->layer, sel->head, grp, sizeof grp);
     if (row < 0)
@@ -757,13 +626,13 @@ static tsc_status_t fig5c(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
              "(lp %s, hp %s), from %s:%s. Largest |bias|: feature %d, %.3f ULP.",
              tsc_jv_num(rec, "rows"), sel->layer, sel->head, sel->step, tsc_jv_str(s->summary, "lp"),
              tsc_jv_str(s->summary, "hp"), s->analysis_path, p, worst, y[worst]);
-    st = tsc_plot_write(&po, &ser, 1, path, fmt);
+    st = emit_plot(out, &po, &ser, 1);
     free(v);
     return st;
 }
 
-static tsc_status_t fig6a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
-                          tsc_image_format_t fmt, tsc_figure_info_t *info) {
+static tsc_status_t fig6a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const fig_out_t *out,
+                           tsc_figure_info_t *info) {
     dump_head_t dh;
     tsc_status_t st = dump_head(s, o, "fig6a", sel, 1, &dh);
     if (st) return st;
@@ -789,7 +658,7 @@ static tsc_status_t fig6a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
                  "over the keys, at T = %d, I = %d, layer %d head %d step %lld batch %d, from q, k, v of %s. "
                  "%d keys have P-bar = 1 (ties at the row maximum).", t, f, sel->layer, sel->head, sel->step,
                  sel->batch, dh.path, ones);
-        st = tsc_plot_write(&po, ser, 2, path, fmt);
+        st = emit_plot(out, &po, ser, 2);
     }
     free(pbar), free(p), free(vv);
     dump_head_free(&dh);
@@ -797,7 +666,7 @@ static tsc_status_t fig6a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
 }
 
 static tsc_status_t fig6bc(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, int zoom,
-                           const char *path, tsc_image_format_t fmt, tsc_figure_info_t *info) {
+                           const fig_out_t *out, tsc_figure_info_t *info) {
     const char *id = zoom ? "fig6c" : "fig6b";
     char grp[64], p[128];
     int row = head_row(s, sel->step, sel->layer, sel->head, grp, sizeof grp);
@@ -863,13 +732,13 @@ static tsc_status_t fig6bc(tsc_figure_src_t *s, const tsc_figure_opts_t *o, cons
     else if (jump > 0)
         cap_printf(info, " Largest negative jump at t = %d (%.3g): a tie key where P-bar = 1.", jump,
                    y[jump] - y[jump - 1]);
-    st = tsc_plot_write(&po, &ser, 1, path, fmt);
+    st = emit_plot(out, &po, &ser, 1);
     free(v), free(x);
     return st;
 }
 
-static tsc_status_t fig8(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
-                         tsc_image_format_t fmt, tsc_figure_info_t *info) {
+static tsc_status_t fig8(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const fig_out_t *out,
+                          tsc_figure_info_t *info) {
     char grp[64], p[128];
     int row = head_row(s, sel->step, sel->layer, sel->head, grp, sizeof grp);
     snprintf(p, sizeof p, "%s/rank1_cos", grp);
@@ -908,13 +777,13 @@ static tsc_status_t fig8(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
              "fig8: cosine similarity between the rank-1 terms (PK)[T]^T X[T] of the %d tokens with the largest "
              "|delta_lp - delta_hp|, layer %d head %d step %lld, from %s:%s. Mean off-diagonal cosine %.4f.", N,
              sel->layer, sel->head, sel->step, s->analysis_path, p, cnt ? sum / cnt : NAN);
-    st = tsc_heatmap_write(&ho, &pan, 1, path, fmt, NULL);
+    st = emit_heat(out, &ho, &pan, 1, NULL);
     free(v), free(m);
     return st;
 }
 
-static tsc_status_t fig9(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
-                         tsc_image_format_t fmt, tsc_figure_info_t *info) {
+static tsc_status_t fig9(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const fig_out_t *out,
+                          tsc_figure_info_t *info) {
     dump_head_t dh;
     tsc_status_t st = dump_head(s, o, "fig9", sel, 0, &dh);
     if (st) return st;
@@ -951,14 +820,14 @@ static tsc_status_t fig9(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
              "fig9: attention probabilities P[T, :] (softmax of alpha q.k in double) of the last %d rows with two or "
              "more keys at the row maximum, layer %d head %d step %lld batch %d, from q, k of %s. Log y axis.", nr,
              sel->layer, sel->head, sel->step, sel->batch, dh.path);
-    st = tsc_plot_write(&po, ser, nr, path, fmt);
+    st = emit_plot(out, &po, ser, nr);
 out:
     free(pbar), free(ps);
     dump_head_free(&dh);
     return st;
 }
 
-static tsc_status_t fig11(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const char *path, tsc_image_format_t fmt,
+static tsc_status_t fig11(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const fig_out_t *out,
                           tsc_figure_info_t *info) {
     double *v, *steps = NULL, *layers = NULL;
     int r, rs, rl;
@@ -1016,15 +885,15 @@ static tsc_status_t fig11(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
              "column per analysed step, from %s:cumulative/w_norm. NaN cells (magenta) are weights not captured.",
              s->analysis_path);
     tsc_heatmap_info_t hi;
-    st = tsc_heatmap_write(&ho, &pan, 1, path, fmt, &hi);
+    st = emit_heat(out, &ho, &pan, 1, &hi);
     if (st == TSC_OK && hi.note[0]) cap_printf(info, " Note: %s.", hi.note);
 out:
     free(v), free(steps), free(layers), free(m), free(lab), free(labp), free(xl), free(xlp);
     return st;
 }
 
-static tsc_status_t fig12(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
-                          tsc_image_format_t fmt, tsc_figure_info_t *info) {
+static tsc_status_t fig12(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const fig_out_t *out,
+                           tsc_figure_info_t *info) {
     const tsc_jv_t *sl = tsc_jv_path(s->summary, "computed_over.step_list");
     int S = (int)(sl ? sl->n : 0), T = 0, rows = 0;
     float *m = NULL;
@@ -1085,15 +954,15 @@ static tsc_status_t fig12(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
              "layer %d head %d batch %d, from %s:step_*/layer_%03d/delta_diff. Red: positive (lp above hp).",
              sel->layer, sel->head, sel->batch, s->analysis_path, sel->layer);
     tsc_heatmap_info_t hi;
-    st = tsc_heatmap_write(&ho, &pan, 1, path, fmt, &hi);
+    st = emit_heat(out, &ho, &pan, 1, &hi);
     if (st == TSC_OK && hi.note[0]) cap_printf(info, " Note: %s.", hi.note);
 out:
     free(m), free(acc), free(yl), free(ylp);
     return st;
 }
 
-static tsc_status_t fig13(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const char *path,
-                          tsc_image_format_t fmt, tsc_figure_info_t *info) {
+static tsc_status_t fig13(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const fig_out_t *out,
+                           tsc_figure_info_t *info) {
     cum_t c;
     tsc_status_t st = cum_read(s, "rows_multi_max", &c);
     if (st) return tsc_error_wrap(st, "fig13 needs the tie counts: ");
@@ -1107,8 +976,8 @@ static tsc_status_t fig13(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
             double x = c.v[(t * c.L + li) * c.NH + h];
             if (isfinite(x)) cnt[t] += x;
         }
-    tsc_plot_series_t ser[1 + MAX_LOGS];
-    double *bufs[2 * MAX_LOGS] = {0};
+    tsc_plot_series_t ser[1 + TSC_FIG_MAX_LOGS];
+    double *bufs[2 * TSC_FIG_MAX_LOGS] = {0};
     static const char *val_cols[] = {"val_loss", "val", "valid_loss"};
     snprintf(info->caption, sizeof info->caption, "fig13: ");
     int k = log_series(s, val_cols, 3, ser, bufs, info, 0);
@@ -1126,50 +995,134 @@ static tsc_status_t fig13(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
                      "would trigger), summed over the heads of layer %d, from %s:cumulative/rows_multi_max%s.",
                k ? " (validation loss, left axis); " : "", sel->layer, s->analysis_path,
                k ? "" : " No training log was given (--log), so no loss curve is drawn");
-    st = tsc_plot_write(&po, ser, k + 1, path, fmt);
+    st = emit_plot(out, &po, ser, k + 1);
     for (int i = 0; i < 2 * k; i++) free(bufs[i]);
     free(cnt);
     cum_free(&c);
     return st;
 }
 
+typedef struct {
+    const tsc_figure_src_t *s;
+    const tsc_figure_opts_t *o;
+    tsc_figure_info_t *info;
+} fig1_ctx_t;
+
+static tsc_status_t fig1_fn(cairo_t *cr, double w_pt, double h_pt, void *ctx) {
+    fig1_ctx_t *c = ctx;
+    return tsc_fig_evidence_cairo(c->s, c->o, cr, w_pt, h_pt, c->info);
+}
+
+/* Figure 1 (cairo): onto the box, into a file through the surface module, or as cairo's PNG. */
+static tsc_status_t fig1(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const fig_out_t *out, tsc_figure_info_t *info) {
+    fig1_ctx_t c = {s, o, info};
+    if (out->cr) return fig1_fn(out->cr, out->w_pt, out->h_pt, &c);
+    if (out->path) return tsc_surface_write(out->path, out->fmt, info->width_in, info->height_in, o->dpi, fig1_fn, &c);
+    cairo_surface_t *img;
+    cairo_t *cr;
+    tsc_status_t st = tsc_surface_image(info->width_in * 72, info->height_in * 72, o->dpi, &img, &cr);
+    if (st) return st;
+    st = fig1_fn(cr, info->width_in * 72, info->height_in * 72, &c);
+    cairo_destroy(cr);
+    if (!st) st = tsc_surface_png(img, 0, out->png);
+    cairo_surface_destroy(img);
+    return st;
+}
+
+int tsc_fig_is_cairo(const char *cid) {
+    static const char *const cairo_ids[] = {"fig1", "fig4", "fig8", "fig11", "fig12"};
+    for (size_t i = 0; cid && i < sizeof cairo_ids / sizeof cairo_ids[0]; i++)
+        if (!strcmp(cid, cairo_ids[i])) return 1;
+    return 0;
+}
+
+/* Checks the arguments, resolves the selection and fills info's id, size and selection.
+ * *cid: the canonical id. */
+static tsc_status_t fig_begin(tsc_figure_src_t *s, const char *id, const tsc_figure_opts_t *o, tsc_figure_info_t *info,
+                              const char **cid, tsc_fig_sel_t *sel) {
+    memset(info, 0, sizeof *info);
+    if (!s || !id || !o) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_write: NULL argument");
+    *cid = tsc_figure_canonical(id);
+    if (!*cid) return tsc_error_set(TSC_ERR_ARG, "unknown figure '%s' (expected fig1 ... fig13, fig5a-c, fig6a-c)", id);
+    if (o->font_pt < 7) return tsc_error_set(TSC_ERR_ARG, "figure font %g pt: at least 7 pt (legible in print)", o->font_pt);
+    const recipe_t *rc = NULL;
+    for (int i = 0; i < N_RECIPES; i++)
+        if (strcmp(recipes[i].id, *cid) == 0) rc = &recipes[i];
+    snprintf(info->id, sizeof info->id, "%s", *cid);
+    info->width_in = o->width_in > 0 ? o->width_in : rc->w;
+    info->height_in = o->height_in > 0 ? o->height_in : rc->h;
+    tsc_fig_resolve(s, o, sel);
+    info->layer = sel->layer, info->head = sel->head, info->step = sel->step;
+    tsc_error_clear();
+    return TSC_OK;
+}
+
+/* Runs recipe cid into out. */
+static tsc_status_t fig_run(tsc_figure_src_t *s, const char *cid, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel,
+                            const fig_out_t *out, tsc_figure_info_t *info) {
+    if (!strcmp(cid, "fig1")) return fig1(s, o, out, info);
+    if (!strcmp(cid, "fig2") || !strcmp(cid, "fig7") || !strcmp(cid, "fig10")) return fig_logs(s, o, cid, out, info);
+    if (!strcmp(cid, "fig3")) return fig3(s, o, sel, out, info);
+    if (!strcmp(cid, "fig4")) return fig4(s, o, sel, out, info);
+    if (!strcmp(cid, "fig5a")) return fig5a(s, o, sel, out, info);
+    if (!strcmp(cid, "fig5b")) return fig5b(s, o, sel, out, info);
+    if (!strcmp(cid, "fig5c")) return fig5c(s, o, sel, out, info);
+    if (!strcmp(cid, "fig6a")) return fig6a(s, o, sel, out, info);
+    if (!strcmp(cid, "fig6b")) return fig6bc(s, o, sel, 0, out, info);
+    if (!strcmp(cid, "fig6c")) return fig6bc(s, o, sel, 1, out, info);
+    if (!strcmp(cid, "fig8")) return fig8(s, o, sel, out, info);
+    if (!strcmp(cid, "fig9")) return fig9(s, o, sel, out, info);
+    if (!strcmp(cid, "fig11")) return fig11(s, o, out, info);
+    if (!strcmp(cid, "fig12")) return fig12(s, o, sel, out, info);
+    if (!strcmp(cid, "fig13")) return fig13(s, o, sel, out, info);
+    return tsc_error_set(TSC_ERR_INTERNAL, "figure %s has no recipe", cid);
+}
+
+tsc_status_t tsc_figure_draw(tsc_figure_src_t *s, const char *id, const tsc_figure_opts_t *o, cairo_t *cr, double w_pt,
+                             double h_pt, tsc_figure_info_t *info) {
+    tsc_figure_info_t local;
+    if (!info) info = &local;
+    const char *cid;
+    tsc_fig_sel_t sel;
+    tsc_status_t st = fig_begin(s, id, o, info, &cid, &sel);
+    if (st) return st;
+    if (!cr) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_draw: NULL cairo context");
+    if (cairo_status(cr) != CAIRO_STATUS_SUCCESS)
+        return tsc_error_set(TSC_ERR_EXTERNAL, "figure %s: the cairo context is in error: %s", cid,
+                             cairo_status_to_string(cairo_status(cr)));
+    fig_out_t out = {NULL, TSC_IMG_AUTO, NULL, cr, w_pt > 0 ? w_pt : info->width_in * 72,
+                     h_pt > 0 ? h_pt : info->height_in * 72};
+    cairo_save(cr);
+    st = fig_run(s, cid, o, &sel, &out, info);
+    cairo_restore(cr);
+    if (!st && cairo_status(cr) != CAIRO_STATUS_SUCCESS)
+        st = tsc_error_set(TSC_ERR_EXTERNAL, "figure %s: cairo drawing failed: %s", cid, cairo_status_to_string(cairo_status(cr)));
+    return st;
+}
+
+tsc_status_t tsc_figure_png(tsc_figure_src_t *s, const char *id, const tsc_figure_opts_t *o, tsc_strbuf_t *png,
+                            tsc_figure_info_t *info) {
+    tsc_figure_info_t local;
+    if (!info) info = &local;
+    const char *cid;
+    tsc_fig_sel_t sel;
+    tsc_status_t st = fig_begin(s, id, o, info, &cid, &sel);
+    if (st) return st;
+    if (!png) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_png: NULL buffer");
+    fig_out_t out = {NULL, TSC_IMG_PNG, png, NULL, 0, 0};
+    return fig_run(s, cid, o, &sel, &out, info);
+}
+
 tsc_status_t tsc_figure_write(tsc_figure_src_t *s, const char *id, const tsc_figure_opts_t *o, const char *path,
                               tsc_image_format_t fmt, tsc_figure_info_t *info) {
     tsc_figure_info_t local;
     if (!info) info = &local;
-    memset(info, 0, sizeof *info);
-    if (!s || !id || !o || !path) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_write: NULL argument");
-    const char *cid = tsc_figure_canonical(id);
-    if (!cid) return tsc_error_set(TSC_ERR_ARG, "unknown figure '%s' (expected fig1 ... fig13, fig5a-c, fig6a-c)", id);
-    if (fmt == TSC_IMG_AUTO) {
-        tsc_status_t st = tsc_image_format_from_path(path, &fmt);
-        if (st) return st;
-    }
-    if (o->font_pt < 7) return tsc_error_set(TSC_ERR_ARG, "figure font %g pt: at least 7 pt (legible in print)", o->font_pt);
-    const recipe_t *rc = NULL;
-    for (int i = 0; i < N_RECIPES; i++)
-        if (strcmp(recipes[i].id, cid) == 0) rc = &recipes[i];
-    snprintf(info->id, sizeof info->id, "%s", cid);
-    info->width_in = o->width_in > 0 ? o->width_in : rc->w;
-    info->height_in = o->height_in > 0 ? o->height_in : rc->h;
+    const char *cid;
     tsc_fig_sel_t sel;
-    tsc_fig_resolve(s, o, &sel);
-    info->layer = sel.layer, info->head = sel.head, info->step = sel.step;
-    tsc_error_clear();
-    if (!strcmp(cid, "fig1")) return tsc_fig_evidence_write(s, o, path, fmt, info);
-    if (!strcmp(cid, "fig2") || !strcmp(cid, "fig7") || !strcmp(cid, "fig10")) return fig_logs(s, o, cid, path, fmt, info);
-    if (!strcmp(cid, "fig3")) return fig3(s, o, &sel, path, fmt, info);
-    if (!strcmp(cid, "fig4")) return fig4(s, o, &sel, path, fmt, info);
-    if (!strcmp(cid, "fig5a")) return fig5a(s, o, &sel, path, fmt, info);
-    if (!strcmp(cid, "fig5b")) return fig5b(s, o, &sel, path, fmt, info);
-    if (!strcmp(cid, "fig5c")) return fig5c(s, o, &sel, path, fmt, info);
-    if (!strcmp(cid, "fig6a")) return fig6a(s, o, &sel, path, fmt, info);
-    if (!strcmp(cid, "fig6b")) return fig6bc(s, o, &sel, 0, path, fmt, info);
-    if (!strcmp(cid, "fig6c")) return fig6bc(s, o, &sel, 1, path, fmt, info);
-    if (!strcmp(cid, "fig8")) return fig8(s, o, &sel, path, fmt, info);
-    if (!strcmp(cid, "fig9")) return fig9(s, o, &sel, path, fmt, info);
-    if (!strcmp(cid, "fig11")) return fig11(s, o, path, fmt, info);
-    if (!strcmp(cid, "fig12")) return fig12(s, o, &sel, path, fmt, info);
-    if (!strcmp(cid, "fig13")) return fig13(s, o, &sel, path, fmt, info);
-    return tsc_error_set(TSC_ERR_INTERNAL, "figure %s has no recipe", cid);
+    tsc_status_t st = fig_begin(s, id, o, info, &cid, &sel);
+    if (st) return st;
+    if (!path) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_write: NULL argument");
+    if (fmt == TSC_IMG_AUTO && (st = tsc_image_format_from_path(path, &fmt))) return st;
+    fig_out_t out = {path, fmt, NULL, NULL, 0, 0};
+    return fig_run(s, cid, o, &sel, &out, info);
 }

@@ -1,104 +1,15 @@
 /* figure_evidence.c: figure 1 as an evidence map (the causal chain of PAPER.md §4-5 with this run's
- * numbers at each link), plus the cairo/pango helpers the figure and report code share. */
-#include <errno.h>
+ * numbers at each link). */
 #include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-#include <cairo-pdf.h>
-#include <cairo-svg.h>
-#include <pango/pangocairo.h>
 
 #include "figure_internal.h"
-#include "render_internal.h"
+#include "tsc_surface.h"
 #include "tsc_diagnose.h"
-
-/* ---------------------------------------------------------------- shared helpers */
-
-double tsc_fig_text(cairo_t *cr, const char *family, double pt, int bold, double x, double y, double w,
-                    const char *text, int align, int draw, int markup) {
-    PangoLayout *l = tsc_render_layout(cr, family, pt, bold, w, align, text, markup);
-    int pw, ph;
-    pango_layout_get_size(l, &pw, &ph);
-    double tw = (double)pw / PANGO_SCALE, th = (double)ph / PANGO_SCALE;
-    if (draw) {
-        double xx = x;
-        if (w <= 0 && align == 1) xx = x - tw / 2;
-        else if (w <= 0 && align == 2) xx = x - tw;
-        cairo_move_to(cr, xx, y);
-        pango_cairo_show_layout(cr, l);
-    }
-    g_object_unref(l);
-    return th;
-}
-
-void tsc_fig_pdf_date(cairo_surface_t *pdf) {
-    const char *e = getenv("SOURCE_DATE_EPOCH");
-    time_t t = 946684800; /* 2000-01-01T00:00:00Z: a fixed date keeps the bytes reproducible */
-    if (e && *e) {
-        char *end;
-        errno = 0;
-        long long v = strtoll(e, &end, 10);
-        if (!errno && !*end && v >= 0) t = (time_t)v;
-    }
-    struct tm tm;
-    char buf[32];
-    if (!gmtime_r(&t, &tm) || !strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm)) return;
-    cairo_pdf_surface_set_metadata(pdf, CAIRO_PDF_METADATA_CREATE_DATE, buf);
-    cairo_pdf_surface_set_metadata(pdf, CAIRO_PDF_METADATA_MOD_DATE, buf);
-}
-
-tsc_status_t tsc_fig_cairo_write(const char *path, tsc_image_format_t fmt, double w_in, double h_in, double dpi,
-                                 tsc_fig_draw_fn fn, void *ctx) {
-    size_t len = strlen(path);
-    char *tmp = malloc(len + 24);
-    if (!tmp) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(tmp, len + 24, "%s.tmp.%ld", path, (long)getpid());
-    double w = w_in * 72, h = h_in * 72;
-    cairo_surface_t *sf;
-    tsc_status_t st = TSC_OK;
-    if (fmt == TSC_IMG_PNG) {
-        sf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)lround(w_in * dpi), (int)lround(h_in * dpi));
-    } else if (fmt == TSC_IMG_SVG) {
-        sf = cairo_svg_surface_create(tmp, w, h);
-    } else {
-        sf = cairo_pdf_surface_create(tmp, w, h);
-        if (cairo_surface_status(sf) == CAIRO_STATUS_SUCCESS) tsc_fig_pdf_date(sf);
-    }
-    if (cairo_surface_status(sf) != CAIRO_STATUS_SUCCESS) {
-        st = tsc_error_set(TSC_ERR_IO, "%s: cannot create the cairo surface: %s", path,
-                           cairo_status_to_string(cairo_surface_status(sf)));
-        cairo_surface_destroy(sf);
-        free(tmp);
-        return st;
-    }
-    cairo_t *cr = cairo_create(sf);
-    if (fmt == TSC_IMG_PNG) cairo_scale(cr, dpi / 72.0, dpi / 72.0);
-    cairo_set_source_rgb(cr, 1, 1, 1);
-    cairo_paint(cr);
-    st = fn(cr, w, h, ctx);
-    if (!st && cairo_status(cr) != CAIRO_STATUS_SUCCESS)
-        st = tsc_error_set(TSC_ERR_EXTERNAL, "%s: cairo drawing failed: %s", path, cairo_status_to_string(cairo_status(cr)));
-    cairo_destroy(cr);
-    if (!st && fmt == TSC_IMG_PNG) {
-        cairo_status_t cs = cairo_surface_write_to_png(sf, tmp);
-        if (cs != CAIRO_STATUS_SUCCESS)
-            st = tsc_error_set(TSC_ERR_IO, "%s: cannot write the PNG (%s): %s", path, tmp, cairo_status_to_string(cs));
-    }
-    cairo_surface_finish(sf);
-    if (!st && cairo_surface_status(sf) != CAIRO_STATUS_SUCCESS)
-        st = tsc_error_set(TSC_ERR_IO, "%s: writing failed: %s", path, cairo_status_to_string(cairo_surface_status(sf)));
-    cairo_surface_destroy(sf);
-    if (!st && rename(tmp, path) != 0)
-        st = tsc_error_set(TSC_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-    if (st) unlink(tmp);
-    free(tmp);
-    return st;
-}
 
 /* ---------------------------------------------------------------- the evidence map */
 
@@ -311,10 +222,10 @@ static tsc_status_t ev_draw(cairo_t *cr, double W, double H, void *vctx) {
     const char *fam = "DejaVu Sans";
     double m = 0.9 * F, y = m;
     cairo_set_source_rgb(cr, 0, 0, 0);
-    y += tsc_fig_text(cr, fam, 1.2 * F, 1, m, y, W - 2 * m, "Evidence map: rounding \u2192 biased \u03b4 \u2192 similar "
+    y += tsc_surface_text(cr, fam, 1.2 * F, 1, m, y, W - 2 * m, "Evidence map: rounding \u2192 biased \u03b4 \u2192 similar "
                       "rank-1 terms \u2192 accumulated error \u2192 spectral norm \u2192 loss", 0, 1, 0);
     cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
-    y += tsc_fig_text(cr, fam, 0.95 * F, 0, m, y + 2, W - 2 * m, verdict, 0, 1, 0) + 0.8 * F;
+    y += tsc_surface_text(cr, fam, 0.95 * F, 0, m, y + 2, W - 2 * m, verdict, 0, 1, 0) + 0.8 * F;
     double legend_h = 1.6 * F;
     double gapx = 2.6 * F, gapy = 2.2 * F;
     double bw = (W - 2 * m - 2 * gapx) / 3, bh = (H - y - m - gapy - legend_h) / 2;
@@ -342,17 +253,17 @@ static tsc_status_t ev_draw(cairo_t *cr, double W, double H, void *vctx) {
         if (ev == 2) cairo_set_source_rgb(cr, 0.05, 0.15, 0.35);
         else if (ev == 1) cairo_set_source_rgb(cr, 0.45, 0.25, 0.0);
         else cairo_set_source_rgb(cr, 0.45, 0.45, 0.45);
-        ty += tsc_fig_text(cr, fam, F, 1, bx[i] + pad, ty, bw - 2 * pad, nd[i].title, 0, 1, 0) + 0.2 * F;
+        ty += tsc_surface_text(cr, fam, F, 1, bx[i] + pad, ty, bw - 2 * pad, nd[i].title, 0, 1, 0) + 0.2 * F;
         if (ev) cairo_set_source_rgb(cr, 0, 0, 0);
         /* shrink the body text (not below 7 pt) rather than let it overflow the box */
         double fs = 0.92 * F;
-        while (fs > 7.0 && ty + tsc_fig_text(cr, fam, fs, 0, 0, 0, bw - 2 * pad, nd[i].body, 0, 0, 0) > by[i] + bh - pad)
+        while (fs > 7.0 && ty + tsc_surface_text(cr, fam, fs, 0, 0, 0, bw - 2 * pad, nd[i].body, 0, 0, 0) > by[i] + bh - pad)
             fs -= 0.25;
         if (fs < 7.0) fs = 7.0;
         cairo_save(cr);
         cairo_rectangle(cr, bx[i], by[i], bw, bh);
         cairo_clip(cr);
-        tsc_fig_text(cr, fam, fs, 0, bx[i] + pad, ty, bw - 2 * pad, nd[i].body, 0, 1, 0);
+        tsc_surface_text(cr, fam, fs, 0, bx[i] + pad, ty, bw - 2 * pad, nd[i].body, 0, 1, 0);
         cairo_restore(cr);
     }
     for (int i = 0; i + 1 < N_NODES; i++) {
@@ -369,7 +280,7 @@ static tsc_status_t ev_draw(cairo_t *cr, double W, double H, void *vctx) {
         double lx = m + k * (W - 2 * m) / 3;
         arrow(cr, lx, ly + 0.5 * F, lx + 2.2 * F, ly + 0.5 * F, 2 - k, F);
         cairo_set_source_rgb(cr, k == 2 ? 0.35 : 0, k == 2 ? 0.35 : 0, k == 2 ? 0.35 : 0);
-        tsc_fig_text(cr, fam, 0.9 * F, 0, lx + 2.6 * F, ly, (W - 2 * m) / 3 - 2.8 * F, leg[k], 0, 1, 0);
+        tsc_surface_text(cr, fam, 0.9 * F, 0, lx + 2.6 * F, ly, (W - 2 * m) / 3 - 2.8 * F, leg[k], 0, 1, 0);
     }
     if (c->caption && c->cap) {
         tsc_figure_opts_t o;
@@ -398,8 +309,7 @@ tsc_status_t tsc_figure_evidence_draw(cairo_t *cr, const tsc_figure_src_t *s, do
     return st;
 }
 
-tsc_status_t tsc_fig_evidence_write(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const char *path,
-                                    tsc_image_format_t fmt, tsc_figure_info_t *info) {
-    ev_ctx_t c = {s, o->font_pt, info->caption, sizeof info->caption};
-    return tsc_fig_cairo_write(path, fmt, info->width_in, info->height_in, o->dpi, ev_draw, &c);
+tsc_status_t tsc_fig_evidence_cairo(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, cairo_t *cr, double w_pt,
+                                    double h_pt, tsc_figure_info_t *info) {
+    return tsc_figure_evidence_draw(cr, s, w_pt, h_pt, o->font_pt, info->caption, sizeof info->caption);
 }

@@ -1,10 +1,24 @@
-/* figure_internal.h: private helpers shared by figure*.c and report*.c (not installed). */
+/* figure_internal.h: private helpers shared by figure*.c and report*.c (not installed).
+ * Calls go one way: figure_src.c (the source, selection, analysis.h5 reads) <- figure_evidence.c
+ * (figure 1) <- figure.c (every recipe, tsc_figure_draw/write) <- report.c. */
 #ifndef TSC_FIGURE_INTERNAL_H
 #define TSC_FIGURE_INTERNAL_H
 
 #include <cairo.h>
 
 #include "tsc_figure.h"
+
+#define TSC_FIG_MAX_LOGS 16
+
+/* A figure source (tsc_figure_src_open, figure_src.c). */
+struct tsc_figure_src {
+    char dir[1024];
+    char summary_path[1100];
+    char analysis_path[1100];
+    tsc_jv_t *summary;
+    tsc_log_t *logs[TSC_FIG_MAX_LOGS];
+    int n_logs;
+};
 
 typedef struct {
     long long step;
@@ -20,22 +34,14 @@ tsc_status_t tsc_fig_read_ds(const tsc_figure_src_t *s, const char *dspath, doub
                              long long dims[4]);
 const char *tsc_fig_analysis_path(const tsc_figure_src_t *s);
 const char *tsc_fig_summary_path(const tsc_figure_src_t *s);
-/* Figure 1 to a file. */
-tsc_status_t tsc_fig_evidence_write(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const char *path,
-                                    tsc_image_format_t fmt, tsc_figure_info_t *info);
+/* Figure 1 into a w_pt x h_pt box of cr (user units points) with opts o; info->caption filled. */
+tsc_status_t tsc_fig_evidence_cairo(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, cairo_t *cr, double w_pt,
+                                    double h_pt, tsc_figure_info_t *info);
+/* 1 when recipe cid is drawn with cairo (vector in SVG/PDF and on report pages), 0 when gnuplot
+ * draws it (a PNG painted onto a page). */
+int tsc_fig_is_cairo(const char *cid);
 
-/* Text with pango in point units (72 dpi, unhinted): draws text at (x, y) top-left, wrapped at
- * width w (0: no wrap), align 0 left / 1 centre / 2 right; returns the height drawn. With
- * draw = 0 only measures. markup = 1 parses pango markup (our own strings only). */
-double tsc_fig_text(cairo_t *cr, const char *family, double pt, int bold, double x, double y, double w,
-                    const char *text, int align, int draw, int markup);
-
-/* Draws with fn onto a new w_in x h_in inch figure written to path (PNG at dpi, SVG, PDF) through
- * a temporary name + rename. PDF creation date from SOURCE_DATE_EPOCH, else fixed. */
-typedef tsc_status_t (*tsc_fig_draw_fn)(cairo_t *cr, double w_pt, double h_pt, void *ctx);
-tsc_status_t tsc_fig_cairo_write(const char *path, tsc_image_format_t fmt, double w_in, double h_in, double dpi,
-                                 tsc_fig_draw_fn fn, void *ctx);
-/* The PDF CreationDate tilescope stamps: SOURCE_DATE_EPOCH when set (UTC), else 2000-01-01. */
-void tsc_fig_pdf_date(cairo_surface_t *pdf);
+/* Where a recipe draws (figure.c). */
+typedef struct fig_out fig_out_t;
 
 #endif

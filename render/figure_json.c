@@ -2,6 +2,7 @@
  * of tsc_jv_t nodes (tsc_figure.h). Strings are decoded (\uXXXX to UTF-8, surrogate pairs
  * joined); numbers are doubles (strtod, so 17-digit values read back bit for bit). */
 #include "tsc_figure.h"
+#include "tsc_strbuf.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -217,29 +218,20 @@ tsc_status_t tsc_read_file(const char *path, char **buf, size_t *len) {
     *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 65536, n = 0;
-    char *b = malloc(cap + 1);
-    if (!b) { fclose(f); return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path); }
-    for (;;) {
-        if (n == cap) {
-            char *nb = realloc(b, 2 * cap + 1);
-            if (!nb) { free(b); fclose(f); return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path); }
-            b = nb, cap *= 2;
-        }
-        size_t k = fread(b + n, 1, cap - n, f);
-        n += k;
-        if (k == 0) break;
-    }
-    if (ferror(f)) {
-        int e = errno;
-        free(b);
-        fclose(f);
-        return tsc_error_set(TSC_ERR_IO, "%s: read error: %s", path, strerror(e));
-    }
+    tsc_strbuf_t sb;
+    tsc_strbuf_init(&sb);
+    char chunk[65536];
+    size_t k;
+    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) tsc_strbuf_append(&sb, chunk, k);
+    int e = ferror(f) ? errno : 0;
     fclose(f);
-    b[n] = 0;
-    *buf = b;
-    *len = n;
+    if (e || sb.nomem) {
+        tsc_strbuf_free(&sb);
+        if (e) return tsc_error_set(TSC_ERR_IO, "%s: read error: %s", path, strerror(e));
+        return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
+    }
+    *len = sb.len;
+    *buf = tsc_strbuf_take(&sb);
     return TSC_OK;
 }
 

@@ -7,7 +7,7 @@
  * per cell), which is what makes a 4096 x 4096 map fast; SVG/PDF paint the same colour array as a
  * nearest-neighbour image. */
 #include "tsc_heatmap.h"
-#include "render_internal.h"
+#include "tsc_surface.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,13 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <cairo-pdf.h>
-#include <cairo-svg.h>
 #include <pango/pangocairo.h>
-#include <png.h>
 
 #define MIN_FONT_PT 7.0
 #define HATCH_ARGB 0xFF8C8C8Cu   /* hatch lines of masked cells: mid grey, in neither colour map */
@@ -79,67 +75,13 @@ typedef struct {
     const char *family;
 } text_t;
 
-PangoLayout *tsc_render_layout(cairo_t *cr, const char *family, double pt, int bold, double wrap_w, int align,
-                               const char *text, int markup) {
-    PangoLayout *l = pango_cairo_create_layout(cr);
-    PangoContext *ctx = pango_layout_get_context(l);
-    /* User units are points: 72 "dpi" and unhinted metrics keep the layout identical at every
-     * raster scale and in vector output. */
-    pango_cairo_context_set_resolution(ctx, 72.0);
-    cairo_font_options_t *fo = cairo_font_options_create();
-    cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_OFF);
-    cairo_font_options_set_hint_style(fo, CAIRO_HINT_STYLE_NONE);
-    pango_cairo_context_set_font_options(ctx, fo);
-    cairo_font_options_destroy(fo);
-    pango_layout_context_changed(l);
-    PangoFontDescription *fd = pango_font_description_from_string(family ? family : "DejaVu Sans");
-    pango_font_description_set_absolute_size(fd, pt * PANGO_SCALE);
-    if (bold) pango_font_description_set_weight(fd, PANGO_WEIGHT_BOLD);
-    pango_layout_set_font_description(l, fd);
-    pango_font_description_free(fd);
-    if (wrap_w > 0) {
-        pango_layout_set_width(l, (int)(wrap_w * PANGO_SCALE));
-        pango_layout_set_wrap(l, PANGO_WRAP_WORD_CHAR);
-        if (align) pango_layout_set_alignment(l, align == 1 ? PANGO_ALIGN_CENTER : PANGO_ALIGN_RIGHT);
-    }
-    /* Labels come from data: invalid UTF-8 would make pango warn on stderr and draw garbage. */
-    gchar *valid = g_utf8_validate(text, -1, NULL) ? NULL : g_utf8_make_valid(text, -1);
-    if (markup) pango_layout_set_markup(l, valid ? valid : text, -1);
-    else pango_layout_set_text(l, valid ? valid : text, -1);
-    g_free(valid);
-    return l;
-}
-
-static PangoLayout *text_layout(const text_t *tx, const char *s, double size, int bold, double wrap_w) {
-    return tsc_render_layout(tx->cr, tx->family, size, bold, wrap_w, 0, s, 0);
-}
-
 static void text_size(const text_t *tx, const char *s, double size, int bold, double wrap_w, double *w, double *h) {
-    PangoLayout *l = text_layout(tx, s, size, bold, wrap_w);
-    PangoRectangle ink, log;
-    pango_layout_get_extents(l, &ink, &log);
-    if (w) *w = (double)log.width / PANGO_SCALE;
-    if (h) *h = (double)log.height / PANGO_SCALE;
-    g_object_unref(l);
+    tsc_surface_text_size(tx->cr, tx->family, size, bold, wrap_w, s, w, h);
 }
 
-/* Draws s with its logical box anchored at (x, y): ax, ay in [0, 1] pick the anchor inside the box
- * (0, 0 top-left; 0.5, 0.5 centre); angle rotates the box about the anchor (radians). */
 static void text_draw(const text_t *tx, const char *s, double size, int bold, double wrap_w, double x, double y,
                       double ax, double ay, double angle) {
-    PangoLayout *l = text_layout(tx, s, size, bold, wrap_w);
-    PangoRectangle ink, log;
-    pango_layout_get_extents(l, &ink, &log);
-    double w = (double)log.width / PANGO_SCALE, h = (double)log.height / PANGO_SCALE;
-    cairo_save(tx->cr);
-    cairo_translate(tx->cr, x, y);
-    cairo_rotate(tx->cr, angle);
-    cairo_move_to(tx->cr, -ax * w - (double)log.x / PANGO_SCALE, -ay * h - (double)log.y / PANGO_SCALE);
-    cairo_set_source_rgb(tx->cr, 0, 0, 0);
-    pango_cairo_update_layout(tx->cr, l);
-    pango_cairo_show_layout(tx->cr, l);
-    cairo_restore(tx->cr);
-    g_object_unref(l);
+    tsc_surface_text_at(tx->cr, tx->family, size, bold, wrap_w, s, x, y, ax, ay, angle);
 }
 
 /* ---------------------------------------------------------------- statistics and pooling */
@@ -935,134 +877,24 @@ tsc_status_t tsc_heatmap_render(const tsc_heatmap_opts_t *o, const tsc_heatmap_p
     return TSC_OK;
 }
 
-/* Declared in render_internal.h. */
-int tsc_render_create_temp(char *buf, size_t size, const char *prefix) {
-    static unsigned counter;
-    for (int attempt = 0; attempt < 100; attempt++) {
-        unsigned k = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
-        snprintf(buf, size, "%s.tmp-%ld-%u", prefix, (long)getpid(), k);
-        int fd = open(buf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST) return fd;
-    }
-    errno = EEXIST;
-    return -1;
-}
-
-/* A temporary name beside path (same directory, so rename is atomic); created empty. */
-static tsc_status_t temp_beside(const char *path, char **tmp_out) {
-    size_t len = strlen(path);
-    char *tmp = malloc(len + 48);
-    if (!tmp) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
-    int fd = tsc_render_create_temp(tmp, len + 48, path);
-    if (fd < 0) {
-        tsc_status_t st = tsc_error_set(TSC_ERR_IO, "%s: cannot create a temporary file beside it: %s", path,
-                                        strerror(errno));
-        free(tmp);
-        return st;
-    }
-    close(fd);
-    *tmp_out = tmp;
-    return TSC_OK;
-}
-
-/* Writes an opaque RGB24/ARGB32 image surface as an 8-bit RGB PNG. libpng directly rather than
- * cairo_surface_write_to_png: cairo keeps libpng's defaults (zlib level 6, adaptive filtering on
- * RGBA), which cost more than the whole render of a 4096 x 4096 map; level 1 with the Sub filter
- * is several times faster for a modest size increase. */
-static tsc_status_t write_png_rgb(cairo_surface_t *img, const char *path, const char *shown_path) {
-    cairo_surface_flush(img);
-    int w = cairo_image_surface_get_width(img), h = cairo_image_surface_get_height(img);
-    int stride = cairo_image_surface_get_stride(img);
-    const unsigned char *data = cairo_image_surface_get_data(img);
-    FILE *f = fopen(path, "wb");
-    if (!f) return tsc_error_set(TSC_ERR_IO, "%s: cannot open for writing: %s", shown_path, strerror(errno));
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-    png_infop info = png ? png_create_info_struct(png) : NULL;
-    unsigned char *volatile row = malloc((size_t)w * 3);
-    if (!png || !info || !row) {
-        png_destroy_write_struct(&png, info ? &info : NULL);
-        free(row);
-        fclose(f);
-        return tsc_error_set(TSC_ERR_NOMEM, "%s: cannot set up the PNG writer", shown_path);
-    }
-    if (setjmp(png_jmpbuf(png))) {
-        png_destroy_write_struct(&png, &info);
-        free(row);
-        fclose(f);
-        return tsc_error_set(TSC_ERR_IO, "%s: libpng failed while writing (disk full?)", shown_path);
-    }
-    png_init_io(png, f);
-    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
-                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    png_set_compression_level(png, 1);
-    png_set_filter(png, PNG_FILTER_TYPE_BASE, PNG_FILTER_SUB);
-    png_write_info(png, info);
-    for (int y = 0; y < h; y++) {
-        const uint32_t *src = (const uint32_t *)(const void *)(data + (size_t)y * stride);
-        for (int x = 0; x < w; x++) {
-            row[3 * x] = (unsigned char)(src[x] >> 16);
-            row[3 * x + 1] = (unsigned char)(src[x] >> 8);
-            row[3 * x + 2] = (unsigned char)src[x];
-        }
-        png_write_row(png, row);
-    }
-    png_write_end(png, NULL);
-    png_destroy_write_struct(&png, &info);
-    free(row);
-    if (fclose(f) != 0) return tsc_error_set(TSC_ERR_IO, "%s: close failed: %s", shown_path, strerror(errno));
-    return TSC_OK;
-}
-
-/* Reproducible PDFs: cairo stamps the current time as CreationDate; honour SOURCE_DATE_EPOCH
- * (reproducible-builds.org) so the same input gives the same bytes. */
-static void pdf_reproducible_date(cairo_surface_t *s) {
-    const char *e = getenv("SOURCE_DATE_EPOCH");
-    if (!e || !*e) return;
-    char *end;
-    errno = 0;
-    long long v = strtoll(e, &end, 10);
-    if (errno || *end || v < 0) return;
-    time_t t = (time_t)v;
-    struct tm tm;
-    char buf[32];
-    if (!gmtime_r(&t, &tm) || !strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm)) return;
-    cairo_pdf_surface_set_metadata(s, CAIRO_PDF_METADATA_CREATE_DATE, buf);
-}
-
 tsc_status_t tsc_heatmap_write(const tsc_heatmap_opts_t *o, const tsc_heatmap_panel_t *p, int n, const char *path,
                                tsc_image_format_t fmt, tsc_heatmap_info_t *info) {
     if (!path || !*path) return tsc_error_set(TSC_ERR_ARG, "heatmap: empty output path");
     tsc_status_t st = TSC_OK;
     if (fmt == TSC_IMG_AUTO && (st = tsc_image_format_from_path(path, &fmt))) return st;
     if ((st = check_args(o, p, n))) return st;
-    char *tmp = NULL;
-    if ((st = temp_beside(path, &tmp))) return st;
     if (fmt == TSC_IMG_PNG) {
         cairo_surface_t *img = NULL;
+        tsc_strbuf_t png;
+        tsc_strbuf_init(&png);
         st = tsc_heatmap_render(o, p, n, &img, info);
-        if (!st) st = write_png_rgb(img, tmp, path);
+        if (!st && (st = tsc_surface_png(img, 1, &png))) st = tsc_error_wrap(st, "%s: ", path);
         cairo_surface_destroy(img);
-    } else {
-        double W = o->width_in * 72.0, H = o->height_in * 72.0;
-        cairo_surface_t *s = fmt == TSC_IMG_SVG ? cairo_svg_surface_create(tmp, W, H) : cairo_pdf_surface_create(tmp, W, H);
-        if (cairo_surface_status(s) != CAIRO_STATUS_SUCCESS)
-            st = tsc_error_set(TSC_ERR_IO, "%s: cannot create the %s surface: %s", path, fmt == TSC_IMG_SVG ? "SVG" : "PDF",
-                               cairo_status_to_string(cairo_surface_status(s)));
-        if (!st && fmt == TSC_IMG_PDF) pdf_reproducible_date(s);
-        if (!st) {
-            cairo_t *cr = cairo_create(s);
-            st = draw_figure(cr, NULL, 0, o, p, n, info);
-            cairo_destroy(cr);
-            cairo_surface_finish(s);
-            if (!st && cairo_surface_status(s) != CAIRO_STATUS_SUCCESS)
-                st = tsc_error_set(TSC_ERR_IO, "%s: writing the %s failed: %s", path, fmt == TSC_IMG_SVG ? "SVG" : "PDF",
-                                   cairo_status_to_string(cairo_surface_status(s)));
-        }
-        cairo_surface_destroy(s);
+        if (!st) st = tsc_out_write_all(path, png.p, png.len);
+        tsc_strbuf_free(&png);
+        return st;
     }
-    if (!st && rename(tmp, path) != 0)
-        st = tsc_error_set(TSC_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-    if (st) unlink(tmp);
-    free(tmp);
-    return st;
+    tsc_sink_t k;
+    if ((st = tsc_sink_open(&k, path, fmt, o->width_in * 72.0, o->height_in * 72.0, o->dpi))) return st;
+    return tsc_sink_close(&k, draw_figure(k.cr, NULL, 0, o, p, n, info));
 }

@@ -1,5 +1,6 @@
 /* log.c: training-log reader (tsc_log.h): CSV/TSV tables with a header, nanoGPT console lines. */
 #include "tsc_log.h"
+#include "tsc_figure.h" /* tsc_read_file */
 
 #include <ctype.h>
 #include <errno.h>
@@ -304,33 +305,11 @@ fail:
 tsc_status_t tsc_log_read(const char *path, const char *name, tsc_log_t **out) {
     if (!path || !out) return tsc_error_set(TSC_ERR_ARG, "tsc_log_read: NULL argument");
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return tsc_error_set(TSC_ERR_IO, "log %s: cannot open: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 65536 > cap) {
-            size_t nc = cap ? cap * 2 : 131072;
-            char *nb = realloc(buf, nc);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return tsc_error_set(TSC_ERR_NOMEM, "log %s: out of memory", path);
-            }
-            buf = nb, cap = nc;
-        }
-        size_t k = fread(buf + len, 1, cap - len, f);
-        len += k;
-        if (k == 0) break;
-    }
-    if (ferror(f)) {
-        int e = errno;
-        free(buf);
-        fclose(f);
-        return tsc_error_set(TSC_ERR_IO, "log %s: read error: %s", path, strerror(e));
-    }
-    fclose(f);
-    tsc_status_t st = tsc_log_parse(buf, len, path, name, out);
+    char *buf;
+    size_t len;
+    tsc_status_t st = tsc_read_file(path, &buf, &len);
+    if (st) return tsc_error_wrap(st, "log ");
+    st = tsc_log_parse(buf, len, path, name, out);
     free(buf);
     return st;
 }

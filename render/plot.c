@@ -1,6 +1,6 @@
 /* plot.c: gnuplot scripts with inline data, and running gnuplot through pipes. See tsc_plot.h. */
 #include "tsc_plot.h"
-#include "render_internal.h"
+#include "tsc_surface.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -67,39 +67,14 @@ char *tsc_plot_quote(const char *s) {
     return out;
 }
 
-/* ---- a growing string ---- */
-typedef struct { char *p; size_t len, cap; int oom; } sb_t;
-
-static void sb_vprintf(sb_t *b, const char *fmt, va_list ap) {
-    if (b->oom) return;
-    va_list aq;
-    va_copy(aq, ap);
-    int k = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, aq);
-    va_end(aq);
-    if (k < 0) { b->oom = 1; return; }
-    if (!b->p || b->len + (size_t)k + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + (size_t)k + 1) cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) { b->oom = 1; return; }
-        b->p = np; b->cap = cap;
-        vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    }
-    b->len += (size_t)k;
-}
-
-static void sb_printf(sb_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sb_t *b, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    sb_vprintf(b, fmt, ap);
-    va_end(ap);
-}
+/* The script is built in a tsc_strbuf_t (util/tsc_strbuf.h). */
+#define sb_printf tsc_strbuf_printf
+typedef tsc_strbuf_t sb_t;
 
 /* Appends key + quoted s + suffix. */
 static void sb_quoted(sb_t *b, const char *pre, const char *s, const char *post) {
     char *q = tsc_plot_quote(s);
-    if (!q) { b->oom = 1; return; }
+    if (!q) { b->nomem = 1; return; }
     sb_printf(b, "%s%s%s", pre, q, post);
     free(q);
 }
@@ -190,13 +165,84 @@ static const char *style_with(tsc_plot_style_t st) {
     }
 }
 
+/* The script's terminal, output, labels, axes and ranges. out_path NULL: gnuplot's stdout. */
+static void script_setup(sb_t *b, const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const char *out_path,
+                         tsc_image_format_t fmt, const char *font, int n_bars, int any_y2) {
+    sb_printf(b, "# tilescope plot script (data inline)\nreset\nset encoding utf8\n");
+    /* Terminal sizes and font scales: gnuplot's cairo terminals take font sizes at 96 dpi, so
+     * pdfcairo needs fontscale 0.75 and pngcairo dpi/96 for the text to measure font_pt points
+     * on the printed page. The svg terminal's units are drawn as points. */
+    switch (fmt) {
+    case TSC_IMG_PNG:
+        sb_printf(b, "set terminal pngcairo noenhanced size %ld,%ld fontscale %g linewidth %g",
+                  lround(o->width_in * o->dpi), lround(o->height_in * o->dpi), o->dpi / 96.0, o->dpi / 96.0);
+        break;
+    case TSC_IMG_PDF:
+        sb_printf(b, "set terminal pdfcairo noenhanced size %gin,%gin fontscale 0.75 linewidth 0.75", o->width_in,
+                  o->height_in);
+        break;
+    default:
+        sb_printf(b, "set terminal svg noenhanced size %ld,%ld", lround(o->width_in * 72), lround(o->height_in * 72));
+        break;
+    }
+    sb_quoted(b, " font ", font, "\n");
+    if (out_path) sb_quoted(b, "set output ", out_path, "\n");
+    if (o->title && *o->title) sb_quoted(b, "set title ", o->title, "\n");
+    if (o->xlabel && *o->xlabel) sb_quoted(b, "set xlabel ", o->xlabel, "\n");
+    if (o->ylabel && *o->ylabel) sb_quoted(b, "set ylabel ", o->ylabel, "\n");
+    if (o->y2label && *o->y2label) sb_quoted(b, "set y2label ", o->y2label, "\n");
+    sb_printf(b, "set grid lc rgb '#d0d0d0' lw 0.5\nset border lw 0.8\nset tics nomirror out scale 0.5\n");
+    /* Below the plot by default: a key inside may hide the part of a curve that matters (the
+     * explosion at the end of a loss curve). */
+    sb_printf(b, "set key %s samplen 2 spacing 1.0\n", o->key_inside ? "inside top right opaque" : "below center horizontal");
+    if (o->logx) sb_printf(b, "set logscale x\nset format x '%%g'\n");
+    if (o->logy) sb_printf(b, "set logscale y\nset format y '%%g'\n");
+    if (any_y2) {
+        sb_printf(b, "set y2tics nomirror out scale 0.5\n");
+        if (o->logy2) sb_printf(b, "set logscale y2\nset format y2 '%%g'\n");
+    }
+    if (isfinite(o->xmin) || isfinite(o->xmax)) {
+        char lo[40] = "*", hi[40] = "*";
+        if (isfinite(o->xmin)) snprintf(lo, sizeof lo, "%.10g", o->xmin);
+        if (isfinite(o->xmax)) snprintf(hi, sizeof hi, "%.10g", o->xmax);
+        sb_printf(b, "set xrange [%s:%s]\n", lo, hi);
+    }
+    if (isfinite(o->ymin) || isfinite(o->ymax)) {
+        char lo[40] = "*", hi[40] = "*";
+        if (isfinite(o->ymin)) snprintf(lo, sizeof lo, "%.10g", o->ymin);
+        if (isfinite(o->ymax)) snprintf(hi, sizeof hi, "%.10g", o->ymax);
+        sb_printf(b, "set yrange [%s:%s]\n", lo, hi);
+    }
+    if (o->categories && o->n_categories) {
+        sb_printf(b, "set xtics (");
+        for (size_t i = 0; i < o->n_categories; i++) {
+            sb_quoted(b, i ? ", " : "", o->categories[i], "");
+            sb_printf(b, " %zu", i);
+        }
+        size_t chars = 0;
+        for (size_t i = 0; i < o->n_categories; i++) chars += (o->categories[i] ? strlen(o->categories[i]) : 0) + 1;
+        int crowded = (double)chars * 0.6 * o->font_pt > o->width_in * 72 * 0.75;
+        sb_printf(b, ")%s\n", crowded ? " rotate by -45" : "");
+        sb_printf(b, "set xrange [-0.6:%g]\n", o->n_categories - 0.4);
+    }
+    if (n_bars) {
+        sb_printf(b, "set style fill solid 0.85 border lc rgb '#303030'\nset boxwidth %g absolute\n", 0.8 / n_bars);
+        /* Bars are read by their length: start them at zero when all values are non-negative. */
+        int neg = 0;
+        for (int k = 0; k < n; k++)
+            for (size_t i = 0; s[k].style == TSC_PLOT_BARS && i < s[k].n; i++) neg |= s[k].y[i] < 0;
+        if (!neg && !o->logy && !isfinite(o->ymin) && !isfinite(o->ymax)) sb_printf(b, "set yrange [0:*]\n");
+    }
+    x_tics(b, o, s, n);
+}
+
 tsc_status_t tsc_plot_script(const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const char *out_path,
                              tsc_image_format_t fmt, char **script) {
     if (!script) return tsc_error_set(TSC_ERR_ARG, "plot: NULL script pointer");
     *script = NULL;
     if (!o || !s || n < 1) return tsc_error_set(TSC_ERR_ARG, "plot: expected options and at least one series");
-    if (!out_path || !*out_path) return tsc_error_set(TSC_ERR_ARG, "plot: empty output path");
-    for (const unsigned char *p = (const unsigned char *)out_path; *p; p++)
+    if (out_path && !*out_path) return tsc_error_set(TSC_ERR_ARG, "plot: empty output path");
+    for (const unsigned char *p = (const unsigned char *)(out_path ? out_path : ""); *p; p++)
         if (*p < 0x20 || *p == 0x7f)
             return tsc_error_set(TSC_ERR_ARG, "plot: output path contains a control character");
     tsc_status_t st;
@@ -225,73 +271,9 @@ tsc_status_t tsc_plot_script(const tsc_plot_opts_t *o, const tsc_plot_series_t *
     char font[160];
     snprintf(font, sizeof font, "%.120s,%g", family, o->font_pt);
 
-    sb_t b = {0};
-    sb_printf(&b, "# tilescope plot script (data inline)\nreset\nset encoding utf8\n");
-    /* Terminal sizes and font scales: gnuplot's cairo terminals take font sizes at 96 dpi, so
-     * pdfcairo needs fontscale 0.75 and pngcairo dpi/96 for the text to measure font_pt points
-     * on the printed page. The svg terminal's units are drawn as points. */
-    switch (fmt) {
-    case TSC_IMG_PNG:
-        sb_printf(&b, "set terminal pngcairo noenhanced size %ld,%ld fontscale %g linewidth %g",
-                  lround(o->width_in * o->dpi), lround(o->height_in * o->dpi), o->dpi / 96.0, o->dpi / 96.0);
-        break;
-    case TSC_IMG_PDF:
-        sb_printf(&b, "set terminal pdfcairo noenhanced size %gin,%gin fontscale 0.75 linewidth 0.75", o->width_in,
-                  o->height_in);
-        break;
-    default:
-        sb_printf(&b, "set terminal svg noenhanced size %ld,%ld", lround(o->width_in * 72), lround(o->height_in * 72));
-        break;
-    }
-    sb_quoted(&b, " font ", font, "\n");
-    sb_quoted(&b, "set output ", out_path, "\n");
-    if (o->title && *o->title) sb_quoted(&b, "set title ", o->title, "\n");
-    if (o->xlabel && *o->xlabel) sb_quoted(&b, "set xlabel ", o->xlabel, "\n");
-    if (o->ylabel && *o->ylabel) sb_quoted(&b, "set ylabel ", o->ylabel, "\n");
-    if (o->y2label && *o->y2label) sb_quoted(&b, "set y2label ", o->y2label, "\n");
-    sb_printf(&b, "set grid lc rgb '#d0d0d0' lw 0.5\nset border lw 0.8\nset tics nomirror out scale 0.5\n");
-    /* Below the plot by default: a key inside may hide the part of a curve that matters (the
-     * explosion at the end of a loss curve). */
-    sb_printf(&b, "set key %s samplen 2 spacing 1.0\n", o->key_inside ? "inside top right opaque" : "below center horizontal");
-    if (o->logx) sb_printf(&b, "set logscale x\nset format x '%%g'\n");
-    if (o->logy) sb_printf(&b, "set logscale y\nset format y '%%g'\n");
-    if (any_y2) {
-        sb_printf(&b, "set y2tics nomirror out scale 0.5\n");
-        if (o->logy2) sb_printf(&b, "set logscale y2\nset format y2 '%%g'\n");
-    }
-    if (isfinite(o->xmin) || isfinite(o->xmax)) {
-        char lo[40] = "*", hi[40] = "*";
-        if (isfinite(o->xmin)) snprintf(lo, sizeof lo, "%.10g", o->xmin);
-        if (isfinite(o->xmax)) snprintf(hi, sizeof hi, "%.10g", o->xmax);
-        sb_printf(&b, "set xrange [%s:%s]\n", lo, hi);
-    }
-    if (isfinite(o->ymin) || isfinite(o->ymax)) {
-        char lo[40] = "*", hi[40] = "*";
-        if (isfinite(o->ymin)) snprintf(lo, sizeof lo, "%.10g", o->ymin);
-        if (isfinite(o->ymax)) snprintf(hi, sizeof hi, "%.10g", o->ymax);
-        sb_printf(&b, "set yrange [%s:%s]\n", lo, hi);
-    }
-    if (o->categories && o->n_categories) {
-        sb_printf(&b, "set xtics (");
-        for (size_t i = 0; i < o->n_categories; i++) {
-            sb_quoted(&b, i ? ", " : "", o->categories[i], "");
-            sb_printf(&b, " %zu", i);
-        }
-        size_t chars = 0;
-        for (size_t i = 0; i < o->n_categories; i++) chars += (o->categories[i] ? strlen(o->categories[i]) : 0) + 1;
-        int crowded = (double)chars * 0.6 * o->font_pt > o->width_in * 72 * 0.75;
-        sb_printf(&b, ")%s\n", crowded ? " rotate by -45" : "");
-        sb_printf(&b, "set xrange [-0.6:%g]\n", o->n_categories - 0.4);
-    }
-    if (n_bars) {
-        sb_printf(&b, "set style fill solid 0.85 border lc rgb '#303030'\nset boxwidth %g absolute\n", 0.8 / n_bars);
-        /* Bars are read by their length: start them at zero when all values are non-negative. */
-        int neg = 0;
-        for (int k = 0; k < n; k++)
-            for (size_t i = 0; s[k].style == TSC_PLOT_BARS && i < s[k].n; i++) neg |= s[k].y[i] < 0;
-        if (!neg && !o->logy && !isfinite(o->ymin) && !isfinite(o->ymax)) sb_printf(&b, "set yrange [0:*]\n");
-    }
-    x_tics(&b, o, s, n);
+    sb_t b;
+    tsc_strbuf_init(&b);
+    script_setup(&b, o, s, n, out_path, fmt, font, n_bars, any_y2);
 
     /* Data blocks. */
     int bar_i = 0, any_env = 0, any_ema = 0;
@@ -315,7 +297,7 @@ tsc_status_t tsc_plot_script(const tsc_plot_opts_t *o, const tsc_plot_series_t *
         const char *col = q->color ? q->color : palette[k % (sizeof palette / sizeof palette[0])];
         const char *axes = q->y2 ? " axes x1y2" : "";
         char *title = tsc_plot_quote(q->name);
-        if (!title) { b.oom = 1; break; }
+        if (!title) { b.nomem = 1; break; }
         const char *tt = q->name && *q->name ? "title " : "notitle";
         const char *tv = q->name && *q->name ? title : "";
 #define SEP() do { sb_printf(&b, first ? "" : ", \\\n     "); first = 0; } while (0)
@@ -354,8 +336,8 @@ tsc_status_t tsc_plot_script(const tsc_plot_opts_t *o, const tsc_plot_series_t *
     }
 #undef SEP
     sb_printf(&b, "\nset output\n");
-    if (b.oom) { free(b.p); return tsc_error_set(TSC_ERR_NOMEM, "plot: out of memory building the gnuplot script"); }
-    *script = b.p;
+    if (b.nomem) { tsc_strbuf_free(&b); return tsc_error_set(TSC_ERR_NOMEM, "plot: out of memory building the gnuplot script"); }
+    *script = tsc_strbuf_take(&b);
     return TSC_OK;
 }
 
@@ -369,99 +351,112 @@ static tsc_status_t fail_start(const char *prog, int err) {
                          strerror(err));
 }
 
-tsc_status_t tsc_plot_run(const char *gnuplot, const char *script) {
-    const char *prog = gnuplot && *gnuplot ? gnuplot : "gnuplot";
-    if (!script) return tsc_error_set(TSC_ERR_ARG, "plot: NULL script");
-    int in[2] = {-1, -1}, err[2] = {-1, -1}, ex[2] = {-1, -1};
-    if (pipe(in) || pipe(err) || pipe(ex) || fcntl(ex[1], F_SETFD, FD_CLOEXEC) < 0) {
+/* A running gnuplot: its pid and our ends of its pipes (-1 when closed). */
+typedef struct {
+    pid_t pid;
+    int in, out, err;  /* its stdin (we write the script), stdout (the image, or -1: merged into err), stderr */
+} gp_proc_t;
+
+static void close_fds(int *fds, int n) {
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0) close(fds[i]), fds[i] = -1;
+}
+
+/* Starts prog with stdin, stdout and stderr on pipes (stdout into stderr's pipe unless
+ * want_out); exec failures come back through a close-on-exec pipe. */
+static tsc_status_t gp_spawn(const char *prog, int want_out, gp_proc_t *g) {
+    int p[8] = {-1, -1, -1, -1, -1, -1, -1, -1}; /* in, err, ex, out: read end, write end */
+    if (pipe(p) || pipe(p + 2) || pipe(p + 4) || fcntl(p[5], F_SETFD, FD_CLOEXEC) < 0 || (want_out && pipe(p + 6))) {
         int e = errno;
-        for (int i = 0; i < 2; i++) { if (in[i] >= 0) close(in[i]); if (err[i] >= 0) close(err[i]); if (ex[i] >= 0) close(ex[i]); }
+        close_fds(p, 8);
         return tsc_error_set(TSC_ERR_EXTERNAL, "plot: pipe() for gnuplot failed: %s", strerror(e));
     }
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
-        close(in[0]); close(in[1]); close(err[0]); close(err[1]); close(ex[0]); close(ex[1]);
+        close_fds(p, 8);
         return tsc_error_set(TSC_ERR_EXTERNAL, "plot: fork() for gnuplot failed: %s", strerror(e));
     }
     if (pid == 0) {
-        /* Child: stdin from the script pipe, stdout and stderr into the capture pipe. */
-        dup2(in[0], 0);
-        dup2(err[1], 1);
-        dup2(err[1], 2);
-        close(in[0]); close(in[1]); close(err[0]); close(err[1]); close(ex[0]);
+        /* Child: stdin from the script pipe, stdout into the image pipe (or the capture pipe), stderr captured. */
+        dup2(p[0], 0);
+        dup2(want_out ? p[7] : p[3], 1);
+        dup2(p[3], 2);
+        for (int i = 0; i < 8; i++)
+            if (i != 5 && p[i] > 2) close(p[i]);
         char *argv[] = {(char *)prog, NULL};
         execvp(prog, argv);
         int e = errno;
-        ssize_t w = write(ex[1], &e, sizeof e);
+        ssize_t w = write(p[5], &e, sizeof e);
         (void)w;
         _exit(127);
     }
-    close(in[0]); close(err[1]); close(ex[1]);
+    close(p[0]), close(p[3]), close(p[5]);
+    if (want_out) close(p[7]);
     int start_err = 0;
-    ssize_t r = read(ex[0], &start_err, sizeof start_err);  /* EOF (0) once exec succeeded */
-    close(ex[0]);
+    ssize_t r = read(p[4], &start_err, sizeof start_err);  /* EOF (0) once exec succeeded */
+    close(p[4]);
     if (r == (ssize_t)sizeof start_err) {
-        close(in[1]); close(err[0]);
+        close(p[1]), close(p[2]);
+        if (want_out) close(p[6]);
         waitpid(pid, NULL, 0);
         return fail_start(prog, start_err);
     }
-    /* A gnuplot that dies early must not kill us with SIGPIPE: block it on this thread while
-     * writing and swallow one that became pending. */
-    sigset_t pipe_set, old_set;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
-    sigset_t pending;
-    sigpending(&pending);
-    int was_pending = sigismember(&pending, SIGPIPE);
+    *g = (gp_proc_t){pid, p[1], want_out ? p[6] : -1, p[2]};
+    return TSC_OK;
+}
 
-    char errbuf[STDERR_KEEP];
-    size_t errlen = 0;
+/* Keeps the end of stderr (that is where gnuplot reports the error) in errbuf[STDERR_KEEP]. */
+static void keep_tail(char *errbuf, size_t *errlen, const char *tmp, size_t k) {
+    if (*errlen + k > STDERR_KEEP - 1) { /* k <= 4096 - 1 */
+        size_t drop = *errlen + k - (STDERR_KEEP - 1);
+        if (drop > *errlen) drop = *errlen;
+        memmove(errbuf, errbuf + drop, *errlen - drop);
+        *errlen -= drop;
+    }
+    memcpy(errbuf + *errlen, tmp, k);
+    *errlen += k;
+}
+
+/* Feeds the script and drains stdout (into out) and stderr (errbuf) until both close.
+ * Returns 1 when gnuplot stalled (killed), 0 otherwise; *write_errno: a failed script write. */
+static int gp_pump(gp_proc_t *g, const char *script, tsc_strbuf_t *out, char *errbuf, size_t *errlen, int *write_errno) {
     const char *wp = script;
     size_t left = strlen(script);
-    int out_open = 1, err_open = 1, write_errno = 0, timed_out = 0;
-    fcntl(in[1], F_SETFL, fcntl(in[1], F_GETFL) | O_NONBLOCK);
-    while (err_open) {
-        struct pollfd pf[2];
-        int np = 0;
-        pf[np++] = (struct pollfd){.fd = err[0], .events = POLLIN};
-        if (out_open) pf[np++] = (struct pollfd){.fd = in[1], .events = POLLOUT};
+    fcntl(g->in, F_SETFL, fcntl(g->in, F_GETFL) | O_NONBLOCK);
+    while (g->err >= 0 || g->out >= 0) {
+        struct pollfd pf[3];
+        int np = 0, ie = -1, io = -1, iw = -1;
+        if (g->err >= 0) ie = np, pf[np++] = (struct pollfd){.fd = g->err, .events = POLLIN};
+        if (g->out >= 0) io = np, pf[np++] = (struct pollfd){.fd = g->out, .events = POLLIN};
+        if (g->in >= 0) iw = np, pf[np++] = (struct pollfd){.fd = g->in, .events = POLLOUT};
         int pr = poll(pf, (nfds_t)np, GNUPLOT_IDLE_MS);
         if (pr < 0) { if (errno == EINTR) continue; break; }
-        if (pr == 0) { timed_out = 1; kill(pid, SIGKILL); break; }
-        if (pf[0].revents) {
-            char tmp[1024];
-            ssize_t k = read(err[0], tmp, sizeof tmp);
-            if (k > 0) {
-                /* Keep the end of stderr: that is where gnuplot reports the error. */
-                if (errlen + (size_t)k > sizeof errbuf - 1) {  /* k <= 1024 < sizeof errbuf */
-                    size_t drop = errlen + (size_t)k - (sizeof errbuf - 1);
-                    memmove(errbuf, errbuf + drop, errlen - drop);
-                    errlen -= drop;
-                }
-                memcpy(errbuf + errlen, tmp, (size_t)k);
-                errlen += (size_t)k;
-            } else if (k == 0 || (errno != EINTR && errno != EAGAIN)) err_open = 0;
+        if (pr == 0) { kill(g->pid, SIGKILL); return 1; }
+        char tmp[4096];
+        if (ie >= 0 && pf[ie].revents) {
+            ssize_t k = read(g->err, tmp, 1024);
+            if (k > 0) keep_tail(errbuf, errlen, tmp, (size_t)k);
+            else if (k == 0 || (errno != EINTR && errno != EAGAIN)) close_fds(&g->err, 1);
         }
-        if (out_open && np > 1 && pf[1].revents) {
-            ssize_t k = write(in[1], wp, left);
+        if (io >= 0 && pf[io].revents) {
+            ssize_t k = read(g->out, tmp, sizeof tmp);
+            if (k > 0) tsc_strbuf_append(out, tmp, (size_t)k);
+            else if (k == 0 || (errno != EINTR && errno != EAGAIN)) close_fds(&g->out, 1);
+        }
+        if (iw >= 0 && pf[iw].revents) {
+            ssize_t k = write(g->in, wp, left);
             if (k > 0) { wp += k; left -= (size_t)k; }
-            else if (k < 0 && errno != EAGAIN && errno != EINTR) { write_errno = errno; left = 0; }
-            if (!left) { close(in[1]); out_open = 0; }
+            else if (k < 0 && errno != EAGAIN && errno != EINTR) { *write_errno = errno; left = 0; }
+            if (!left) close_fds(&g->in, 1);
         }
     }
-    if (out_open) close(in[1]);
-    close(err[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    if (!was_pending) {
-        struct timespec zero = {0, 0};
-        while (sigtimedwait(&pipe_set, NULL, &zero) > 0) {}
-    }
-    pthread_sigmask(SIG_SETMASK, &old_set, NULL);
+    return 0;
+}
+
+/* The outcome of a finished gnuplot as a status, with its stderr flattened to one line. */
+static tsc_status_t gp_result(const char *prog, int status, int timed_out, int write_errno, char *errbuf, size_t errlen) {
     errbuf[errlen] = '\0';
-    /* Trim and flatten gnuplot's message to one readable line. */
     for (size_t i = 0; i < errlen; i++) if (errbuf[i] == '\n' || errbuf[i] == '\r' || errbuf[i] == '\t') errbuf[i] = ' ';
     char *msg = errbuf;
     while (*msg == ' ') msg++;
@@ -481,39 +476,52 @@ tsc_status_t tsc_plot_run(const char *gnuplot, const char *script) {
     return TSC_OK;
 }
 
-/* gnuplot's pdfcairo stamps the current time; with SOURCE_DATE_EPOCH set, overwrite the 14 digits
- * of "/CreationDate (D:YYYYMMDDHHMMSS" in place (same length, so the xref offsets stay valid) so
- * the same input gives the same bytes. */
-static tsc_status_t pdf_fix_date(const char *tmp, const char *path) {
-    const char *e = getenv("SOURCE_DATE_EPOCH");
-    if (!e || !*e) return TSC_OK;
-    char *end;
-    errno = 0;
-    long long v = strtoll(e, &end, 10);
-    if (errno || *end || v < 0) return TSC_OK;
-    time_t t = (time_t)v;
-    struct tm tm;
-    char stamp[16];
-    if (!gmtime_r(&t, &tm) || strftime(stamp, sizeof stamp, "%Y%m%d%H%M%S", &tm) != 14) return TSC_OK;
-    FILE *f = fopen(tmp, "r+b");
-    if (!f) return tsc_error_set(TSC_ERR_IO, "%s: cannot reopen %s: %s", path, tmp, strerror(errno));
-    static const char key[] = "/CreationDate (D:";
-    size_t klen = sizeof key - 1, match = 0;
-    long pos = 0;
-    int c;
-    while ((c = fgetc(f)) != EOF) {
-        pos++;
-        match = (c == key[match]) ? match + 1 : (c == key[0] ? 1 : 0);
-        if (match == klen) {
-            if (fseek(f, pos, SEEK_SET) != 0 || fwrite(stamp, 1, 14, f) != 14) {
-                fclose(f);
-                return tsc_error_set(TSC_ERR_IO, "%s: cannot rewrite the PDF date: %s", path, strerror(errno));
-            }
-            break;
-        }
+/* Runs gnuplot on script; with out, its stdout (the image) is appended to out. */
+static tsc_status_t gp_exec(const char *gnuplot, const char *script, tsc_strbuf_t *out) {
+    const char *prog = gnuplot && *gnuplot ? gnuplot : "gnuplot";
+    if (!script) return tsc_error_set(TSC_ERR_ARG, "plot: NULL script");
+    gp_proc_t g = {-1, -1, -1, -1};
+    tsc_status_t st = gp_spawn(prog, out != NULL, &g);
+    if (st) return st;
+    /* A gnuplot that dies early must not kill us with SIGPIPE: block it on this thread while
+     * writing and swallow one that became pending. */
+    sigset_t pipe_set, old_set, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGPIPE);
+    char errbuf[STDERR_KEEP];
+    size_t errlen = 0;
+    int write_errno = 0;
+    int timed_out = gp_pump(&g, script, out, errbuf, &errlen, &write_errno);
+    int fds[3] = {g.in, g.out, g.err};
+    close_fds(fds, 3);
+    int status = 0;
+    while (waitpid(g.pid, &status, 0) < 0 && errno == EINTR) {}
+    if (!was_pending) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) > 0) {}
     }
-    if (fclose(f) != 0) return tsc_error_set(TSC_ERR_IO, "%s: close failed: %s", path, strerror(errno));
-    return TSC_OK;
+    pthread_sigmask(SIG_SETMASK, &old_set, NULL);
+    return gp_result(prog, status, timed_out, write_errno, errbuf, errlen);
+}
+
+tsc_status_t tsc_plot_run(const char *gnuplot, const char *script) { return gp_exec(gnuplot, script, NULL); }
+
+tsc_status_t tsc_plot_render(const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, tsc_image_format_t fmt,
+                             tsc_strbuf_t *out) {
+    if (!out) return tsc_error_set(TSC_ERR_ARG, "plot: NULL output buffer");
+    if (fmt == TSC_IMG_AUTO) return tsc_error_set(TSC_ERR_ARG, "plot: an image format is needed to draw into memory");
+    char *script = NULL;
+    size_t start = out->len;
+    tsc_status_t st = tsc_plot_script(o, s, n, NULL, fmt, &script);
+    if (!st) st = gp_exec(o->gnuplot, script, out);
+    free(script);
+    if (!st && out->nomem) st = tsc_error_set(TSC_ERR_NOMEM, "plot: out of memory reading gnuplot's image");
+    if (!st && out->len == start) st = tsc_error_set(TSC_ERR_EXTERNAL, "gnuplot exited successfully but wrote nothing");
+    if (!st && fmt == TSC_IMG_PDF) tsc_surface_pdf_fix_date(out->p + start, out->len - start);
+    return st;
 }
 
 tsc_status_t tsc_plot_write(const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const char *path,
@@ -521,35 +529,12 @@ tsc_status_t tsc_plot_write(const tsc_plot_opts_t *o, const tsc_plot_series_t *s
     if (!path || !*path) return tsc_error_set(TSC_ERR_ARG, "plot: empty output path");
     tsc_status_t st;
     if (fmt == TSC_IMG_AUTO && (st = tsc_image_format_from_path(path, &fmt))) return st;
-    size_t len = strlen(path);
-    char *tmp = malloc(len + 48), *prefix = malloc(len + 3);
-    if (!tmp || !prefix) { free(tmp); free(prefix); return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path); }
-    /* "./" keeps a relative name from starting with '|', which gnuplot's `set output` would run
-     * as a command. */
-    snprintf(prefix, len + 3, "%s%s", path[0] == '/' ? "" : "./", path);
-    int fd = tsc_render_create_temp(tmp, len + 48, prefix);
-    free(prefix);
-    if (fd < 0) {
-        st = tsc_error_set(TSC_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
-        free(tmp);
-        return st;
-    }
-    close(fd);
-    char *script = NULL;
-    st = tsc_plot_script(o, s, n, tmp, fmt, &script);
-    if (!st) st = tsc_plot_run(o->gnuplot, script);
-    if (!st) {
-        FILE *f = fopen(tmp, "rb");
-        int empty = !f || fgetc(f) == EOF;
-        if (f) fclose(f);
-        if (empty) st = tsc_error_set(TSC_ERR_EXTERNAL, "%s: gnuplot exited successfully but wrote nothing", path);
-        else if (fmt == TSC_IMG_PDF) st = pdf_fix_date(tmp, path);
-    }
+    if ((st = tsc_out_check(path))) return st;
+    tsc_strbuf_t img;
+    tsc_strbuf_init(&img);
+    st = tsc_plot_render(o, s, n, fmt, &img);
     if (st) st = tsc_error_wrap(st, "plotting %s: ", path);
-    if (!st && rename(tmp, path) != 0)
-        st = tsc_error_set(TSC_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-    if (st) unlink(tmp);
-    free(script);
-    free(tmp);
+    else st = tsc_out_write_all(path, img.p, img.len);
+    tsc_strbuf_free(&img);
     return st;
 }

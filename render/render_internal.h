@@ -9,13 +9,9 @@
 /* A pango layout for text in points at every raster scale (72 "dpi", unhinted metrics, so the
  * layout is identical in PNG, SVG and PDF): font family (NULL: "DejaVu Sans"), size pt, bold;
  * wrapped to wrap_w points when wrap_w > 0, then aligned (0 left, 1 centre, 2 right). Invalid
- * UTF-8 from data is made valid first. markup: text is pango markup. The caller unrefs it. */
+ * UTF-8 from data is made valid first. markup: text is pango markup. The caller unrefs it.
+ * (surface.c; the drawing helpers of tsc_surface.h are built on it.) */
 PangoLayout *tsc_render_layout(cairo_t *cr, const char *family, double pt, int bold, double wrap_w, int align,
                                const char *text, int markup);
-
-/* Creates an empty file "<prefix>.tmp-<pid>-<n>" in buf with mode 0666 & ~umask, as the final
- * file should have (mkstemp makes 0600 and the rename would keep it). Returns the descriptor, or
- * -1 with errno set. */
-int tsc_render_create_temp(char *buf, size_t size, const char *prefix);
 
 #endif

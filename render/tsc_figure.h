@@ -38,6 +38,7 @@
 #include "tsc_heatmap.h"
 #include "tsc_log.h"
 #include "tsc_status.h"
+#include "tsc_strbuf.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -118,12 +119,27 @@ TSC_API const char *tsc_figure_describe(int i);
 TSC_API const char *tsc_figure_canonical(const char *name);
 
 /* Draws recipe id into path (PNG, SVG or PDF by fmt, or the extension for TSC_IMG_AUTO), written
- * to a temporary name and renamed. info (may be NULL) receives the caption. Errors:
+ * to a temporary name and renamed (tsc_surface.h's sinks; gnuplot's image comes through its stdout). info (may be NULL) receives the caption. Errors:
  * TSC_ERR_ARG (unknown id, bad options), TSC_ERR_MISSING (the data is absent: the detail names
  * it), TSC_ERR_IO / TSC_ERR_FORMAT (reading analysis.h5, the dump or writing path),
  * TSC_ERR_EXTERNAL (gnuplot, cairo). path is untouched on failure. */
 TSC_API tsc_status_t tsc_figure_write(tsc_figure_src_t *s, const char *id, const tsc_figure_opts_t *o, const char *path,
                               tsc_image_format_t fmt, tsc_figure_info_t *info);
+
+/* Draws recipe id onto cr, whose user units are points with (0, 0) at the top-left of a
+ * w_pt x h_pt box (<= 0: the figure's size, info->width_in x height_in inches): the core of every
+ * figure, in memory, with no file. Figure 1 is drawn as vectors into the box; the heatmaps (fig4,
+ * fig8, fig11, fig12) are drawn by cairo into an image at opts.dpi (tsc_heatmap_render: the same
+ * pixels and pooling as their PNG) painted into the box; gnuplot's curves are rendered to a PNG at
+ * opts.dpi, read back through gnuplot's stdout, and painted scaled into the box. Errors as tsc_figure_write,
+ * less the file ones; TSC_ERR_EXTERNAL when cr is or goes into an error state. cr's state (source,
+ * transform) is saved and restored. */
+TSC_API tsc_status_t tsc_figure_draw(tsc_figure_src_t *s, const char *id, const tsc_figure_opts_t *o, cairo_t *cr,
+                                     double w_pt, double h_pt, tsc_figure_info_t *info);
+
+/* Recipe id as the PNG tsc_figure_write would write (the same bytes), appended to png. */
+TSC_API tsc_status_t tsc_figure_png(tsc_figure_src_t *s, const char *id, const tsc_figure_opts_t *o, tsc_strbuf_t *png,
+                                    tsc_figure_info_t *info);
 
 /* Figure 1 onto cr (user units: points, origin top-left) in a w x h point box. caption: [cap] or
  * NULL. Never fails on missing data (absent links are drawn as such); TSC_ERR_EXTERNAL on a cairo

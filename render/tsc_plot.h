@@ -33,6 +33,7 @@
 #include <stddef.h>
 
 #include "tsc_heatmap.h"   /* tsc_image_format_t */
+#include "tsc_strbuf.h"
 #include "tsc_status.h"
 
 #ifdef __cplusplus
@@ -83,14 +84,20 @@ TSC_API void tsc_plot_opts_init(tsc_plot_opts_t *o);
  * Returns NULL only when out of memory. */
 TSC_API char *tsc_plot_quote(const char *s);
 
-/* Builds the complete gnuplot script that draws the series to out_path in format fmt (AUTO: from
- * the extension). *script is the caller's (free). TSC_ERR_ARG for bad options or series (n = 0
+/* Builds the complete gnuplot script that draws the series to out_path (NULL: gnuplot's stdout) in
+ * format fmt (AUTO: from the extension of out_path). *script is the caller's (free). TSC_ERR_ARG for bad options or series (n = 0
  * series, a NULL y, a bad colour, font < 7 pt, a path with control characters), TSC_ERR_NOMEM. */
 TSC_API tsc_status_t tsc_plot_script(const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const char *out_path,
                              tsc_image_format_t fmt, char **script);
 
-/* Draws the series into path (PNG, PDF or SVG), through a temporary file renamed on success: path is
- * complete or untouched. Errors: those of tsc_plot_script; TSC_ERR_EXTERNAL when gnuplot cannot
+/* Runs gnuplot on the series and appends the image it writes to its stdout (PNG, PDF or SVG: fmt,
+ * not AUTO) to out: nothing goes through a file. PDFs get the reproducible date (tsc_surface.h).
+ * Errors as for tsc_plot_write, less the file ones. */
+TSC_API tsc_status_t tsc_plot_render(const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, tsc_image_format_t fmt,
+                                     tsc_strbuf_t *out);
+
+/* Draws the series into path (PNG, PDF or SVG): tsc_plot_render, then util/tsc_file.h's atomic
+ * write, so path is complete or untouched. Errors: those of tsc_plot_script; TSC_ERR_EXTERNAL when gnuplot cannot
  * be started (not installed: apt-get install gnuplot-nox) or fails (its stderr is in the detail);
  * TSC_ERR_IO for the temporary file or the rename. */
 TSC_API tsc_status_t tsc_plot_write(const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const char *path,

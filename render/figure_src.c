@@ -1,0 +1,189 @@
+/* figure_src.c: figure sources (tsc_figure.h): the analysis folder, its training logs, the
+ * resolved selection and analysis.h5 reads that every recipe and the evidence map share. */
+#include "tsc_figure.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+
+#include "tsc_h5.h"
+#include "figure_internal.h"
+
+
+/* ---------------------------------------------------------------- source */
+
+tsc_status_t tsc_figure_src_open(const char *dir, tsc_figure_src_t **out) {
+    if (!dir || !out) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_src_open: NULL argument");
+    *out = NULL;
+    tsc_figure_src_t *s = calloc(1, sizeof *s);
+    if (!s) return tsc_error_set(TSC_ERR_NOMEM, "figure source %s: out of memory", dir);
+    snprintf(s->dir, sizeof s->dir, "%s", dir);
+    snprintf(s->summary_path, sizeof s->summary_path, "%s/summary.json", dir);
+    snprintf(s->analysis_path, sizeof s->analysis_path, "%s/analysis.h5", dir);
+    tsc_status_t st = tsc_jv_read_file(s->summary_path, &s->summary);
+    if (st != TSC_OK) {
+        free(s);
+        return tsc_error_wrap(st, "reading the analysis of %s (run `tilescope analyze DUMP -o %s` first): ", dir, dir);
+    }
+    const char *fmt = tsc_jv_str(s->summary, "format");
+    if (!fmt || strcmp(fmt, "tilescope-summary") != 0) {
+        tsc_jv_free(s->summary);
+        free(s);
+        return tsc_error_set(TSC_ERR_FORMAT, "%s/summary.json: format is '%s', expected 'tilescope-summary'", dir,
+                             fmt ? fmt : "(none)");
+    }
+    *out = s;
+    return TSC_OK;
+}
+
+void tsc_figure_src_close(tsc_figure_src_t *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n_logs; i++) tsc_log_free(s->logs[i]);
+    tsc_jv_free(s->summary);
+    free(s);
+}
+
+tsc_status_t tsc_figure_src_add_log(tsc_figure_src_t *s, tsc_log_t *lg) {
+    if (!s || !lg) { tsc_log_free(lg); return tsc_error_set(TSC_ERR_ARG, "tsc_figure_src_add_log: NULL argument"); }
+    if (s->n_logs >= TSC_FIG_MAX_LOGS) {
+        tsc_log_free(lg);
+        return tsc_error_set(TSC_ERR_ARG, "at most %d training logs", TSC_FIG_MAX_LOGS);
+    }
+    s->logs[s->n_logs++] = lg;
+    return TSC_OK;
+}
+
+tsc_status_t tsc_figure_src_open_logs(const char *dir, const char *const *specs, int n, tsc_figure_src_t **out) {
+    if (!out) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_src_open_logs: NULL argument");
+    *out = NULL;
+    tsc_status_t st = tsc_figure_src_open(dir, out);
+    for (int k = 0; st == TSC_OK && k < n; k++) {
+        tsc_log_t *lg;
+        if ((st = tsc_log_read_spec(specs[k], &lg)) == TSC_OK) st = tsc_figure_src_add_log(*out, lg);
+    }
+    if (st != TSC_OK && *out) {
+        tsc_figure_src_close(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+const tsc_jv_t *tsc_figure_src_summary(const tsc_figure_src_t *s) { return s ? s->summary : NULL; }
+const char *tsc_figure_src_dir(const tsc_figure_src_t *s) { return s ? s->dir : NULL; }
+int tsc_figure_src_n_logs(const tsc_figure_src_t *s) { return s ? s->n_logs : 0; }
+const tsc_log_t *tsc_figure_src_log(const tsc_figure_src_t *s, int i) {
+    return s && i >= 0 && i < s->n_logs ? s->logs[i] : NULL;
+}
+const char *tsc_fig_analysis_path(const tsc_figure_src_t *s) { return s->analysis_path; }
+const char *tsc_fig_summary_path(const tsc_figure_src_t *s) { return s->summary_path; }
+
+void tsc_figure_opts_init(tsc_figure_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    o->step = -1;
+    o->layer = o->head = o->batch = o->token = o->feature = -1;
+    o->dpi = 300;
+    o->font_pt = 8;
+}
+
+/* ---------------------------------------------------------------- analysis.h5 */
+
+/* Reads the whole dataset at dspath of the analysis file as doubles; *data is the caller's.
+ * TSC_ERR_MISSING when absent (what is missing is named by the caller's wrap). */
+tsc_status_t tsc_fig_read_ds(const tsc_figure_src_t *s, const char *dspath, double **data, int *rank, long long dims[4]) {
+    tsc_h5_init();
+    *data = NULL;
+    if (access(s->analysis_path, R_OK) != 0)
+        return tsc_error_set(TSC_ERR_MISSING, "%s: cannot open: %s", s->analysis_path, strerror(errno));
+    hid_t f = H5Fopen(s->analysis_path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: not an HDF5 file (H5Fopen failed)", s->analysis_path);
+    tsc_status_t st = TSC_OK;
+    if (!tsc_h5_exists(f, dspath)) {
+        H5Fclose(f);
+        return tsc_error_set(TSC_ERR_MISSING, "%s: no dataset %s", s->analysis_path, dspath);
+    }
+    hid_t d = H5Dopen2(f, dspath, H5P_DEFAULT);
+    hid_t sp = d >= 0 ? H5Dget_space(d) : -1;
+    int r = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    hsize_t hd[8] = {0};
+    if (d < 0 || sp < 0 || r < 0 || r > 4 || H5Sget_simple_extent_dims(sp, hd, NULL) < 0) {
+        st = tsc_error_set(TSC_ERR_FORMAT, "%s:%s: cannot read its shape (expected rank <= 4)", s->analysis_path, dspath);
+    } else {
+        size_t n = 1;
+        for (int i = 0; i < r; i++) n *= (size_t)hd[i], dims[i] = (long long)hd[i];
+        *rank = r;
+        double *buf = malloc((n ? n : 1) * sizeof *buf);
+        if (!buf) st = tsc_error_set(TSC_ERR_NOMEM, "%s:%s: out of memory", s->analysis_path, dspath);
+        else if (n && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+            free(buf);
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s:%s: H5Dread failed (corrupt file?)", s->analysis_path, dspath);
+        } else *data = buf;
+    }
+    if (sp >= 0) H5Sclose(sp);
+    if (d >= 0) H5Dclose(d);
+    H5Fclose(f);
+    return st;
+}
+
+/* ---------------------------------------------------------------- selection */
+
+/* The head record of summary.json for (step, layer, head), or NULL. */
+const tsc_jv_t *tsc_fig_head_record(const tsc_figure_src_t *s, long long step, int layer, int head) {
+    const tsc_jv_t *hs = tsc_jv_get(s->summary, "heads");
+    for (size_t i = 0; hs && i < hs->n; i++) {
+        const tsc_jv_t *h = hs->items[i];
+        if (tsc_jv_int(h, "step", -1) == step && tsc_jv_int(h, "layer", -1) == layer && tsc_jv_int(h, "head", -1) == head)
+            return h;
+    }
+    return NULL;
+}
+
+void tsc_fig_resolve(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, tsc_fig_sel_t *sel) {
+    const tsc_jv_t *sm = s->summary;
+    long long step = -1;
+    int layer = -1, head = -1;
+    const tsc_jv_t *top = tsc_jv_path(sm, "diagnosis.at_risk.0");
+    if (top) {
+        layer = (int)tsc_jv_int(top, "layer", -1), head = (int)tsc_jv_int(top, "head", -1);
+        step = tsc_jv_int(top, "step", -1);
+    } else if ((top = tsc_jv_path(sm, "flagged_heads.0"))) {
+        layer = (int)tsc_jv_int(top, "layer", -1), head = (int)tsc_jv_int(top, "head", -1);
+    } else {
+        /* the (layer, head) with the largest |accumulated δ difference| */
+        const tsc_jv_t *hs = tsc_jv_get(sm, "heads");
+        double best = -1;
+        for (size_t i = 0; hs && i < hs->n; i++) {
+            double c = fabs(tsc_jv_num(hs->items[i], "delta.cumsum"));
+            if (isfinite(c) && c > best) {
+                best = c;
+                layer = (int)tsc_jv_int(hs->items[i], "layer", -1), head = (int)tsc_jv_int(hs->items[i], "head", -1);
+            }
+        }
+        if (layer < 0 && hs && hs->n) layer = (int)tsc_jv_int(hs->items[0], "layer", 0), head = 0;
+    }
+    if (o->layer >= 0) layer = o->layer;
+    if (o->head >= 0) head = o->head;
+    size_t ns = tsc_jv_len(sm, "computed_over.step_list");
+    if (ns) {
+        const tsc_jv_t *sl = tsc_jv_path(sm, "computed_over.step_list");
+        if (step < 0) step = tsc_jv_int(sl->items[ns - 1], NULL, -1);
+    }
+    if (o->step >= 0) step = o->step;
+    if (layer < 0) layer = 0;
+    if (head < 0) head = 0;
+    if (step < 0) step = 0;
+    sel->step = step, sel->layer = layer, sel->head = head;
+    sel->batch = o->batch, sel->token = o->token, sel->feature = o->feature;
+    const tsc_jv_t *rec = tsc_fig_head_record(s, step, layer, head);
+    if (rec) {
+        if (sel->batch < 0) sel->batch = (int)tsc_jv_int(rec, "probe.batch", -1);
+        if (sel->token < 0) sel->token = (int)tsc_jv_int(rec, "probe.token", -1);
+        if (sel->feature < 0) sel->feature = (int)tsc_jv_int(rec, "probe.feature", -1);
+    }
+    if (sel->batch < 0) sel->batch = 0;
+}
+
