@@ -143,6 +143,9 @@ typedef struct {
     double tie_eps;
     int64_t n_skipped_heads;
     double wq_head_norm_max_rel_diff;      /* power vs LAPACK over every per-head w_q norm */
+    uint8_t *feature_flags;                /* [n_heads, D]: 1 where the feature is flagged (pooled over
+                                              steps): every flagged feature, where flagged_features lists
+                                              the first TSC_ANALYSIS_MAX_FLAGGED */
 } tsc_analysis_t;
 
 /* Runs the analysis of dump_path, writing out_dir/analysis.h5 (out_dir must exist). On success
