@@ -31,6 +31,8 @@ void tsc_analysis_free(tsc_analysis_t *a) {
     free(a->heads);
     free(a->layers);
     free(a->feature_flags);
+    free(a->dump_path);
+    free(a->selection);
     free(a);
 }
 
@@ -385,8 +387,13 @@ static tsc_status_t run_setup(an_run_t *R, const char *dump_path) {
     a->causal = m->causal;
     a->rule = o->rule;
     a->tie_eps = o->tie_eps;
-    snprintf(a->dump_path, sizeof a->dump_path, "%s", dump_path);
-    tsc_select_format(&o->sel, a->selection, sizeof a->selection);
+    /* the longest canonical selection: four sets of TSC_SELECT_MAX_ITEMS ranges of three numbers */
+    size_t sel_cap = 4 * (16 + (size_t)TSC_SELECT_MAX_ITEMS * 64);
+    a->dump_path = malloc(strlen(dump_path) + 1);
+    a->selection = malloc(sel_cap);
+    if (!a->dump_path || !a->selection) return tsc_error_set(TSC_ERR_NOMEM, "analysis: no memory");
+    memcpy(a->dump_path, dump_path, strlen(dump_path) + 1);
+    tsc_select_format(&o->sel, a->selection, sel_cap);
     return TSC_OK;
 }
 
@@ -483,6 +490,7 @@ typedef struct {
     char (*hmsg)[512];      /* [nh] */
     tsc_h5_file_t f;
     int file_open;
+    char *path;             /* out_dir/analysis.h5 */
 } run_t;
 
 /* The per (step, layer) arrays, the pooled moments, the across-step slots and one scratch per
@@ -541,11 +549,15 @@ static void run_free(run_t *u) {
                   G->f_ulp, G->f_val, G->f_p, G->f_flag, G->dd, G->sink, G->curve, G->curve_c, G->probe, G->cos,
                   G->sv, u->pool.u, u->pool.c, u->ac.top_a, u->ac.top_b, u->ac.has};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
+    free(u->path);
     tsc_dump_close(u->R.d);
 }
 
-static tsc_status_t open_output(run_t *u, const char *out_dir, char *path, size_t size) {
+static tsc_status_t open_output(run_t *u, const char *out_dir, char **pathp) {
     tsc_analysis_t *a = u->R.a;
+    size_t size = strlen(out_dir) + sizeof "/analysis.h5";
+    char *path = *pathp = malloc(size);
+    if (!path) return tsc_error_set(TSC_ERR_NOMEM, "analysis: no memory");
     snprintf(path, size, "%s/analysis.h5", out_dir);
     tsc_status_t st = tsc_h5_create(&u->f, path);
     if (st != TSC_OK) return st;
@@ -615,8 +627,8 @@ static tsc_status_t run_all(run_t *u, const char *dump_path, const char *out_dir
     a->n_feature_tests = (int64_t)R->nL * R->nh * R->D; /* pooled over steps: one test per (layer, head, feature) */
     a->n_head_tests = (int64_t)u->pairs.n * R->nh;
     if ((st = run_alloc(u)) != TSC_OK) return st;
-    char path[4096];
-    if ((st = open_output(u, out_dir, path, sizeof path)) != TSC_OK) return st;
+    if ((st = open_output(u, out_dir, &u->path)) != TSC_OK) return st;
+    const char *path = u->path;
     for (int p = 0; p < u->pairs.n; p++)
         if ((st = run_pair(u, p)) != TSC_OK) return st;
     if (R->o->progress) fprintf(stderr, "\n");

@@ -127,9 +127,9 @@ typedef struct {
 } tsc_layer_result_t;
 
 typedef struct {
-    char dump_path[1024];
+    char *dump_path;             /* owned, as given */
     char hp[TSC_POLICY_STR_MAX], lp[TSC_POLICY_STR_MAX];
-    char selection[512];
+    char *selection;             /* owned: the selection's canonical text (tsc_select_format) */
     int B, H, Hkv, T, D, C, n_layer;
     double scale;
     int causal;

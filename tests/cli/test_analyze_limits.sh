@@ -6,7 +6,8 @@
 #  2. head_dim 128 with no flagged feature: diagnose sums B over all 128 features (it once took
 #     the first 64: here only features 64..127 carry a delta contribution, so B was exactly 0);
 #  3. identity, permutation and zero weights (a repeated top singular value) get their spectral
-#     norms 1, 1, 0 (LAPACK's dsyevr once overwrote the stack there: SIGSEGV).
+#     norms 1, 1, 0 (LAPACK's dsyevr once overwrote the stack there: SIGSEGV);
+#  4. a selection whose canonical text is longer than 512 characters is recorded whole (it was cut).
 . "$(dirname "$0")/lib.sh"
 PY=$(find_py h5py numpy) || { echo "skip: no python3 with h5py and numpy"; exit 77; }
 
@@ -99,4 +100,18 @@ for key in ("spectral_norm", "spectral_norm_lapack"):
     n = l[key]
     assert abs(n["w_q"] - 1) < 1e-9 and abs(n["w_k"] - 1) < 1e-9 and n["w_v"] == 0, (key, n)
 PYEOF
+# --- 4. a long selection ----------------------------------------------------------------------------
+many() { local s="$1" i; for i in $(seq 1 31); do s="$s,$((1000000 + 7919 * i))"; done; echo "$s"; }
+if "$TSC" analyze "$tmp/w.h5" -o "$tmp/so" -q --steps "$(many 0)" --layers "$(many 0)" --heads "$(many 0)" \
+   --batches "$(many 0)" --no-identity --no-census; then ok; else bad "analyze with a long selection: exit $?"; fi
+"$PY" - "$tmp/so/summary.json" "$tmp/so/analysis.h5" <<'PYEOF' && ok || bad "long selection recorded whole"
+import sys, json, h5py
+s = json.load(open(sys.argv[1]))["selection"]
+last = str(1000000 + 7919 * 31)
+assert len(s) > 512 and s.endswith(last) and s.count(last) == 4, (len(s), s[-40:])
+with h5py.File(sys.argv[2], "r") as f:
+    a = f.attrs["selection"]
+    assert (a.decode() if isinstance(a, bytes) else a) == s
+PYEOF
+
 finish
