@@ -23,29 +23,8 @@ static void err_summary(tsc_json_t *j, const char *key, const tsc_err_summary_t 
     tsc_json_kv_number(j, "p_sign", e->p_sign);
 }
 
-static void head_json(tsc_json_t *j, const tsc_head_result_t *r) {
-    tsc_json_object_begin(j);
-    tsc_json_kv_int(j, "step", r->step);
-    tsc_json_kv_int(j, "layer", r->layer);
-    tsc_json_kv_int(j, "head", r->head);
-    tsc_json_kv_int(j, "rows", r->n_rows);
-    tsc_json_kv_bool(j, "skipped", r->skipped);
-    tsc_json_kv_int(j, "nonfinite_inputs", r->n_nonfinite);
-    tsc_json_kv_string(j, "first_nonfinite", r->first_nonfinite[0] ? r->first_nonfinite : NULL);
-    if (r->skipped) {
-        tsc_json_object_end(j);
-        return;
-    }
-    tsc_json_kv_bool(j, "flagged", r->flagged);
-    tsc_json_kv_bool(j, "delta_biased", r->delta_biased);
-    err_summary(j, "o", &r->o_err);
-    tsc_json_object_end(j);
-    err_summary(j, "delta", &r->delta_err);
-    tsc_json_kv_number(j, "sum", r->delta_sum);
-    tsc_json_kv_number(j, "cumsum", r->delta_cumsum);
-    tsc_json_object_end(j);
-    tsc_json_kv_number(j, "o_dump_vs_lp_max_abs", r->o_dump_vs_lp_max_abs);
-
+/* "features": the per-feature flags of one record. */
+static void features_json(tsc_json_t *j, const tsc_head_result_t *r) {
     tsc_json_key(j, "features");
     tsc_json_object_begin(j);
     tsc_json_kv_int(j, "tested", r->n_features_tested);
@@ -59,7 +38,10 @@ static void head_json(tsc_json_t *j, const tsc_head_result_t *r) {
     tsc_json_kv_number(j, "top_p", r->top_feature_p);
     tsc_json_kv_number(j, "top_sign_consistency", r->top_feature_sign_consistency);
     tsc_json_object_end(j);
+}
 
+/* "ties": ties, P-bar = 1 and sinks. */
+static void ties_json(tsc_json_t *j, const tsc_head_result_t *r) {
     tsc_json_key(j, "ties");
     tsc_json_object_begin(j);
     tsc_json_kv_int(j, "rows_multi_max", r->rows_multi_max);
@@ -75,7 +57,10 @@ static void head_json(tsc_json_t *j, const tsc_head_result_t *r) {
     for (int i = 0; i < r->n_sinks_flagged; i++) sf[i] = r->sinks_flagged[i];
     tsc_json_kv_ints(j, "sinks_flagged", sf, (size_t)r->n_sinks_flagged);
     tsc_json_object_end(j);
+}
 
+/* "census", "probe", "identity", "rank1". */
+static void measures_json(tsc_json_t *j, const tsc_head_result_t *r) {
     tsc_json_key(j, "census");
     tsc_json_object_begin(j);
     tsc_json_kv_int(j, "additions", r->census_additions);
@@ -113,6 +98,34 @@ static void head_json(tsc_json_t *j, const tsc_head_result_t *r) {
     tsc_json_kv_number(j, "dwq_err_fro", r->dwq_err_fro);
     tsc_json_kv_number(j, "accum_gain", r->rank1_accum_gain);
     tsc_json_object_end(j);
+}
+
+static void head_json(tsc_json_t *j, const tsc_head_result_t *r) {
+    tsc_json_object_begin(j);
+    tsc_json_kv_int(j, "step", r->step);
+    tsc_json_kv_int(j, "layer", r->layer);
+    tsc_json_kv_int(j, "head", r->head);
+    tsc_json_kv_int(j, "rows", r->n_rows);
+    tsc_json_kv_bool(j, "skipped", r->skipped);
+    tsc_json_kv_int(j, "nonfinite_inputs", r->n_nonfinite);
+    tsc_json_kv_string(j, "first_nonfinite", r->first_nonfinite[0] ? r->first_nonfinite : NULL);
+    if (r->skipped) {
+        tsc_json_object_end(j);
+        return;
+    }
+    tsc_json_kv_bool(j, "flagged", r->flagged);
+    tsc_json_kv_bool(j, "delta_biased", r->delta_biased);
+    err_summary(j, "o", &r->o_err);
+    tsc_json_object_end(j);
+    err_summary(j, "delta", &r->delta_err);
+    tsc_json_kv_number(j, "sum", r->delta_sum);
+    tsc_json_kv_number(j, "cumsum", r->delta_cumsum);
+    tsc_json_object_end(j);
+    tsc_json_kv_number(j, "o_dump_vs_lp_max_abs", r->o_dump_vs_lp_max_abs);
+
+    features_json(j, r);
+    ties_json(j, r);
+    measures_json(j, r);
     tsc_json_object_end(j);
 }
 
@@ -120,16 +133,8 @@ void tsc_analysis_summary_json(const tsc_analysis_t *a, tsc_json_t *j) {
     tsc_analysis_summary_json_ex(a, j, NULL, NULL);
 }
 
-void tsc_analysis_summary_json_ex(const tsc_analysis_t *a, tsc_json_t *j, tsc_summary_extra_fn extra, void *ctx) {
-    tsc_json_object_begin(j);
-    tsc_json_kv_string(j, "format", "tilescope-summary");
-    tsc_json_kv_int(j, "format_version", TSC_ANALYSIS_FORMAT_VERSION);
-    tsc_json_kv_string(j, "producer", "tilescope " TSC_VERSION);
-    tsc_json_kv_string(j, "dump", a->dump_path);
-    tsc_json_kv_string(j, "hp", a->hp);
-    tsc_json_kv_string(j, "lp", a->lp);
-    tsc_json_kv_string(j, "selection", a->selection);
-
+/* "geometry" and "computed_over". */
+static void geometry_json(const tsc_analysis_t *a, tsc_json_t *j) {
     tsc_json_key(j, "geometry");
     tsc_json_object_begin(j);
     tsc_json_kv_int(j, "batch", a->B);
@@ -142,8 +147,7 @@ void tsc_analysis_summary_json_ex(const tsc_analysis_t *a, tsc_json_t *j, tsc_su
     tsc_json_kv_number(j, "softmax_scale", a->scale);
     tsc_json_object_end(j);
 
-    int64_t nflag = 0, rows = a->n_heads ? a->heads[0].n_rows : 0;
-    for (size_t i = 0; i < a->n_heads; i++) nflag += a->heads[i].flagged;
+    int64_t rows = a->n_heads ? a->heads[0].n_rows : 0;
     tsc_json_key(j, "computed_over");
     tsc_json_object_begin(j);
     tsc_json_kv_int(j, "steps", a->n_steps);
@@ -155,7 +159,10 @@ void tsc_analysis_summary_json_ex(const tsc_analysis_t *a, tsc_json_t *j, tsc_su
     for (int i = 0; i < a->n_steps; i++) tsc_json_int(j, a->steps[i]);
     tsc_json_array_end(j);
     tsc_json_object_end(j);
+}
 
+/* "flag_rule", the flagged heads and the power-vs-LAPACK check. */
+static void flags_json(const tsc_analysis_t *a, tsc_json_t *j) {
     tsc_json_key(j, "flag_rule");
     tsc_json_object_begin(j);
     tsc_json_kv_string(j, "test", "two-sided t-test of the delta contributions dO*(O_lp - O_hp) per (layer, head, "
@@ -170,6 +177,8 @@ void tsc_analysis_summary_json_ex(const tsc_analysis_t *a, tsc_json_t *j, tsc_su
     tsc_json_kv_number(j, "tie_eps", a->tie_eps);
     tsc_json_object_end(j);
 
+    int64_t nflag = 0;
+    for (size_t i = 0; i < a->n_heads; i++) nflag += a->heads[i].flagged;
     tsc_json_kv_int(j, "n_flagged_heads", nflag);
     tsc_json_kv_int(j, "n_skipped_heads", a->n_skipped_heads);
     tsc_json_key(j, "flagged_heads");
@@ -190,7 +199,10 @@ void tsc_analysis_summary_json_ex(const tsc_analysis_t *a, tsc_json_t *j, tsc_su
     }
     tsc_json_array_end(j);
     tsc_json_kv_number(j, "spectral_power_vs_lapack_max_rel_diff", a->wq_head_norm_max_rel_diff);
+}
 
+/* "heads" and "layers". */
+static void layers_json(const tsc_analysis_t *a, tsc_json_t *j) {
     tsc_json_key(j, "heads");
     tsc_json_array_begin(j);
     for (size_t i = 0; i < a->n_heads; i++) head_json(j, &a->heads[i]);
@@ -218,6 +230,21 @@ void tsc_analysis_summary_json_ex(const tsc_analysis_t *a, tsc_json_t *j, tsc_su
         tsc_json_object_end(j);
     }
     tsc_json_array_end(j);
+}
+
+void tsc_analysis_summary_json_ex(const tsc_analysis_t *a, tsc_json_t *j, tsc_summary_extra_fn extra, void *ctx) {
+    tsc_json_object_begin(j);
+    tsc_json_kv_string(j, "format", "tilescope-summary");
+    tsc_json_kv_int(j, "format_version", TSC_ANALYSIS_FORMAT_VERSION);
+    tsc_json_kv_string(j, "producer", "tilescope " TSC_VERSION);
+    tsc_json_kv_string(j, "dump", a->dump_path);
+    tsc_json_kv_string(j, "hp", a->hp);
+    tsc_json_kv_string(j, "lp", a->lp);
+    tsc_json_kv_string(j, "selection", a->selection);
+
+    geometry_json(a, j);
+    flags_json(a, j);
+    layers_json(a, j);
     if (extra) extra(ctx, j);
     tsc_json_key(j, "nonfinite_numbers");
     tsc_json_nonfinite_note(j);

@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tsc_accum.h"
 #include "tsc_attention.h"
 #include "tsc_dump.h"
+#include "tsc_h5.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -30,13 +32,13 @@ typedef struct {
     tsc_dump_t *d;
     const tsc_dump_meta_t *m;
     int T, D, H, Hkv, nb;
-    int bs[4096];
+    int *bs;                   /* [nb] selected batch rows */
     float *q, *k, *v, *dO, *o, *lse, *dl;
     double *dl_hp;             /* [nb, T] scratch for the delta-src check */
     /* the head being examined */
     int ns, nf;
     long long *steps;          /* [ns] */
-    int feats[64];             /* [nf] features B sums over */
+    int *feats;                /* [nf <= D] features B sums over */
     float *ohp, *dof;          /* [ns, nb, T, nf] hp O and dO at those features */
     double *bstep;             /* [ns] B(lp) per step */
     uint8_t *tie;              /* [ns, nb, T] rows with >= 2 exact maxima in lp's scores */
@@ -49,13 +51,12 @@ typedef struct {
 static tsc_status_t load(rep_t *r, long long step, int layer, int h, int b) {
     int kvh = h / (r->H / r->Hkv);
     tsc_status_t st;
-#pragma omp critical(tsc_diagnose_dump)
-    {
-        if ((st = tsc_dump_read(r->d, step, layer, "q", b, h, r->q)) == TSC_OK &&
-            (st = tsc_dump_read(r->d, step, layer, "k", b, kvh, r->k)) == TSC_OK &&
-            (st = tsc_dump_read(r->d, step, layer, "v", b, kvh, r->v)) == TSC_OK)
-            st = tsc_dump_read(r->d, step, layer, "do", b, h, r->dO);
-    }
+    tsc_h5_lock();
+    if ((st = tsc_dump_read(r->d, step, layer, "q", b, h, r->q)) == TSC_OK &&
+        (st = tsc_dump_read(r->d, step, layer, "k", b, kvh, r->k)) == TSC_OK &&
+        (st = tsc_dump_read(r->d, step, layer, "v", b, kvh, r->v)) == TSC_OK)
+        st = tsc_dump_read(r->d, step, layer, "do", b, h, r->dO);
+    tsc_h5_unlock();
     return st;
 }
 
@@ -130,22 +131,6 @@ static tsc_status_t delta_sum_of(rep_t *r, const tsc_policy_t *hp, const tsc_pol
             for (int t = 0; t < r->T; t++) *sum += (double)r->dl[t] - r->dl_hp[t];
         }
     return TSC_OK;
-}
-
-static void bits_str(float x, int keep, char *buf, size_t size) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    char m[40];
-    int n = 0;
-    for (int i = 22; i >= 0; i--) {
-        m[n++] = (char)('0' + ((u >> i) & 1));
-        if (keep < 23 && (i == 23 - keep || i == 23 - keep - 1)) m[n++] = '|';
-    }
-    m[n] = '\0';
-    char e[9];
-    for (int i = 0; i < 8; i++) e[i] = (char)('0' + ((u >> (30 - i)) & 1));
-    e[8] = '\0';
-    snprintf(buf, size, "%u %s %s", u >> 31, e, m);
 }
 
 /* The largest rounding event among the features F of every row of batch row b at step: FP32
@@ -233,39 +218,79 @@ static void alt_insert(tsc_diag_head_t *dh, const char *name, double ratio) {
     dh->n_alt = n + 1;
 }
 
-/* Steps 2-5 for one at-risk head (see tsc_diagnose.h). */
-static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const tsc_policy_t *hp, const tsc_policy_t *lp,
-                            const tsc_policy_t *stable, tsc_format_t out_fmt, const tsc_diagnose_opts_t *opts,
-                            tsc_diag_head_t *dh) {
-    tsc_status_t st;
-    /* The head's steps, and its flagged features (from any of its records: pooled, all equal). */
+/* The head's analysed steps, and the features B sums over: every flagged feature (pooled over
+ * steps, the same in each of its records), or all D when none is flagged. */
+static tsc_status_t head_setup(rep_t *r, const tsc_analysis_t *a, tsc_diag_head_t *dh) {
     r->ns = 0;
-    const tsc_head_result_t *any = NULL;
+    size_t any = a->n_heads;
     for (size_t i = 0; i < a->n_heads; i++) {
         const tsc_head_result_t *x = &a->heads[i];
         if (x->layer != dh->layer || x->head != dh->head || x->skipped) continue;
         r->steps[r->ns++] = x->step;
-        any = x;
+        any = i;
     }
     dh->n_steps = r->ns;
     r->nf = 0;
-    if (any && any->n_features_flagged > 0) {
-        for (int f = 0; f < any->n_features_flagged && f < TSC_ANALYSIS_MAX_FLAGGED; f++)
-            r->feats[r->nf++] = dh->features[f] = any->flagged_features[f];
-        dh->n_features = r->nf;
+    if (any < a->n_heads && a->heads[any].n_features_flagged > 0) {
+        const uint8_t *flags = a->feature_flags + any * (size_t)r->D;
+        for (int f = 0; f < r->D; f++) {
+            if (!flags[f]) continue;
+            if (r->nf < TSC_ANALYSIS_MAX_FLAGGED) dh->features[r->nf] = f;
+            r->feats[r->nf++] = f;
+        }
+        dh->n_features = r->nf < TSC_ANALYSIS_MAX_FLAGGED ? r->nf : TSC_ANALYSIS_MAX_FLAGGED;
     } else {
-        for (int f = 0; f < r->D && f < 64; f++) r->feats[r->nf++] = f;
+        for (int f = 0; f < r->D; f++) r->feats[r->nf++] = f;
     }
+    dh->n_features_summed = r->nf;
     size_t n = (size_t)r->ns * r->nb * r->T * r->nf;
     free(r->ohp), free(r->dof), free(r->bstep);
     free(r->tie);
     r->tie = calloc((size_t)r->ns * r->nb * r->T + 1, 1);
     r->n_tie_rows = 0;
-    r->ohp = malloc(n * sizeof *r->ohp);
-    r->dof = malloc(n * sizeof *r->dof);
+    r->ohp = malloc((n ? n : 1) * sizeof *r->ohp);
+    r->dof = malloc((n ? n : 1) * sizeof *r->dof);
     r->bstep = malloc((size_t)(r->ns ? r->ns : 1) * sizeof *r->bstep);
-    if (!r->ohp || !r->dof || !r->bstep || !r->tie) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory for %zu values", n);
+    if (!r->ohp || !r->dof || !r->bstep || !r->tie)
+        return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory for %zu values", n);
+    return TSC_OK;
+}
+
+/* Keeps the max_steps steps with the largest |B(lp)| (in step order): the bias is measured where
+ * it is, and the cost of the substitution replays stays bounded on long dumps. */
+static tsc_status_t keep_top_steps(rep_t *r, int max_steps, tsc_diag_head_t *dh) {
+    uint8_t *keep = calloc((size_t)r->ns, 1);
+    if (!keep) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    for (int k = 0; k < max_steps; k++) {
+        int bi = -1;
+        for (int si = 0; si < r->ns; si++)
+            if (!keep[si] && (bi < 0 || fabs(r->bstep[si]) > fabs(r->bstep[bi]))) bi = si;
+        if (bi < 0) break;
+        keep[bi] = 1;
+    }
+    size_t blk = (size_t)r->nb * r->T * r->nf, mblk = (size_t)r->nb * r->T;
+    int w = 0;
+    dh->bias_lp = 0.0;
+    for (int si = 0; si < r->ns; si++) {
+        if (!keep[si]) continue;
+        memmove(r->ohp + (size_t)w * blk, r->ohp + (size_t)si * blk, blk * sizeof *r->ohp);
+        memmove(r->dof + (size_t)w * blk, r->dof + (size_t)si * blk, blk * sizeof *r->dof);
+        memmove(r->tie + (size_t)w * mblk, r->tie + (size_t)si * mblk, mblk);
+        r->steps[w] = r->steps[si];
+        r->bstep[w] = r->bstep[si];
+        dh->bias_lp += r->bstep[w];
+        w++;
+    }
+    r->ns = w;
+    free(keep);
+    return TSC_OK;
+}
+
+/* 1: the hp cache and tie rows, B(lp) per step, the examined step, the replayed steps. */
+static tsc_status_t measure_lp(rep_t *r, const tsc_policy_t *hp, const tsc_policy_t *lp, int max_steps,
+                               tsc_diag_head_t *dh) {
     double dummy;
+    tsc_status_t st;
     if ((st = bias_of(r, hp, dh->layer, dh->head, 1, &dummy, NULL)) != TSC_OK) return st;
     r->use_mask = r->n_tie_rows > 0;
     dh->n_tie_rows = r->n_tie_rows;
@@ -274,150 +299,156 @@ static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const tsc_policy_
     for (int si = 1; si < r->ns; si++)
         if (fabs(r->bstep[si]) > fabs(r->bstep[sbest])) sbest = si;
     if (r->ns) dh->step = r->steps[sbest];
-    /* The substitution replays use the max_steps steps with the largest |B(lp)| (in step order):
-     * the bias is measured where it is, and the cost stays bounded on long dumps. */
-    if (opts->max_steps > 0 && r->ns > opts->max_steps) {
-        uint8_t *keep = calloc((size_t)r->ns, 1);
-        if (!keep) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
-        for (int k = 0; k < opts->max_steps; k++) {
-            int bi = -1;
-            for (int si = 0; si < r->ns; si++)
-                if (!keep[si] && (bi < 0 || fabs(r->bstep[si]) > fabs(r->bstep[bi]))) bi = si;
-            if (bi < 0) break;
-            keep[bi] = 1;
-        }
-        size_t blk = (size_t)r->nb * r->T * r->nf, mblk = (size_t)r->nb * r->T;
-        int w = 0;
-        dh->bias_lp = 0.0;
-        for (int si = 0; si < r->ns; si++) {
-            if (!keep[si]) continue;
-            memmove(r->ohp + (size_t)w * blk, r->ohp + (size_t)si * blk, blk * sizeof *r->ohp);
-            memmove(r->dof + (size_t)w * blk, r->dof + (size_t)si * blk, blk * sizeof *r->dof);
-            memmove(r->tie + (size_t)w * mblk, r->tie + (size_t)si * mblk, mblk);
-            r->steps[w] = r->steps[si];
-            r->bstep[w] = r->bstep[si];
-            dh->bias_lp += r->bstep[w];
-            w++;
-        }
-        r->ns = w;
-        free(keep);
-    }
+    if (max_steps > 0 && r->ns > max_steps && (st = keep_top_steps(r, max_steps, dh)) != TSC_OK) return st;
     dh->n_steps_replayed = r->ns;
-    double base = dh->bias_lp != 0.0 ? dh->bias_lp : 1.0;
+    return TSC_OK;
+}
 
-    /* 2. substitutions: each input (q, k, v) whose format in lp is narrower than the dump's
-     * stored one (FP8 inputs from a BF16 dump: the quantisation itself can be the bias; a BF16
-     * stage on BF16 data changes nothing and is not replayed), and each low forward stage, alone;
-     * then, when no single stage removes the bias, every pair, then every triple. */
-    tsc_stage_t stages[TSC_STAGE_COUNT], fw[TSC_STAGE_COUNT];
+/* The stages substitution raises: each input (q, k, v) whose format in lp is narrower than the
+ * dump's stored one (FP8 inputs from a BF16 dump: the quantisation itself can be the bias; a BF16
+ * stage on BF16 data changes nothing and is not replayed), and each low forward stage. */
+static int forward_candidates(rep_t *r, const tsc_policy_t *lp, const tsc_diag_head_t *dh, tsc_stage_t *fw) {
+    tsc_stage_t stages[TSC_STAGE_COUNT];
     int nst = tsc_policy_low_stages(lp, stages), nfw = 0;
     static const tsc_stage_t inputs[3] = {TSC_STAGE_Q, TSC_STAGE_K, TSC_STAGE_V};
     for (int i = 0; i < 3; i++) {
         tsc_dump_dataset_info_t info;
-        tsc_status_t ist;
-#pragma omp critical(tsc_diagnose_dump)
-        ist = tsc_dump_dataset_info(r->d, dh->step, dh->layer, tsc_stage_name(inputs[i]), &info);
+        tsc_h5_lock();
+        tsc_status_t ist = tsc_dump_dataset_info(r->d, dh->step, dh->layer, tsc_stage_name(inputs[i]), &info);
+        tsc_h5_unlock();
         if (ist == TSC_OK && tsc_format_mant_bits(lp->fmt[inputs[i]]) < tsc_format_mant_bits(info.dtype))
             fw[nfw++] = inputs[i];
     }
     for (int i = 0; i < nst; i++)
         if (is_forward_stage(stages[i])) fw[nfw++] = stages[i];
-    double best = INFINITY, single[TSC_STAGE_COUNT];
+    return nfw;
+}
+
+/* 2a: each candidate stage alone raised to FP32. */
+static tsc_status_t subst_single(rep_t *r, const tsc_policy_t *lp, const tsc_stage_t *fw, int nfw, double base,
+                                 double removed_frac, tsc_diag_head_t *dh) {
+    double best = INFINITY;
     for (int si = 0; si < nfw && dh->n_subst < TSC_DIAG_MAX_SUBST; si++) {
         tsc_policy_t q = *lp;
         tsc_policy_stage_set(&q, fw[si], TSC_FMT_FP32);
         double sv;
-        if ((st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL)) != TSC_OK) return st;
+        tsc_status_t st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL);
+        if (st != TSC_OK) return st;
         int k = dh->n_subst++;
         tsc_policy_format(&q, dh->subst_name[k], sizeof dh->subst_name[k]);
         snprintf(dh->subst_stage[k], sizeof dh->subst_stage[k], "%s", tsc_stage_name(fw[si]));
-        dh->subst_ratio[k] = single[si] = sv / base;
-        if (fabs(single[si]) < best) {
-            best = fabs(single[si]);
-            if (best <= opts->removed_frac) {
+        dh->subst_ratio[k] = sv / base;
+        if (fabs(dh->subst_ratio[k]) < best) {
+            best = fabs(dh->subst_ratio[k]);
+            if (best <= removed_frac) {
                 snprintf(dh->culprit, sizeof dh->culprit, "%s", tsc_stage_name(fw[si]));
-                dh->culprit_ratio = single[si];
+                dh->culprit_ratio = dh->subst_ratio[k];
             }
         }
     }
-    if (strcmp(dh->culprit, "none") == 0 && nfw > 1) {
-        /* The forward is a chain of roundings: raising one stage alone is often undone by the
-         * next (bf16-torch rounds P̄V, then Ō, then O with a BF16 ℓ), so look for the smallest set:
-         * every pair, then every triple; among sets of one size the smallest |ratio| wins. */
-        for (int size = 2; size <= 3 && strcmp(dh->culprit, "none") == 0; size++) {
-            double best_set = INFINITY;
-            int bi0 = -1, bi1 = -1, bi2 = -1;
-            dh->n_alt = 0;
-            for (int i0 = 0; i0 < nfw; i0++)
-                for (int i1 = i0 + 1; i1 < nfw; i1++)
-                    for (int i2 = size == 3 ? i1 + 1 : nfw; i2 <= nfw; i2++) {
-                        if (size == 3 && i2 == nfw) break;
-                        tsc_policy_t q = *lp;
-                        tsc_policy_stage_set(&q, fw[i0], TSC_FMT_FP32);
-                        tsc_policy_stage_set(&q, fw[i1], TSC_FMT_FP32);
-                        if (size == 3) tsc_policy_stage_set(&q, fw[i2], TSC_FMT_FP32);
-                        double sv;
-                        if ((st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL)) != TSC_OK) return st;
-                        if (fabs(sv / base) <= opts->removed_frac) {
-                            char nm[48];
-                            snprintf(nm, sizeof nm, "%s+%s%s%s", tsc_stage_name(fw[i0]), tsc_stage_name(fw[i1]),
-                                     size == 3 ? "+" : "", size == 3 ? tsc_stage_name(fw[i2]) : "");
-                            alt_insert(dh, nm, sv / base);
-                        }
-                        if (fabs(sv / base) < best_set) {
-                            best_set = fabs(sv / base);
-                            bi0 = i0, bi1 = i1, bi2 = size == 3 ? i2 : -1;
-                        }
-                    }
-            if (bi0 < 0 || best_set > opts->removed_frac || dh->n_subst >= TSC_DIAG_MAX_SUBST) continue;
-            tsc_policy_t q = *lp;
-            tsc_policy_stage_set(&q, fw[bi0], TSC_FMT_FP32);
-            tsc_policy_stage_set(&q, fw[bi1], TSC_FMT_FP32);
-            if (bi2 >= 0) tsc_policy_stage_set(&q, fw[bi2], TSC_FMT_FP32);
-            double sv;
-            if ((st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL)) != TSC_OK) return st;
-            int k = dh->n_subst++;
-            tsc_policy_format(&q, dh->subst_name[k], sizeof dh->subst_name[k]);
-            snprintf(dh->subst_stage[k], sizeof dh->subst_stage[k], "%s+%s%s%s", tsc_stage_name(fw[bi0]),
-                     tsc_stage_name(fw[bi1]), bi2 >= 0 ? "+" : "", bi2 >= 0 ? tsc_stage_name(fw[bi2]) : "");
-            dh->subst_ratio[k] = sv / base;
-            snprintf(dh->culprit, sizeof dh->culprit, "%s", dh->subst_stage[k]);
-            dh->culprit_ratio = dh->subst_ratio[k];
-            /* the culprit itself is the first of the list (smallest |ratio|): keep the others */
-            int w = 0;
-            for (int i = 0; i < dh->n_alt; i++)
-                if (strcmp(dh->alt_stage[i], dh->culprit) != 0) {
-                    memmove(dh->alt_stage[w], dh->alt_stage[i], sizeof dh->alt_stage[w]);
-                    dh->alt_ratio[w++] = dh->alt_ratio[i];
+    return TSC_OK;
+}
+
+/* lp with stages fw[i0], fw[i1] and (i2 >= 0) fw[i2] in FP32, and the set's name. */
+static tsc_policy_t raised(const tsc_policy_t *lp, const tsc_stage_t *fw, int i0, int i1, int i2, char *nm, size_t n) {
+    tsc_policy_t q = *lp;
+    tsc_policy_stage_set(&q, fw[i0], TSC_FMT_FP32);
+    tsc_policy_stage_set(&q, fw[i1], TSC_FMT_FP32);
+    if (i2 >= 0) tsc_policy_stage_set(&q, fw[i2], TSC_FMT_FP32);
+    snprintf(nm, n, "%s+%s%s%s", tsc_stage_name(fw[i0]), tsc_stage_name(fw[i1]), i2 >= 0 ? "+" : "",
+             i2 >= 0 ? tsc_stage_name(fw[i2]) : "");
+    return q;
+}
+
+/* 2b, one set size: every set of `size` candidates; the smallest |ratio| that removes the bias
+ * is the culprit, the other removing sets its alternatives. */
+static tsc_status_t subst_sets(rep_t *r, const tsc_policy_t *lp, const tsc_stage_t *fw, int nfw, int size,
+                               double base, double removed_frac, tsc_diag_head_t *dh) {
+    double best_set = INFINITY;
+    int bi0 = -1, bi1 = -1, bi2 = -1;
+    char nm[48];
+    dh->n_alt = 0;
+    for (int i0 = 0; i0 < nfw; i0++)
+        for (int i1 = i0 + 1; i1 < nfw; i1++)
+            for (int i2 = size == 3 ? i1 + 1 : -1; size == 3 ? i2 < nfw : i2 < 0; i2++) {
+                tsc_policy_t q = raised(lp, fw, i0, i1, i2, nm, sizeof nm);
+                double sv;
+                tsc_status_t st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL);
+                if (st != TSC_OK) return st;
+                if (fabs(sv / base) <= removed_frac) alt_insert(dh, nm, sv / base);
+                if (fabs(sv / base) < best_set) {
+                    best_set = fabs(sv / base);
+                    bi0 = i0, bi1 = i1, bi2 = i2;
                 }
-            dh->n_alt = w;
-        }
-    }
-    /* δ from an FP32 O: removes the δ error by construction; reported to confirm the channel. */
-    {
-        tsc_policy_t q = *lp;
-        q.delta_src = TSC_DELTA_HP_O;
-        double s_lp, s_q;
-        if ((st = delta_sum_of(r, hp, lp, dh->layer, dh->head, &s_lp)) != TSC_OK) return st;
-        if ((st = delta_sum_of(r, hp, &q, dh->layer, dh->head, &s_q)) != TSC_OK) return st;
-        dh->delta_src_ratio = s_lp != 0.0 ? s_q / s_lp : NAN;
-    }
-    /* 5. mitigation */
+            }
+    if (bi0 < 0 || best_set > removed_frac || dh->n_subst >= TSC_DIAG_MAX_SUBST) return TSC_OK;
+    tsc_policy_t q = raised(lp, fw, bi0, bi1, bi2, nm, sizeof nm);
     double sv;
-    if ((st = bias_of(r, stable, dh->layer, dh->head, 0, &sv, NULL)) != TSC_OK) return st;
+    tsc_status_t st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL);
+    if (st != TSC_OK) return st;
+    int k = dh->n_subst++;
+    tsc_policy_format(&q, dh->subst_name[k], sizeof dh->subst_name[k]);
+    snprintf(dh->subst_stage[k], sizeof dh->subst_stage[k], "%s", nm);
+    dh->subst_ratio[k] = sv / base;
+    snprintf(dh->culprit, sizeof dh->culprit, "%s", dh->subst_stage[k]);
+    dh->culprit_ratio = dh->subst_ratio[k];
+    /* the culprit itself is the first of the list (smallest |ratio|): keep the others */
+    int w = 0;
+    for (int i = 0; i < dh->n_alt; i++)
+        if (strcmp(dh->alt_stage[i], dh->culprit) != 0) {
+            memmove(dh->alt_stage[w], dh->alt_stage[i], sizeof dh->alt_stage[w]);
+            dh->alt_ratio[w++] = dh->alt_ratio[i];
+        }
+    dh->n_alt = w;
+    return TSC_OK;
+}
+
+/* 2: substitutions: each candidate alone; when none removes the bias, every pair, then every
+ * triple. The forward is a chain of roundings: raising one stage alone is often undone by the
+ * next (bf16-torch rounds P̄V, then Ō, then O with a BF16 ℓ), so look for the smallest set; among
+ * sets of one size the smallest |ratio| wins. Then δ from an FP32 O: removes the δ error by
+ * construction; reported to confirm the channel. */
+static tsc_status_t substitutions(rep_t *r, const tsc_policy_t *hp, const tsc_policy_t *lp, double base,
+                                  double removed_frac, tsc_diag_head_t *dh) {
+    tsc_stage_t fw[TSC_STAGE_COUNT + 3];
+    int nfw = forward_candidates(r, lp, dh, fw);
+    tsc_status_t st = subst_single(r, lp, fw, nfw, base, removed_frac, dh);
+    if (st != TSC_OK) return st;
+    if (strcmp(dh->culprit, "none") == 0 && nfw > 1)
+        for (int size = 2; size <= 3 && strcmp(dh->culprit, "none") == 0; size++)
+            if ((st = subst_sets(r, lp, fw, nfw, size, base, removed_frac, dh)) != TSC_OK) return st;
+    tsc_policy_t q = *lp;
+    q.delta_src = TSC_DELTA_HP_O;
+    double s_lp, s_q;
+    if ((st = delta_sum_of(r, hp, lp, dh->layer, dh->head, &s_lp)) != TSC_OK) return st;
+    if ((st = delta_sum_of(r, hp, &q, dh->layer, dh->head, &s_q)) != TSC_OK) return st;
+    dh->delta_src_ratio = s_lp != 0.0 ? s_q / s_lp : NAN;
+    return TSC_OK;
+}
+
+/* 5: mitigation: lp+stable and the beta sweep. */
+static tsc_status_t mitigation(rep_t *r, const tsc_policy_t *stable, const tsc_diagnose_opts_t *opts, double base,
+                               tsc_diag_head_t *dh, double *best_beta, double *best_br) {
+    double sv;
+    tsc_status_t st = bias_of(r, stable, dh->layer, dh->head, 0, &sv, NULL);
+    if (st != TSC_OK) return st;
     dh->stable_ratio = sv / base;
-    double best_beta = NAN, best_br = INFINITY;
-    for (int bi = 0; bi < opts->n_betas && bi < TSC_DIAG_MAX_BETAS; bi++) {
+    *best_beta = NAN, *best_br = INFINITY;
+    for (int bi = 0; bi < opts->n_betas; bi++) {
         tsc_policy_t q = *stable;
         q.stable.beta = opts->betas[bi];
         if ((st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL)) != TSC_OK) return st;
         dh->beta_ratio[bi] = sv / base;
-        if (fabs(dh->beta_ratio[bi]) < best_br) {
-            best_br = fabs(dh->beta_ratio[bi]);
-            best_beta = opts->betas[bi];
+        if (fabs(dh->beta_ratio[bi]) < *best_br) {
+            *best_br = fabs(dh->beta_ratio[bi]);
+            *best_beta = opts->betas[bi];
         }
     }
-    /* 3. verdict */
+    return TSC_OK;
+}
+
+/* 3: the verdict, from the δ bias test and the similarity of the rank-1 directions. */
+static void verdict(const tsc_analysis_t *a, tsc_diag_head_t *dh) {
     const tsc_head_result_t *rec = NULL;
     for (size_t i = 0; i < a->n_heads; i++)
         if (a->heads[i].layer == dh->layer && a->heads[i].head == dh->head && a->heads[i].step == dh->step)
@@ -450,20 +481,13 @@ static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const tsc_policy_
     if (!biased) snprintf(dh->verdict, sizeof dh->verdict, "not biased");
     else if (rec && rec->has_x) snprintf(dh->verdict, sizeof dh->verdict, similar ? "accumulates" : "biased");
     else snprintf(dh->verdict, sizeof dh->verdict, "biased (no x)");
-    /* 4. the bit level at the examined step */
-    double evbest = 0.0;
-    dh->ev_found = 0;
-    for (int bi = 0; bi < r->nb && r->ns; bi++)
-    {
-        int si = 0;
-        while (si < r->ns - 1 && r->steps[si] != dh->step) si++;
-        const uint8_t *rows = r->use_mask ? r->tie + ((size_t)si * r->nb + bi) * r->T : NULL;
-        if ((st = find_event(r, lp, out_fmt, dh->step, dh->layer, dh->head, r->bs[bi], rows, dh, &evbest)) != TSC_OK)
-            return st;
-    }
+}
+
+static void recommend(const tsc_policy_t *stable, double removed_frac, double best_beta, double best_br,
+                      tsc_diag_head_t *dh) {
     char sp[TSC_POLICY_STR_MAX];
     tsc_policy_format(stable, sp, sizeof sp);
-    if (fabs(dh->stable_ratio) <= opts->removed_frac)
+    if (fabs(dh->stable_ratio) <= removed_frac)
         snprintf(dh->recommendation, sizeof dh->recommendation,
                  "use %.100s (leaves %.0f%% of the bias; best beta of the sweep %g)", sp,
                  100.0 * fabs(dh->stable_ratio), best_beta);
@@ -471,47 +495,51 @@ static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const tsc_policy_
         snprintf(dh->recommendation, sizeof dh->recommendation,
                  "hold '%s' in FP32 for this head (+stable:beta=2 leaves %.0f%% of the bias; best beta %g leaves %.0f%%)",
                  dh->culprit, 100.0 * fabs(dh->stable_ratio), best_beta, 100.0 * best_br);
-    else if (fabs(dh->delta_src_ratio) <= opts->removed_frac)
+    else if (fabs(dh->delta_src_ratio) <= removed_frac)
         snprintf(dh->recommendation, sizeof dh->recommendation,
                  "no set of up to 3 stages removes the bias; compute delta from an FP32 O (+hp-delta) for this head");
     else
         snprintf(dh->recommendation, sizeof dh->recommendation,
                  "neither up to 3 stages nor delta from an FP32 O (leaves %.0f%%) removes the bias: run this head "
                  "in the hp policy", 100.0 * fabs(dh->delta_src_ratio));
+}
+
+/* The policies one examination replays. */
+typedef struct {
+    const tsc_policy_t *hp, *lp, *stable;
+    tsc_format_t out_fmt;
+} diag_pols_t;
+
+/* Steps 2-5 for one at-risk head (see tsc_diagnose.h). */
+static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const diag_pols_t *P, const tsc_diagnose_opts_t *opts,
+                            tsc_diag_head_t *dh) {
+    tsc_status_t st;
+    if ((st = head_setup(r, a, dh)) != TSC_OK || (st = measure_lp(r, P->hp, P->lp, opts->max_steps, dh)) != TSC_OK)
+        return st;
+    double base = dh->bias_lp != 0.0 ? dh->bias_lp : 1.0, best_beta, best_br;
+    if ((st = substitutions(r, P->hp, P->lp, base, opts->removed_frac, dh)) != TSC_OK) return st;
+    if ((st = mitigation(r, P->stable, opts, base, dh, &best_beta, &best_br)) != TSC_OK) return st;
+    verdict(a, dh);
+    /* 4. the bit level at the examined step */
+    double evbest = 0.0;
+    dh->ev_found = 0;
+    for (int bi = 0; bi < r->nb && r->ns; bi++) {
+        int si = 0;
+        while (si < r->ns - 1 && r->steps[si] != dh->step) si++;
+        const uint8_t *rows = r->use_mask ? r->tie + ((size_t)si * r->nb + bi) * r->T : NULL;
+        if ((st = find_event(r, P->lp, P->out_fmt, dh->step, dh->layer, dh->head, r->bs[bi], rows, dh, &evbest)) !=
+            TSC_OK)
+            return st;
+    }
+    recommend(P->stable, opts->removed_frac, best_beta, best_br, dh);
     return TSC_OK;
 }
 
-tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const tsc_diagnose_opts_t *opts,
-                              tsc_diagnosis_t **out) {
-    *out = NULL;
-    tsc_diagnosis_t *dg = calloc(1, sizeof *dg);
-    if (!dg) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
-    tsc_status_t st = tsc_analysis_run(dump_path, out_dir, &opts->an, &dg->an);
-    if (st != TSC_OK) {
-        free(dg);
-        return st;
-    }
-    tsc_analysis_t *a = dg->an;
-    dg->n_betas = opts->n_betas;
-    memcpy(dg->betas, opts->betas, sizeof dg->betas);
-    dg->removed_frac = opts->removed_frac;
-    tsc_policy_t hp, lp;
-    tsc_policy_parse(a->hp, &hp);
-    tsc_policy_parse(a->lp, &lp);
-    tsc_format_t out_fmt = tsc_format_mant_bits(lp.fmt[TSC_STAGE_PV]) < 23 ? lp.fmt[TSC_STAGE_PV] : lp.fmt[TSC_STAGE_O];
-    tsc_policy_t stable = lp;
-    stable.stable.enabled = 1;
-    stable.stable.beta = 2.0;
-    stable.stable.eps = opts->eps;
-    if (stable.stable.gap <= 0) stable.stable.gap = 1.0;
-    tsc_policy_format(&stable, dg->stable_policy, sizeof dg->stable_policy);
-
-    /* At-risk (layer, head)s: flagged (pooled over steps), or δ-biased in some step. */
+/* The at-risk (layer, head)s: flagged (pooled over steps), or δ-biased in some step; by risk. */
+static tsc_status_t at_risk(tsc_diagnosis_t *dg) {
+    const tsc_analysis_t *a = dg->an;
     dg->heads = calloc(a->n_heads ? a->n_heads : 1, sizeof *dg->heads);
-    if (!dg->heads) {
-        tsc_diagnose_free(dg);
-        return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
-    }
+    if (!dg->heads) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
     for (size_t i = 0; i < a->n_heads; i++) {
         const tsc_head_result_t *x = &a->heads[i];
         if (x->skipped || !(x->flagged || x->delta_biased)) continue;
@@ -539,16 +567,51 @@ tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const 
                 dh->delta_cumsum = a->heads[i].delta_cumsum;
         dh->risk = fabs(dh->delta_cumsum);
     }
-    qsort(dg->heads, dg->n, sizeof *dg->heads, by_risk);
+    if (dg->n > 1) qsort(dg->heads, dg->n, sizeof *dg->heads, by_risk);
+    return TSC_OK;
+}
 
-    /* The at-risk heads are examined in parallel, one replay context per thread; the dump
-     * handle is shared and its reads serialised (serial HDF5). */
-    tsc_dump_t *d = NULL;
-    if ((st = tsc_dump_open(&d, dump_path)) != TSC_OK) {
-        tsc_diagnose_free(dg);
-        return st;
-    }
+/* One thread's replay context. */
+static tsc_status_t rep_init(rep_t *r, tsc_dump_t *d, const tsc_analysis_t *a, const tsc_policy_t *lp,
+                             const tsc_select_set_t *batches) {
     const tsc_dump_meta_t *m = tsc_dump_meta(d);
+    r->d = d;
+    r->m = m;
+    r->T = m->seq_len, r->D = m->head_dim, r->H = m->n_head, r->Hkv = m->n_kv_head;
+    r->lp = lp;
+    r->bs = malloc((size_t)(m->batch > 0 ? m->batch : 1) * sizeof *r->bs);
+    r->feats = malloc((size_t)(r->D > 0 ? r->D : 1) * sizeof *r->feats);
+    if (!r->bs || !r->feats) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    for (int b = 0; b < m->batch; b++)
+        if (tsc_select_set_has(batches, b)) r->bs[r->nb++] = b;
+    size_t TD = (size_t)r->T * r->D;
+    float **bufs[] = {&r->q, &r->k, &r->v, &r->dO, &r->o};
+    int bad = 0;
+    for (size_t i = 0; i < 5; i++)
+        if (!(*bufs[i] = malloc(TD * sizeof(float)))) bad = 1;
+    r->lse = malloc((size_t)r->T * sizeof(float));
+    r->dl = malloc((size_t)r->T * sizeof(float));
+    r->dl_hp = malloc((size_t)r->T * sizeof(double));
+    r->steps = malloc((size_t)(a->n_steps ? a->n_steps : 1) * sizeof(long long));
+    if (bad || !r->lse || !r->dl || !r->dl_hp || !r->steps) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    return tsc_attn_trace_init(&r->tr, r->T, r->D, lp->block_k, TSC_TRACE_TILES);
+}
+
+static void rep_free(rep_t *r) {
+    void *ps[] = {r->bs, r->feats, r->q, r->k, r->v, r->dO, r->o, r->lse, r->dl, r->dl_hp, r->steps,
+                  r->ohp, r->dof, r->bstep, r->tie};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
+    tsc_attn_trace_free(&r->tr);
+}
+
+/* The first max_heads at-risk heads examined in parallel, one replay context per thread; the dump
+ * handle is shared and its reads take the library's HDF5 lock (serial HDF5). */
+static tsc_status_t examine_all(tsc_diagnosis_t *dg, const char *dump_path, const diag_pols_t *P,
+                                const tsc_diagnose_opts_t *opts) {
+    const tsc_analysis_t *a = dg->an;
+    tsc_dump_t *d = NULL;
+    tsc_status_t st = tsc_dump_open(&d, dump_path);
+    if (st != TSC_OK) return st;
     int nthr = 1;
 #ifdef _OPENMP
     nthr = omp_get_max_threads();
@@ -559,26 +622,7 @@ tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const 
     tsc_status_t *hst = calloc(dg->n ? dg->n : 1, sizeof *hst);
     char (*hmsg)[512] = calloc(dg->n ? dg->n : 1, sizeof *hmsg);
     if (!rs || !hst || !hmsg) st = tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
-    for (int t = 0; t < nthr && st == TSC_OK; t++) {
-        rep_t *r = &rs[t];
-        r->d = d;
-        r->m = m;
-        r->T = m->seq_len, r->D = m->head_dim, r->H = m->n_head, r->Hkv = m->n_kv_head;
-        for (int b = 0; b < m->batch && r->nb < 4096; b++)
-            if (tsc_select_set_has(&opts->an.sel.batches, b)) r->nb++, r->bs[r->nb - 1] = b;
-        size_t TD = (size_t)r->T * r->D;
-        float **bufs[] = {&r->q, &r->k, &r->v, &r->dO, &r->o};
-        int bad = 0;
-        for (size_t i = 0; i < 5; i++)
-            if (!(*bufs[i] = malloc(TD * sizeof(float)))) bad = 1;
-        r->lse = malloc((size_t)r->T * sizeof(float));
-        r->dl = malloc((size_t)r->T * sizeof(float));
-        r->dl_hp = malloc((size_t)r->T * sizeof(double));
-        r->steps = malloc((size_t)(a->n_steps ? a->n_steps : 1) * sizeof(long long));
-        r->lp = &lp;
-        if (bad || !r->lse || !r->dl || !r->dl_hp || !r->steps) st = tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
-        else st = tsc_attn_trace_init(&r->tr, r->T, r->D, lp.block_k, TSC_TRACE_TILES);
-    }
+    for (int t = 0; t < nthr && st == TSC_OK; t++) st = rep_init(&rs[t], d, a, P->lp, &opts->an.sel.batches);
     if (st == TSC_OK) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
         for (size_t k = 0; k < dg->n; k++) {
@@ -591,7 +635,7 @@ tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const 
 #ifdef _OPENMP
             tid = omp_get_thread_num();
 #endif
-            hst[k] = examine(&rs[tid], a, &hp, &lp, &stable, out_fmt, opts, dh);
+            hst[k] = examine(&rs[tid], a, P, opts, dh);
             if (hst[k] != TSC_OK) snprintf(hmsg[k], sizeof hmsg[k], "%s", tsc_error_last());
             /* the pooled mean error of the first flagged feature */
             if (hst[k] == TSC_OK && dh->n_features > 0) {
@@ -604,17 +648,45 @@ tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const 
         for (size_t k = 0; k < dg->n && st == TSC_OK; k++)
             if (hst[k] != TSC_OK) st = tsc_error_set(hst[k], "%s", hmsg[k]);
     }
-    for (int t = 0; rs && t < nthr; t++) {
-        rep_t *r = &rs[t];
-        free(r->q), free(r->k), free(r->v), free(r->dO), free(r->o);
-        free(r->lse), free(r->dl), free(r->dl_hp), free(r->steps), free(r->ohp), free(r->dof), free(r->bstep), free(r->tie);
-        tsc_attn_trace_free(&r->tr);
-    }
+    for (int t = 0; rs && t < nthr; t++) rep_free(&rs[t]);
     free(rs), free(hst), free(hmsg);
     tsc_dump_close(d);
+    return st;
+}
+
+tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const tsc_diagnose_opts_t *opts,
+                              tsc_diagnosis_t **out) {
+    *out = NULL;
+    if (opts->n_betas < 0 || opts->n_betas > TSC_DIAG_MAX_BETAS)
+        return tsc_error_set(opts->n_betas < 0 ? TSC_ERR_ARG : TSC_ERR_UNSUPPORTED,
+                             "diagnose: %d betas; the sweep holds at most TSC_DIAG_MAX_BETAS = %d", opts->n_betas,
+                             TSC_DIAG_MAX_BETAS);
+    tsc_diagnosis_t *dg = calloc(1, sizeof *dg);
+    if (!dg) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    tsc_status_t st = tsc_analysis_run(dump_path, out_dir, &opts->an, &dg->an);
+    if (st != TSC_OK) {
+        free(dg);
+        return st;
+    }
+    tsc_analysis_t *a = dg->an;
+    dg->n_betas = opts->n_betas;
+    memcpy(dg->betas, opts->betas, sizeof dg->betas);
+    dg->removed_frac = opts->removed_frac;
+    tsc_policy_t hp, lp;
+    tsc_policy_parse(a->hp, &hp);
+    tsc_policy_parse(a->lp, &lp);
+    tsc_policy_t stable = lp;
+    stable.stable.enabled = 1;
+    stable.stable.beta = 2.0;
+    stable.stable.eps = opts->eps;
+    if (stable.stable.gap <= 0) stable.stable.gap = 1.0;
+    tsc_policy_format(&stable, dg->stable_policy, sizeof dg->stable_policy);
+    diag_pols_t P = {&hp, &lp, &stable,
+                     tsc_format_mant_bits(lp.fmt[TSC_STAGE_PV]) < 23 ? lp.fmt[TSC_STAGE_PV] : lp.fmt[TSC_STAGE_O]};
+    if ((st = at_risk(dg)) == TSC_OK) st = examine_all(dg, dump_path, &P, opts);
     if (st != TSC_OK) {
         tsc_diagnose_free(dg);
-        return tsc_error_wrap(st, "diagnose %s: ", dump_path);
+        return st == TSC_ERR_NOMEM ? st : tsc_error_wrap(st, "diagnose %s: ", dump_path);
     }
     *out = dg;
     return TSC_OK;
@@ -640,6 +712,8 @@ const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, siz
         size_t n = 0;
         for (int f = 0; f < h->n_features && n < sizeof feats - 8; f++)
             n += (size_t)snprintf(feats + n, sizeof feats - n, "%s%d", f ? "," : "", h->features[f]);
+        if (h->n_features_summed > h->n_features && n < sizeof feats - 24)
+            snprintf(feats + n, sizeof feats - n, ",... (%d in all)", h->n_features_summed);
     }
     snprintf(buf, size,
              "layer %d head %d: evidence: features %s biased (B %+.3g over %d steps), accumulated "
@@ -661,10 +735,10 @@ const char *tsc_diagnose_event_text(const tsc_diagnosis_t *d, size_t i, char *bu
     tsc_format_t f;
     if (tsc_format_parse(h->ev_fmt, &f) == TSC_OK) keep = tsc_format_mant_bits(f);
     char b1[64], b2[64], b3[64], b4[64];
-    bits_str(h->ev_before, 23, b1, sizeof b1);
-    bits_str(h->ev_term, 23, b2, sizeof b2);
-    bits_str(h->ev_sum, keep, b3, sizeof b3);
-    bits_str((float)h->ev_rounded, 23, b4, sizeof b4);
+    tsc_accum_bits_str(h->ev_before, TSC_FMT_FP32, -1, b1, sizeof b1);
+    tsc_accum_bits_str(h->ev_term, TSC_FMT_FP32, -1, b2, sizeof b2);
+    tsc_accum_bits_str(h->ev_sum, TSC_FMT_FP32, keep, b3, sizeof b3);
+    tsc_accum_bits_str((float)h->ev_rounded, TSC_FMT_FP32, -1, b4, sizeof b4);
     snprintf(buf, size,
              "  largest rounding event: layer %d head %d step %lld, batch %d row %d feature %d, key %d (P-bar %.9g, v %.9g)\n"
              "    running FP32 sum  %.17g  (%s)\n"

@@ -276,6 +276,33 @@ static double power_sym(const double *g, size_t n, int max_iter, double tol, int
     return lam > 0 ? lam : 0.0;
 }
 
+/* LAPACK's largest eigenvalue of the symmetric, full g [n, n] (dsyevr, asked for the top one
+ * only), as a norm: sqrt, 0 when not positive. dsyevr may return more than the one eigenvalue
+ * asked for when the top one is repeated (identity, permutation or zero weights: all equal), so
+ * w and isuppz have room for all n. g is overwritten. */
+static tsc_status_t lapack_top_eigenvalue(double *g, size_t n, double *out) {
+    double *ev = malloc(n * sizeof *ev);
+    lapack_int *isuppz = malloc(2 * n * sizeof *isuppz), found = 0;
+    if (!ev || !isuppz) {
+        free(ev), free(isuppz);
+        return tsc_error_set(TSC_ERR_NOMEM, "spectral norm: no memory for %zu eigenvalues", n);
+    }
+    /* g is symmetric and full: column-major is the same matrix, and LAPACKE copies nothing */
+    lapack_int info = LAPACKE_dsyevr(LAPACK_COL_MAJOR, 'N', 'I', 'U', (lapack_int)n, g, (lapack_int)n, 0.0, 0.0,
+                                     (lapack_int)n, (lapack_int)n, 0.0, &found, ev, NULL, 1, isuppz);
+    if (info != 0 || found < 1 || (size_t)found > n) {
+        free(ev), free(isuppz);
+        return tsc_error_set(TSC_ERR_EXTERNAL, "LAPACKE_dsyevr on a %zu x %zu Gram matrix failed: info %d, %d found",
+                             n, n, (int)info, (int)found);
+    }
+    double top = ev[0]; /* the largest of those found */
+    for (lapack_int i = 1; i < found; i++)
+        if (ev[i] > top) top = ev[i];
+    *out = top > 0 ? sqrt(top) : 0.0;
+    free(ev), free(isuppz);
+    return TSC_OK;
+}
+
 tsc_status_t tsc_linalg_spectral_norm(const float *w, size_t rows, size_t cols, int max_iter, double tol,
                                       double *power, int *iters, double *lapack) {
     if (!w || !power || rows == 0 || cols == 0)
@@ -298,18 +325,11 @@ tsc_status_t tsc_linalg_spectral_norm(const float *w, size_t rows, size_t cols, 
     }
     *power = sqrt(lam);
     if (lapack) {
-        /* LAPACK's largest eigenvalue of the same Gram matrix (dsyevr, only the top one). */
-        lapack_int found = 0, isuppz[2];
-        double ev[1];
-        /* g is symmetric and full: column-major is the same matrix, and LAPACKE copies nothing */
-        lapack_int info = LAPACKE_dsyevr(LAPACK_COL_MAJOR, 'N', 'I', 'U', (lapack_int)n, g, (lapack_int)n, 0.0, 0.0,
-                                         (lapack_int)n, (lapack_int)n, 0.0, &found, ev, NULL, 1, isuppz);
-        if (info != 0 || found != 1) {
+        tsc_status_t st = lapack_top_eigenvalue(g, n, lapack);
+        if (st != TSC_OK) {
             free(g);
-            return tsc_error_set(TSC_ERR_EXTERNAL, "LAPACKE_dsyevr on a %zu x %zu Gram matrix failed: info %d", n, n,
-                                 (int)info);
+            return st;
         }
-        *lapack = ev[0] > 0 ? sqrt(ev[0]) : 0.0;
     }
     free(g);
     return TSC_OK;

@@ -127,9 +127,9 @@ typedef struct {
 } tsc_layer_result_t;
 
 typedef struct {
-    char dump_path[1024];
+    char *dump_path;             /* owned, as given */
     char hp[TSC_POLICY_STR_MAX], lp[TSC_POLICY_STR_MAX];
-    char selection[512];
+    char *selection;             /* owned: the selection's canonical text (tsc_select_format) */
     int B, H, Hkv, T, D, C, n_layer;
     double scale;
     int causal;
@@ -143,6 +143,9 @@ typedef struct {
     double tie_eps;
     int64_t n_skipped_heads;
     double wq_head_norm_max_rel_diff;      /* power vs LAPACK over every per-head w_q norm */
+    uint8_t *feature_flags;                /* [n_heads, D]: 1 where the feature is flagged (pooled over
+                                              steps): every flagged feature, where flagged_features lists
+                                              the first TSC_ANALYSIS_MAX_FLAGGED */
 } tsc_analysis_t;
 
 /* Runs the analysis of dump_path, writing out_dir/analysis.h5 (out_dir must exist). On success

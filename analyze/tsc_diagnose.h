@@ -63,7 +63,7 @@ TSC_API void tsc_diagnose_opts_init(tsc_diagnose_opts_t *o);
 
 /* One at-risk (layer, head). The bias measured for every policy X is
  *   B(X) = sum over the analysed steps, batch rows, tie rows T and the head's flagged features i
- *          (all features when none is flagged) of dO[T, i] * (O_X - O_hp)[T, i],
+ *          (every one of them; all head_dim features when none is flagged) of dO[T, i] * (O_X - O_hp)[T, i],
  * the part of sum_T(delta_X - delta_hp) those features carry (PAPER.md §5); ratios are B(X)/B(lp).
  * Tie rows: rows with >= 2 exact maxima in lp's scores, where the mechanism of PAPER.md §5 acts;
  * other rows only add zero-mean rounding noise that would hide what a substitution removes (all
@@ -79,7 +79,9 @@ typedef struct {
     double delta_cumsum;               /* that sum, signed */
     double delta_p;                    /* sign-test p of the delta differences at the examined step */
     int n_features;
-    int features[TSC_ANALYSIS_MAX_FLAGGED]; /* flagged features (pooled), or none: all were used */
+    int features[TSC_ANALYSIS_MAX_FLAGGED]; /* the first flagged features (pooled), or none: all were used */
+    int n_features_summed;             /* features B sums over: every flagged one (n_features lists at most
+                                          TSC_ANALYSIS_MAX_FLAGGED of them), or all head_dim when none is */
     double feature_mean_ulp;           /* pooled mean O error of the first flagged feature (ULPs) */
     double bias_lp;                    /* B(lp) over the replayed steps */
     int flagged, delta_biased;
@@ -119,7 +121,8 @@ typedef struct {
 } tsc_diagnosis_t;
 
 /* Runs the workflow (writes out_dir/analysis.h5 through the analysis). Errors as
- * tsc_analysis_run; on failure *out is NULL. */
+ * tsc_analysis_run, and TSC_ERR_UNSUPPORTED for more than TSC_DIAG_MAX_BETAS betas; on failure
+ * *out is NULL. */
 TSC_API tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const tsc_diagnose_opts_t *opts,
                               tsc_diagnosis_t **out);
 TSC_API void tsc_diagnose_free(tsc_diagnosis_t *d);

@@ -233,7 +233,7 @@ tsc_status_t tsc_capture_pack(const char *session_dir, const char *out_path, int
     if (!steps) { tsc_dump_close(d); return tsc_error_set(TSC_ERR_NOMEM, "packing %s: out of memory", session_dir); }
     for (int i = 0; i < n; i++) steps[i] = tsc_dump_step_at(d, i);
     tsc_dump_close(d);
-    qsort(steps, (size_t)n, sizeof *steps, cmp_ll);
+    if (n > 1) qsort(steps, (size_t)n, sizeof *steps, cmp_ll);
 
     /* session.h5 already holds every root attribute: start from a copy of it. */
     st = copy_file(sp, tmp);

@@ -311,7 +311,7 @@ tsc_status_t tsc_dump_open(tsc_dump_t **out, const char *path) {
             d->incomplete = inc;
         d->size = file_size(path);
     }
-    qsort(d->steps, (size_t)d->n_steps, sizeof *d->steps, cmp_ll);
+    if (d->n_steps > 1) qsort(d->steps, (size_t)d->n_steps, sizeof *d->steps, cmp_ll); /* NULL when none */
     *out = d;
     return TSC_OK;
 fail:
@@ -655,22 +655,30 @@ int tsc_dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn fn, void *ctx)
                d->incomplete);
     if (d->n_steps == 0) report(fn, ctx, 1, &errors, "the dump holds no complete step");
     static const char *required[] = {"q", "k", "v"}, *expected[] = {"o", "do", "lse"};
-    int *layers = malloc(sizeof(int) * (size_t)(m->n_layer + 64));
+    int *layers = NULL; /* [n_layers_cap], grown to each step's group count */
+    int n_layers_cap = 0;
     size_t slice_max = (size_t)m->seq_len * (size_t)(m->head_dim > m->d_model ? m->head_dim : m->d_model) * 8 + 64;
     void *buf = malloc(slice_max);
-    if (!layers || !buf) {
-        free(layers);
-        free(buf);
+    if (!buf) {
         report(fn, ctx, 2, &errors, "out of memory while validating");
         return errors;
     }
     for (int si = 0; si < d->n_steps; si++) {
         long long step = d->steps[si];
         int nl = 0;
-        tsc_status_t st = tsc_dump_layers(d, step, layers, m->n_layer + 64, &nl);
+        tsc_status_t st = tsc_dump_layers(d, step, NULL, 0, &nl); /* count, then list every group */
+        if (st == TSC_OK && nl > n_layers_cap) {
+            int *grown = realloc(layers, sizeof(int) * (size_t)nl);
+            if (!grown) {
+                report(fn, ctx, 2, &errors, "step %lld: out of memory for %d layer groups", step, nl);
+                continue;
+            }
+            layers = grown, n_layers_cap = nl;
+        }
+        if (st == TSC_OK) st = tsc_dump_layers(d, step, layers, n_layers_cap, &nl);
         if (st != TSC_OK) { report(fn, ctx, 2, &errors, "step %lld: %s", step, tsc_error_last()); continue; }
         if (nl == 0) report(fn, ctx, 1, &errors, "step %lld holds no layer", step);
-        if (nl > m->n_layer + 64) nl = m->n_layer + 64;
+        if (nl > n_layers_cap) nl = n_layers_cap; /* the file changed between the two listings */
         for (int li = 0; li < nl; li++) {
             int layer = layers[li];
             if (layer >= m->n_layer)

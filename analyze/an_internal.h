@@ -1,0 +1,198 @@
+/* an_internal.h: the pieces of `tilescope analyze` (tsc_analysis.h) shared by its files.
+ *
+ * analysis.c is the driver: it opens the dump, resolves the policies and the selection (an_run_t),
+ * and for every (step, layer) replays each selected head (an_head_t, one per thread) and hands
+ * each measurement the few arrays it needs, as a small view:
+ *   an_bias.c      a: error summaries, per-feature bias, the top feature; the pooled flags
+ *   an_ties.c      b: ties, P-bar = 1 and sinks from the lp scores
+ *   an_census.c    c: the rounding census of the P-bar V additions
+ *   an_probe.c     d: the automatic probe and the O-bar_error(t) curves
+ *   an_rank1.c     e: identity (1) and the rank-1 decomposition of the dW^Q error
+ *   an_spectral.c  f: spectral norms of the weights
+ *   an_output.c    the (step, layer) groups and the cumulative arrays of analysis.h5
+ * Internal to the analyze layer (no TSC_API). */
+#ifndef TSC_AN_INTERNAL_H
+#define TSC_AN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tsc_analysis.h"
+#include "tsc_attention.h"
+#include "tsc_dump.h"
+#include "tsc_h5.h"
+#include "tsc_stats.h"
+
+/* What is fixed for the whole run. */
+typedef struct {
+    const tsc_analysis_opts_t *o;
+    tsc_analysis_t *a;
+    tsc_dump_t *d;
+    const tsc_dump_meta_t *m;
+    tsc_policy_t hp, lp, lp_hd;
+    tsc_format_t o_fmt, delta_fmt, out_fmt, v_fmt;
+    int B, H, Hkv, T, D, C, N; /* N: rank-1 terms per head */
+    int nb, nh, nL;            /* selected batch rows, heads; analysed layers */
+    int *bs, *hs, *layers;     /* [nb], [nh], [nL] (layers sorted) */
+} an_run_t;
+
+/* The per (step, layer) output arrays, indexed by the head's position hi in the selection. */
+typedef struct {
+    int has_o;                    /* the dump has o at this (step, layer) */
+    double *f_ulp, *f_val, *f_p;  /* [nh, D] */
+    int64_t *f_flag;              /* [nh, D] */
+    double *dd;                   /* [nh, nb, T] delta_lp - delta_hp */
+    int64_t *sink;                /* [nh, T] */
+    double *curve, *curve_c;      /* [nh, T] O-bar_error, automatic and chosen probe */
+    int64_t *probe;               /* [nh, 3] */
+    double *cos, *sv;             /* [nh, N, N], [nh, N] */
+    int has_rank1;
+} an_group_t;
+
+/* Per (layer, head, feature) moments pooled over the analysed steps and batch rows: the flag test. */
+typedef struct {
+    tsc_moments_t *u;  /* (O_lp - O_hp)/ulp per row, [nL, nh, D] */
+    tsc_moments_t *c;  /* delta contributions dO * (O_lp - O_hp) per row, [nL, nh, D] */
+} an_pool_t;
+
+/* The top rank-1 term of each (step, layer, head), for the across-step similarity. */
+typedef struct {
+    int S;
+    double *top_a, *top_b;  /* [S, nL, nh, D], [S, nL, nh, C] */
+    int8_t *has;            /* [S, nL, nh] */
+} an_across_t;
+
+/* The rank-1 candidates of one head: the N tokens with the largest |coeff|. */
+typedef struct {
+    int n, cap, D, C;
+    double *coeff, *a, *b;  /* [cap], [cap, D], [cap, C] */
+} an_cand_t;
+
+/* One thread's scratch for one head (see tsc_analysis.h for the memory bound). */
+typedef struct {
+    float *q, *k, *v, *dO, *od, *o_hp, *o_lp, *dq_lp, *dq_hd, *vr, *x; /* [T, D]; x [T, C] */
+    float *lse_hp, *lse_lp, *dl_hp, *dl_lp, *dl_hd;                    /* [T] */
+    double *kd, *pk, *pblk, *xd;          /* kd, pk [T, D], pblk [AN_PK_ROWS, T], xd [T, C] */
+    double *dw, *dwt;                     /* [D, C] */
+    double *expct;                        /* [T] expected row-max count per key */
+    float *o_hp_all, *o_lp_all, *dO_all;  /* [nb, T, D] */
+    float *dl_hp_all, *dl_lp_all;         /* [nb, T] */
+    uint8_t *evt;                         /* [nb, T, D] census events */
+    uint8_t *tie_row;                     /* [nb, T] rows with >= 2 exact maxima */
+    tsc_attn_trace_t tr;
+    int tr_b;                             /* batch row the trace holds, -1 none */
+    an_cand_t cand;
+    int has_rank1;                        /* this thread filled rank-1 rows of the group */
+} an_scratch_t;
+
+enum { AN_PK_ROWS = 64 };
+
+static inline int an_n_visible(int causal, int T, int t) { return causal ? t + 1 : T; }
+
+/* a: bias */
+typedef struct {
+    const float *o_lp, *o_hp, *dO;   /* [n_rows, D] */
+    const float *dl_lp, *dl_hp;      /* [n_rows] */
+    size_t n_rows;
+    int D;
+    tsc_format_t o_fmt, delta_fmt;
+    double *f_ulp, *f_val, *f_p;     /* [D]: this head's rows of the group arrays */
+    tsc_moments_t *pool_u, *pool_c;  /* [D]: this (layer, head)'s pooled moments */
+    int64_t n_head_tests;
+    const tsc_flag_rule_t *rule;
+} an_bias_view_t;
+void an_bias_measure(const an_bias_view_t *v, tsc_head_result_t *r);
+/* The flags pooled per (layer, head, feature) into the head records and cumulative/feature_*. */
+tsc_status_t an_flags_pool(const an_run_t *R, const an_pool_t *pool, hid_t fid);
+
+/* b: ties and sinks */
+typedef struct {
+    const double *s, *pbar;  /* lp trace [T, T] */
+    int T, causal;
+    double tie_eps;
+    int64_t *sink;           /* [T] rows whose max each key holds */
+    double *expct;           /* [T] the same expected with the max at a uniformly random visible key */
+    uint8_t *tie_row;        /* [T] this batch row's rows with >= 2 exact maxima */
+} an_ties_view_t;
+void an_ties_rows(const an_ties_view_t *v, tsc_head_result_t *r);
+void an_sinks(const int64_t *sink, const double *expct, int T, int64_t n_rows, tsc_head_result_t *r);
+
+/* c: census */
+typedef struct {
+    const tsc_attn_trace_t *tr;
+    const float *vr;         /* v rounded to lp's v format [T, D] */
+    int T, D, causal;
+    tsc_format_t out_fmt;
+    uint8_t *evt;            /* [T, D] of this batch row */
+} an_census_view_t;
+void an_census_rows(const an_census_view_t *v, tsc_head_result_t *r);
+double an_census_share(const float *o_lp, const float *o_hp, const uint8_t *evt, size_t n);
+
+/* d: probes */
+typedef struct {
+    const float *o_lp, *o_hp;  /* [n_rows, D] */
+    const uint8_t *tie_row;    /* [n_rows] */
+    size_t n_rows;
+    int D;
+} an_probe_view_t;
+/* The row (over nb*T) with the largest error of feature i in sign sgn, among the tie rows when any. */
+size_t an_probe_pick(const an_probe_view_t *v, int i, double sgn, double *err);
+typedef struct {
+    const tsc_attn_trace_t *tr;
+    const float *q, *k, *v, *vr;  /* [T, D] */
+    int T, D, causal;
+    double scale;
+    tsc_format_t out_fmt;
+} an_curve_view_t;
+void an_obar_curve(const an_curve_view_t *v, int t, int i, double *out);
+
+/* e: identity (1) and rank-1 */
+typedef struct {
+    const tsc_attn_trace_t *tr;
+    const float *k, *lse_lp;     /* [T, D], [T] */
+    int T, D, causal;
+    double *kd, *pblk, *pk;      /* scratch [T, D], [AN_PK_ROWS, T]; out [T, D] */
+} an_pk_view_t;
+void an_pk_from_trace(const an_pk_view_t *v);
+tsc_status_t an_identity_row(const float *dq_hd, const float *dq_lp, const float *dl_hd, const float *dl_lp,
+                             const double *pk, int T, int D, double scale, double *res, double *lhs);
+typedef struct {
+    const double *coeff, *pk, *xd;  /* [T], [T, D], [T, C] */
+    int T, D, C;
+    double scale;
+    double *dw, *dwt;               /* [D, C]: running sum, scratch */
+    double *term_sq;                /* running sum of |a PK[T]^T X[T]|_F^2 */
+    an_cand_t *cand;
+} an_dwq_view_t;
+tsc_status_t an_dwq_row(const an_dwq_view_t *v);
+typedef struct {
+    const an_cand_t *cand;
+    const double *dw;          /* [D, C] */
+    double term_sq, scale;
+    int N;
+    double *sv, *cos;          /* this head's rows [N], [N, N] of the group arrays */
+    double *top_a, *top_b;     /* [D], [C]: this (step, layer, head)'s across-step slot */
+    int8_t *top_has;
+} an_rank1_view_t;
+tsc_status_t an_rank1_finish(const an_rank1_view_t *v, tsc_head_result_t *r, int *filled);
+
+/* f: spectral norms (writes w_norm*, wq_head_norm* into g) */
+tsc_status_t an_spectral(const an_run_t *R, hid_t g, long long step, int layer, tsc_layer_result_t *lr);
+
+/* output */
+tsc_status_t an_write_group(const an_run_t *R, const an_group_t *G, hid_t g);
+tsc_status_t an_write_cumulative(const an_run_t *R, const an_across_t *ac, hid_t fid, const char *path);
+
+/* Index of v in a[0..n) (it is there). */
+static inline size_t an_index_ll(const long long *a, long long v) {
+    size_t i = 0;
+    while (a[i] != v) i++;
+    return i;
+}
+static inline size_t an_index_int(const int *a, int v) {
+    size_t i = 0;
+    while (a[i] != v) i++;
+    return i;
+}
+
+#endif
