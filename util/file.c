@@ -56,7 +56,7 @@ tsc_status_t tsc_out_check(const char *path) {
     if (!path || !*path) return tsc_error_set(TSC_ERR_ARG, "empty output path");
     if (stat(path, &s) != 0) {
         if (errno == ENOENT) return TSC_OK;
-        return tsc_error_set(TSC_ERR_IO, "%s: cannot use as output: %s", path, strerror(errno));
+        return tsc_error_set(TSC_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
     }
     if (S_ISREG(s.st_mode)) return TSC_OK;
     const char *what = S_ISDIR(s.st_mode) ? "a directory" : S_ISFIFO(s.st_mode) ? "a FIFO"
