@@ -390,6 +390,13 @@ static hid_t attr_open(hid_t obj, const char *name, tsc_status_t *st) {
     return a;
 }
 
+/* Closes an open attribute with its type and dataspace (either may be invalid). */
+static void attr_close(hid_t a, hid_t t, hid_t s) {
+    if (t >= 0) H5Tclose(t);
+    if (s >= 0) H5Sclose(s);
+    H5Aclose(a);
+}
+
 static tsc_status_t h5_attr_read_str(hid_t obj, const char *name, char *value, size_t cap) {
     char where[2048];
     tsc_status_t st;
@@ -424,9 +431,7 @@ static tsc_status_t h5_attr_read_str(hid_t obj, const char *name, char *value, s
         free(buf);
     }
     if (m >= 0) H5Tclose(m);
-    if (t >= 0) H5Tclose(t);
-    if (s >= 0) H5Sclose(s);
-    H5Aclose(a);
+    attr_close(a, t, s);
     return st;
 }
 
@@ -465,9 +470,7 @@ static tsc_status_t attr_read_num(hid_t obj, const char *name, int as_double, vo
         }
         free(buf);
     }
-    if (t >= 0) H5Tclose(t);
-    if (s >= 0) H5Sclose(s);
-    H5Aclose(a);
+    attr_close(a, t, s);
     return st;
 }
 
