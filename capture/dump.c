@@ -317,7 +317,8 @@ static tsc_status_t dump_open(tsc_dump_t **out, const char *path) {
             d->incomplete = inc;
         d->size = file_size(path);
     }
-    qsort(d->steps, (size_t)d->n_steps, sizeof *d->steps, tsc_cmp_ll);
+    /* steps is NULL when there is none (qsort must not be handed NULL) */
+    if (d->n_steps > 1) qsort(d->steps, (size_t)d->n_steps, sizeof *d->steps, tsc_cmp_ll);
     *out = d;
     return TSC_OK;
 fail:
