@@ -41,9 +41,10 @@ extern "C" {
  * callers still compile and link. */
 TSC_API void tsc_h5_init(void);
 
-/* The one lock around libtilescope's HDF5 calls. Debian's libhdf5 is not thread-safe, so every
- * thread of the library (OpenMP workers of analyze/diagnose included) takes this lock before
- * calling HDF5. It is recursive: a function holding it may call helpers that take it again.
+/* The one lock around libtilescope's HDF5 calls. A libhdf5 built without its thread-safe option
+ * must not be entered from two threads at once (Debian 12's is built with it; others may not be),
+ * and the error-handler save/restore of tsc_h5_enter needs one owner, so every thread of the
+ * library (OpenMP workers of analyze/diagnose included) takes this lock before calling HDF5. It is recursive: a function holding it may call helpers that take it again.
  * Pairs must nest; tsc_h5_unlock without a matching lock is a bug. */
 TSC_API void tsc_h5_lock(void);
 TSC_API void tsc_h5_unlock(void);
