@@ -108,7 +108,7 @@ tsc_status_t an_flags_pool(const an_run_t *R, const an_pool_t *pool, hid_t fid) 
             (st = tsc_h5_write_ints(g, "feature_flag", 3, d3, p.pf, "layer,head,feature", "bool"))) {
             /* st carries the error */
         }
-        H5Gclose(g);
+        tsc_h5_close(g);
     }
     pooled_free(&p);
     return st;

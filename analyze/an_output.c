@@ -112,11 +112,13 @@ static tsc_status_t cumul_norms(const an_run_t *R, cumul_t *u, hid_t fid, const 
         char gname[96];
         snprintf(gname, sizeof gname, "step_%08lld/layer_%03d/wq_head_norm", lr->step, lr->layer);
         if (!tsc_h5_exists(fid, gname)) continue;
-        hid_t ds_id = H5Dopen2(fid, gname, H5P_DEFAULT);
-        if (ds_id < 0) continue;
-        if (H5Dread(ds_id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, u->wqh + x * u->H) < 0)
+        double *v = NULL;
+        int rank = 0;
+        long long dims[1] = {0};
+        if (tsc_h5_read_doubles(fid, gname, 1, &v, &rank, dims) != TSC_OK || dims[0] != (long long)u->H)
             st = tsc_error_set(TSC_ERR_IO, "%s: cannot read back %s", path, gname);
-        H5Dclose(ds_id);
+        else memcpy(u->wqh + x * u->H, v, sizeof *v * (size_t)u->H);
+        free(v);
     }
     return st;
 }
@@ -166,7 +168,7 @@ static tsc_status_t cumul_write(const cumul_t *u, hid_t fid) {
         (st = tsc_h5_write_doubles(g, "rank1_cos_steps", 4, dcs, u->cosS, "layer,head,step,step", "1"))) {
         /* st carries the error */
     }
-    H5Gclose(g);
+    tsc_h5_close(g);
     return st;
 }
 

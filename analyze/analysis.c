@@ -563,11 +563,13 @@ static tsc_status_t open_output(run_t *u, const char *out_dir, char **pathp) {
     if (st != TSC_OK) return st;
     u->file_open = 1;
     hid_t fid = u->f.fid;
+    char producer[64];
+    snprintf(producer, sizeof producer, "tilescope-analyze %s", tsc_version());
     if ((st = tsc_h5_attr_write_str(fid, "format", TSC_ANALYSIS_FORMAT_NAME)) ||
         (st = tsc_h5_attr_write_long(fid, "format_version", TSC_ANALYSIS_FORMAT_VERSION)) ||
         (st = tsc_h5_attr_write_str(fid, "dump", a->dump_path)) || (st = tsc_h5_attr_write_str(fid, "hp", a->hp)) ||
         (st = tsc_h5_attr_write_str(fid, "lp", a->lp)) || (st = tsc_h5_attr_write_str(fid, "selection", a->selection)) ||
-        (st = tsc_h5_attr_write_str(fid, "producer", "tilescope-analyze " TSC_VERSION)))
+        (st = tsc_h5_attr_write_str(fid, "producer", producer)))
         return st;
     return TSC_OK;
 }
@@ -612,7 +614,7 @@ static tsc_status_t run_pair(run_t *u, int p) {
     }
     if (st == TSC_OK) st = an_write_group(R, &u->G, g);
     if (st == TSC_OK) st = an_spectral(R, g, step, layer, &a->layers[a->n_layers_res++]);
-    H5Gclose(g);
+    tsc_h5_close(g);
     return st;
 }
 

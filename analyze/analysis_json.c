@@ -236,7 +236,9 @@ void tsc_analysis_summary_json_ex(const tsc_analysis_t *a, tsc_json_t *j, tsc_su
     tsc_json_object_begin(j);
     tsc_json_kv_string(j, "format", "tilescope-summary");
     tsc_json_kv_int(j, "format_version", TSC_ANALYSIS_FORMAT_VERSION);
-    tsc_json_kv_string(j, "producer", "tilescope " TSC_VERSION);
+    char producer[64];
+    snprintf(producer, sizeof producer, "tilescope %s", tsc_version());
+    tsc_json_kv_string(j, "producer", producer);
     tsc_json_kv_string(j, "dump", a->dump_path);
     tsc_json_kv_string(j, "hp", a->hp);
     tsc_json_kv_string(j, "lp", a->lp);

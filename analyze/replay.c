@@ -234,7 +234,7 @@ static tsc_status_t write_group(hid_t fid, const char *path, const tsc_replay_t 
         st = f64 ? tsc_h5_write_doubles(g, names[k], rank, d4, data[k], lab, NULL)
                  : tsc_h5_write_floats(g, names[k], rank, d4, data[k], lab, NULL);
     }
-    H5Gclose(g);
+    tsc_h5_close(g);
     return st;
 }
 
@@ -245,7 +245,9 @@ static tsc_status_t write_root(hid_t fid, const tsc_replay_t *r) {
     if (st == TSC_OK) st = tsc_h5_attr_write_str(fid, "source", r->dump_path);
     if (st == TSC_OK) st = tsc_h5_attr_write_str(fid, "source_policy", m->policy);
     if (st == TSC_OK) st = tsc_h5_attr_write_str(fid, "selection", r->selection);
-    if (st == TSC_OK) st = tsc_h5_attr_write_str(fid, "producer", "tilescope replay " TSC_VERSION);
+    char producer[64];
+    snprintf(producer, sizeof producer, "tilescope replay %s", tsc_version());
+    if (st == TSC_OK) st = tsc_h5_attr_write_str(fid, "producer", producer);
     if (st == TSC_OK) st = tsc_h5_attr_write_long(fid, "n_policies", r->n_policies);
     if (st == TSC_OK) st = tsc_h5_attr_write_long(fid, "backward", r->backward);
     const long geo[6] = {m->batch, m->n_head, m->n_kv_head, m->seq_len, m->head_dim, m->causal};
@@ -313,7 +315,7 @@ static tsc_status_t run_pair(tsc_replay_t *r, hid_t fid, bufs_t *b, long long st
     char lpath[64];
     snprintf(lpath, sizeof lpath, "step_%08lld/layer_%03d", step, L);
     hid_t g;
-    if ((st = tsc_h5_group_create(fid, lpath, &g)) == TSC_OK) H5Gclose(g);
+    if ((st = tsc_h5_group_create(fid, lpath, &g)) == TSC_OK) tsc_h5_close(g);
     return st;
 }
 
@@ -336,7 +338,7 @@ static tsc_status_t write_policy_groups(hid_t fid, tsc_replay_t *r) {
                                     "delta_rel", "delta_signed_mean", "delta_signed_sum"};
             for (int i = 0; i < 8 && st == TSC_OK; i++) st = tsc_h5_attr_write_double(g, names[i], vals[i]);
         }
-        H5Gclose(g);
+        tsc_h5_close(g);
         if (st != TSC_OK) return st;
     }
     return TSC_OK;

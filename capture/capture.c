@@ -2,6 +2,8 @@
  * each renamed into place when complete, packed into one dump at the end. */
 #include "tsc_capture.h"
 #include "tsc_h5.h"
+#include "capture_internal.h"
+#include "tsc_file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -29,13 +31,15 @@ static int store_fmt_of(const tsc_capture_t *s, tsc_format_t src) {
     return s->opts.store_fmt > 0 ? s->opts.store_fmt - 1 : (int)src;
 }
 
-tsc_status_t tsc_capture_open(tsc_capture_t **out, const char *path, const tsc_dump_meta_t *meta,
-                              const tsc_capture_opts_t *opts) {
-    tsc_h5_init();
+static tsc_status_t capture_open(tsc_capture_t **out, const char *path, const tsc_dump_meta_t *meta,
+                                 const tsc_capture_opts_t *opts) {
     *out = NULL;
     if (!path || !*path) return tsc_error_set(TSC_ERR_ARG, "capture: empty output path");
     if (strlen(path) >= 4000) return tsc_error_set(TSC_ERR_ARG, "capture: path too long");
-    tsc_status_t st = tsc_dump_meta_check(meta);
+    /* the dump is packed onto path at the end: refuse a directory, FIFO or device now */
+    tsc_status_t st = tsc_out_check(path);
+    if (st != TSC_OK) return tsc_error_wrap(st, "capture: ");
+    st = tsc_dump_meta_check(meta);
     if (st != TSC_OK) return tsc_error_wrap(st, "capture %s: ", path);
     tsc_capture_t *s = calloc(1, sizeof *s);
     if (!s) return tsc_error_set(TSC_ERR_NOMEM, "capture %s: out of memory", path);
@@ -86,13 +90,18 @@ tsc_status_t tsc_capture_open(tsc_capture_t **out, const char *path, const tsc_d
     return TSC_OK;
 }
 
+tsc_status_t tsc_capture_open(tsc_capture_t **out, const char *path, const tsc_dump_meta_t *meta,
+                              const tsc_capture_opts_t *opts) {
+    TSC_H5_SCOPED(tsc_status_t, capture_open(out, path, meta, opts));
+}
+
 int tsc_capture_wants(const tsc_capture_t *s, long long step, int layer) {
     return tsc_select_set_has(&s->sel.steps, step) && (layer < 0 || tsc_select_set_has(&s->sel.layers, layer));
 }
 
 int tsc_capture_n_steps(const tsc_capture_t *s) { return s->n_done; }
 
-tsc_status_t tsc_capture_step_begin(tsc_capture_t *s, long long step) {
+static tsc_status_t capture_step_begin(tsc_capture_t *s, long long step) {
     if (s->w) { tsc_dump_writer_abort(s->w); s->w = NULL; }
     s->active = 0;
     if (step < 0 || step <= s->last_step)
@@ -110,8 +119,12 @@ tsc_status_t tsc_capture_step_begin(tsc_capture_t *s, long long step) {
     return TSC_OK;
 }
 
-tsc_status_t tsc_capture_put(tsc_capture_t *s, int layer, const char *name, tsc_format_t fmt, int rank,
-                             const uint64_t *dims, const void *data) {
+tsc_status_t tsc_capture_step_begin(tsc_capture_t *s, long long step) {
+    TSC_H5_SCOPED(tsc_status_t, capture_step_begin(s, step));
+}
+
+static tsc_status_t capture_put(tsc_capture_t *s, int layer, const char *name, tsc_format_t fmt, int rank,
+                                const uint64_t *dims, const void *data) {
     if (s->cur_step < 0) return tsc_error_set(TSC_ERR_ARG, "capture %s: put('%s') outside a step", s->path, name);
     if (!s->active || !tsc_select_set_has(&s->sel.layers, layer)) return TSC_OK;
     if (!data) return tsc_error_set(TSC_ERR_ARG, "capture %s: put('%s'): NULL data", s->path, name);
@@ -151,7 +164,12 @@ tsc_status_t tsc_capture_put(tsc_capture_t *s, int layer, const char *name, tsc_
     return TSC_OK;
 }
 
-tsc_status_t tsc_capture_step_end(tsc_capture_t *s) {
+tsc_status_t tsc_capture_put(tsc_capture_t *s, int layer, const char *name, tsc_format_t fmt, int rank,
+                             const uint64_t *dims, const void *data) {
+    TSC_H5_SCOPED(tsc_status_t, capture_put(s, layer, name, fmt, rank, dims, data));
+}
+
+static tsc_status_t capture_step_end(tsc_capture_t *s) {
     if (s->cur_step < 0) return tsc_error_set(TSC_ERR_ARG, "capture %s: step_end without step_begin", s->path);
     long long step = s->cur_step;
     s->cur_step = -1;
@@ -171,7 +189,11 @@ tsc_status_t tsc_capture_step_end(tsc_capture_t *s) {
     return TSC_OK;
 }
 
-tsc_status_t tsc_capture_close(tsc_capture_t *s) {
+tsc_status_t tsc_capture_step_end(tsc_capture_t *s) {
+    TSC_H5_SCOPED(tsc_status_t, capture_step_end(s));
+}
+
+static tsc_status_t capture_close(tsc_capture_t *s) {
     if (!s) return TSC_OK;
     if (s->w) tsc_dump_writer_abort(s->w);
     tsc_status_t st = TSC_OK;
@@ -180,16 +202,20 @@ tsc_status_t tsc_capture_close(tsc_capture_t *s) {
     return st;
 }
 
+tsc_status_t tsc_capture_close(tsc_capture_t *s) {
+    TSC_H5_SCOPED(tsc_status_t, capture_close(s));
+}
+
 /* ---- packing ---------------------------------------------------------------------------------- */
 
 static tsc_status_t copy_file(const char *from, const char *to) {
     int in = open(from, O_RDONLY);
     if (in < 0) return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", from, strerror(errno));
-    int outfd = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int outfd = open(to, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
     if (outfd < 0) {
         int err = errno;
         close(in);
-        return tsc_error_set(TSC_ERR_IO, "%s: cannot create: %s", to, strerror(err));
+        return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", to, strerror(err));
     }
     char buf[1 << 16];
     tsc_status_t st = TSC_OK;
@@ -213,36 +239,32 @@ static tsc_status_t copy_file(const char *from, const char *to) {
     return st;
 }
 
-static int cmp_ll(const void *a, const void *b) {
-    long long x = *(const long long *)a, y = *(const long long *)b;
-    return x < y ? -1 : x > y;
-}
-
-tsc_status_t tsc_capture_pack(const char *session_dir, const char *out_path, int remove_folder) {
-    tsc_h5_init();
-    char sp[4300], tmp[4300];
-    snprintf(sp, sizeof sp, "%s/session.h5", session_dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_path, (long)getpid());
-    /* The session's own reader lists the complete steps and the incomplete one. */
+/* The complete steps of a session folder, ascending (*steps malloc'ed), and its incomplete one. */
+static tsc_status_t session_steps(const char *session_dir, long long **steps, int *n, long long *incomplete) {
     tsc_dump_t *d;
     tsc_status_t st = tsc_dump_open(&d, session_dir);
     if (st != TSC_OK) return st;
-    int n = tsc_dump_n_steps(d);
-    long long incomplete = tsc_dump_incomplete_step(d);
-    long long *steps = malloc(sizeof(long long) * (size_t)(n + 1));
-    if (!steps) { tsc_dump_close(d); return tsc_error_set(TSC_ERR_NOMEM, "packing %s: out of memory", session_dir); }
-    for (int i = 0; i < n; i++) steps[i] = tsc_dump_step_at(d, i);
+    *n = tsc_dump_n_steps(d);
+    *incomplete = tsc_dump_incomplete_step(d);
+    *steps = malloc(sizeof(long long) * (size_t)(*n + 1));
+    if (!*steps) st = tsc_error_set(TSC_ERR_NOMEM, "packing %s: out of memory", session_dir);
+    for (int i = 0; st == TSC_OK && i < *n; i++) (*steps)[i] = tsc_dump_step_at(d, i);
     tsc_dump_close(d);
-    if (n > 1) qsort(steps, (size_t)n, sizeof *steps, cmp_ll);
+    if (st == TSC_OK && *n > 1) qsort(*steps, (size_t)*n, sizeof **steps, tsc_cmp_ll);
+    return st;
+}
 
-    /* session.h5 already holds every root attribute: start from a copy of it. */
-    st = copy_file(sp, tmp);
-    hid_t fid = H5I_INVALID_HID;
-    if (st == TSC_OK) {
-        fid = H5Fopen(tmp, H5F_ACC_RDWR, H5P_DEFAULT);
-        if (fid < 0) st = tsc_error_set(TSC_ERR_IO, "packing %s: cannot open the copy %s", session_dir, tmp);
-    }
-    if (st == TSC_OK && incomplete >= 0) st = tsc_h5_attr_write_long(fid, "incomplete_step", (long)incomplete);
+/* Writes the packed dump into tmp: a copy of session.h5 (it holds every root attribute) plus
+ * each step's group, copied as stored (H5Ocopy keeps chunks and filters, converts nothing). */
+static tsc_status_t pack_into(const char *session_dir, const char *tmp, const long long *steps, int n,
+                              long long incomplete) {
+    char sp[4300];
+    snprintf(sp, sizeof sp, "%s/session.h5", session_dir);
+    tsc_status_t st = copy_file(sp, tmp);
+    if (st != TSC_OK) return st;
+    hid_t fid = H5Fopen(tmp, H5F_ACC_RDWR, H5P_DEFAULT);
+    if (fid < 0) return tsc_error_set(TSC_ERR_IO, "packing %s: cannot open the copy %s", session_dir, tmp);
+    if (incomplete >= 0) st = tsc_h5_attr_write_long(fid, "incomplete_step", (long)incomplete);
     for (int i = 0; st == TSC_OK && i < n; i++) {
         char stp[4400], g[64];
         snprintf(stp, sizeof stp, "%s/step_%08lld.h5", session_dir, steps[i]);
@@ -250,39 +272,51 @@ tsc_status_t tsc_capture_pack(const char *session_dir, const char *out_path, int
         hid_t sf;
         st = tsc_h5_open(&sf, stp, 0);
         if (st != TSC_OK) break;
-        /* H5Ocopy moves the chunks as stored (no conversion, filters kept). */
         if (H5Ocopy(sf, g, fid, g, H5P_DEFAULT, H5P_DEFAULT) < 0)
             st = tsc_error_set(TSC_ERR_IO, "packing %s: copying %s from %s failed (disk full?)", session_dir, g, stp);
         H5Fclose(sf);
     }
-    if (fid >= 0 && H5Fclose(fid) < 0 && st == TSC_OK)
+    if (H5Fclose(fid) < 0 && st == TSC_OK)
         st = tsc_error_set(TSC_ERR_IO, "packing %s: closing %s failed", session_dir, tmp);
-    if (st == TSC_OK && rename(tmp, out_path) != 0)
-        st = tsc_error_set(TSC_ERR_IO, "packing %s: cannot rename %s to %s: %s", session_dir, tmp, out_path,
-                           strerror(errno));
-    if (st != TSC_OK) {
-        unlink(tmp);
-        free(steps);
-        return st;
+    return st;
+}
+
+/* Removes the session's own files (session.h5, step_*) and the folder. */
+static tsc_status_t remove_session(const char *session_dir, const char *out_path) {
+    DIR *dp = opendir(session_dir);
+    if (dp) {
+        struct dirent *e;
+        char p[4400];
+        while ((e = readdir(dp))) {
+            if (strncmp(e->d_name, "step_", 5) != 0 && strcmp(e->d_name, "session.h5") != 0) continue;
+            snprintf(p, sizeof p, "%s/%s", session_dir, e->d_name);
+            unlink(p);
+        }
+        closedir(dp);
     }
-    if (remove_folder) {
-        DIR *dp = opendir(session_dir);
-        if (dp) {
-            struct dirent *e;
-            char p[4400];
-            while ((e = readdir(dp))) {
-                if (strncmp(e->d_name, "step_", 5) != 0 && strcmp(e->d_name, "session.h5") != 0) continue;
-                snprintf(p, sizeof p, "%s/%s", session_dir, e->d_name);
-                unlink(p);
-            }
-            closedir(dp);
-        }
-        if (rmdir(session_dir) != 0) {
-            free(steps);
-            return tsc_error_set(TSC_ERR_IO, "packed %s into %s but cannot remove the folder: %s", session_dir,
-                                 out_path, strerror(errno));
-        }
+    if (rmdir(session_dir) != 0)
+        return tsc_error_set(TSC_ERR_IO, "packed %s into %s but cannot remove the folder: %s", session_dir,
+                             out_path, strerror(errno));
+    return TSC_OK;
+}
+
+static tsc_status_t capture_pack(const char *session_dir, const char *out_path, int remove_folder) {
+    long long *steps = NULL, incomplete = -1;
+    int n = 0;
+    tsc_status_t st = session_steps(session_dir, &steps, &n, &incomplete);
+    if (st != TSC_OK) { free(steps); return st; }
+    tsc_out_t o;
+    st = tsc_out_open_name(&o, out_path);
+    if (st == TSC_OK) {
+        st = pack_into(session_dir, o.tmp, steps, n, incomplete);
+        if (st == TSC_OK) st = tsc_out_commit(&o);
+        else tsc_out_abort(&o);
     }
     free(steps);
-    return TSC_OK;
+    if (st != TSC_OK) return st;
+    return remove_folder ? remove_session(session_dir, out_path) : TSC_OK;
+}
+
+tsc_status_t tsc_capture_pack(const char *session_dir, const char *out_path, int remove_folder) {
+    TSC_H5_SCOPED(tsc_status_t, capture_pack(session_dir, out_path, remove_folder));
 }

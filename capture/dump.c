@@ -1,6 +1,7 @@
 /* dump.c: dump format v1 reader, validator and whole-dump writer (tsc_dump.h). */
 #include "tsc_dump.h"
 #include "tsc_h5.h"
+#include "capture_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -108,6 +109,17 @@ static void shape_str(int rank, const uint64_t *dims, char *buf, size_t cap) {
     if (len < cap) snprintf(buf + len, cap - len, "]");
 }
 
+/* 1 when a dataset name of shape dims[0..rank) matches the shape the metadata implies (erank,
+ * edims); tiles/<stat> may use their own key-tile count: only its first three dimensions are
+ * fixed, the fourth must be positive. */
+static int shape_ok(const char *name, int rank, const uint64_t *dims, int erank, const uint64_t *edims) {
+    if (rank != erank) return 0;
+    int tiles = strncmp(name, "tiles/", 6) == 0, ncheck = tiles ? 3 : erank;
+    for (int i = 0; i < ncheck; i++)
+        if (dims[i] != edims[i]) return 0;
+    return !tiles || dims[3] > 0;
+}
+
 /* ---- reader ---------------------------------------------------------------------------------- */
 
 struct tsc_dump {
@@ -130,11 +142,6 @@ struct tsc_dump {
     size_t buf_cap;
 };
 
-static int cmp_ll(const void *a, const void *b) {
-    long long x = *(const long long *)a, y = *(const long long *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* "step_00000012" -> 12; -1 when name is not a step group name. */
 static long long step_of_name(const char *name, const char *suffix) {
     if (strncmp(name, "step_", 5) != 0) return -1;
@@ -145,6 +152,19 @@ static long long step_of_name(const char *name, const char *suffix) {
     if (nd < 8) return -1;
     if (suffix ? strncmp(p, suffix, strlen(suffix)) != 0 : *p != '\0') return -1;
     return v;
+}
+
+/* Appends step s to d->steps (capacity *cap, doubled as needed). */
+static tsc_status_t push_step(tsc_dump_t *d, size_t *cap, long long s) {
+    if ((size_t)d->n_steps == *cap) {
+        size_t nc = *cap ? 2 * *cap : 64;
+        long long *ns = realloc(d->steps, nc * sizeof *ns);
+        if (!ns) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory listing steps", d->path);
+        d->steps = ns;
+        *cap = nc;
+    }
+    d->steps[d->n_steps++] = s;
+    return TSC_OK;
 }
 
 typedef struct {
@@ -166,15 +186,8 @@ static herr_t list_steps_cb(hid_t g, const char *name, const H5L_info_t *info, v
         if (c->d->incomplete < 0 || s < c->d->incomplete) c->d->incomplete = s;
         return 0;
     }
-    if ((size_t)c->d->n_steps == c->cap) {
-        size_t nc = c->cap ? 2 * c->cap : 64;
-        long long *ns = realloc(c->d->steps, nc * sizeof *ns);
-        if (!ns) { c->st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory listing steps", c->d->path); return -1; }
-        c->d->steps = ns;
-        c->cap = nc;
-    }
-    c->d->steps[c->d->n_steps++] = s;
-    return 0;
+    c->st = push_step(c->d, &c->cap, s);
+    return c->st == TSC_OK ? 0 : -1;
 }
 
 static tsc_status_t list_session(tsc_dump_t *d) {
@@ -192,14 +205,8 @@ static tsc_status_t list_session(tsc_dump_t *d) {
             if (strncmp(rest, ".h5.tmp.", 8) == 0 && (d->incomplete < 0 || s < d->incomplete)) d->incomplete = s;
             continue;
         }
-        if ((size_t)d->n_steps == cap) {
-            size_t nc = cap ? 2 * cap : 64;
-            long long *ns = realloc(d->steps, nc * sizeof *ns);
-            if (!ns) { st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory listing steps", d->dir); break; }
-            d->steps = ns;
-            cap = nc;
-        }
-        d->steps[d->n_steps++] = s;
+        st = push_step(d, &cap, s);
+        if (st != TSC_OK) break;
     }
     closedir(dp);
     return st;
@@ -265,8 +272,7 @@ static tsc_status_t read_meta(hid_t root, const char *path, tsc_dump_meta_t *m) 
     return TSC_OK;
 }
 
-tsc_status_t tsc_dump_open(tsc_dump_t **out, const char *path) {
-    tsc_h5_init();
+static tsc_status_t dump_open(tsc_dump_t **out, const char *path) {
     *out = NULL;
     if (!path || !*path) return tsc_error_set(TSC_ERR_ARG, "no dump path given");
     tsc_dump_t *d = calloc(1, sizeof *d);
@@ -311,12 +317,17 @@ tsc_status_t tsc_dump_open(tsc_dump_t **out, const char *path) {
             d->incomplete = inc;
         d->size = file_size(path);
     }
-    if (d->n_steps > 1) qsort(d->steps, (size_t)d->n_steps, sizeof *d->steps, cmp_ll); /* NULL when none */
+    /* steps is NULL when there is none (qsort must not be handed NULL) */
+    if (d->n_steps > 1) qsort(d->steps, (size_t)d->n_steps, sizeof *d->steps, tsc_cmp_ll);
     *out = d;
     return TSC_OK;
 fail:
     tsc_dump_close(d);
     return st;
+}
+
+tsc_status_t tsc_dump_open(tsc_dump_t **out, const char *path) {
+    TSC_H5_SCOPED(tsc_status_t, dump_open(out, path));
 }
 
 static void close_ds(tsc_dump_t *d) {
@@ -325,7 +336,7 @@ static void close_ds(tsc_dump_t *d) {
     d->ds_path[0] = '\0';
 }
 
-void tsc_dump_close(tsc_dump_t *d) {
+static void dump_close(tsc_dump_t *d) {
     if (!d) return;
     close_ds(d);
     if (d->step_fid >= 0) H5Fclose(d->step_fid);
@@ -333,6 +344,10 @@ void tsc_dump_close(tsc_dump_t *d) {
     free(d->steps);
     free(d->buf);
     free(d);
+}
+
+void tsc_dump_close(tsc_dump_t *d) {
+    TSC_H5_SCOPED_VOID(dump_close(d));
 }
 
 const tsc_dump_meta_t *tsc_dump_meta(const tsc_dump_t *d) { return &d->meta; }
@@ -344,7 +359,7 @@ long long tsc_dump_step_at(const tsc_dump_t *d, int i) { return i >= 0 && i < d-
 long long tsc_dump_incomplete_step(const tsc_dump_t *d) { return d->incomplete; }
 
 int tsc_dump_has_step(const tsc_dump_t *d, long long step) {
-    return bsearch(&step, d->steps, (size_t)d->n_steps, sizeof *d->steps, cmp_ll) != NULL;
+    return bsearch(&step, d->steps, (size_t)d->n_steps, sizeof *d->steps, tsc_cmp_ll) != NULL;
 }
 
 /* The file holding step's group (the single file, or the session's step file, opened on demand). */
@@ -389,7 +404,7 @@ static int cmp_int(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-tsc_status_t tsc_dump_layers(tsc_dump_t *d, long long step, int *layers, int cap, int *n) {
+static tsc_status_t dump_layers(tsc_dump_t *d, long long step, int *layers, int cap, int *n) {
     hid_t fid;
     *n = 0;
     tsc_status_t st = step_file(d, step, &fid);
@@ -408,12 +423,20 @@ tsc_status_t tsc_dump_layers(tsc_dump_t *d, long long step, int *layers, int cap
     return TSC_OK;
 }
 
-int tsc_dump_has_layer(tsc_dump_t *d, long long step, int layer) {
+tsc_status_t tsc_dump_layers(tsc_dump_t *d, long long step, int *layers, int cap, int *n) {
+    TSC_H5_SCOPED(tsc_status_t, dump_layers(d, step, layers, cap, n));
+}
+
+static int dump_has_layer(tsc_dump_t *d, long long step, int layer) {
     hid_t fid;
     if (step_file(d, step, &fid) != TSC_OK) return 0;
     char gp[64];
     snprintf(gp, sizeof gp, "step_%08lld/layer_%03d", step, layer);
     return tsc_h5_exists(fid, gp);
+}
+
+int tsc_dump_has_layer(tsc_dump_t *d, long long step, int layer) {
+    TSC_H5_SCOPED(int, dump_has_layer(d, step, layer));
 }
 
 typedef struct {
@@ -443,8 +466,8 @@ static herr_t list_names_cb(hid_t g, const char *name, const H5L_info_t *info, v
     return 0;
 }
 
-tsc_status_t tsc_dump_dataset_names(tsc_dump_t *d, long long step, int layer, char (*names)[TSC_DUMP_NAME_MAX],
-                                    int cap, int *n) {
+static tsc_status_t dump_dataset_names(tsc_dump_t *d, long long step, int layer, char (*names)[TSC_DUMP_NAME_MAX],
+                                       int cap, int *n) {
     hid_t fid;
     *n = 0;
     tsc_status_t st = step_file(d, step, &fid);
@@ -462,6 +485,11 @@ tsc_status_t tsc_dump_dataset_names(tsc_dump_t *d, long long step, int layer, ch
     if (e < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: cannot list %s (corrupt file)", d->path, gp);
     *n = c.n;
     return TSC_OK;
+}
+
+tsc_status_t tsc_dump_dataset_names(tsc_dump_t *d, long long step, int layer, char (*names)[TSC_DUMP_NAME_MAX],
+                                    int cap, int *n) {
+    TSC_H5_SCOPED(tsc_status_t, dump_dataset_names(d, step, layer, names, cap, n));
 }
 
 /* Opens (or reuses) the dataset and fills d->ds_info, checking the shape against the metadata. */
@@ -495,12 +523,7 @@ static tsc_status_t open_ds(tsc_dump_t *d, long long step, int layer, const char
     } else {
         in->rank = rank;
         for (int i = 0; i < rank && i < 4; i++) in->dims[i] = hd[i];
-        int ok = rank == erank;
-        /* tiles/<stat> may use their own key-tile count: only the first three dimensions are fixed */
-        int ncheck = strncmp(name, "tiles/", 6) == 0 ? 3 : erank;
-        for (int i = 0; ok && i < ncheck; i++) ok = hd[i] == edims[i];
-        if (ok && ncheck == 3 && erank == 4) ok = hd[3] > 0;
-        if (!ok) {
+        if (!shape_ok(name, rank, in->dims, erank, edims)) {
             char got[128], want[128];
             shape_str(rank > 4 ? 4 : rank, in->dims, got, sizeof got);
             shape_str(erank, edims, want, sizeof want);
@@ -535,14 +558,19 @@ static tsc_status_t open_ds(tsc_dump_t *d, long long step, int layer, const char
     return TSC_OK;
 }
 
-tsc_status_t tsc_dump_dataset_info(tsc_dump_t *d, long long step, int layer, const char *name,
-                                   tsc_dump_dataset_info_t *info) {
+static tsc_status_t dump_dataset_info(tsc_dump_t *d, long long step, int layer, const char *name,
+                                      tsc_dump_dataset_info_t *info) {
     tsc_status_t st = open_ds(d, step, layer, name);
     if (st == TSC_OK && info) *info = d->ds_info;
     return st;
 }
 
-int tsc_dump_has_dataset(tsc_dump_t *d, long long step, int layer, const char *name) {
+tsc_status_t tsc_dump_dataset_info(tsc_dump_t *d, long long step, int layer, const char *name,
+                                   tsc_dump_dataset_info_t *info) {
+    TSC_H5_SCOPED(tsc_status_t, dump_dataset_info(d, step, layer, name, info));
+}
+
+static int dump_has_dataset(tsc_dump_t *d, long long step, int layer, const char *name) {
     hid_t fid;
     char p[256];
     if (step_file(d, step, &fid) != TSC_OK) return 0;
@@ -550,7 +578,11 @@ int tsc_dump_has_dataset(tsc_dump_t *d, long long step, int layer, const char *n
     return tsc_h5_exists(fid, p);
 }
 
-uint64_t tsc_dump_slice_elems(tsc_dump_t *d, long long step, int layer, const char *name) {
+int tsc_dump_has_dataset(tsc_dump_t *d, long long step, int layer, const char *name) {
+    TSC_H5_SCOPED(int, dump_has_dataset(d, step, layer, name));
+}
+
+static uint64_t dump_slice_elems(tsc_dump_t *d, long long step, int layer, const char *name) {
     if (open_ds(d, step, layer, name) != TSC_OK) return 0;
     const tsc_dump_dataset_info_t *in = &d->ds_info;
     uint64_t n = 1;
@@ -589,17 +621,22 @@ static tsc_status_t read_slice(tsc_dump_t *d, const char *name, int b, int h, hi
     return st;
 }
 
-tsc_status_t tsc_dump_read_raw(tsc_dump_t *d, long long step, int layer, const char *name, int b, int h, void *out) {
-    tsc_status_t st = open_ds(d, step, layer, name);
-    if (st != TSC_OK) return st;
+/* Reads the slice (b, h) of the open dataset as its stored bits into out. */
+static tsc_status_t read_slice_raw(tsc_dump_t *d, const char *name, int b, int h, void *out) {
     hid_t mt = tsc_h5_type_create(d->ds_info.dtype);
-    if (mt < 0) return TSC_ERR_INTERNAL;
-    st = read_slice(d, name, b, h, mt, out);
+    if (mt < 0) return tsc_error_wrap(TSC_ERR_INTERNAL, "%s: %s: ", d->path, d->ds_path);
+    tsc_status_t st = read_slice(d, name, b, h, mt, out);
     H5Tclose(mt);
     return st;
 }
 
-tsc_status_t tsc_dump_read(tsc_dump_t *d, long long step, int layer, const char *name, int b, int h, float *out) {
+static tsc_status_t dump_read_raw(tsc_dump_t *d, long long step, int layer, const char *name, int b, int h,
+                                  void *out) {
+    tsc_status_t st = open_ds(d, step, layer, name);
+    return st == TSC_OK ? read_slice_raw(d, name, b, h, out) : st;
+}
+
+static tsc_status_t dump_read(tsc_dump_t *d, long long step, int layer, const char *name, int b, int h, float *out) {
     tsc_status_t st = open_ds(d, step, layer, name);
     if (st != TSC_OK) return st;
     tsc_format_t f = d->ds_info.dtype;
@@ -607,7 +644,7 @@ tsc_status_t tsc_dump_read(tsc_dump_t *d, long long step, int layer, const char 
         return read_slice(d, name, b, h, H5T_NATIVE_FLOAT, out);
     /* Read the stored bits and widen them ourselves: exact, and far faster than HDF5's soft
      * (bit-by-bit) conversion of custom floating-point types. */
-    uint64_t n = tsc_dump_slice_elems(d, step, layer, name);
+    uint64_t n = dump_slice_elems(d, step, layer, name);
     size_t need = (size_t)n * tsc_format_size(f);
     if (need > d->buf_cap) {
         void *nb = realloc(d->buf, need);
@@ -615,10 +652,7 @@ tsc_status_t tsc_dump_read(tsc_dump_t *d, long long step, int layer, const char 
         d->buf = nb;
         d->buf_cap = need;
     }
-    hid_t mt = tsc_h5_type_create(f);
-    if (mt < 0) return TSC_ERR_INTERNAL;
-    st = read_slice(d, name, b, h, mt, d->buf);
-    H5Tclose(mt);
+    st = read_slice_raw(d, name, b, h, d->buf);
     if (st == TSC_OK) tsc_convert_to_f32(f, d->buf, out, (size_t)n);
     return st;
 }
@@ -626,6 +660,18 @@ tsc_status_t tsc_dump_read(tsc_dump_t *d, long long step, int layer, const char 
 tsc_status_t tsc_dump_attr_longs(tsc_dump_t *d, const char *name, long *values, size_t cap, size_t *n) {
     tsc_status_t st = tsc_h5_attr_read_longs(d->root, name, values, cap, n);
     return st == TSC_OK ? st : tsc_error_wrap(st, "%s: ", d->path);
+}
+
+uint64_t tsc_dump_slice_elems(tsc_dump_t *d, long long step, int layer, const char *name) {
+    TSC_H5_SCOPED(uint64_t, dump_slice_elems(d, step, layer, name));
+}
+
+tsc_status_t tsc_dump_read_raw(tsc_dump_t *d, long long step, int layer, const char *name, int b, int h, void *out) {
+    TSC_H5_SCOPED(tsc_status_t, dump_read_raw(d, step, layer, name, b, h, out));
+}
+
+tsc_status_t tsc_dump_read(tsc_dump_t *d, long long step, int layer, const char *name, int b, int h, float *out) {
+    TSC_H5_SCOPED(tsc_status_t, dump_read(d, step, layer, name, b, h, out));
 }
 
 tsc_status_t tsc_dump_attr_str(tsc_dump_t *d, const char *name, char *value, size_t cap) {
@@ -647,7 +693,7 @@ static void report(tsc_dump_report_fn fn, void *ctx, int sev, int *errors, const
     if (fn) fn(ctx, sev, msg);
 }
 
-int tsc_dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn fn, void *ctx) {
+static int dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn fn, void *ctx) {
     int errors = 0;
     const tsc_dump_meta_t *m = &d->meta;
     if (d->incomplete >= 0)
@@ -736,6 +782,10 @@ int tsc_dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn fn, void *ctx)
     return errors;
 }
 
+int tsc_dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn fn, void *ctx) {
+    TSC_H5_SCOPED(int, dump_validate(d, deep, fn, ctx));
+}
+
 /* ---- writer ---------------------------------------------------------------------------------- */
 
 struct tsc_dump_writer {
@@ -783,12 +833,12 @@ static tsc_status_t write_meta(hid_t root, const tsc_dump_meta_t *m) {
     if (st == TSC_OK) st = tsc_h5_attr_write_double(root, "softmax_scale", m->softmax_scale);
     if (st == TSC_OK) st = tsc_h5_attr_write_str(root, "policy", m->policy);
     if (st == TSC_OK) st = tsc_h5_attr_write_str(root, "producer", m->producer);
-    if (st == TSC_OK) st = tsc_h5_attr_write_str(root, "tilescope_version", TSC_VERSION);
+    if (st == TSC_OK) st = tsc_h5_attr_write_str(root, "tilescope_version", tsc_version());
     return st;
 }
 
-tsc_status_t tsc_dump_writer_open(tsc_dump_writer_t **out, const char *path, const tsc_dump_meta_t *meta,
-                                  const tsc_dump_write_opts_t *opts) {
+static tsc_status_t dump_writer_open(tsc_dump_writer_t **out, const char *path, const tsc_dump_meta_t *meta,
+                                     const tsc_dump_write_opts_t *opts) {
     *out = NULL;
     tsc_status_t st = tsc_dump_meta_check(meta);
     if (st != TSC_OK) return tsc_error_wrap(st, "%s: ", path);
@@ -808,16 +858,17 @@ tsc_status_t tsc_dump_writer_open(tsc_dump_writer_t **out, const char *path, con
     return TSC_OK;
 }
 
+tsc_status_t tsc_dump_writer_open(tsc_dump_writer_t **out, const char *path, const tsc_dump_meta_t *meta,
+                                  const tsc_dump_write_opts_t *opts) {
+    TSC_H5_SCOPED(tsc_status_t, dump_writer_open(out, path, meta, opts));
+}
+
 static tsc_status_t check_dims(tsc_dump_writer_t *w, const char *name, int rank, const uint64_t *dims, int *per_head) {
     int erank;
     uint64_t ed[4];
     tsc_status_t st = tsc_dump_expected_shape(&w->meta, name, &erank, ed, per_head);
     if (st != TSC_OK) return tsc_error_wrap(st, "%s: ", w->f.path);
-    int ok = rank == erank;
-    int tiles = strncmp(name, "tiles/", 6) == 0, ncheck = tiles ? 3 : erank;
-    for (int i = 0; ok && i < ncheck; i++) ok = dims[i] == ed[i];
-    if (ok && tiles) ok = dims[3] > 0;
-    if (!ok) {
+    if (!shape_ok(name, rank, dims, erank, ed)) {
         char got[128], want[128];
         shape_str(rank > 4 ? 4 : rank, dims, got, sizeof got);
         shape_str(erank, ed, want, sizeof want);
@@ -868,9 +919,9 @@ static tsc_h5_write_opts_t ds_opts(const tsc_dump_writer_t *w, const char *name,
     return o;
 }
 
-tsc_status_t tsc_dump_writer_put(tsc_dump_writer_t *w, long long step, int layer, const char *name, int rank,
-                                 const uint64_t *dims, tsc_format_t src_fmt, const void *data,
-                                 tsc_format_t store_fmt) {
+static tsc_status_t dump_writer_put(tsc_dump_writer_t *w, long long step, int layer, const char *name, int rank,
+                                    const uint64_t *dims, tsc_format_t src_fmt, const void *data,
+                                    tsc_format_t store_fmt) {
     int per_head;
     tsc_status_t st = check_dims(w, name, rank, dims, &per_head);
     if (st != TSC_OK) return st;
@@ -912,9 +963,15 @@ tsc_status_t tsc_dump_writer_put(tsc_dump_writer_t *w, long long step, int layer
     return st;
 }
 
-tsc_status_t tsc_dump_writer_put_head(tsc_dump_writer_t *w, long long step, int layer, const char *name, int rank,
-                                      const uint64_t *dims, int b, int h, tsc_format_t src_fmt, const void *data,
-                                      tsc_format_t store_fmt) {
+tsc_status_t tsc_dump_writer_put(tsc_dump_writer_t *w, long long step, int layer, const char *name, int rank,
+                                 const uint64_t *dims, tsc_format_t src_fmt, const void *data,
+                                 tsc_format_t store_fmt) {
+    TSC_H5_SCOPED(tsc_status_t, dump_writer_put(w, step, layer, name, rank, dims, src_fmt, data, store_fmt));
+}
+
+static tsc_status_t dump_writer_put_head(tsc_dump_writer_t *w, long long step, int layer, const char *name, int rank,
+                                         const uint64_t *dims, int b, int h, tsc_format_t src_fmt, const void *data,
+                                         tsc_format_t store_fmt) {
     int per_head;
     tsc_status_t st = check_dims(w, name, rank, dims, &per_head);
     if (st != TSC_OK) return st;
@@ -978,6 +1035,13 @@ tsc_status_t tsc_dump_writer_put_head(tsc_dump_writer_t *w, long long step, int 
     return st;
 }
 
+tsc_status_t tsc_dump_writer_put_head(tsc_dump_writer_t *w, long long step, int layer, const char *name, int rank,
+                                      const uint64_t *dims, int b, int h, tsc_format_t src_fmt, const void *data,
+                                      tsc_format_t store_fmt) {
+    TSC_H5_SCOPED(tsc_status_t,
+                  dump_writer_put_head(w, step, layer, name, rank, dims, b, h, src_fmt, data, store_fmt));
+}
+
 tsc_status_t tsc_dump_writer_attr_longs(tsc_dump_writer_t *w, const char *name, const long *v, size_t n) {
     return tsc_h5_attr_write_longs(w->f.fid, name, v, n);
 }
@@ -986,7 +1050,7 @@ tsc_status_t tsc_dump_writer_attr_str(tsc_dump_writer_t *w, const char *name, co
     return tsc_h5_attr_write_str(w->f.fid, name, value);
 }
 
-tsc_status_t tsc_dump_writer_step_done(tsc_dump_writer_t *w, long long step) {
+static tsc_status_t dump_writer_step_done(tsc_dump_writer_t *w, long long step) {
     tsc_status_t st = writer_close_ds(w);
     if (st != TSC_OK) return st;
     char sp[64];
@@ -1001,13 +1065,21 @@ tsc_status_t tsc_dump_writer_step_done(tsc_dump_writer_t *w, long long step) {
     return st;
 }
 
-tsc_status_t tsc_dump_writer_flush(tsc_dump_writer_t *w) {
+tsc_status_t tsc_dump_writer_step_done(tsc_dump_writer_t *w, long long step) {
+    TSC_H5_SCOPED(tsc_status_t, dump_writer_step_done(w, step));
+}
+
+static tsc_status_t dump_writer_flush(tsc_dump_writer_t *w) {
     if (H5Fflush(w->f.fid, H5F_SCOPE_GLOBAL) < 0)
         return tsc_error_set(TSC_ERR_IO, "%s: flushing %s failed", w->f.path, w->f.tmp);
     return TSC_OK;
 }
 
-tsc_status_t tsc_dump_writer_close(tsc_dump_writer_t *w) {
+tsc_status_t tsc_dump_writer_flush(tsc_dump_writer_t *w) {
+    TSC_H5_SCOPED(tsc_status_t, dump_writer_flush(w));
+}
+
+static tsc_status_t dump_writer_close(tsc_dump_writer_t *w) {
     if (!w) return TSC_OK;
     tsc_status_t st = writer_close_ds(w);
     if (st == TSC_OK) st = tsc_h5_commit(&w->f);
@@ -1017,10 +1089,18 @@ tsc_status_t tsc_dump_writer_close(tsc_dump_writer_t *w) {
     return st;
 }
 
-void tsc_dump_writer_abort(tsc_dump_writer_t *w) {
+tsc_status_t tsc_dump_writer_close(tsc_dump_writer_t *w) {
+    TSC_H5_SCOPED(tsc_status_t, dump_writer_close(w));
+}
+
+static void dump_writer_abort(tsc_dump_writer_t *w) {
     if (!w) return;
     if (w->ds >= 0) H5Dclose(w->ds);
     tsc_h5_abort(&w->f);
     free(w->conv);
     free(w);
+}
+
+void tsc_dump_writer_abort(tsc_dump_writer_t *w) {
+    TSC_H5_SCOPED_VOID(dump_writer_abort(w));
 }

@@ -1,5 +1,6 @@
 /* h5.c: checked HDF5 helpers (tsc_h5.h). */
 #include "tsc_h5.h"
+#include "capture_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -10,14 +11,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-void tsc_h5_init(void) {
-    static int done;
-    if (done) return;
-    /* HDF5 prints its error stack to stderr by default; library code must not print, so every
-     * failure is reported through tsc_error_set instead. */
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    done = 1;
-}
 
 static pthread_mutex_t h5_mutex;
 static pthread_once_t h5_mutex_once = PTHREAD_ONCE_INIT;
@@ -37,13 +30,59 @@ void tsc_h5_lock(void) {
 
 void tsc_h5_unlock(void) { pthread_mutex_unlock(&h5_mutex); }
 
-const char *tsc_h5_where(hid_t obj, char *buf, size_t cap) {
+/* The scope's state belongs to the thread holding h5_mutex: only that thread reads or writes it.
+ * The host's automatic error handler is saved at the outermost tsc_h5_enter and put back at the
+ * matching tsc_h5_leave, in the API generation (H5Eset_auto1/2) the host installed it with, as
+ * HDF5's own H5E_BEGIN_TRY does. */
+static int scope_depth;
+static unsigned saved_is_v2 = 1;
+static H5E_auto2_t saved_func2;
+#ifndef H5_NO_DEPRECATED_SYMBOLS
+static H5E_auto1_t saved_func1;
+#endif
+static void *saved_data;
+
+void tsc_h5_enter(void) {
+    tsc_h5_lock();
+    if (scope_depth++ > 0) return;
+    /* HDF5 prints its error stack to stderr by default; library code must not print (every failure
+     * is reported through tsc_error_set instead), but the host's own HDF5 calls keep their handler. */
+    saved_is_v2 = 1;
+#ifndef H5_NO_DEPRECATED_SYMBOLS
+    if (H5Eauto_is_v2(H5E_DEFAULT, &saved_is_v2) < 0) saved_is_v2 = 1;
+    if (!saved_is_v2) {
+        if (H5Eget_auto1(&saved_func1, &saved_data) < 0) { saved_func1 = NULL; saved_data = NULL; }
+        H5Eset_auto1(NULL, NULL);
+        return;
+    }
+#endif
+    if (H5Eget_auto2(H5E_DEFAULT, &saved_func2, &saved_data) < 0) { saved_func2 = NULL; saved_data = NULL; }
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+void tsc_h5_leave(void) {
+    if (scope_depth <= 0) return;  /* unbalanced: a bug of the caller; do not unlock what it does not hold */
+    if (--scope_depth == 0) {
+#ifndef H5_NO_DEPRECATED_SYMBOLS
+        if (!saved_is_v2) H5Eset_auto1(saved_func1, saved_data);
+        else
+#endif
+            H5Eset_auto2(H5E_DEFAULT, saved_func2, saved_data);
+    }
+    tsc_h5_unlock();
+}
+
+static const char *h5_where(hid_t obj, char *buf, size_t cap) {
     char file[2048] = "?", name[1024] = "";
     if (cap == 0) return buf;
     if (H5Fget_name(obj, file, sizeof file) < 0) snprintf(file, sizeof file, "?");
     if (H5Iget_type(obj) != H5I_FILE && H5Iget_name(obj, name, sizeof name) < 0) name[0] = '\0';
     snprintf(buf, cap, "%s:%s", file, name[0] ? name : "/");
     return buf;
+}
+
+const char *tsc_h5_where(hid_t obj, char *buf, size_t cap) {
+    TSC_H5_SCOPED(const char *, h5_where(obj, buf, cap));
 }
 
 /* ---- number formats as HDF5 floating-point types -------------------------------------------- */
@@ -61,8 +100,7 @@ static const layout_t layouts[] = {
     {TSC_FMT_FP8_E5M2, 1, 7, 2, 5, 0, 2, 15},
 };
 
-hid_t tsc_h5_type_create(tsc_format_t fmt) {
-    tsc_h5_init();
+static hid_t h5_type_create(tsc_format_t fmt) {
     if (fmt == TSC_FMT_FP64) return H5Tcopy(H5T_IEEE_F64LE);
     if (fmt == TSC_FMT_FP32 || fmt == TSC_FMT_TF32) return H5Tcopy(H5T_IEEE_F32LE);
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
@@ -85,7 +123,11 @@ hid_t tsc_h5_type_create(tsc_format_t fmt) {
     return H5I_INVALID_HID;
 }
 
-tsc_status_t tsc_h5_type_format(hid_t type, tsc_format_t *out) {
+hid_t tsc_h5_type_create(tsc_format_t fmt) {
+    TSC_H5_SCOPED(hid_t, h5_type_create(fmt));
+}
+
+static tsc_status_t h5_type_format(hid_t type, tsc_format_t *out) {
     H5T_class_t cls = H5Tget_class(type);
     if (cls != H5T_FLOAT)
         return tsc_error_set(TSC_ERR_UNSUPPORTED, "stored type is not floating-point (HDF5 class %d)", (int)cls);
@@ -111,6 +153,10 @@ tsc_status_t tsc_h5_type_format(hid_t type, tsc_format_t *out) {
                          "(bias %zu), mantissa %zu bits at %zu", size, spos, esize, epos, ebias, msize, mpos);
 }
 
+tsc_status_t tsc_h5_type_format(hid_t type, tsc_format_t *out) {
+    TSC_H5_SCOPED(tsc_status_t, h5_type_format(type, out));
+}
+
 /* ---- files ----------------------------------------------------------------------------------- */
 
 static hid_t strong_fapl(void) {
@@ -121,53 +167,65 @@ static hid_t strong_fapl(void) {
     return fapl;
 }
 
-tsc_status_t tsc_h5_create(tsc_h5_file_t *f, const char *path) {
-    tsc_h5_init();
+static tsc_status_t h5_create(tsc_h5_file_t *f, const char *path) {
+    memset(f, 0, sizeof *f);
     f->fid = H5I_INVALID_HID;
+    f->out.slot = -1;
     if (!path || !*path) return tsc_error_set(TSC_ERR_ARG, "empty output path");
     if (strlen(path) >= sizeof f->path) return tsc_error_set(TSC_ERR_ARG, "%s: path too long", path);
+    /* The temporary is created exclusively (never through a link planted at its name) and the
+     * target is refused when it is a directory, FIFO or device; HDF5 then truncates our own file. */
+    tsc_status_t st = tsc_out_open_name(&f->out, path);
+    if (st != TSC_OK) return st;
     snprintf(f->path, sizeof f->path, "%s", path);
-    snprintf(f->tmp, sizeof f->tmp, "%s.tmp.%ld", path, (long)getpid());
-    /* Probe with open(2) first: HDF5's own failure would not tell us why (errno). */
-    int fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        return tsc_error_set(TSC_ERR_IO, "%s: cannot create (temporary file %s): %s", path, f->tmp,
-                             strerror(errno));
-    close(fd);
+    snprintf(f->tmp, sizeof f->tmp, "%s", f->out.tmp);
     hid_t fapl = strong_fapl();
     f->fid = H5Fcreate(f->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     if (fapl >= 0) H5Pclose(fapl);
     if (f->fid < 0) {
-        unlink(f->tmp);
-        return tsc_error_set(TSC_ERR_IO, "%s: HDF5 cannot create temporary file %s", path, f->tmp);
+        st = tsc_error_set(TSC_ERR_IO, "%s: HDF5 cannot create temporary file %s", path, f->tmp);
+        tsc_out_abort(&f->out);
+        f->tmp[0] = '\0';
+        return st;
     }
     return TSC_OK;
 }
 
-tsc_status_t tsc_h5_commit(tsc_h5_file_t *f) {
+tsc_status_t tsc_h5_create(tsc_h5_file_t *f, const char *path) {
+    TSC_H5_SCOPED(tsc_status_t, h5_create(f, path));
+}
+
+static tsc_status_t h5_commit(tsc_h5_file_t *f) {
     if (f->fid < 0) return tsc_error_set(TSC_ERR_ARG, "%s: file is not open", f->path);
     herr_t e = H5Fclose(f->fid);
     f->fid = H5I_INVALID_HID;
+    tsc_status_t st;
     if (e < 0) {
-        unlink(f->tmp);
-        return tsc_error_set(TSC_ERR_IO, "%s: closing the temporary file %s failed (disk full?)", f->path, f->tmp);
+        st = tsc_error_set(TSC_ERR_IO, "%s: closing the temporary file %s failed (disk full?)", f->path, f->tmp);
+        tsc_out_abort(&f->out);
+    } else {
+        st = tsc_out_commit(&f->out);  /* renames into place, or removes the temporary */
     }
-    if (rename(f->tmp, f->path) != 0) {
-        int err = errno;
-        unlink(f->tmp);
-        return tsc_error_set(TSC_ERR_IO, "%s: cannot rename %s into place: %s", f->path, f->tmp, strerror(err));
-    }
-    return TSC_OK;
+    f->tmp[0] = '\0';
+    return st;
+}
+
+tsc_status_t tsc_h5_commit(tsc_h5_file_t *f) {
+    TSC_H5_SCOPED(tsc_status_t, h5_commit(f));
+}
+
+static void h5_abort(tsc_h5_file_t *f) {
+    if (f->fid >= 0) H5Fclose(f->fid);
+    f->fid = H5I_INVALID_HID;
+    tsc_out_abort(&f->out);
+    f->tmp[0] = '\0';
 }
 
 void tsc_h5_abort(tsc_h5_file_t *f) {
-    if (f->fid >= 0) H5Fclose(f->fid);
-    f->fid = H5I_INVALID_HID;
-    if (f->tmp[0]) unlink(f->tmp);
+    TSC_H5_SCOPED_VOID(h5_abort(f));
 }
 
-tsc_status_t tsc_h5_open(hid_t *fid, const char *path, int rw) {
-    tsc_h5_init();
+static tsc_status_t h5_open(hid_t *fid, const char *path, int rw) {
     *fid = H5I_INVALID_HID;
     struct stat st;
     if (stat(path, &st) != 0) return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -188,9 +246,73 @@ tsc_status_t tsc_h5_open(hid_t *fid, const char *path, int rw) {
     return TSC_OK;
 }
 
+tsc_status_t tsc_h5_open(hid_t *fid, const char *path, int rw) {
+    TSC_H5_SCOPED(tsc_status_t, h5_open(fid, path, rw));
+}
+
+static void h5_close(hid_t id) {
+    if (id < 0) return;
+    switch (H5Iget_type(id)) {
+    case H5I_FILE: H5Fclose(id); break;
+    case H5I_GROUP: H5Gclose(id); break;
+    case H5I_DATASET: H5Dclose(id); break;
+    case H5I_DATASPACE: H5Sclose(id); break;
+    case H5I_DATATYPE: H5Tclose(id); break;
+    case H5I_ATTR: H5Aclose(id); break;
+    default: break;
+    }
+}
+
+void tsc_h5_close(hid_t id) { TSC_H5_SCOPED_VOID(h5_close(id)); }
+
+static tsc_status_t h5_read_doubles(hid_t loc, const char *path, int max_rank, double **data, int *rank,
+                                    long long *dims) {
+    char where[2400];
+    *data = NULL;
+    if (!tsc_h5_exists(loc, path))
+        return tsc_error_set(TSC_ERR_MISSING, "%s: no dataset %s", tsc_h5_where(loc, where, sizeof where), path);
+    hid_t d = H5Dopen2(loc, path, H5P_DEFAULT);
+    hid_t sp = d >= 0 ? H5Dget_space(d) : H5I_INVALID_HID;
+    int r = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    hsize_t hd[H5S_MAX_RANK];
+    tsc_status_t st = TSC_OK;
+    if (d < 0 || sp < 0 || r < 0 || r > max_rank || H5Sget_simple_extent_dims(sp, hd, NULL) < 0) {
+        st = tsc_error_set(TSC_ERR_FORMAT, "%s/%s: cannot read its shape (expected rank <= %d)",
+                           tsc_h5_where(loc, where, sizeof where), path, max_rank);
+    } else {
+        size_t n = 1;
+        for (int i = 0; i < r; i++) {
+            if (hd[i] && n > ((size_t)1 << 40) / hd[i]) {
+                n = 0;
+                st = tsc_error_set(TSC_ERR_FORMAT, "%s/%s: dataset too large", tsc_h5_where(loc, where, sizeof where),
+                                   path);
+                break;
+            }
+            n *= (size_t)hd[i];
+            dims[i] = (long long)hd[i];
+        }
+        *rank = r;
+        double *buf = st == TSC_OK ? malloc((n ? n : 1) * sizeof *buf) : NULL;
+        if (st == TSC_OK && !buf) st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
+        else if (st == TSC_OK && n && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+            free(buf);
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s/%s: H5Dread failed (corrupt file?)",
+                               tsc_h5_where(loc, where, sizeof where), path);
+        } else if (st == TSC_OK) *data = buf;
+    }
+    h5_close(sp);
+    h5_close(d);
+    return st;
+}
+
+tsc_status_t tsc_h5_read_doubles(hid_t loc, const char *path, int max_rank, double **data, int *rank,
+                                 long long *dims) {
+    TSC_H5_SCOPED(tsc_status_t, h5_read_doubles(loc, path, max_rank, data, rank, dims));
+}
+
 /* ---- groups ---------------------------------------------------------------------------------- */
 
-tsc_status_t tsc_h5_group_create(hid_t loc, const char *path, hid_t *out) {
+static tsc_status_t h5_group_create(hid_t loc, const char *path, hid_t *out) {
     char buf[1024], where[2048];
     if (out) *out = H5I_INVALID_HID;
     if (strlen(path) >= sizeof buf) return tsc_error_set(TSC_ERR_ARG, "group path too long: %s", path);
@@ -224,7 +346,11 @@ tsc_status_t tsc_h5_group_create(hid_t loc, const char *path, hid_t *out) {
     return TSC_OK;
 }
 
-int tsc_h5_exists(hid_t loc, const char *path) {
+tsc_status_t tsc_h5_group_create(hid_t loc, const char *path, hid_t *out) {
+    TSC_H5_SCOPED(tsc_status_t, h5_group_create(loc, path, out));
+}
+
+static int h5_exists(hid_t loc, const char *path) {
     char buf[1024];
     if (strlen(path) >= sizeof buf) return 0;
     snprintf(buf, sizeof buf, "%s", path);
@@ -236,6 +362,10 @@ int tsc_h5_exists(hid_t loc, const char *path) {
         *p = '/';
     }
     return H5Lexists(loc, buf, H5P_DEFAULT) > 0;
+}
+
+int tsc_h5_exists(hid_t loc, const char *path) {
+    TSC_H5_SCOPED(int, h5_exists(loc, path));
 }
 
 /* ---- attributes ------------------------------------------------------------------------------ */
@@ -253,7 +383,7 @@ static tsc_status_t attr_write(hid_t obj, const char *name, hid_t ftype, hid_t m
     return TSC_OK;
 }
 
-tsc_status_t tsc_h5_attr_write_str(hid_t obj, const char *name, const char *value) {
+static tsc_status_t h5_attr_write_str(hid_t obj, const char *name, const char *value) {
     hid_t t = H5Tcopy(H5T_C_S1);
     hid_t s = H5Screate(H5S_SCALAR);
     tsc_status_t st;
@@ -264,6 +394,10 @@ tsc_status_t tsc_h5_attr_write_str(hid_t obj, const char *name, const char *valu
     if (t >= 0) H5Tclose(t);
     if (s >= 0) H5Sclose(s);
     return st;
+}
+
+tsc_status_t tsc_h5_attr_write_str(hid_t obj, const char *name, const char *value) {
+    TSC_H5_SCOPED(tsc_status_t, h5_attr_write_str(obj, name, value));
 }
 
 static tsc_status_t attr_write_arr(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *v,
@@ -277,11 +411,11 @@ static tsc_status_t attr_write_arr(hid_t obj, const char *name, hid_t ftype, hid
 }
 
 tsc_status_t tsc_h5_attr_write_double(hid_t obj, const char *name, double value) {
-    return attr_write_arr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value, 1, 1);
+    TSC_H5_SCOPED(tsc_status_t, attr_write_arr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value, 1, 1));
 }
 tsc_status_t tsc_h5_attr_write_long(hid_t obj, const char *name, long value) {
     long long v = value;
-    return attr_write_arr(obj, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, &v, 1, 1);
+    TSC_H5_SCOPED(tsc_status_t, attr_write_arr(obj, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, &v, 1, 1));
 }
 tsc_status_t tsc_h5_attr_write_longs(hid_t obj, const char *name, const long *values, size_t n) {
     long long tmp[256];
@@ -289,12 +423,14 @@ tsc_status_t tsc_h5_attr_write_longs(hid_t obj, const char *name, const long *va
     if (!v) return tsc_error_set(TSC_ERR_NOMEM, "attribute '%s': out of memory", name);
     for (size_t i = 0; i < n; i++) v[i] = values[i];
     /* An empty list is stored as a one-dimensional dataspace of size 0 (h5py reads array([])). */
+    tsc_h5_enter();
     tsc_status_t st = attr_write_arr(obj, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, v, n, 0);
+    tsc_h5_leave();
     if (v != tmp) free(v);
     return st;
 }
 tsc_status_t tsc_h5_attr_write_doubles(hid_t obj, const char *name, const double *values, size_t n) {
-    return attr_write_arr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, values, n, 0);
+    TSC_H5_SCOPED(tsc_status_t, attr_write_arr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, values, n, 0));
 }
 
 static hid_t attr_open(hid_t obj, const char *name, tsc_status_t *st) {
@@ -313,7 +449,14 @@ static hid_t attr_open(hid_t obj, const char *name, tsc_status_t *st) {
     return a;
 }
 
-tsc_status_t tsc_h5_attr_read_str(hid_t obj, const char *name, char *value, size_t cap) {
+/* Closes an open attribute with its type and dataspace (either may be invalid). */
+static void attr_close(hid_t a, hid_t t, hid_t s) {
+    if (t >= 0) H5Tclose(t);
+    if (s >= 0) H5Sclose(s);
+    H5Aclose(a);
+}
+
+static tsc_status_t h5_attr_read_str(hid_t obj, const char *name, char *value, size_t cap) {
     char where[2048];
     tsc_status_t st;
     if (cap) value[0] = '\0';
@@ -347,10 +490,12 @@ tsc_status_t tsc_h5_attr_read_str(hid_t obj, const char *name, char *value, size
         free(buf);
     }
     if (m >= 0) H5Tclose(m);
-    if (t >= 0) H5Tclose(t);
-    if (s >= 0) H5Sclose(s);
-    H5Aclose(a);
+    attr_close(a, t, s);
     return st;
+}
+
+tsc_status_t tsc_h5_attr_read_str(hid_t obj, const char *name, char *value, size_t cap) {
+    TSC_H5_SCOPED(tsc_status_t, h5_attr_read_str(obj, name, value, cap));
 }
 
 /* Reads a numeric attribute (any size) as long long or double into v[0..cap); count in *n. */
@@ -384,9 +529,7 @@ static tsc_status_t attr_read_num(hid_t obj, const char *name, int as_double, vo
         }
         free(buf);
     }
-    if (t >= 0) H5Tclose(t);
-    if (s >= 0) H5Sclose(s);
-    H5Aclose(a);
+    attr_close(a, t, s);
     return st;
 }
 
@@ -401,14 +544,14 @@ static tsc_status_t attr_read_one(hid_t obj, const char *name, int as_double, vo
     return st;
 }
 tsc_status_t tsc_h5_attr_read_double(hid_t obj, const char *name, double *value) {
-    return attr_read_one(obj, name, 1, value);
+    TSC_H5_SCOPED(tsc_status_t, attr_read_one(obj, name, 1, value));
 }
 tsc_status_t tsc_h5_attr_read_long(hid_t obj, const char *name, long *value) {
-    return attr_read_one(obj, name, 0, value);
+    TSC_H5_SCOPED(tsc_status_t, attr_read_one(obj, name, 0, value));
 }
 tsc_status_t tsc_h5_attr_read_longs(hid_t obj, const char *name, long *values, size_t cap, size_t *n) {
     *n = 0;
-    return attr_read_num(obj, name, 0, values, cap, n);
+    TSC_H5_SCOPED(tsc_status_t, attr_read_num(obj, name, 0, values, cap, n));
 }
 
 /* ---- datasets -------------------------------------------------------------------------------- */
@@ -463,11 +606,10 @@ static tsc_status_t write_ds(hid_t loc, const char *name, hid_t ftype, hid_t mty
     return st;
 }
 
-tsc_status_t tsc_h5_write_array(hid_t loc, const char *name, tsc_format_t store_fmt, int rank,
-                                const uint64_t *dims, const void *data, tsc_format_t src_fmt,
-                                const char *dim_labels, const char *units,
-                                const tsc_h5_write_opts_t *opts) {
-    tsc_h5_init();
+static tsc_status_t h5_write_array(hid_t loc, const char *name, tsc_format_t store_fmt, int rank,
+                                   const uint64_t *dims, const void *data, tsc_format_t src_fmt,
+                                   const char *dim_labels, const char *units,
+                                   const tsc_h5_write_opts_t *opts) {
     uint64_t n = 1;
     for (int i = 0; i < rank; i++) n *= dims[i];
     hid_t ft = tsc_h5_type_create(store_fmt);
@@ -503,6 +645,14 @@ tsc_status_t tsc_h5_write_array(hid_t loc, const char *name, tsc_format_t store_
     return st;
 }
 
+tsc_status_t tsc_h5_write_array(hid_t loc, const char *name, tsc_format_t store_fmt, int rank,
+                                const uint64_t *dims, const void *data, tsc_format_t src_fmt,
+                                const char *dim_labels, const char *units,
+                                const tsc_h5_write_opts_t *opts) {
+    TSC_H5_SCOPED(tsc_status_t,
+                  h5_write_array(loc, name, store_fmt, rank, dims, data, src_fmt, dim_labels, units, opts));
+}
+
 tsc_status_t tsc_h5_write_floats(hid_t loc, const char *name, int rank, const uint64_t *dims,
                                  const float *data, const char *dim_labels, const char *units) {
     return tsc_h5_write_array(loc, name, TSC_FMT_FP32, rank, dims, data, TSC_FMT_FP32, dim_labels, units, NULL);
@@ -515,6 +665,6 @@ tsc_status_t tsc_h5_write_doubles(hid_t loc, const char *name, int rank, const u
 
 tsc_status_t tsc_h5_write_ints(hid_t loc, const char *name, int rank, const uint64_t *dims,
                                const int64_t *data, const char *dim_labels, const char *units) {
-    tsc_h5_init();
-    return write_ds(loc, name, H5T_STD_I64LE, H5T_NATIVE_INT64, rank, dims, data, "int64", dim_labels, units, NULL);
+    TSC_H5_SCOPED(tsc_status_t, write_ds(loc, name, H5T_STD_I64LE, H5T_NATIVE_INT64, rank, dims, data, "int64",
+                                         dim_labels, units, NULL));
 }

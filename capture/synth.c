@@ -385,6 +385,87 @@ static tsc_status_t expand_set(const tsc_select_set_t *set, long long limit, lon
     return TSC_OK;
 }
 
+/* The planted structure as root attributes, for tests and readers (empty lists without planting). */
+static tsc_status_t write_planted(tsc_dump_writer_t *w, const tsc_synth_shape_t *sh, const tsc_synth_opts_t *o,
+                                  const char *polbuf) {
+    long pl[TSC_SYNTH_MAX_LIST], ph[TSC_SYNTH_MAX_LIST], pk[TSC_SYNTH_MAX_LIST], pf[TSC_SYNTH_MAX_LIST];
+    long sink[1] = {0}, ties[2] = {0, sh->tie_key}, rs[1] = {sh->tie_key}, rstr[1] = {sh->rows_stride},
+         xc[2] = {sh->x_channels[0], sh->x_channels[1]}, seed[1] = {(long)o->seed}, planted[1] = {o->plant};
+    size_t npl = 0, nph = 0, npk = 0, npf = 0;
+    if (o->plant) {
+        for (int i = 0; i < sh->n_planted_layers; i++) pl[npl++] = sh->planted_layers[i];
+        for (int i = 0; i < sh->n_planted_heads; i++) {
+            ph[nph++] = sh->planted_heads[i];
+            long kv = sh->planted_heads[i] / (sh->n_head / sh->n_kv_head);
+            int dup = 0;
+            for (size_t j = 0; j < npk; j++) dup |= pk[j] == kv;
+            if (!dup) pk[npk++] = kv;
+        }
+        for (int i = 0; i < sh->n_features; i++) pf[npf++] = sh->features[i];
+    }
+    struct { const char *name; const long *v; size_t n; } attrs[] = {
+        {"planted_layers", pl, npl}, {"planted_heads", ph, nph}, {"planted_kv_heads", pk, npk},
+        {"planted_features", pf, npf}, {"planted_sink_keys", sink, o->plant ? 1u : 0u},
+        {"planted_tie_keys", ties, o->plant ? 2u : 0u}, {"planted_rows_start", rs, o->plant ? 1u : 0u},
+        {"planted_rows_stride", rstr, o->plant ? 1u : 0u}, {"planted_x_channels", xc, o->plant ? 2u : 0u},
+        {"synth_seed", seed, 1}, {"synth_planted", planted, 1}};
+    tsc_status_t st = TSC_OK;
+    for (size_t i = 0; st == TSC_OK && i < sizeof attrs / sizeof *attrs; i++)
+        st = tsc_dump_writer_attr_longs(w, attrs[i].name, attrs[i].v, attrs[i].n);
+    if (st == TSC_OK) st = tsc_dump_writer_attr_str(w, "synth_shape", sh->name);
+    if (st == TSC_OK) st = tsc_dump_writer_attr_str(w, "synth_o_policy", polbuf);
+    return st;
+}
+
+/* One layer's tensors, float32, as generated (o and lse computed under the policy). */
+typedef struct {
+    float *q, *k, *v, *dout, *out, *lse, *x, *wq, *wk, *wv, *wo;
+} layer_bufs_t;
+
+static void bufs_free(layer_bufs_t *b) {
+    free(b->q); free(b->k); free(b->v); free(b->dout); free(b->out); free(b->lse); free(b->x);
+    free(b->wq); free(b->wk); free(b->wv); free(b->wo);
+    memset(b, 0, sizeof *b);
+}
+
+static tsc_status_t bufs_alloc(layer_bufs_t *b, const tsc_synth_shape_t *sh, const char *path) {
+    size_t B = (size_t)sh->batch, H = (size_t)sh->n_head, K = (size_t)sh->n_kv_head, T = (size_t)sh->seq_len,
+           D = (size_t)sh->head_dim, C = (size_t)sh->d_model;
+    size_t nq = B * H * T * D, nk = B * K * T * D;
+    b->q = malloc(nq * 4); b->k = malloc(nk * 4); b->v = malloc(nk * 4); b->dout = malloc(nq * 4);
+    b->out = malloc(nq * 4); b->lse = malloc(B * H * T * 4); b->x = malloc(B * T * C * 4);
+    b->wq = malloc(H * D * C * 4); b->wk = malloc(K * D * C * 4); b->wv = malloc(K * D * C * 4);
+    b->wo = malloc(C * H * D * 4);
+    if (b->q && b->k && b->v && b->dout && b->out && b->lse && b->x && b->wq && b->wk && b->wv && b->wo) return TSC_OK;
+    bufs_free(b);
+    return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory for one layer of shape %s", path, sh->name);
+}
+
+/* Writes one layer of step s: the attention tensors as bf16 (lse as f32), x and the weights. */
+static tsc_status_t put_layer(tsc_dump_writer_t *w, const tsc_synth_shape_t *sh, long long s, int layer,
+                              const layer_bufs_t *b) {
+    uint64_t B = (uint64_t)sh->batch, H = (uint64_t)sh->n_head, K = (uint64_t)sh->n_kv_head,
+             T = (uint64_t)sh->seq_len, D = (uint64_t)sh->head_dim, C = (uint64_t)sh->d_model;
+    uint64_t dq[4] = {B, H, T, D}, dk[4] = {B, K, T, D}, dl[3] = {B, H, T}, dx[3] = {B, T, C}, dwq[2] = {H * D, C},
+             dwk[2] = {K * D, C}, dwo[2] = {C, H * D};
+    tsc_format_t bf16 = TSC_FMT_BF16, f32 = TSC_FMT_FP32;
+    tsc_status_t st = tsc_dump_writer_put(w, s, layer, "q", 4, dq, f32, b->q, bf16);
+    if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "k", 4, dk, f32, b->k, bf16);
+    if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "v", 4, dk, f32, b->v, bf16);
+    if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "o", 4, dq, f32, b->out, bf16);
+    if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "do", 4, dq, f32, b->dout, bf16);
+    if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "lse", 3, dl, f32, b->lse, f32);
+    if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "x", 3, dx, f32, b->x, bf16);
+    if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "w_q", 2, dwq, f32, b->wq, bf16);
+    if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "w_k", 2, dwk, f32, b->wk, bf16);
+    if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "w_v", 2, dwk, f32, b->wv, bf16);
+    if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "w_o", 2, dwo, f32, b->wo, bf16);
+    return st;
+}
+
+/* HDF5 is called only through tsc_dump_writer_*, each of which enters the library's HDF5 scope
+ * itself: the lock is not held across the attention compute, so other threads' HDF5 calls wait
+ * for one dataset write at most, never for a whole synthetic dump. */
 tsc_status_t tsc_synth_write(const char *path, const tsc_synth_opts_t *opts) {
     tsc_synth_opts_t o;
     if (opts) o = *opts;
@@ -427,79 +508,28 @@ tsc_status_t tsc_synth_write(const char *path, const tsc_synth_opts_t *opts) {
     if (st == TSC_OK && strlen(polbuf) >= sizeof m.policy)
         st = tsc_error_set(TSC_ERR_ARG, "policy: '%s' is longer than %zu characters", polbuf, sizeof m.policy - 1);
     if (st == TSC_OK) memcpy(m.policy, polbuf, strlen(polbuf) + 1);
-    snprintf(m.producer, sizeof m.producer, "tilescope-synth %s", TSC_VERSION);
+    snprintf(m.producer, sizeof m.producer, "tilescope-synth %s", tsc_version());
 
-    size_t B = (size_t)sh.batch, H = (size_t)sh.n_head, K = (size_t)sh.n_kv_head, T = (size_t)sh.seq_len,
-           D = (size_t)sh.head_dim, C = (size_t)sh.d_model;
-    size_t nq = B * H * T * D, nk = B * K * T * D;
-    float *q = NULL, *k = NULL, *v = NULL, *dout = NULL, *out = NULL, *lse = NULL, *x = NULL, *wq = NULL, *wk = NULL,
-          *wv = NULL, *wo = NULL;
-    if (st == TSC_OK) {
-        q = malloc(nq * 4); k = malloc(nk * 4); v = malloc(nk * 4); dout = malloc(nq * 4); out = malloc(nq * 4);
-        lse = malloc(B * H * T * 4); x = malloc(B * T * C * 4); wq = malloc(H * D * C * 4); wk = malloc(K * D * C * 4);
-        wv = malloc(K * D * C * 4); wo = malloc(C * H * D * 4);
-        if (!q || !k || !v || !dout || !out || !lse || !x || !wq || !wk || !wv || !wo)
-            st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory for one layer of shape %s", path, sh.name);
-    }
+    layer_bufs_t b = {0};
+    if (st == TSC_OK) st = bufs_alloc(&b, &sh, path);
     tsc_dump_writer_t *w = NULL;
     tsc_dump_write_opts_t wopts = {o.deflate, 0};
     if (st == TSC_OK) st = tsc_dump_writer_open(&w, path, &m, &wopts);
-    if (st == TSC_OK) {
-        /* the planted structure, for tests and readers (empty lists with --no-plant) */
-        long pl[TSC_SYNTH_MAX_LIST], ph[TSC_SYNTH_MAX_LIST], pk[TSC_SYNTH_MAX_LIST], pf[TSC_SYNTH_MAX_LIST];
-        long sink[1] = {0}, ties[2] = {0, sh.tie_key}, rs[1] = {sh.tie_key}, rstr[1] = {sh.rows_stride},
-             xc[2] = {sh.x_channels[0], sh.x_channels[1]}, seed[1] = {(long)o.seed}, planted[1] = {o.plant};
-        size_t npl = 0, nph = 0, npk = 0, npf = 0;
-        if (o.plant) {
-            for (int i = 0; i < sh.n_planted_layers; i++) pl[npl++] = sh.planted_layers[i];
-            for (int i = 0; i < sh.n_planted_heads; i++) {
-                ph[nph++] = sh.planted_heads[i];
-                long kv = sh.planted_heads[i] / (sh.n_head / sh.n_kv_head);
-                int dup = 0;
-                for (size_t j = 0; j < npk; j++) dup |= pk[j] == kv;
-                if (!dup) pk[npk++] = kv;
-            }
-            for (int i = 0; i < sh.n_features; i++) pf[npf++] = sh.features[i];
-        }
-        struct { const char *name; const long *v; size_t n; } attrs[] = {
-            {"planted_layers", pl, npl}, {"planted_heads", ph, nph}, {"planted_kv_heads", pk, npk},
-            {"planted_features", pf, npf}, {"planted_sink_keys", sink, o.plant ? 1u : 0u},
-            {"planted_tie_keys", ties, o.plant ? 2u : 0u}, {"planted_rows_start", rs, o.plant ? 1u : 0u},
-            {"planted_rows_stride", rstr, o.plant ? 1u : 0u}, {"planted_x_channels", xc, o.plant ? 2u : 0u},
-            {"synth_seed", seed, 1}, {"synth_planted", planted, 1}};
-        for (size_t i = 0; st == TSC_OK && i < sizeof attrs / sizeof *attrs; i++)
-            st = tsc_dump_writer_attr_longs(w, attrs[i].name, attrs[i].v, attrs[i].n);
-        if (st == TSC_OK) st = tsc_dump_writer_attr_str(w, "synth_shape", sh.name);
-        if (st == TSC_OK) st = tsc_dump_writer_attr_str(w, "synth_o_policy", polbuf);
-    }
-    tsc_attn_dims_t dims = {(int)B, (int)H, (int)K, (int)T, (int)D, 1, g.alpha};
-    uint64_t dq[4] = {B, H, T, D}, dk[4] = {B, K, T, D}, dl[3] = {B, H, T}, dx[3] = {B, T, C}, dwq[2] = {H * D, C},
-             dwk[2] = {K * D, C}, dwo[2] = {C, H * D};
+    if (st == TSC_OK) st = write_planted(w, &sh, &o, polbuf);
+    tsc_attn_dims_t dims = {sh.batch, sh.n_head, sh.n_kv_head, sh.seq_len, sh.head_dim, 1, g.alpha};
     for (int si = 0; st == TSC_OK && si < n_steps; si++) {
         for (int li = 0; st == TSC_OK && li < n_layers; li++) {
             int layer = (int)layers[li];
             char why[256] = "";
-            if (gen_qkvdo(&g, steps[si], layer, q, k, v, dout, why, sizeof why) != 0) {
+            if (gen_qkvdo(&g, steps[si], layer, b.q, b.k, b.v, b.dout, why, sizeof why) != 0) {
                 st = tsc_error_set(TSC_ERR_INTERNAL, "%s: synth construction failed: %s", path, why);
                 break;
             }
-            tsc_attn_io_t io = {.dtype = TSC_ATTN_F32, .q = q, .k = k, .v = v, .o = out, .lse = lse};
+            tsc_attn_io_t io = {.dtype = TSC_ATTN_F32, .q = b.q, .k = b.k, .v = b.v, .o = b.out, .lse = b.lse};
             st = tsc_attn_run(&g.pol, &dims, &io, NULL, 0);
             if (st != TSC_OK) { tsc_error_wrap(st, "%s: computing o under %s: ", path, polbuf); break; }
-            gen_x_w(&g, steps[si], layer, x, wq, wk, wv, wo);
-            long long s = steps[si];
-            tsc_format_t bf16 = TSC_FMT_BF16, f32 = TSC_FMT_FP32;
-            st = tsc_dump_writer_put(w, s, layer, "q", 4, dq, f32, q, bf16);
-            if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "k", 4, dk, f32, k, bf16);
-            if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "v", 4, dk, f32, v, bf16);
-            if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "o", 4, dq, f32, out, bf16);
-            if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "do", 4, dq, f32, dout, bf16);
-            if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "lse", 3, dl, f32, lse, f32);
-            if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "x", 3, dx, f32, x, bf16);
-            if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "w_q", 2, dwq, f32, wq, bf16);
-            if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "w_k", 2, dwk, f32, wk, bf16);
-            if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "w_v", 2, dwk, f32, wv, bf16);
-            if (st == TSC_OK) st = tsc_dump_writer_put(w, s, layer, "w_o", 2, dwo, f32, wo, bf16);
+            gen_x_w(&g, steps[si], layer, b.x, b.wq, b.wk, b.wv, b.wo);
+            st = put_layer(w, &sh, steps[si], layer, &b);
             if (st == TSC_OK && o.progress) o.progress(o.progress_ctx, si * n_layers + li + 1, n_steps * n_layers);
         }
         if (st == TSC_OK) st = tsc_dump_writer_step_done(w, steps[si]);
@@ -508,7 +538,7 @@ tsc_status_t tsc_synth_write(const char *path, const tsc_synth_opts_t *opts) {
         if (st == TSC_OK) st = tsc_dump_writer_close(w);
         else tsc_dump_writer_abort(w);
     }
-    free(q); free(k); free(v); free(dout); free(out); free(lse); free(x); free(wq); free(wk); free(wv); free(wo);
+    bufs_free(&b);
     free(steps); free(layers);
     return st;
 }

@@ -50,7 +50,8 @@ typedef struct {
 typedef struct tsc_capture tsc_capture_t;
 
 /* Creates the session folder "<path>.capture" (TSC_ERR_IO when it exists with a session.h5 in
- * it already, or cannot be created) and writes session.h5 from meta (tsc_dump_meta_check'ed).
+ * it already, or cannot be created, or when path itself is a directory, FIFO or device, which
+ * could never receive the packed dump) and writes session.h5 from meta (tsc_dump_meta_check'ed).
  * A stale folder from a killed session is not overwritten: remove it or pack it first.
  * opts may be NULL. On failure *out is NULL. */
 TSC_API tsc_status_t tsc_capture_open(tsc_capture_t **out, const char *path, const tsc_dump_meta_t *meta,
@@ -86,7 +87,8 @@ TSC_API int tsc_capture_n_steps(const tsc_capture_t *s);
 TSC_API tsc_status_t tsc_capture_close(tsc_capture_t *s);
 
 /* Packs a session folder (left by a killed process or keep_session) into one dump file out_path
- * (temporary name + rename); removes the folder when remove_folder is 1. */
+ * (an exclusive temporary renamed into place, util/tsc_file.h: out_path is refused when it is a
+ * directory, FIFO or device); removes the folder when remove_folder is 1. */
 TSC_API tsc_status_t tsc_capture_pack(const char *session_dir, const char *out_path, int remove_folder);
 
 #ifdef __cplusplus

@@ -17,9 +17,11 @@
  *   tsc_dump_read(d, tsc_dump_step_at(d, 0), 1, "q", 0, 3, q);             // step, layer 1, b 0, h 3
  *   tsc_dump_close(d); free(q);
  *
- * Ownership: tsc_dump_open allocates the handle, tsc_dump_close(NULL) is a no-op. Not thread-safe:
- * the serial HDF5 library must not be entered from two threads at once (even with two handles), so
- * read on one thread and hand the float buffers to OpenMP workers.
+ * Ownership: tsc_dump_open allocates the handle, tsc_dump_close(NULL) is a no-op. Threads: every
+ * function that touches HDF5 holds the library's HDF5 lock for its duration (tsc_h5_enter,
+ * tsc_h5.h), so threads may read through their own handles at once; the calls are serialised
+ * (the serial HDF5 library cannot run two at a time), so for parallel work read on one thread
+ * and hand the float buffers to OpenMP workers. A handle is not to be shared between threads.
  */
 #ifndef TSC_DUMP_H
 #define TSC_DUMP_H
@@ -158,8 +160,9 @@ typedef void (*tsc_dump_report_fn)(void *ctx, int severity, const char *message)
 TSC_API int tsc_dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn report, void *ctx);
 
 /* ---------------------------------------------------------------------------------------------
- * Writer of whole dumps (synth, tests, export): writes "<path>.tmp.<pid>" and renames it onto
- * path at tsc_dump_writer_close, so path is either absent/old or complete.
+ * Writer of whole dumps (synth, tests, export): writes an exclusive temporary "<path>.tmp.<pid>.<n>"
+ * (tsc_h5_create) and renames it onto path at tsc_dump_writer_close, so path is either
+ * absent/old or complete.
  *
  *   tsc_dump_writer_t *w;
  *   tsc_dump_writer_open(&w, "synth.h5", &meta, NULL);

@@ -3,9 +3,12 @@
  *
  * Every helper checks each HDF5 call and, on failure, records a detail through tsc_error_set
  * that names the file (from H5Fget_name), the object path and what was expected; nothing is
- * printed (tsc_h5_init silences HDF5's own error-stack printing, once per process).
- * Files are created atomically: tsc_h5_create writes "<path>.tmp.<pid>" and tsc_h5_commit
- * closes and renames it onto path, so a reader sees the previous file or the complete new one.
+ * printed. Every public function of capture/ that calls HDF5 runs inside the library's HDF5
+ * scope (tsc_h5_enter/tsc_h5_leave below): HDF5's automatic error printing is off only for the
+ * duration of the call, and the host program's own handler is back in place when it returns.
+ * Files are created atomically through util/tsc_file.h: tsc_h5_create writes an exclusive
+ * temporary beside path and tsc_h5_commit closes and renames it onto path, so a reader sees the
+ * previous file or the complete new one.
  * Number formats are tsc_format_t (kernels/tsc_formats.h); BF16, FP8-E4M3 and FP8-E5M2 map to
  * HDF5 floating-point types of their exact bit layout, so h5dump/h5py convert them on read.
  *
@@ -20,6 +23,7 @@
 #define TSC_H5_H
 
 #include "tsc_export.h"
+#include "tsc_file.h"
 
 #include <hdf5.h>
 #include <stddef.h>
@@ -32,16 +36,29 @@
 extern "C" {
 #endif
 
-/* Silences HDF5's automatic error printing (H5Eset_auto2(H5E_DEFAULT, NULL, NULL)). Idempotent;
- * every tsc_h5_* and tsc_dump_* entry point calls it, callers of raw HDF5 may call it first. */
-TSC_API void tsc_h5_init(void);
-
-/* The one lock around libtilescope's HDF5 calls. Debian's libhdf5 is not thread-safe, so every
- * thread of the library (OpenMP workers of analyze/diagnose included) takes this lock before
- * calling HDF5. It is recursive: a function holding it may call helpers that take it again.
+/* The one lock around libtilescope's HDF5 calls. A libhdf5 built without its thread-safe option
+ * must not be entered from two threads at once (Debian 12's is built with it; others may not be),
+ * and the error-handler save/restore of tsc_h5_enter needs one owner, so every thread of the
+ * library (OpenMP workers of analyze/diagnose included) takes this lock before calling HDF5. It is recursive: a function holding it may call helpers that take it again.
  * Pairs must nest; tsc_h5_unlock without a matching lock is a bug. */
 TSC_API void tsc_h5_lock(void);
 TSC_API void tsc_h5_unlock(void);
+
+/* The library's HDF5 scope, for code that calls raw HDF5 (H5Dread, H5Literate, ...) besides the
+ * helpers: tsc_h5_enter takes the lock (tsc_h5_lock) and, at the outermost level, saves the
+ * calling program's automatic error handler (H5Eget_auto2, or H5Eget_auto1 when it was set with
+ * the old API) and sets it to none; tsc_h5_leave puts the saved handler back at the outermost
+ * level and unlocks. Scopes nest (every tsc_h5_* / tsc_dump_* / tsc_capture_* / tsc_synth_*
+ * function enters one itself); every enter needs exactly one leave, on every return path:
+ *
+ *   tsc_h5_enter();
+ *   hid_t ds = H5Dopen2(fid, "a/b", H5P_DEFAULT);   // a failure prints nothing
+ *   if (ds < 0) { tsc_h5_leave(); return tsc_error_set(TSC_ERR_FORMAT, "..."); }
+ *   ...; H5Dclose(ds);
+ *   tsc_h5_leave();
+ */
+TSC_API void tsc_h5_enter(void);
+TSC_API void tsc_h5_leave(void);
 
 /* The HDF5 file datatype of fmt (little-endian): IEEE F64/F32 for fp64/fp32/tf32, IEEE F16 for
  * fp16, and custom floating-point types with the exact BF16 (1-8-7, bias 127), E4M3 (1-4-3,
@@ -56,14 +73,18 @@ TSC_API tsc_status_t tsc_h5_type_format(hid_t type, tsc_format_t *out);
 typedef struct {
     hid_t fid;        /* the open file (write into it with H5* or the helpers below) */
     char path[4096];  /* final name */
-    char tmp[4200];   /* temporary name, "<path>.tmp.<pid>" */
+    char tmp[4200];   /* temporary name, "<path>.tmp.<pid>.<n>" ("" once committed or aborted) */
+    tsc_out_t out;    /* the atomic output behind it (util/tsc_file.h) */
 } tsc_h5_file_t;
 
-/* Creates "<path>.tmp.<pid>" (truncating it). TSC_ERR_IO naming path when the folder is not
- * writable; then f->fid is H5I_INVALID_HID and nothing is left on disk. */
+/* Creates the temporary "<path>.tmp.<pid>.<n>" exclusively (O_EXCL|O_NOFOLLOW: a file or link
+ * planted at that name is never written through) and opens it as a new HDF5 file. TSC_ERR_IO
+ * naming path when the folder is not writable, or when path is a directory, FIFO, device or
+ * socket (tsc_out_check); then f->fid is H5I_INVALID_HID and nothing is left on disk. */
 TSC_API tsc_status_t tsc_h5_create(tsc_h5_file_t *f, const char *path);
 /* Flushes, closes and renames the temporary file onto f->path. On failure the temporary file
- * is removed and TSC_ERR_IO is returned; f->fid is invalid afterwards in both cases. */
+ * is removed, f->path left as it was, and TSC_ERR_IO is returned; f->fid is invalid afterwards
+ * in both cases. */
 TSC_API tsc_status_t tsc_h5_commit(tsc_h5_file_t *f);
 /* Closes and removes the temporary file (after an error). Safe on a closed/failed file. */
 TSC_API void tsc_h5_abort(tsc_h5_file_t *f);
@@ -77,6 +98,14 @@ TSC_API tsc_status_t tsc_h5_open(hid_t *fid, const char *path, int rw);
 TSC_API tsc_status_t tsc_h5_group_create(hid_t loc, const char *path, hid_t *out);
 /* 1 when the link "a/b/c" exists below loc (every component checked), else 0. */
 TSC_API int tsc_h5_exists(hid_t loc, const char *path);
+/* Closes an open file, group, dataset, dataspace, datatype or attribute inside the library's
+ * HDF5 scope (so a failure prints nothing). Invalid ids are ignored. */
+TSC_API void tsc_h5_close(hid_t id);
+/* Reads the whole dataset at path below loc as doubles: *data [prod dims] (caller frees),
+ * *rank <= max_rank and dims[0..rank). TSC_ERR_MISSING when absent, TSC_ERR_FORMAT for a
+ * rank above max_rank or a failed read, TSC_ERR_NOMEM; *data is NULL on failure. */
+TSC_API tsc_status_t tsc_h5_read_doubles(hid_t loc, const char *path, int max_rank, double **data, int *rank,
+                                         long long *dims);
 
 /* Options of tsc_h5_write_array; NULL means contiguous, uncompressed. */
 typedef struct {

@@ -95,37 +95,14 @@ void tsc_figure_opts_init(tsc_figure_opts_t *o) {
 /* Reads the whole dataset at dspath of the analysis file as doubles; *data is the caller's.
  * TSC_ERR_MISSING when absent (what is missing is named by the caller's wrap). */
 tsc_status_t tsc_fig_read_ds(const tsc_figure_src_t *s, const char *dspath, double **data, int *rank, long long dims[4]) {
-    tsc_h5_init();
     *data = NULL;
-    if (access(s->analysis_path, R_OK) != 0)
-        return tsc_error_set(TSC_ERR_MISSING, "%s: cannot open: %s", s->analysis_path, strerror(errno));
-    hid_t f = H5Fopen(s->analysis_path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: not an HDF5 file (H5Fopen failed)", s->analysis_path);
-    tsc_status_t st = TSC_OK;
-    if (!tsc_h5_exists(f, dspath)) {
-        H5Fclose(f);
-        return tsc_error_set(TSC_ERR_MISSING, "%s: no dataset %s", s->analysis_path, dspath);
-    }
-    hid_t d = H5Dopen2(f, dspath, H5P_DEFAULT);
-    hid_t sp = d >= 0 ? H5Dget_space(d) : -1;
-    int r = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
-    hsize_t hd[8] = {0};
-    if (d < 0 || sp < 0 || r < 0 || r > 4 || H5Sget_simple_extent_dims(sp, hd, NULL) < 0) {
-        st = tsc_error_set(TSC_ERR_FORMAT, "%s:%s: cannot read its shape (expected rank <= 4)", s->analysis_path, dspath);
-    } else {
-        size_t n = 1;
-        for (int i = 0; i < r; i++) n *= (size_t)hd[i], dims[i] = (long long)hd[i];
-        *rank = r;
-        double *buf = malloc((n ? n : 1) * sizeof *buf);
-        if (!buf) st = tsc_error_set(TSC_ERR_NOMEM, "%s:%s: out of memory", s->analysis_path, dspath);
-        else if (n && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
-            free(buf);
-            st = tsc_error_set(TSC_ERR_FORMAT, "%s:%s: H5Dread failed (corrupt file?)", s->analysis_path, dspath);
-        } else *data = buf;
-    }
-    if (sp >= 0) H5Sclose(sp);
-    if (d >= 0) H5Dclose(d);
-    H5Fclose(f);
+    hid_t f;
+    tsc_status_t st = tsc_h5_open(&f, s->analysis_path, 0);
+    if (st == TSC_ERR_IO) return TSC_ERR_MISSING; /* the detail (file and reason) is set */
+    if (st != TSC_OK) return st;
+    st = tsc_h5_read_doubles(f, dspath, 4, data, rank, dims);
+    if (st != TSC_OK) tsc_error_wrap(st, "%s: ", s->analysis_path);
+    tsc_h5_close(f);
     return st;
 }
 

@@ -490,7 +490,9 @@ static tsc_status_t write_pdf(const tsc_rdoc_t *d, const char *pdf_path, tsc_rep
     tsc_status_t st = tsc_sink_open(&k, pdf_path, TSC_IMG_PDF, TSC_RP_PAGE_W, TSC_RP_PAGE_H, 72);
     if (st) return st;
     cairo_pdf_surface_set_metadata(k.sf, CAIRO_PDF_METADATA_TITLE, "tilescope report");
-    cairo_pdf_surface_set_metadata(k.sf, CAIRO_PDF_METADATA_CREATOR, "tilescope " TSC_VERSION);
+    char creator[64];
+    snprintf(creator, sizeof creator, "tilescope %s", tsc_version());
+    cairo_pdf_surface_set_metadata(k.sf, CAIRO_PDF_METADATA_CREATOR, creator);
     st = tsc_rdoc_pdf(d, k.cr, 0, &info->n_pages);
     return tsc_sink_close(&k, st);
 }

@@ -1,5 +1,6 @@
 /* file.c: atomic output files (tsc_file.h). */
 #include "tsc_file.h"
+#include "util_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -56,7 +57,7 @@ tsc_status_t tsc_out_check(const char *path) {
     if (!path || !*path) return tsc_error_set(TSC_ERR_ARG, "empty output path");
     if (stat(path, &s) != 0) {
         if (errno == ENOENT) return TSC_OK;
-        return tsc_error_set(TSC_ERR_IO, "%s: cannot use as output: %s", path, strerror(errno));
+        return tsc_error_set(TSC_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
     }
     if (S_ISREG(s.st_mode)) return TSC_OK;
     const char *what = S_ISDIR(s.st_mode) ? "a directory" : S_ISFIFO(s.st_mode) ? "a FIFO"
@@ -151,14 +152,18 @@ tsc_status_t tsc_out_commit(tsc_out_t *o) {
     return st;
 }
 
-tsc_status_t tsc_out_write_all(const char *path, const void *data, size_t n) {
+tsc_status_t tsc_out_write_parts(const char *path, const void *data, size_t n, const void *tail, size_t tail_n) {
     tsc_out_t o;
     tsc_status_t st = tsc_out_open(&o, path);
     if (st != TSC_OK) return st;
-    if (n && fwrite(data, 1, n, o.fp) != n) {
+    if ((n && fwrite(data, 1, n, o.fp) != n) || (tail && tail_n && fwrite(tail, 1, tail_n, o.fp) != tail_n)) {
         st = tsc_error_set(TSC_ERR_IO, "%s: write failed: %s", path, strerror(errno));
         tsc_out_abort(&o);
         return st;
     }
     return tsc_out_commit(&o);
+}
+
+tsc_status_t tsc_out_write_all(const char *path, const void *data, size_t n) {
+    return tsc_out_write_parts(path, data, n, NULL, 0);
 }

@@ -1,8 +1,8 @@
 /* json.c: deterministic JSON writer with non-finite bookkeeping (tsc_json.h). */
 #include "tsc_json.h"
 #include "tsc_file.h"
+#include "util_internal.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -243,13 +243,5 @@ tsc_status_t tsc_json_write_file(const tsc_json_t *j, const char *path) {
     if (j->status != TSC_OK) return tsc_error_set(j->status, "%s: not written: the JSON writer failed earlier", path);
     if (j->depth != 0 || j->len == 0)
         return tsc_error_set(TSC_ERR_INTERNAL, "%s: not written: the JSON document is unfinished", path);
-    tsc_out_t o;
-    tsc_status_t st = tsc_out_open(&o, path);
-    if (st != TSC_OK) return st;
-    if (fwrite(j->buf, 1, j->len, o.fp) != j->len || fputc('\n', o.fp) == EOF) {
-        st = tsc_error_set(TSC_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-        tsc_out_abort(&o);
-        return st;
-    }
-    return tsc_out_commit(&o);
+    return tsc_out_write_parts(path, j->buf, j->len, "\n", 1);
 }

@@ -1,0 +1,13 @@
+/* util_internal.h: helpers shared by the files of util/ (not installed, not exported). */
+#ifndef TSC_UTIL_INTERNAL_H
+#define TSC_UTIL_INTERNAL_H
+
+#include <stddef.h>
+
+#include "tsc_status.h"
+
+/* Writes data[0..n) followed by tail[0..tail_n) to path atomically (tsc_out_open, checked
+ * writes, tsc_out_commit; tsc_out_abort on a failed write). tail may be NULL. */
+tsc_status_t tsc_out_write_parts(const char *path, const void *data, size_t n, const void *tail, size_t tail_n);
+
+#endif
