@@ -235,7 +235,7 @@ static tsc_status_t head_row(an_head_t *x, int bi) {
 }
 
 /* d: the automatic probe: the top feature, and the row with the largest error in its bias sign
- * among the rows with >= 2 exact maxima (where PAPER.md §5's mechanism acts; Fig. 6), or among
+ * among the rows with >= 2 exact maxima (where docs/MECHANISM.md §5's mechanism acts; Fig. 6), or among
  * all rows when there is none; then the chosen probe, if any. */
 static tsc_status_t head_probes(an_head_t *x) {
     const an_run_t *R = x->R;

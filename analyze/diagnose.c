@@ -469,7 +469,7 @@ static void verdict(const tsc_analysis_t *a, tsc_diag_head_t *dh) {
     }
     dh->accum_gain = t2 > 0 ? sqrt(e2 / t2) : NAN;
     int biased = dh->flagged || dh->delta_biased;
-    /* Similar directions (PAPER.md §4 (3)): over all tokens, the signed rank-1 terms add up to at
+    /* Similar directions (docs/MECHANISM.md §4 (3)): over all tokens, the signed rank-1 terms add up to at
      * least TSC_DIAG_ACCUM_GAIN times what the same terms give with independent random signs
      * (gain^2 - 1 is the energy-weighted sum of their pairwise cosines); or, among the N largest
      * terms, they are nearly parallel, or one direction holds more energy than all others together

@@ -1,4 +1,4 @@
-/* grad.c: P K, identity (1) and the rank-1 sum (2) of PAPER.md §4 (tsc_grad.h). */
+/* grad.c: P K, identity (1) and the rank-1 sum (2) of docs/MECHANISM.md §4 (tsc_grad.h). */
 #include "tsc_grad.h"
 
 #include "blas_internal.h"

@@ -9,7 +9,7 @@
  *   c. a rounding census of the P-bar V accumulation (FP32 additions whose significand overflowed
  *      and whose result has rounding bit 1 and sticky bits set relative to the output format);
  *   d. O-bar_error(t) for a chosen and an automatically chosen (b, T, I);
- *   e. identity (1) of PAPER.md §4 and, where x is captured, the rank-1 decomposition of the
+ *   e. identity (1) of docs/MECHANISM.md §4 and, where x is captured, the rank-1 decomposition of the
  *      dW^Q error (cosine similarity, SVD energy, effective rank, projection share);
  *   f. spectral norms of captured weights (per head for w_q), power iteration vs LAPACK.
  *

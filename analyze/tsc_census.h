@@ -1,4 +1,4 @@
-/* tsc_census.h: the rounding census of the P-bar V accumulation (issue item 1c, PAPER.md §5).
+/* tsc_census.h: the rounding census of the P-bar V accumulation (docs/MECHANISM.md §5).
  *
  * For one row of attention, each feature i sums the products a_j v[j, i] over the visible keys j
  * in FP32, one fused multiply-add per key in key order (the sum restarts from 0 at each key tile

@@ -1,4 +1,4 @@
-/* tsc_diagnose.h: `tilescope diagnose`: the paper's Appendix F workflow end to end (PAPER.md §8).
+/* tsc_diagnose.h: `tilescope diagnose`: the paper's Appendix F workflow end to end (docs/MECHANISM.md §8).
  *
  * 1. Run the analysis (tsc_analysis.h) and take the at-risk (layer, head)s: flagged features, or a
  *    significant δ bias in some step. Each is examined at the step with the largest |Σ_T(δ_lp − δ_hp)|.
@@ -17,7 +17,7 @@
  *    largest terms at the examined step.
  * 4. The bit level: the single P̄V addition with the largest rounding error in O units (error / ℓ
  *    of its row) among the flagged features of the tie rows (every row when none) at the examined step, with operands, FP32 sum and kept|rounding|sticky
- *    bits, like PAPER.md §5 (bits formatted here; the sum is the FP32 fused multiply-add).
+ *    bits, like docs/MECHANISM.md §5 (bits formatted here; the sum is the FP32 fused multiply-add).
  * 5. Mitigation: the same δ bias under lp+stable (β = 2, ε = 1e-3) and a β sweep.
  *
  *   tsc_diagnose_opts_t o; tsc_diagnose_opts_init(&o);
@@ -64,8 +64,8 @@ TSC_API void tsc_diagnose_opts_init(tsc_diagnose_opts_t *o);
 /* One at-risk (layer, head). The bias measured for every policy X is
  *   B(X) = sum over the analysed steps, batch rows, tie rows T and the head's flagged features i
  *          (every one of them; all head_dim features when none is flagged) of dO[T, i] * (O_X - O_hp)[T, i],
- * the part of sum_T(delta_X - delta_hp) those features carry (PAPER.md §5); ratios are B(X)/B(lp).
- * Tie rows: rows with >= 2 exact maxima in lp's scores, where the mechanism of PAPER.md §5 acts;
+ * the part of sum_T(delta_X - delta_hp) those features carry (docs/MECHANISM.md §5); ratios are B(X)/B(lp).
+ * Tie rows: rows with >= 2 exact maxima in lp's scores, where the mechanism of docs/MECHANISM.md §5 acts;
  * other rows only add zero-mean rounding noise that would hide what a substitution removes (all
  * rows are used when the head has no tie row). Forward replays only (O does not depend on the
  * backward stages). */

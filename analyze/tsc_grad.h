@@ -1,4 +1,4 @@
-/* tsc_grad.h: the gradient-error decomposition of PAPER.md §4.
+/* tsc_grad.h: the gradient-error decomposition of docs/MECHANISM.md §4.
  *
  * Only delta differs between the hp and lp backward passes in the paper's experiment, so
  *   (1) dQ_hp - dQ_lp = alpha * diag(delta_lp - delta_hp) * (P K)                       [T, D]

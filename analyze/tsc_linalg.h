@@ -1,4 +1,4 @@
-/* tsc_linalg.h: the linear algebra of the gradient-error analysis (PAPER.md §4): cosine
+/* tsc_linalg.h: the linear algebra of the gradient-error analysis (docs/MECHANISM.md §4): cosine
  * similarity of rank-1 terms, singular values of stacked rank-1 terms (energy of the top
  * direction, effective rank, projection of the accumulated error on the top direction), and
  * spectral norms by power iteration checked against LAPACK.

@@ -2,7 +2,7 @@
 """Baseline of bench_diagnose.sh: the core metrics of `tilescope diagnose` in numpy/torch (CPU).
 
 For every step, layer and head of a dump: the hp replay (FP32 attention forward, delta =
-rowsum(dO * O)), the lp replay (the official PyTorch FA2 code's BF16 semantics, PAPER.md section 3:
+rowsum(dO * O)), the lp replay (the official PyTorch FA2 code's BF16 semantics, docs/MECHANISM.md section 3:
 BF16 scores times the scale, BF16 row max and row sum, FP32 exp, P-bar cast to BF16 for a
 P-bar V einsum with a BF16 result, BF16 O accumulator across key tiles, causal), and the
 statistics of issue 4 items 1a and 1b: max/mean abs and rel error of O and delta, error in BF16

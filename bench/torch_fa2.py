@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """torch_fa2.py: the baseline of bench_attention: a pure-PyTorch tiled FlashAttention-2 in BF16,
-written from PAPER.md §3 (the approach of the paper's official attention.py: BF16 tensors for
+written from docs/MECHANISM.md §3 (the approach of the paper's official attention.py: BF16 tensors for
 scores, row max, row sums and the O accumulator; exp in FP32; P̄ cast to BF16 for P̄V), run on the
 CPU. Forward and backward are explicit loops over tiles, as in a custom autograd Function.
 

@@ -194,7 +194,7 @@ static int gen_qkvdo(const gen_t *g, long long step, int layer, float *q, float 
                  * spacings so that V[0] + V[p] (exact in FP32) lies exactly halfway between two
                  * BF16 values. Alone that tie would round to even; the tiny same-sign mass of the
                  * other keys makes it round up in magnitude: every planted row then carries the
-                 * paper's negative rounding error (PAPER.md §5, "two large, one small"). */
+                 * paper's negative rounding error (docs/MECHANISM.md §5, "two large, one small"). */
                 for (int fi = 0; fi < s->n_features; fi++) {
                     int f = s->features[fi];
                     float v0 = vb[f], vp = vb[(size_t)p * D + f];
@@ -305,7 +305,7 @@ static void gen_x_w(const gen_t *g, long long step, int layer, float *x, float *
                 /* the shared columns of x: LayerNorm outputs with two persistent massive channels
                  * (+0.8 and -0.6 times 4 sqrt(C)), so the common part has 4x the norm of the random
                  * part and every X[T] points along it (cosine about 16/17 between tokens), as the
-                 * shared columns of PAPER.md §4 (3) */
+                 * shared columns of docs/MECHANISM.md §4 (3) */
                 if (g->plant && c == s->x_channels[0]) mu = 3.2 * sqrt((double)C);
                 if (g->plant && c == s->x_channels[1]) mu = -2.4 * sqrt((double)C);
                 x[((size_t)b * T + t) * C + c] = bf(mu + gauss(&r));

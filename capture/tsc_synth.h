@@ -4,7 +4,7 @@
  * What is planted (docs/FORMAT.md §1.6 has the full recipe): in the planted layers and heads,
  * the planted rows have exactly two maxima in their scores, at the sink key 0 and at key p (the
  * two key vectors are bit-identical, so α·q·k ties in any arithmetic), with every other
- * visible score at least 11 below them (the regime of PAPER.md §5: the non-tied P̄ mass stays
+ * visible score at least 11 below them (the regime of docs/MECHANISM.md §5: the non-tied P̄ mass stays
  * below half an ULP of the tied sum); V of the planted kv heads has the planted features drawn
  * from N(-2.2, 0.4) for every token; dO of the planted heads is negative at those features
  * (N(-1, 0.25) x 1e-3); x has two constant "shared" channels; w_q of the planted heads has an

@@ -14,7 +14,7 @@
 const char tsc_usage_demo[] =
     "usage: tilescope demo [-o DIR] [options]\n"
     "The main job in one command: synthesizes a GPT-2-small-shaped dump with the planted mechanism of\n"
-    "PAPER.md section 5 (ties at the row maximum, negative V features: only layer 1 is written, to stay\n"
+    "docs/MECHANISM.md section 5 (ties at the row maximum, negative V features: only layer 1 is written, to stay\n"
     "fast; two steps, so the figures over steps have something to show), runs the diagnosis (`tilescope diagnose`), draws every figure whose data exists into\n"
     "DIR/figures/ and writes DIR/report.pdf, DIR/report.html and DIR/summary.json. Prints each step and\n"
     "where the results are.\n"

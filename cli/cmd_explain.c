@@ -3,7 +3,7 @@
  *   tilescope explain add A B [--acc FMT] [--to FMT] [--round MODE] [--seed N] [--json]
  *
  * adds A and B in the accumulator format and rounds the sum to the output format, printing
- * each step the way PAPER.md §5 tells the story: operand bits, exponent alignment, significand
+ * each step the way docs/MECHANISM.md §5 tells the story: operand bits, exponent alignment, significand
  * overflow, kept bits | rounding bit | sticky bits, direction and exact signed error.
  *
  *   tilescope explain DUMP --layer L --head H --row T --feature I [--step S] [--policy P] ...
@@ -43,10 +43,10 @@ const char tsc_usage_explain[] =
     "  --json        machine-readable output on stdout\n"
     "\n"
     "FMT: fp64, fp32, tf32, bf16, fp16, fp8-e4m3, fp8-e5m2.\n"
-    "example (PAPER.md §5): tilescope explain add -2.4071154594421387 -2.296875\n"
+    "example (docs/MECHANISM.md §5): tilescope explain add -2.4071154594421387 -2.296875\n"
     "\n"
     "The DUMP form replays the accumulation of O-bar[T, I] = sum_j P-bar[T, j] V[j, I] (the\n"
-    "unnormalised output, PAPER.md §3) of one head under a policy, addition by addition, checks\n"
+    "unnormalised output, docs/MECHANISM.md §3) of one head under a policy, addition by addition, checks\n"
     "every key tile against the attention reference bit for bit, and lists the rounding events\n"
     "with the largest errors and the keys where P-bar = 1 (tied row maxima).\n"
     "  --layer L     layer (0-based, required)      --head H     query head (required)\n"

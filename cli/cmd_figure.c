@@ -10,7 +10,7 @@
 const char tsc_usage_figure[] =
     "usage: tilescope figure FIG --from DIR -o FILE [options]\n"
     "       tilescope figure --list\n"
-    "Draws one of the paper's figures (PAPER.md section 7) from an analysis folder (DIR/summary.json and\n"
+    "Draws one of the paper's figures (docs/MECHANISM.md section 7) from an analysis folder (DIR/summary.json and\n"
     "DIR/analysis.h5, written by `tilescope analyze` or `tilescope diagnose`) and training logs. The output\n"
     "type follows the extension of FILE: .png, .svg or .pdf. Prints the figure's caption (what was\n"
     "plotted, from which file). FIG: fig1 (evidence map) ... fig13; fig5a/b/c, fig6a/b/c (fig5 = fig5a).\n"

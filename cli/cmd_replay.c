@@ -22,7 +22,7 @@ const char tsc_usage_replay[] =
     "to FILE (docs/FORMAT.md section 2; written to a temporary name, then renamed) and prints\n"
     "how far each policy is from the first: max and mean absolute error and the relative error\n"
     "(max abs error / max |reference|) of O and delta, and the signed mean of the delta\n"
-    "differences (the bias of PAPER.md section 4). Elements where a policy's O or delta is NaN or\n"
+    "differences (the bias of docs/MECHANISM.md section 4). Elements where a policy's O or delta is NaN or\n"
     "Inf are counted (column 'non-finite') and left out of the errors, which cover the elements\n"
     "where both the policy and the reference are finite.\n"
     "\n"

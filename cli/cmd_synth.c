@@ -41,7 +41,7 @@ const char tsc_usage_synth[] =
     "  - planted rows t = p, p+2, p+4, ... (p = the second tie key) have exactly two maxima in\n"
     "    their scores, at the sink key 0 and at key p: the two key vectors are bit-identical, so\n"
     "    alpha*q.k ties in any arithmetic (tied score 14); every other visible score is at least\n"
-    "    11 below (PAPER.md section 5: the non-tied mass stays below half an ULP of the sum, so\n"
+    "    11 below (docs/MECHANISM.md section 5: the non-tied mass stays below half an ULP of the sum, so\n"
     "    a bf16-torch replay rounds the tied P*V sums down: a negative bias);\n"
     "  - V of the planted kv heads: the planted features ~ N(-2.2, 0.4) at every token;\n"
     "  - dO of the planted heads: negative at the planted features, 1e-3 * N(-1, 0.25);\n"

@@ -110,7 +110,7 @@ tsc_status_t tsc_policy_preset(tsc_preset_t preset, tsc_policy_t *out) {
         p.fmt[TSC_STAGE_GRAD] = lp;
         break;
     case TSC_PRESET_BF16_TORCH:
-        /* Official attention.py under BF16 autocast (PAPER.md §3, our reading): einsum outputs
+        /* Official attention.py under BF16 autocast (docs/MECHANISM.md §3, our reading): einsum outputs
          * and `* scale` in BF16; amax and S − m in BF16 tensors; exp in FP32; P̄ cast to BF16 for
          * the P̄V einsum (FP32 accumulate, BF16 out); Ō a BF16 tensor updated in place (mul_,
          * add_); ℓ copied into a BF16 tensor; O = Ō / ℓ in BF16; LSE = log(ℓ) + m in FP32.

@@ -1,5 +1,5 @@
 /* tsc_accum.h: the accumulation model: additions in an explicit order in a chosen number
- * format, each one optionally traced down to the bits (PAPER.md §5).
+ * format, each one optionally traced down to the bits (docs/MECHANISM.md §5).
  *
  * Every addition is computed exactly (a multi-word integer holds the exact sum of any two
  * doubles) and then rounded into the accumulator format, so the trace can say which bits were

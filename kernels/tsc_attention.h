@@ -39,7 +39,7 @@
  *   At the end each gradient is R_GRAD(G). GQA: a kv head's dK/dV are the R_GRAD-rounded
  *   per-query-head results summed in ACC in head order, then R_GRAD again.
  *
- * Algorithm 3 (+stable, PAPER.md §6), per row and key tile, and its edge cases:
+ * Algorithm 3 (+stable, docs/MECHANISM.md §6), per row and key tile, and its edge cases:
  *   r_s = #{j in tile : S_j ≥ R_ROWMAX(r_m − ε)} (the official code's ≥ test in S's format);
  *   r_s ≤ 1: m_tile = r_m.   r_s > 1: m_tile = β·r_m if r_m > 0, else 0.
  *   - Repeated max of exactly 0, or |r_m| so small that exp(r_m − m_tile) rounds to 1 in the

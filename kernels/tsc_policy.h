@@ -1,9 +1,9 @@
-/* tsc_policy.h: precision policies, i.e. where attention rounds and to what (DESIGN.md §3).
+/* tsc_policy.h: precision policies, i.e. where attention rounds and to what.
  *
  * A policy gives every stage of FA2-structured attention (forward and backward) a number
  * format and a rounding mode, plus the order/structure choices that change rounding (whether
  * the per-tile P̄V product accumulates straight into the Ō accumulator, tile sizes), the
- * source of δ, and the stabilisation rule of PAPER.md §6 (Algorithm 3). The CPU reference
+ * source of δ, and the stabilisation rule of docs/MECHANISM.md §6 (Algorithm 3). The CPU reference
  * in tsc_attention.h is the definition of what each field means, stage by stage.
  *
  *   tsc_policy_t p;
@@ -105,7 +105,7 @@ typedef enum {
     TSC_PRESET_COUNT
 } tsc_preset_t;
 
-/* Algorithm 3 (PAPER.md §6). Per key tile of a row: r_m = max S (unmasked entries), r_s =
+/* Algorithm 3 (docs/MECHANISM.md §6). Per key tile of a row: r_m = max S (unmasked entries), r_s =
  * #{S ≥ round_ROWMAX(r_m − eps)}; if r_s > 1: m = beta·r_m when r_m > 0, 0 when r_m ≤ 0;
  * else m = r_m. Edge cases (documented in tsc_attention.h): if r_s > 1 and the chosen m would
  * give round_PBAR_PV(exp(r_m − m)) == 1 (repeated max of exactly 0, tiny |r_m|) or == 0
@@ -162,7 +162,7 @@ TSC_API int tsc_policy_stage_is_low(const tsc_policy_t *p, tsc_stage_t stage);
 /* 1 when any stage is FP64 (the reference then computes in double). */
 TSC_API int tsc_policy_uses_fp64(const tsc_policy_t *p);
 
-/* For substitution experiments ("lp with one stage at a time raised to FP32", PAPER.md §2):
+/* For substitution experiments ("lp with one stage at a time raised to FP32", docs/MECHANISM.md §2):
  * fills stages[] with the forward/backward stages that are low-precision in p, in enum
  * order, and returns their count (at most TSC_STAGE_COUNT; stages may be NULL to count).
  * For each, `q = *p; tsc_policy_stage_set(&q, s, TSC_FMT_FP32);` is the substituted policy,

@@ -546,7 +546,7 @@ static tsc_status_t fig5a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     snprintf(info->caption, sizeof info->caption,
              "fig5a: running sum over the analysed steps of sum_T(delta_lp - delta_hp) per head of layer %d (* the "
              "selected head %d), from %s:cumulative/delta_cumsum. A positive, rising curve is the biased coefficient "
-             "of PAPER.md section 4.", sel->layer, sel->head, s->analysis_path);
+             "of docs/MECHANISM.md section 4.", sel->layer, sel->head, s->analysis_path);
     st = emit_plot(out, &po, ser, nh);
     free(ys);
     cum_free(&c);

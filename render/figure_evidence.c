@@ -1,4 +1,4 @@
-/* figure_evidence.c: figure 1 as an evidence map (the causal chain of PAPER.md §4-5 with this run's
+/* figure_evidence.c: figure 1 as an evidence map (the causal chain of docs/MECHANISM.md §4-5 with this run's
  * numbers at each link). */
 #include <stdarg.h>
 #include <math.h>
@@ -288,7 +288,7 @@ static tsc_status_t ev_draw(cairo_t *cr, double W, double H, void *vctx) {
         tsc_fig_sel_t sel;
         tsc_fig_resolve(c->s, &o, &sel);
         snprintf(c->caption, c->cap,
-                 "fig1: evidence map of the causal chain (PAPER.md sections 4-5) for layer %d head %d, step %lld; "
+                 "fig1: evidence map of the causal chain (docs/MECHANISM.md sections 4-5) for layer %d head %d, step %lld; "
                  "numbers from %s and %s%s. Blue: supported by this run's data; amber: measured but not supporting the "
                  "link; dashed grey: no evidence. ",
                  sel.layer, sel.head, sel.step, tsc_fig_summary_path(c->s), tsc_fig_analysis_path(c->s),

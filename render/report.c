@@ -51,7 +51,7 @@ static void free_cells(char **c, size_t n) {
 }
 
 /* Bits of an FP32 value: "s eeeeeeee mmm...", with "|" after keep mantissa bits and after the
- * rounding bit when keep > 0 (PAPER.md §5's notation). */
+ * rounding bit when keep > 0 (docs/MECHANISM.md §5's notation). */
 static int fmt_keep(const char *f) {
     if (!f) return 7;
     if (!strcmp(f, "fp16")) return 10;
@@ -89,7 +89,7 @@ static int event_text(const tsc_jv_t *top, long long step, char *out, size_t cap
              (double)before, b1, (double)term, b2, (double)sum, b3, f ? f : "?", (double)rounded, b4,
              tsc_jv_num(ev, "error"),
              tsc_jv_num(ev, "error") * (double)sum > 0 ? "  (rounded up in magnitude: the sticky bits made a tie \"more "
-                                                       "than half\", PAPER.md section 5)" : "");
+                                                       "than half\", docs/MECHANISM.md section 5)" : "");
     return 1;
 }
 
@@ -311,10 +311,10 @@ static void mitig_text(const tsc_jv_t *sm, const char *dir, char *mitig, size_t 
         return;
     }
     const tsc_jv_t *betas = tsc_jv_path(sm, "diagnosis.betas");
-    snprintf(mitig, cap, "Policy replayed: %s (PAPER.md section 6, Algorithm 3). Share of the bias B(lp) "
+    snprintf(mitig, cap, "Policy replayed: %s (docs/MECHANISM.md section 6, Algorithm 3). Share of the bias B(lp) "
                          "left (100%% = no effect, 0%% = removed; a negative share means the bias changed sign, and a "
                          "share far outside [-100%%, 100%%] means the stabilised replay made an error larger than the "
-                         "bias it targets, e.g. a beta so large that the row sums underflow: PAPER.md section 6, "
+                         "bias it targets, e.g. a beta so large that the row sums underflow: docs/MECHANISM.md section 6, "
                          "'too large underflows'):\n",
              str_or(sm, "diagnosis.stable_policy", "?"));
     for (size_t i = 0; i < ar->n && i < 12; i++) {
@@ -467,7 +467,7 @@ static void doc_back(tsc_rdoc_t *d, const content_t *c) {
                 c->has_event ? 40 : 30);
     if (c->has_event) {
         add_para(d, 1, SANS, BODY_PT, 0, "The single P-bar V addition with the largest rounding error among the flagged "
-                                         "features of the top at-risk head, printed like PAPER.md section 5's worked "
+                                         "features of the top at-risk head, printed like docs/MECHANISM.md section 5's worked "
                                          "example: the FP32 sum's bits after the output format's kept mantissa, then the "
                                          "rounding bit, then the sticky bits.", 4, TSC_RH_P);
         add_para(d, 0, MONO, SMALL_PT, 0, c->event, 8, TSC_RH_PRE);

@@ -1,4 +1,4 @@
-/* tsc_figure.h: the paper's figures (PAPER.md §7) drawn from analysis outputs and training logs.
+/* tsc_figure.h: the paper's figures (docs/MECHANISM.md §7) drawn from analysis outputs and training logs.
  *
  * A figure source is an analysis folder (DIR/summary.json + DIR/analysis.h5, docs/FORMAT.md §3,
  * written by `tilescope analyze` or `tilescope diagnose`), the training logs added to it

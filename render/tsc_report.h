@@ -4,7 +4,7 @@
  *
  * Contents: the verdict and the ranked at-risk heads; the evidence map (figure 1); a per-layer/head
  * table; every figure whose data exists (the others listed with the reason); the bit-level rounding
- * event of the diagnosis, printed like PAPER.md §5's worked example; the measured effect of the
+ * event of the diagnosis, printed like docs/MECHANISM.md §5's worked example; the measured effect of the
  * mitigation (or that it was not measured); the commands that reproduce every number.
  * Deterministic: the same input gives the same bytes (the PDF's dates come from SOURCE_DATE_EPOCH,
  * else a fixed date). Text is at least 7 pt on an A4 page.

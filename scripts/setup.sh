@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Debian packages tilescope needs that are missing (DESIGN.md §5). Idempotent:
+# Installs the Debian packages tilescope needs that are missing. Idempotent:
 # prints what it installs, or nothing to do. Uses apt-get as root, sudo otherwise.
 # --ci adds clang (CI builds with a second compiler). --bench adds the benchmarks' baselines (python3-torch, large), which tests and the demo do not need.
 set -euo pipefail

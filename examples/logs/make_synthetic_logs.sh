@@ -3,7 +3,7 @@
 # (0 to 10000 every 100), with u(s) a deterministic pseudo-random number in [-0.5, 0.5) (an LCG):
 #   stable:  val_loss = 3.05 + 7.9 * exp(-s / 450) + 0.02 * u(s)
 #   bf16:    the same, plus 0.6 * (exp((s - 6500) / 1200) - 1) for s > 6500: the late blow-up of
-#            PAPER.md section 1 (low-precision FA run, loss explodes after several thousand steps)
+#            docs/MECHANISM.md section 1 (low-precision FA run, loss explodes after several thousand steps)
 #   train_loss = val_loss - 0.03; lr: 2000 warm-up steps to 1e-3, cosine to 1e-5 at step 10000.
 # Output: synthetic_bf16.csv, synthetic_stable.tsv (the same model as TSV), synthetic_bf16_nanogpt.log.
 #   bash examples/logs/make_synthetic_logs.sh [OUT_DIR]

@@ -1,4 +1,4 @@
-/* Unit tests of analyze/tsc_grad.h: identity (1) of PAPER.md §4 holds to fp64 precision for a
+/* Unit tests of analyze/tsc_grad.h: identity (1) of docs/MECHANISM.md §4 holds to fp64 precision for a
  * naive fp64 attention backward run twice with two deltas (hp from O, lp from a perturbed O);
  * a planted one-element fault is caught; the rank-1 sum (2) equals (dQ_hp - dQ_lp)^T X. */
 #include <stdint.h>

@@ -66,7 +66,7 @@ int main(void) {
     for (int i = 0; i < 5; i++) tsc_moments_add(&m, sc[i]);
     CHECK_NEAR(tsc_moments_sign_consistency(&m), 0.75, 0);
 
-    /* ULPs: BF16 has 7 mantissa bits: ulp(1) = 2^-7; in [4, 8) 2^-5 (PAPER.md §5: half an ULP
+    /* ULPs: BF16 has 7 mantissa bits: ulp(1) = 2^-7; in [4, 8) 2^-5 (docs/MECHANISM.md §5: half an ULP
      * there is 0.015625). FP32: 2^-23 at 1, smallest subnormal 2^-149 at 0. BF16 subnormal
      * spacing 2^(-126-7). FP16: 2^-10 at 1, 32 at 65504. E4M3: 2^-9 subnormal spacing. */
     CHECK_NEAR(tsc_stats_ulp(1.0, TSC_FMT_BF16), ldexp(1, -7), 0);

@@ -8,7 +8,7 @@
 # 2. A --no-plant dump flags nothing (family-wise false-positive bound 0.01, Bonferroni), and
 #    no head's accumulation gain reaches 2.
 # 3. The default analysis (census, identity) on the 3-step dump: more negative than positive
-#    overflow events in the planted heads (PAPER.md section 5: V < 0 there), finite residuals.
+#    overflow events in the planted heads (docs/MECHANISM.md section 5: V < 0 there), finite residuals.
 # 4. Usage errors exit 2, job failures exit 1 naming the file; --json equals summary.json.
 # 5. A NaN and an Inf planted in a weight, and a NaN in x, are reported; the rest of the analysis goes on.
 . "$(dirname "$0")/lib.sh"

@@ -4,7 +4,7 @@
 # stages of the P-bar V / O-bar / O rounding chain (bf16-torch rounds the tied P-bar V sum, then
 # O-bar, then O: raising one alone is undone by the next, so it is a set such as pv+oacc+o); the largest rounding
 # event is an addition of a tied term (P-bar = 1) that rounds a negative sum up in magnitude
-# (error < 0, PAPER.md section 5); the mitigation is measured. A --no-plant dump has nothing at risk.
+# (error < 0, docs/MECHANISM.md section 5); the mitigation is measured. A --no-plant dump has nothing at risk.
 . "$(dirname "$0")/lib.sh"
 PY=$(find_py h5py numpy) || { echo "skip: no python3 with h5py and numpy"; exit 77; }
 

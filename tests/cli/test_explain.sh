@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tilescope explain add: the worked example of PAPER.md §5 and its no-residual counterfactual,
+# tilescope explain add: the worked example of docs/MECHANISM.md §5 and its no-residual counterfactual,
 # printed and as JSON; other formats and modes; usage errors (exit 2).
 . "$(dirname "$0")/lib.sh"
 : "${TSC:?TSC must name the tilescope binary}"

@@ -2,7 +2,7 @@
 # test_replay: `tilescope replay` on a `tilescope synth` dump.
 #  - the fp64 replay equals a numpy softmax attention computed from the dump's q, k, v, do;
 #  - on the planted rows (two exact maxima, V ~ N(-2.2, 0.4), dO < 0 at the planted features)
-#    bf16-torch's delta is biased upward against fp32 (PAPER.md §4-5), holding Ō and O in FP32
+#    bf16-torch's delta is biased upward against fp32 (docs/MECHANISM.md §4-5), holding Ō and O in FP32
 #    (+fp32:pv,oacc,o) removes most of it, and +hp-delta removes all of it;
 #  - the file layout of docs/FORMAT.md §2; --json; errors: bad policy (2), missing do (1).
 . "$(dirname "$0")/lib.sh"

@@ -42,7 +42,7 @@ ev = top["event"]
 assert ev["found"]
 u = struct.unpack("<I", struct.pack("<f", ev["sum_fp32"]))[0]
 b = format(u, "032b")
-# PAPER.md section 5: sign, exponent, the 7 mantissa bits bf16 keeps | rounding bit | sticky bits
+# docs/MECHANISM.md section 5: sign, exponent, the 7 mantissa bits bf16 keeps | rounding bit | sticky bits
 print("%s %s %s|%s|%s" % (b[0], b[1:9], b[9:16], b[16], b[17:]))
 print("%.17g" % ev["sum_fp32"])
 PYEOF

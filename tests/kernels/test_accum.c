@@ -1,4 +1,4 @@
-/* The accumulation model: the worked example of PAPER.md §5 bit for bit (expectations derived
+/* The accumulation model: the worked example of docs/MECHANISM.md §5 bit for bit (expectations derived
  * from the paper's bit strings, not from this code), the no-residual counterfactual, FP32
  * additions against the FPU's own float addition (nearest-even and toward zero), large
  * alignment shifts, cancellation, signed zeros, overflow, order dependence, stochastic mode. */
@@ -27,7 +27,7 @@ static double from_bits(const char *str, int ebits) {
 
 static void test_paper_example(void) {
     char buf[128];
-    /* PAPER.md §5: BF16 -2.40625 = 1 10000000 0011010, BF16 -2.296875 = 1 10000000 0010011. */
+    /* docs/MECHANISM.md §5: BF16 -2.40625 = 1 10000000 0011010, BF16 -2.296875 = 1 10000000 0010011. */
     const double run_bf16 = from_bits("1 10000000 0011010", 8);
     const double addend = from_bits("1 10000000 0010011", 8);
     CHECK(run_bf16 == -2.40625);

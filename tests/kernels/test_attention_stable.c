@@ -1,4 +1,4 @@
-/* test_attention_stable: Algorithm 3 (+stable) and the rounding regimes of PAPER.md §5–§6.
+/* test_attention_stable: Algorithm 3 (+stable) and the rounding regimes of docs/MECHANISM.md §5–§6.
  *  - fp64+stable = fp64 on data with repeated maxima (softmax is shift invariant);
  *  - under BF16, +stable removes every P̄ = 1 on rows with repeated maxima (traces);
  *  - edge cases: repeated max of exactly 0, tiny positive max, very negative max, fully
@@ -258,7 +258,7 @@ static void check_edge_cases(void) {
     prob_free(&p);
 }
 
-/* PAPER.md §5 regime note: single tile, 128 keys, 64 features, V ~ N(-2.2, 0.4) in BF16, two
+/* docs/MECHANISM.md §5 regime note: single tile, 128 keys, 64 features, V ~ N(-2.2, 0.4) in BF16, two
  * exact ties at the max, every other score >= gap below (gap + U(0, 4)). Row t < 64 of a problem
  * is one trial: q[t] = 8·e_t and α = 1/8 make S[t, j] = k[j, t] exactly, so column t of K holds
  * that trial's planted scores (its own tie pair), and all rows share one V. Error of O against
@@ -307,7 +307,7 @@ static void regime(double gap, double *mean_torch, double *neg_torch, double *me
 
 /* Bounds. Errors are within ±1 ulp with a spread (sd) of about 0.3 ulp; features of one trial
  * share ℓ and so are correlated, so count trials, not features: over 320 trials the standard
- * error of a mean is at most 0.3/√320 ≈ 0.017 ulp. PAPER.md measured −0.19 ulp
+ * error of a mean is at most 0.3/√320 ≈ 0.017 ulp. docs/MECHANISM.md measured −0.19 ulp
  * (72% negative) for the PyTorch semantics at gaps 11 and 14 and +0.05 (48%) for FA2; at gap 6
  * neither is biased. So: torch mean < −0.08 ulp and > 60% negative (> 4.5 standard errors
  * from zero); FA2 mean > −0.06 ulp and gap 6 |mean| < 0.06 ulp (3.5 standard errors). */

@@ -1,5 +1,5 @@
 /* test_policy: policy strings parse, print canonically and round trip; bad strings are rejected
- * with a message that lists what is valid; preset semantics match PAPER.md §3. */
+ * with a message that lists what is valid; preset semantics match docs/MECHANISM.md §3. */
 #include "tsc_policy.h"
 #include "tsc_test.h"
 
@@ -69,7 +69,7 @@ int main(void) {
         CHECK_STREQ(buf, "bf16-fa2+fp32:pbar-pv+sr");
     }
 
-    /* preset semantics (PAPER.md §3) */
+    /* preset semantics (docs/MECHANISM.md §3) */
     {
         tsc_policy_t fa2, tor, f8;
         tsc_policy_parse("bf16-fa2", &fa2);
