@@ -75,7 +75,7 @@ TSC_API double tsc_stats_betai(double a, double b, double x);
 /* out[i] = x[0] + ... + x[i], accumulated in double (out may alias x). [n] */
 TSC_API void tsc_stats_cumsum(const double *x, double *out, size_t n);
 
-/* Error of lp against hp over n elements: the figures of issue item a. */
+/* Error of lp against hp over n elements: max and mean absolute and relative error, mean ULPs. */
 typedef struct {
     int64_t n;                 /* finite pairs compared */
     int64_t n_nonfinite;       /* pairs where either side is NaN/Inf (skipped) */
