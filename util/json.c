@@ -23,6 +23,18 @@ void tsc_json_free(tsc_json_t *j) {
     j->len = j->cap = 0;
 }
 
+tsc_json_t *tsc_json_new(void) {
+    tsc_json_t *j = malloc(sizeof *j);
+    if (j) tsc_json_init(j);
+    return j;
+}
+
+void tsc_json_delete(tsc_json_t *j) {
+    if (!j) return;
+    tsc_json_free(j);
+    free(j);
+}
+
 void tsc_json_set_indent(tsc_json_t *j, int spaces) { j->indent = spaces < 0 ? 0 : spaces; }
 
 static void put(tsc_json_t *j, const char *s, size_t n) {

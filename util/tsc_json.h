@@ -53,6 +53,11 @@ typedef struct {
 TSC_API void tsc_json_init(tsc_json_t *j);
 /* Frees the buffer; tsc_json_free(NULL) is a no-op. */
 TSC_API void tsc_json_free(tsc_json_t *j);
+/* A writer on the heap, for bindings that must not depend on the struct's layout (ctypes,
+ * cffi): every *_json(result, j) function of the library fills one, tsc_json_text reads it.
+ * NULL when out of memory. tsc_json_delete frees it (NULL is a no-op). */
+TSC_API tsc_json_t *tsc_json_new(void);
+TSC_API void tsc_json_delete(tsc_json_t *j);
 TSC_API void tsc_json_set_indent(tsc_json_t *j, int spaces);
 
 TSC_API void tsc_json_object_begin(tsc_json_t *j);
