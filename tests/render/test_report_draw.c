@@ -60,6 +60,7 @@ static void build_doc(tsc_rdoc_t *d, tsc_rp_fig_t *fig, int nrows) {
         for (int c = 0; c < 3; c++) {
             char buf[64];
             snprintf(buf, sizeof buf, "row %d col %d", r, c);
+            free(cells[r * 3 + c]);  /* a second document reuses the table */
             cells[r * 3 + c] = strdup(buf);
         }
     memset(fig, 0, sizeof *fig);
@@ -213,5 +214,6 @@ static void test_report(void) {
 int main(void) {
     test_model();
     test_report();
+    for (size_t i = 0; i < sizeof cells / sizeof cells[0]; i++) free(cells[i]);
     return tsc_test_done();
 }
