@@ -214,6 +214,5 @@ static void test_report(void) {
 int main(void) {
     test_model();
     test_report();
-    for (size_t i = 0; i < sizeof cells / sizeof cells[0]; i++) free(cells[i]);
     return tsc_test_done();
 }
