@@ -626,7 +626,9 @@ static tsc_status_t h5_attr_read_str(hid_t obj, const char *name, char *value, s
         char *buf = calloc(n + 1, 1);
         m = H5Tcopy(H5T_C_S1);
         if (!buf) st = tsc_error_set(TSC_ERR_NOMEM, "attribute '%s': out of memory", name);
-        else if (m < 0 || H5Tset_size(m, n) < 0 || H5Tset_cset(m, H5Tget_cset(t)) < 0 || H5Aread(a, m, buf) < 0)
+        /* n + 1: a null-padded string of n characters (h5py's fixed-length strings) keeps its last
+         * one when converted to our null-terminated type */
+        else if (m < 0 || H5Tset_size(m, n + 1) < 0 || H5Tset_cset(m, H5Tget_cset(t)) < 0 || H5Aread(a, m, buf) < 0)
             st = tsc_error_set(TSC_ERR_FORMAT, "%s: cannot read string attribute '%s'",
                                tsc_h5_where(obj, where, sizeof where), name);
         else if (cap)
