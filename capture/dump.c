@@ -2,6 +2,7 @@
 #include "tsc_dump.h"
 #include "tsc_h5.h"
 #include "capture_internal.h"
+#include "tsc_mem.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -111,13 +112,13 @@ static void shape_str(int rank, const uint64_t *dims, char *buf, size_t cap) {
 
 /* 1 when a dataset name of shape dims[0..rank) matches the shape the metadata implies (erank,
  * edims); tiles/<stat> may use their own key-tile count: only its first three dimensions are
- * fixed, the fourth must be positive. */
+ * fixed, the fourth must be in [1, T] (no more key tiles than keys). */
 static int shape_ok(const char *name, int rank, const uint64_t *dims, int erank, const uint64_t *edims) {
     if (rank != erank) return 0;
     int tiles = strncmp(name, "tiles/", 6) == 0, ncheck = tiles ? 3 : erank;
     for (int i = 0; i < ncheck; i++)
         if (dims[i] != edims[i]) return 0;
-    return !tiles || dims[3] > 0;
+    return !tiles || (dims[3] > 0 && dims[3] <= edims[2]);  /* a key tile holds at least one key */
 }
 
 /* ---- reader ---------------------------------------------------------------------------------- */
@@ -177,7 +178,9 @@ static herr_t list_steps_cb(hid_t g, const char *name, const H5L_info_t *info, v
     list_ctx_t *c = op;
     long long s = step_of_name(name, NULL);
     if (s < 0) return 0;
-    hid_t sg = H5Gopen2(g, name, H5P_DEFAULT);
+    c->st = tsc_h5_check_link(g, name);
+    if (c->st != TSC_OK) return -1;
+    hid_t sg = H5Gopen2(g, name, tsc_h5_gapl());
     if (sg < 0) { c->st = tsc_error_set(TSC_ERR_FORMAT, "%s: group %s is unreadable (corrupt file)", c->d->path, name); return -1; }
     long done = 0;
     int complete = H5Aexists(sg, "complete") > 0 && tsc_h5_attr_read_long(sg, "complete", &done) == TSC_OK && done == 1;
@@ -205,7 +208,10 @@ static tsc_status_t list_session(tsc_dump_t *d) {
             if (strncmp(rest, ".h5.tmp.", 8) == 0 && (d->incomplete < 0 || s < d->incomplete)) d->incomplete = s;
             continue;
         }
-        st = push_step(d, &cap, s);
+        char fp[8192];
+        snprintf(fp, sizeof fp, "%s/%s", d->dir, e->d_name);
+        st = tsc_h5_check_regular(fp);  /* a FIFO planted as a step file never blocks a reader */
+        if (st == TSC_OK) st = push_step(d, &cap, s);
         if (st != TSC_OK) break;
     }
     closedir(dp);
@@ -272,6 +278,90 @@ static tsc_status_t read_meta(hid_t root, const char *path, tsc_dump_meta_t *m) 
     return TSC_OK;
 }
 
+/* ---- the untrusted-input walk (docs/SECURITY.md) ---------------------------------------------
+ * At open, before any data is read, every object tilescope will read (each complete step's
+ * group, its layer groups, the format's datasets in them) is checked: no external or unresolved
+ * link (tsc_h5_check_link), no virtual dataset or external raw storage, storage that backs the
+ * declared extent (tsc_h5_check_dataset). Link and creation-property metadata only: no chunk is
+ * read, so the walk costs a few HDF5 metadata reads per dataset. */
+
+/* The dataset names of the format a reader opens ("tiles" is walked as a group). */
+static int is_format_name(const char *name) {
+    return is_per_head_name(name) || !strcmp(name, "x") || !strcmp(name, "w_q") || !strcmp(name, "w_k") ||
+           !strcmp(name, "w_v") || !strcmp(name, "w_o");
+}
+
+static tsc_status_t walk_dataset(hid_t g, const char *name) {
+    tsc_status_t st = tsc_h5_check_link(g, name);
+    if (st != TSC_OK) return st;
+    hid_t ds = H5Dopen2(g, name, tsc_h5_dapl());
+    if (ds < 0) return TSC_OK; /* not a dataset: the reader reports it when it gets there */
+    st = tsc_h5_check_dataset(ds);
+    H5Dclose(ds);
+    return st;
+}
+
+typedef struct {
+    tsc_status_t st;
+    int depth;  /* 0: a step group's links, 1: a layer group's, 2: a tiles group's */
+} walk_t;
+
+static herr_t walk_cb(hid_t g, const char *name, const H5L_info_t *info, void *op) {
+    walk_t *w = op;
+    (void)info;
+    if (w->depth == 2 || (w->depth == 1 && is_format_name(name))) {
+        w->st = walk_dataset(g, name);
+        return w->st == TSC_OK ? 0 : -1;
+    }
+    int group = w->depth == 1 ? !strcmp(name, "tiles") : !strncmp(name, "layer_", 6);
+    if (!group) return 0; /* tilescope never opens it */
+    w->st = tsc_h5_check_link(g, name);
+    if (w->st != TSC_OK) return -1;
+    hid_t sub = H5Gopen2(g, name, tsc_h5_gapl());
+    if (sub < 0) return 0; /* not a group: the reader reports it */
+    walk_t inner = {TSC_OK, w->depth + 1};
+    hsize_t idx = 0;
+    herr_t e = H5Literate(sub, H5_INDEX_NAME, H5_ITER_INC, &idx, walk_cb, &inner);
+    H5Gclose(sub);
+    w->st = inner.st;
+    return e < 0 && w->st != TSC_OK ? -1 : 0;
+}
+
+/* Walks step's group in the open file fid (the dump, or a session's step file). */
+static tsc_status_t walk_step(hid_t fid, long long step) {
+    char gp[64];
+    snprintf(gp, sizeof gp, "step_%08lld", step);
+    walk_t w = {TSC_OK, 0};
+    hsize_t idx = 0;
+    tsc_status_t st = tsc_h5_check_link(fid, gp);
+    if (st != TSC_OK) return st;
+    hid_t g = H5Gopen2(fid, gp, tsc_h5_gapl());
+    if (g < 0) return TSC_OK; /* listed but unreadable: the reader reports it */
+    H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &idx, walk_cb, &w);
+    H5Gclose(g);
+    return w.st;
+}
+
+static tsc_status_t walk_dump(tsc_dump_t *d) {
+    tsc_status_t st = TSC_OK;
+    for (int i = 0; i < d->n_steps && st == TSC_OK; i++) {
+        if (!d->dir[0]) {
+            st = walk_step(d->root, d->steps[i]);
+            continue;
+        }
+        char sp[8192];
+        hid_t fid;
+        snprintf(sp, sizeof sp, "%s/step_%08lld.h5", d->dir, d->steps[i]);
+        st = tsc_h5_open(&fid, sp, 0);
+        if (st == TSC_ERR_FORMAT) { st = TSC_OK; continue; } /* a damaged step file: reported when read */
+        if (st == TSC_OK) {
+            st = walk_step(fid, d->steps[i]);
+            H5Fclose(fid);
+        }
+    }
+    return st;
+}
+
 static tsc_status_t dump_open(tsc_dump_t **out, const char *path) {
     *out = NULL;
     if (!path || !*path) return tsc_error_set(TSC_ERR_ARG, "no dump path given");
@@ -319,6 +409,8 @@ static tsc_status_t dump_open(tsc_dump_t **out, const char *path) {
     }
     /* steps is NULL when there is none (qsort must not be handed NULL) */
     if (d->n_steps > 1) qsort(d->steps, (size_t)d->n_steps, sizeof *d->steps, tsc_cmp_ll);
+    st = walk_dump(d);
+    if (st != TSC_OK) goto fail;
     *out = d;
     return TSC_OK;
 fail:
@@ -411,7 +503,7 @@ static tsc_status_t dump_layers(tsc_dump_t *d, long long step, int *layers, int 
     if (st != TSC_OK) return st;
     char gp[64];
     snprintf(gp, sizeof gp, "step_%08lld", step);
-    hid_t g = H5Gopen2(fid, gp, H5P_DEFAULT);
+    hid_t g = H5Gopen2(fid, gp, tsc_h5_gapl());
     if (g < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: group %s is unreadable", d->path, gp);
     layers_ctx_t c = {layers, cap, 0};
     hsize_t idx = 0;
@@ -448,9 +540,9 @@ typedef struct {
 static herr_t list_names_cb(hid_t g, const char *name, const H5L_info_t *info, void *op) {
     names_ctx_t *c = op;
     H5O_info_t oi;
-    if (H5Oget_info_by_name(g, name, &oi, H5P_DEFAULT) < 0) return 0;
+    if (H5Oget_info_by_name(g, name, &oi, tsc_h5_lapl()) < 0) return 0;
     if (oi.type == H5O_TYPE_GROUP && !c->prefix[0] && !strcmp(name, "tiles")) {
-        hid_t tg = H5Gopen2(g, name, H5P_DEFAULT);
+        hid_t tg = H5Gopen2(g, name, tsc_h5_gapl());
         if (tg < 0) return 0;
         names_ctx_t sub = *c;
         sub.prefix = "tiles/";
@@ -476,7 +568,7 @@ static tsc_status_t dump_dataset_names(tsc_dump_t *d, long long step, int layer,
     snprintf(gp, sizeof gp, "step_%08lld/layer_%03d", step, layer);
     if (!tsc_h5_exists(fid, gp))
         return tsc_error_set(TSC_ERR_MISSING, "%s: step %lld has no layer %d", d->path, step, layer);
-    hid_t g = H5Gopen2(fid, gp, H5P_DEFAULT);
+    hid_t g = H5Gopen2(fid, gp, tsc_h5_gapl());
     if (g < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: group %s is unreadable", d->path, gp);
     names_ctx_t c = {names, cap, 0, ""};
     hsize_t idx = 0;
@@ -508,8 +600,14 @@ static tsc_status_t open_ds(tsc_dump_t *d, long long step, int layer, const char
     if (!tsc_h5_exists(fid, p))
         return tsc_error_set(TSC_ERR_MISSING, "%s: step %lld, layer %d has no dataset '%s' (%s)", d->path, step, layer,
                              name, p);
-    hid_t ds = H5Dopen2(fid, p, H5P_DEFAULT);
+    st = tsc_h5_check_link(fid, p);
+    if (st != TSC_OK) return st;
+    hid_t ds = H5Dopen2(fid, p, tsc_h5_dapl());
     if (ds < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: dataset %s is unreadable (corrupt file)", d->path, p);
+    /* before anything touches its data or extent: a virtual dataset mapped onto itself crashes
+     * HDF5 1.10.8 on read, and external storage would read another file */
+    st = tsc_h5_check_dataset(ds);
+    if (st != TSC_OK) { H5Dclose(ds); return st; }
     tsc_dump_dataset_info_t *in = &d->ds_info;
     memset(in, 0, sizeof *in);
     hid_t sp = H5Dget_space(ds), ty = H5Dget_type(ds), pl = H5Dget_create_plist(ds);
@@ -647,6 +745,8 @@ static tsc_status_t dump_read(tsc_dump_t *d, long long step, int layer, const ch
     uint64_t n = dump_slice_elems(d, step, layer, name);
     size_t need = (size_t)n * tsc_format_size(f);
     if (need > d->buf_cap) {
+        if (tsc_mem_check(need, "one slice") != TSC_OK)
+            return tsc_error_wrap(TSC_ERR_UNSUPPORTED, "%s: %s: ", d->path, d->ds_path);
         void *nb = realloc(d->buf, need);
         if (!nb) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory reading %s", d->path, d->ds_path);
         d->buf = nb;
@@ -704,6 +804,10 @@ static int dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn fn, void *c
     int *layers = NULL; /* [n_layers_cap], grown to each step's group count */
     int n_layers_cap = 0;
     size_t slice_max = (size_t)m->seq_len * (size_t)(m->head_dim > m->d_model ? m->head_dim : m->d_model) * 8 + 64;
+    if (tsc_mem_check(slice_max, "the validator's slice buffer") != TSC_OK) {
+        report(fn, ctx, 2, &errors, "%s: %s", d->path, tsc_error_last());
+        return errors;
+    }
     void *buf = malloc(slice_max);
     if (!buf) {
         report(fn, ctx, 2, &errors, "out of memory while validating");
@@ -759,6 +863,10 @@ static int dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn fn, void *c
                 if (!deep) continue;
                 uint64_t ne = tsc_dump_slice_elems(d, step, layer, names[k]);
                 size_t need = (size_t)ne * tsc_format_size(in.dtype);
+                if (need > slice_max && tsc_mem_check(need, "one slice") != TSC_OK) {
+                    report(fn, ctx, 2, &errors, "step %lld, layer %d, %s: %s", step, layer, names[k], tsc_error_last());
+                    continue;
+                }
                 if (need > slice_max) {
                     void *nb = realloc(buf, need);
                     if (!nb) { report(fn, ctx, 2, &errors, "out of memory while validating"); continue; }

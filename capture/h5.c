@@ -1,10 +1,12 @@
 /* h5.c: checked HDF5 helpers (tsc_h5.h). */
 #include "tsc_h5.h"
 #include "capture_internal.h"
+#include "tsc_mem.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,14 +227,148 @@ void tsc_h5_abort(tsc_h5_file_t *f) {
     TSC_H5_SCOPED_VOID(h5_abort(f));
 }
 
-static tsc_status_t h5_open(hid_t *fid, const char *path, int rw) {
-    *fid = H5I_INVALID_HID;
+/* ---- untrusted input ------------------------------------------------------------------------ */
+
+int tsc_h5_trusted(void) {
+    const char *e = getenv("TSC_ALLOW_EXTERNAL");
+    return e && !strcmp(e, "1");
+}
+
+/* External-link traversal callback that refuses every traversal (the defence in depth behind
+ * tsc_h5_check_link: a link missed by the walk still leads nowhere). */
+static herr_t deny_elink(const char *parent_file, const char *parent_group, const char *child_file,
+                         const char *child_object, unsigned *acc_flags, hid_t fapl_id, void *op_data) {
+    (void)parent_file, (void)parent_group, (void)child_file, (void)child_object;
+    (void)acc_flags, (void)fapl_id, (void)op_data;
+    return -1;
+}
+
+/* The deny-list of one access class (link, dataset or group access: the latter two derive from
+ * link access, so they carry the traversal settings too), made once and kept. */
+static hid_t deny_plist(hid_t cls, hid_t *slot) {
+    if (tsc_h5_trusted()) return H5P_DEFAULT;
+    tsc_h5_lock();
+    if (*slot < 0) {
+        hid_t l = H5Pcreate(cls);
+        if (l >= 0 && (H5Pset_elink_cb(l, deny_elink, NULL) < 0 || H5Pset_nlinks(l, 8) < 0)) {
+            H5Pclose(l);
+            l = H5I_INVALID_HID;
+        }
+        *slot = l;
+    }
+    tsc_h5_unlock();
+    return *slot >= 0 ? *slot : H5P_DEFAULT;
+}
+
+static hid_t deny_l = H5I_INVALID_HID, deny_d = H5I_INVALID_HID, deny_g = H5I_INVALID_HID;
+hid_t tsc_h5_lapl(void) { return deny_plist(H5P_LINK_ACCESS, &deny_l); }
+hid_t tsc_h5_dapl(void) { return deny_plist(H5P_DATASET_ACCESS, &deny_d); }
+hid_t tsc_h5_gapl(void) { return deny_plist(H5P_GROUP_ACCESS, &deny_g); }
+
+tsc_status_t tsc_h5_check_regular(const char *path) {
     struct stat st;
     if (stat(path, &st) != 0) return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     if (S_ISDIR(st.st_mode)) return tsc_error_set(TSC_ERR_IO, "%s: is a folder, expected an HDF5 file", path);
-    FILE *fp = fopen(path, rw ? "r+b" : "rb");
-    if (!fp) return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    fclose(fp);
+    if (!S_ISREG(st.st_mode))
+        return tsc_error_set(TSC_ERR_IO, "%s: not a regular file (a FIFO, device or socket); refused", path);
+    return TSC_OK;
+}
+
+/* One link name below loc (its parents already checked): a hard link, or a soft link that
+ * resolves inside the file; never an external or user-defined link. */
+static tsc_status_t check_one_link(hid_t loc, const char *name) {
+    char where[2048];
+    H5L_info_t li;
+    if (H5Lget_info(loc, name, &li, tsc_h5_lapl()) < 0)
+        return tsc_error_set(TSC_ERR_MISSING, "%s: no object '%s'", tsc_h5_where(loc, where, sizeof where), name);
+    if (li.type == H5L_TYPE_HARD) return TSC_OK;
+    if (li.type == H5L_TYPE_EXTERNAL)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: '%s' is an external link (to another file); refused for an "
+                             "untrusted file (set TSC_ALLOW_EXTERNAL=1 to follow it)",
+                             tsc_h5_where(loc, where, sizeof where), name);
+    if (li.type != H5L_TYPE_SOFT)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: '%s' is a user-defined link (type %d); refused",
+                             tsc_h5_where(loc, where, sizeof where), name, (int)li.type);
+    if (H5Oexists_by_name(loc, name, tsc_h5_lapl()) <= 0)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: '%s' is a soft link that does not resolve (it dangles, cycles or "
+                             "leaves the file); refused", tsc_h5_where(loc, where, sizeof where), name);
+    return TSC_OK;
+}
+
+static tsc_status_t h5_check_link(hid_t loc, const char *path) {
+    char buf[1024];
+    if (tsc_h5_trusted()) return TSC_OK;
+    if (strlen(path) >= sizeof buf) return tsc_error_set(TSC_ERR_ARG, "object path too long: %s", path);
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf;; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        char c = *p;
+        *p = '\0';
+        tsc_status_t st = buf[0] ? check_one_link(loc, buf) : TSC_OK;
+        if (st != TSC_OK) return st;
+        if (!c) return TSC_OK;
+        *p = c;
+    }
+}
+
+tsc_status_t tsc_h5_check_link(hid_t loc, const char *path) {
+    TSC_H5_SCOPED(tsc_status_t, h5_check_link(loc, path));
+}
+
+/* Bytes the dataset's extent needs uncompressed (saturating), 0 when unreadable. */
+static uint64_t declared_bytes(hid_t ds) {
+    hid_t sp = H5Dget_space(ds), ty = H5Dget_type(ds);
+    hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    size_t es = ty >= 0 ? H5Tget_size(ty) : 0;
+    if (sp >= 0) H5Sclose(sp);
+    if (ty >= 0) H5Tclose(ty);
+    if (n <= 0 || es == 0) return 0;
+    return (uint64_t)n > UINT64_MAX / es ? UINT64_MAX : (uint64_t)n * es;
+}
+
+static tsc_status_t h5_check_dataset(hid_t ds) {
+    char where[2048];
+    hid_t pl = H5Dget_create_plist(ds);
+    if (pl < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: unreadable creation properties", tsc_h5_where(ds, where, sizeof where));
+    /* from the creation property list only: nothing here opens a VDS source or an external file */
+    H5D_layout_t layout = H5Pget_layout(pl);
+    int n_ext = H5Pget_external_count(pl);
+    H5Pclose(pl);
+    int foreign = layout == H5D_VIRTUAL || n_ext != 0;
+    if (foreign && tsc_h5_trusted()) return TSC_OK;
+    if (layout == H5D_VIRTUAL)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: a virtual dataset (its data is mapped from other datasets or "
+                             "files); refused for an untrusted file (set TSC_ALLOW_EXTERNAL=1 to read it)",
+                             tsc_h5_where(ds, where, sizeof where));
+    if (n_ext != 0)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: its raw data is stored in external files; refused for an untrusted "
+                             "file (set TSC_ALLOW_EXTERNAL=1 to read it)", tsc_h5_where(ds, where, sizeof where));
+    if (layout < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: unreadable storage layout", tsc_h5_where(ds, where, sizeof where));
+    uint64_t need = declared_bytes(ds), have = H5Dget_storage_size(ds);
+    if (have < need / TSC_H5_MAX_RATIO)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: declares %llu bytes of data but stores %llu, less than 1/%d of it "
+                             "(never-written chunks or a forged extent); refused", tsc_h5_where(ds, where, sizeof where),
+                             (unsigned long long)need, (unsigned long long)have, TSC_H5_MAX_RATIO);
+    return TSC_OK;
+}
+
+tsc_status_t tsc_h5_check_dataset(hid_t ds) {
+    TSC_H5_SCOPED(tsc_status_t, h5_check_dataset(ds));
+}
+
+static tsc_status_t h5_open(hid_t *fid, const char *path, int rw) {
+    *fid = H5I_INVALID_HID;
+    struct stat st;
+    /* stat before any open: opening a FIFO for reading blocks until a writer comes */
+    tsc_status_t rs = tsc_h5_check_regular(path);
+    if (rs != TSC_OK) return rs;
+    if (stat(path, &st) != 0) return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = open(path, (rw ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat fst;
+    int regular = fstat(fd, &fst) == 0 && S_ISREG(fst.st_mode);  /* swapped since the stat? */
+    close(fd);
+    if (!regular) return tsc_error_set(TSC_ERR_IO, "%s: not a regular file (a FIFO, device or socket); refused", path);
     htri_t is = H5Fis_hdf5(path);
     if (is <= 0)
         return tsc_error_set(TSC_ERR_FORMAT, "%s: not an HDF5 file (no HDF5 signature%s)", path,
@@ -271,7 +407,13 @@ static tsc_status_t h5_read_doubles(hid_t loc, const char *path, int max_rank, d
     *data = NULL;
     if (!tsc_h5_exists(loc, path))
         return tsc_error_set(TSC_ERR_MISSING, "%s: no dataset %s", tsc_h5_where(loc, where, sizeof where), path);
-    hid_t d = H5Dopen2(loc, path, H5P_DEFAULT);
+    tsc_status_t cs = h5_check_link(loc, path);
+    if (cs != TSC_OK) return cs;
+    hid_t d = H5Dopen2(loc, path, tsc_h5_dapl());
+    if (d >= 0 && (cs = h5_check_dataset(d)) != TSC_OK) {
+        H5Dclose(d);
+        return cs;
+    }
     hid_t sp = d >= 0 ? H5Dget_space(d) : H5I_INVALID_HID;
     int r = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
     hsize_t hd[H5S_MAX_RANK];
@@ -292,6 +434,8 @@ static tsc_status_t h5_read_doubles(hid_t loc, const char *path, int max_rank, d
             dims[i] = (long long)hd[i];
         }
         *rank = r;
+        if (st == TSC_OK && tsc_mem_check((uint64_t)n * sizeof(double), "reading a dataset as doubles") != TSC_OK)
+            st = tsc_error_wrap(TSC_ERR_UNSUPPORTED, "%s/%s: ", tsc_h5_where(loc, where, sizeof where), path);
         double *buf = st == TSC_OK ? malloc((n ? n : 1) * sizeof *buf) : NULL;
         if (st == TSC_OK && !buf) st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
         else if (st == TSC_OK && n && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
@@ -482,7 +626,9 @@ static tsc_status_t h5_attr_read_str(hid_t obj, const char *name, char *value, s
         char *buf = calloc(n + 1, 1);
         m = H5Tcopy(H5T_C_S1);
         if (!buf) st = tsc_error_set(TSC_ERR_NOMEM, "attribute '%s': out of memory", name);
-        else if (m < 0 || H5Tset_size(m, n) < 0 || H5Tset_cset(m, H5Tget_cset(t)) < 0 || H5Aread(a, m, buf) < 0)
+        /* n + 1: a null-padded string of n characters (h5py's fixed-length strings) keeps its last
+         * one when converted to our null-terminated type */
+        else if (m < 0 || H5Tset_size(m, n + 1) < 0 || H5Tset_cset(m, H5Tget_cset(t)) < 0 || H5Aread(a, m, buf) < 0)
             st = tsc_error_set(TSC_ERR_FORMAT, "%s: cannot read string attribute '%s'",
                                tsc_h5_where(obj, where, sizeof where), name);
         else if (cap)
@@ -512,20 +658,25 @@ static tsc_status_t attr_read_num(hid_t obj, const char *name, int as_double, vo
         st = tsc_error_set(TSC_ERR_FORMAT, "%s: attribute '%s' is not numeric",
                            tsc_h5_where(obj, where, sizeof where), name);
     } else {
-        double *buf = malloc(((size_t)np + 1) * sizeof(double));
+        double *buf = tsc_mem_check(((uint64_t)np + 1) * sizeof(double), "an attribute's values") == TSC_OK
+                          ? malloc(((size_t)np + 1) * sizeof(double)) : NULL;
         /* Integers read through long long, floats through double: no precision lost either way. */
         hid_t mt = cls == H5T_INTEGER ? H5T_NATIVE_LLONG : H5T_NATIVE_DOUBLE;
-        if (!buf) st = tsc_error_set(TSC_ERR_NOMEM, "attribute '%s': out of memory", name);
+        if (!buf) st = tsc_error_wrap(TSC_ERR_NOMEM, "%s: attribute '%s': ", tsc_h5_where(obj, where, sizeof where), name);
         else if (np > 0 && H5Aread(a, mt, buf) < 0)
             st = tsc_error_set(TSC_ERR_FORMAT, "%s: cannot read attribute '%s'", tsc_h5_where(obj, where, sizeof where), name);
         else {
-            for (size_t i = 0; i < (size_t)np && i < cap; i++) {
+            for (size_t i = 0; i < (size_t)np && i < cap && st == TSC_OK; i++) {
                 double dv = cls == H5T_INTEGER ? (double)((long long *)buf)[i] : buf[i];
+                /* an integer stored as a float must be one exactly: 0.5 is not rounded to 0 */
+                if (!as_double && cls == H5T_FLOAT && !(dv == floor(dv) && fabs(dv) < 9.2e18))
+                    st = tsc_error_set(TSC_ERR_FORMAT, "%s: attribute '%s' = %.17g, expected an integer",
+                                       tsc_h5_where(obj, where, sizeof where), name, dv);
                 long long lv = cls == H5T_INTEGER ? ((long long *)buf)[i] : (long long)buf[i];
                 if (as_double) ((double *)v)[i] = dv;
                 else ((long *)v)[i] = (long)lv;
             }
-            *n = (size_t)np;
+            if (st == TSC_OK) *n = (size_t)np;
         }
         free(buf);
     }

@@ -80,7 +80,13 @@ typedef struct tsc_dump tsc_dump_t;
  * (TSC_ERR_FORMAT), the version (TSC_ERR_VERSION: "wrote version N, this build reads 1; ...")
  * and the geometry attributes (TSC_ERR_MISSING / TSC_ERR_SHAPE). A missing file is TSC_ERR_IO, a
  * file that is not HDF5 or is truncated/corrupt TSC_ERR_FORMAT. Lists the steps (cheap: no
- * dataset is read). On failure *out is NULL and nothing is left open. */
+ * dataset is read). A dump is untrusted input (docs/SECURITY.md): before any data is read, every
+ * step, layer and format dataset is checked (tsc_h5_check_link, tsc_h5_check_dataset), and a
+ * dump with an external/user-defined link, an unresolved soft link, a virtual dataset, external
+ * raw storage or storage under 1/1000 of its declared bytes is refused (TSC_ERR_FORMAT naming
+ * the file and the object); a FIFO, device or socket (the path, session.h5 or a step file) is
+ * TSC_ERR_IO, found with stat() before any open. TSC_ALLOW_EXTERNAL=1 lets links, external
+ * storage and virtual datasets through. On failure *out is NULL and nothing is left open. */
 TSC_API tsc_status_t tsc_dump_open(tsc_dump_t **out, const char *path);
 TSC_API void tsc_dump_close(tsc_dump_t *d);
 

@@ -90,8 +90,47 @@ TSC_API tsc_status_t tsc_h5_commit(tsc_h5_file_t *f);
 TSC_API void tsc_h5_abort(tsc_h5_file_t *f);
 
 /* Opens an existing file read-only (rw = 0) or read-write (rw = 1), after checking that it
- * exists (TSC_ERR_IO, with strerror) and is HDF5 (TSC_ERR_FORMAT: "not an HDF5 file"). */
+ * exists (TSC_ERR_IO, with strerror), is a regular file (checked with stat() before any open, so
+ * a FIFO never blocks: TSC_ERR_IO "not a regular file (a FIFO, device or socket); refused") and
+ * is HDF5 (TSC_ERR_FORMAT: "not an HDF5 file"). Readers of files from elsewhere then check each
+ * object before reading it (tsc_h5_check_link, tsc_h5_check_dataset; docs/SECURITY.md). */
 TSC_API tsc_status_t tsc_h5_open(hid_t *fid, const char *path, int rw);
+
+/* ---- untrusted input (docs/SECURITY.md) ------------------------------------------------------
+ * A file from elsewhere may point outside itself (external links, external raw storage, virtual
+ * datasets: HDF5 follows them all by default, so a dump could make tilescope copy any local file
+ * into its outputs) or declare sizes its bytes do not back. Readers refuse those unless the user
+ * trusts the file: the environment variable TSC_ALLOW_EXTERNAL=1 (`--trust-links` in the CLI). */
+
+/* 1 when TSC_ALLOW_EXTERNAL=1 is set: links, external storage and virtual datasets are followed. */
+TSC_API int tsc_h5_trusted(void);
+/* Access property lists for reading untrusted files: external-link traversal refused (its
+ * callback fails) and at most 8 soft links followed; H5P_DEFAULT when trusted. Owned by the
+ * library (do not close them). Pass tsc_h5_lapl() to H5Lexists/H5Lget_info/H5Oget_info_by_name,
+ * tsc_h5_dapl() to H5Dopen2 and tsc_h5_gapl() to H5Gopen2 on files from elsewhere. (HDF5 has no
+ * file-access setting for this: link traversal is a property of each access.) */
+TSC_API hid_t tsc_h5_lapl(void);
+TSC_API hid_t tsc_h5_dapl(void);
+TSC_API hid_t tsc_h5_gapl(void);
+/* TSC_ERR_IO naming path unless it is a regular file (stat() only: never opens it). */
+TSC_API tsc_status_t tsc_h5_check_regular(const char *path);
+/* Every component of the object path "a/b/c" below loc is a hard link or a soft link that
+ * resolves inside the file. TSC_ERR_FORMAT naming file and link for an external link ("is an
+ * external link (to another file); refused ..."), a user-defined link or a soft link that
+ * dangles or cycles ("is a soft link that does not resolve ..."); TSC_ERR_MISSING when absent.
+ * Reads link metadata only (H5Lget_info). TSC_OK when trusted. */
+TSC_API tsc_status_t tsc_h5_check_link(hid_t loc, const char *path);
+/* The most a stored dataset may be compressed: a dataset whose storage is below its extent's
+ * uncompressed bytes divided by this is refused (deflate peaks near 1032x on constant data, the
+ * one legitimate way to come close; never-written chunks store 0 bytes). */
+#define TSC_H5_MAX_RATIO 1000
+/* An open dataset is safe to read: not virtual ("a virtual dataset ...; refused"), no external
+ * raw storage ("its raw data is stored in external files; refused"), and storage of at least
+ * 1/TSC_H5_MAX_RATIO of its declared bytes ("declares N bytes of data but stores M, less than
+ * 1/1000 of it ..."). All TSC_ERR_FORMAT naming file and dataset. Reads the creation property
+ * list and the storage size only: safe on a VDS mapped onto itself (HDF5 1.10.8 crashes only
+ * when such a dataset is read). Virtual/external datasets pass when trusted. */
+TSC_API tsc_status_t tsc_h5_check_dataset(hid_t ds);
 
 /* Creates (or opens, when present) the group at path "a/b/c" below loc, creating the
  * intermediate groups. *out is the opened group (caller H5Gclose's it); out may be NULL. */
@@ -103,7 +142,9 @@ TSC_API int tsc_h5_exists(hid_t loc, const char *path);
 TSC_API void tsc_h5_close(hid_t id);
 /* Reads the whole dataset at path below loc as doubles: *data [prod dims] (caller frees),
  * *rank <= max_rank and dims[0..rank). TSC_ERR_MISSING when absent, TSC_ERR_FORMAT for a
- * rank above max_rank or a failed read, TSC_ERR_NOMEM; *data is NULL on failure. */
+ * rank above max_rank, a failed read or a dataset tsc_h5_check_link/tsc_h5_check_dataset
+ * refuse, TSC_ERR_UNSUPPORTED above the memory budget (tsc_mem_check), TSC_ERR_NOMEM; *data is
+ * NULL on failure. */
 TSC_API tsc_status_t tsc_h5_read_doubles(hid_t loc, const char *path, int max_rank, double **data, int *rank,
                                          long long *dims);
 

@@ -51,6 +51,8 @@ void tsc_cli_print_usage(const char *cmd, FILE *to) {
     fprintf(to, "usage: tilescope <command> [options]   (tilescope %s)\n\ncommands:\n", tsc_version());
     for (c = tsc_cli_commands; c->name; c++) fprintf(to, "  %-10s %s\n", c->name, c->summary);
     fprintf(to, "\n`tilescope help <command>` or `tilescope <command> --help` for its options.\n"
+                "Every command accepts --trust-links: follow the external links, external raw storage and\n"
+                "virtual datasets of the dumps it reads (refused by default; docs/SECURITY.md).\n"
                 "Exit status: 0 success, 1 the job failed, 2 usage error.\n");
 }
 
@@ -161,5 +163,12 @@ int main(int argc, char **argv) {
             tsc_cli_print_usage(c->name, stdout);
             return 0;
         }
-    return c->run(argc - 2, argv + 2);
+    /* --trust-links, accepted by every command: the user vouches for the dumps it reads, whose
+     * external links, external storage and virtual datasets are then followed (docs/SECURITY.md) */
+    int n = 2;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--trust-links") == 0) setenv("TSC_ALLOW_EXTERNAL", "1", 1);
+        else argv[n++] = argv[i];
+    }
+    return c->run(n - 2, argv + 2);
 }

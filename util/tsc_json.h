@@ -2,7 +2,8 @@
  *
  * The writer builds the document in memory (keys appear in the order they are written, so the
  * output is deterministic), escapes strings per RFC 8259 (quote, backslash, control characters as
- * \uXXXX; bytes >= 0x80 pass through, the caller supplies UTF-8), prints doubles with 17
+ * \uXXXX; well-formed UTF-8 passes through and every byte of malformed UTF-8 becomes U+FFFD, so
+ * the document is valid UTF-8 whatever the strings held), prints doubles with 17
  * significant digits (they read back bit for bit), and writes NaN/Inf as null while counting them
  * and remembering the path of the first 16 ("steps[0].heads[3].o.max_rel") so the caller can add
  * a note (tsc_json_nonfinite_note). Errors (no memory, a key outside an object, unbalanced ends)

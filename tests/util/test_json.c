@@ -81,5 +81,20 @@ int main(void) {
     tsc_json_object_end(&j);
     CHECK_STREQ(tsc_json_text(&j, NULL), "{\n  \"o\": {\n    \"n\": 3\n  }\n}");
     tsc_json_free(&j);
+    {
+        /* malformed UTF-8 (stray continuation, truncated, overlong, surrogate, > U+10FFFF, lone
+         * lead byte at the end) becomes U+FFFD byte by byte; well-formed sequences pass through */
+        tsc_json_t u;
+        tsc_json_init(&u);
+        tsc_json_set_indent(&u, 0);
+        tsc_json_string(&u, "a\x80" "b\xc3\xa9" "c\xe2\x82" "d\xc0\xaf" "e\xed\xa0\x80" "f\xf4\x90\x80\x80"
+                            "g\xf0\x9f\x98\x80" "h\x1b[31m" "\xe2");
+        CHECK(tsc_json_status(&u) == TSC_OK);
+        CHECK_STREQ(tsc_json_text(&u, NULL),
+                    "\"a\xef\xbf\xbd" "b\xc3\xa9" "c\xef\xbf\xbd\xef\xbf\xbd" "d\xef\xbf\xbd\xef\xbf\xbd"
+                    "e\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" "f\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+                    "g\xf0\x9f\x98\x80" "h\\u001b[31m" "\xef\xbf\xbd\"");
+        tsc_json_free(&u);
+    }
     return tsc_test_done();
 }
