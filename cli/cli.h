@@ -66,6 +66,12 @@ int tsc_cli_flag(const char *cmd, int argc, char **argv, int *i, const tsc_cli_f
  * is an operand when lone_dash), else the command's one operand into *slot, a usage error
  * "unexpected argument" when *slot is already set. Returns 0 or 2. */
 int tsc_cli_operand(const char *cmd, const char *a, int lone_dash, const char **slot);
+/* A command's own parser of flags no table can say (the convention of tsc_cli_flag). */
+typedef int (*tsc_cli_flag_fn)(const char *cmd, int argc, char **argv, int *i, void *ctx);
+/* Parses all of argv: each argument through more(ctx) when more is not NULL, else the table f,
+ * else as the one operand (tsc_cli_operand with lone_dash). Returns 0, or 2 after a usage error. */
+int tsc_cli_args(const char *cmd, int argc, char **argv, const tsc_cli_flag_t *f, size_t n, tsc_cli_flag_fn more,
+                 void *ctx, int lone_dash, const char **operand);
 
 /* Creates folder dir unless it exists as a folder. 0 on success; -1 with errno set otherwise
  * (ENOTDIR when dir exists and is not a folder). */

@@ -81,6 +81,20 @@ int tsc_cli_summary_out(const char *cmd, const char *outdir, tsc_json_t *j, int 
     return st == TSC_OK ? 0 : tsc_cli_fail(cmd, "%s", tsc_error_last());
 }
 
+/* The analysis flags and --probe B,T,I. */
+static int analyze_flag(const char *cmd, int argc, char **argv, int *i, void *ctx) {
+    tsc_analysis_opts_t *o = ctx;
+    int rc = tsc_cli_analysis_flag(cmd, argc, argv, i, o);
+    if (rc >= 0 || strcmp(argv[*i], "--probe") != 0) return rc;
+    const char *v = tsc_cli_value(cmd, argc, argv, i);
+    if (!v) return 2;
+    char extra;
+    if (sscanf(v, "%d,%d,%d%c", &o->probe_b, &o->probe_t, &o->probe_i, &extra) != 3 || o->probe_b < 0 ||
+        o->probe_t < 0 || o->probe_i < 0)
+        return tsc_cli_usage_error(cmd, "--probe expects B,T,I (three non-negative integers), got '%s'", v);
+    return 0;
+}
+
 int tsc_cmd_analyze(int argc, char **argv) {
     const char *cmd = "analyze", *dump = NULL, *outdir = NULL;
     int json = 0, quiet = 0, rc;
@@ -91,22 +105,7 @@ int tsc_cmd_analyze(int argc, char **argv) {
                                     {"--no-identity", NULL, TSC_CLI_OFF, &o.identity, 0, 0},
                                     {"--json", NULL, TSC_CLI_ON, &json, 0, 0},
                                     {"--quiet", "-q", TSC_CLI_ON, &quiet, 0, 0}};
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if ((rc = tsc_cli_analysis_flag(cmd, argc, argv, &i, &o)) < 0)
-            rc = tsc_cli_flag(cmd, argc, argv, &i, flags, TSC_CLI_NFLAGS(flags));
-        if (rc >= 0) {
-            if (rc) return rc;
-        } else if (strcmp(a, "--probe") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            char extra;
-            if (sscanf(v, "%d,%d,%d%c", &o.probe_b, &o.probe_t, &o.probe_i, &extra) != 3 || o.probe_b < 0 ||
-                o.probe_t < 0 || o.probe_i < 0)
-                return tsc_cli_usage_error(cmd, "--probe expects B,T,I (three non-negative integers), got '%s'", v);
-        } else if ((rc = tsc_cli_operand(cmd, a, 1, &dump))) {
-            return rc;
-        }
-    }
+    if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), analyze_flag, &o, 1, &dump))) return rc;
     if ((rc = tsc_cli_analysis_ready(cmd, dump, outdir, quiet, &o))) return rc;
     if (!quiet) {
         char sel[512];

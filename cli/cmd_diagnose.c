@@ -27,6 +27,25 @@ const char tsc_usage_diagnose[] =
     "  -q, --quiet         no configuration line on stderr\n"
     "Exit: 0 done (whether or not anything is at risk), 1 the job failed, 2 usage error.\n";
 
+/* The analysis flags and --betas B1,B2,... */
+static int diagnose_flag(const char *cmd, int argc, char **argv, int *i, void *ctx) {
+    tsc_diagnose_opts_t *o = ctx;
+    int rc = tsc_cli_analysis_flag(cmd, argc, argv, i, &o->an);
+    if (rc >= 0 || strcmp(argv[*i], "--betas") != 0) return rc;
+    const char *a = argv[*i], *v = tsc_cli_value(cmd, argc, argv, i);
+    if (!v) return 2;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v);
+    o->n_betas = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (o->n_betas >= TSC_DIAG_MAX_BETAS)
+            return tsc_cli_usage_error(cmd, "--betas takes at most %d values", TSC_DIAG_MAX_BETAS);
+        if ((rc = tsc_cli_parse_double(cmd, a, tok, 1, 64, &o->betas[o->n_betas++]))) return rc;
+    }
+    if (o->n_betas == 0) return tsc_cli_usage_error(cmd, "--betas needs at least one value");
+    return 0;
+}
+
 int tsc_cmd_diagnose(int argc, char **argv) {
     const char *cmd = "diagnose", *dump = NULL, *outdir = NULL;
     int json = 0, quiet = 0, rc;
@@ -40,27 +59,7 @@ int tsc_cmd_diagnose(int argc, char **argv) {
                                     {"--max-steps", NULL, TSC_CLI_INT, &o.max_steps, 0, 1000000},
                                     {"--json", NULL, TSC_CLI_ON, &json, 0, 0},
                                     {"--quiet", "-q", TSC_CLI_ON, &quiet, 0, 0}};
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if ((rc = tsc_cli_analysis_flag(cmd, argc, argv, &i, &o.an)) < 0)
-            rc = tsc_cli_flag(cmd, argc, argv, &i, flags, TSC_CLI_NFLAGS(flags));
-        if (rc >= 0) {
-            if (rc) return rc;
-        } else if (strcmp(a, "--betas") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", v);
-            o.n_betas = 0;
-            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-                if (o.n_betas >= TSC_DIAG_MAX_BETAS)
-                    return tsc_cli_usage_error(cmd, "--betas takes at most %d values", TSC_DIAG_MAX_BETAS);
-                if ((rc = tsc_cli_parse_double(cmd, a, tok, 1, 64, &o.betas[o.n_betas++]))) return rc;
-            }
-            if (o.n_betas == 0) return tsc_cli_usage_error(cmd, "--betas needs at least one value");
-        } else if ((rc = tsc_cli_operand(cmd, a, 1, &dump))) {
-            return rc;
-        }
-    }
+    if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), diagnose_flag, &o, 1, &dump))) return rc;
     if ((rc = tsc_cli_analysis_ready(cmd, dump, outdir, quiet, &o.an))) return rc;
     if (!quiet) {
         char sel[512];

@@ -33,11 +33,7 @@ int tsc_cmd_report(int argc, char **argv) {
                                     {"--no-html", NULL, TSC_CLI_OFF, &o.html, 0, 0},
                                     {"--dpi", NULL, TSC_CLI_WHOLE, &o.fig_dpi, 50, 600},
                                     {"--quiet", "-q", TSC_CLI_ON, &quiet, 0, 0}};
-    for (int i = 0; i < argc; i++) {
-        if ((rc = tsc_cli_flag(cmd, argc, argv, &i, flags, TSC_CLI_NFLAGS(flags))) < 0)
-            rc = tsc_cli_operand(cmd, argv[i], 0, &dir);
-        if (rc) return rc;
-    }
+    if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, &dir))) return rc;
     if (!dir) return tsc_cli_usage_error(cmd, "which analysis folder? (DIR)");
     if (!out) return tsc_cli_usage_error(cmd, "-o FILE.pdf is required");
     size_t ol = strlen(out);

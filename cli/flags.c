@@ -48,3 +48,14 @@ int tsc_cli_operand(const char *cmd, const char *a, int lone_dash, const char **
     *slot = a;
     return 0;
 }
+
+int tsc_cli_args(const char *cmd, int argc, char **argv, const tsc_cli_flag_t *f, size_t n, tsc_cli_flag_fn more,
+                 void *ctx, int lone_dash, const char **operand) {
+    for (int i = 0; i < argc; i++) {
+        int rc = more ? more(cmd, argc, argv, &i, ctx) : -1;
+        if (rc < 0) rc = tsc_cli_flag(cmd, argc, argv, &i, f, n);
+        if (rc < 0) rc = tsc_cli_operand(cmd, argv[i], lone_dash, operand);
+        if (rc) return rc;
+    }
+    return 0;
+}
