@@ -182,6 +182,8 @@ tsc_status_t an_spectral(const an_run_t *R, hid_t g, long long step, int layer, 
 /* output */
 tsc_status_t an_write_group(const an_run_t *R, const an_group_t *G, hid_t g);
 tsc_status_t an_write_cumulative(const an_run_t *R, const an_across_t *ac, hid_t fid, const char *path);
+/* summary.json of a into path (atomic), with extra's keys (tsc_analysis_summary_json_ex). */
+tsc_status_t an_write_summary_ex(const tsc_analysis_t *a, const char *path, tsc_summary_extra_fn extra, void *ctx);
 
 /* Index of v in a[0..n) (it is there). */
 static inline size_t an_index_ll(const long long *a, long long v) {

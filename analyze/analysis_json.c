@@ -1,6 +1,7 @@
 /* analysis_json.c: summary.json of an analysis (keys documented in docs/FORMAT.md §3). */
 #include <stdio.h>
 
+#include "an_internal.h"
 #include "tsc_analysis.h"
 
 #define ERR_F(m, k) TSC_JSON_FIELD(tsc_err_summary_t, m, k)
@@ -229,11 +230,15 @@ void tsc_analysis_summary_json_ex(const tsc_analysis_t *a, tsc_json_t *j, tsc_su
     tsc_json_object_end(j);
 }
 
-tsc_status_t tsc_analysis_write_summary(const tsc_analysis_t *a, const char *path) {
+tsc_status_t an_write_summary_ex(const tsc_analysis_t *a, const char *path, tsc_summary_extra_fn extra, void *ctx) {
     tsc_json_t j;
     tsc_json_init(&j);
-    tsc_analysis_summary_json(a, &j);
+    tsc_analysis_summary_json_ex(a, &j, extra, ctx);
     tsc_status_t st = tsc_json_write_file(&j, path);
     tsc_json_free(&j);
     return st;
+}
+
+tsc_status_t tsc_analysis_write_summary(const tsc_analysis_t *a, const char *path) {
+    return an_write_summary_ex(a, path, NULL, NULL);
 }

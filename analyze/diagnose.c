@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "an_internal.h"
 #include "tsc_accum.h"
 #include "tsc_attention.h"
 #include "tsc_dump.h"
@@ -823,10 +824,5 @@ void tsc_diagnose_summary_json(const tsc_diagnosis_t *d, tsc_json_t *j) {
 }
 
 tsc_status_t tsc_diagnose_write_summary(const tsc_diagnosis_t *d, const char *path) {
-    tsc_json_t j;
-    tsc_json_init(&j);
-    tsc_diagnose_summary_json(d, &j);
-    tsc_status_t st = tsc_json_write_file(&j, path);
-    tsc_json_free(&j);
-    return st;
+    return an_write_summary_ex(d->an, path, diag_json, (void *)d);
 }

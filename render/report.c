@@ -101,6 +101,29 @@ static double pct(double x) {
     return r == 0 ? 0 : r;
 }
 
+/* Whether two head records are of the same (layer, head). */
+static int same_head(const tsc_jv_t *a, const tsc_jv_t *b) {
+    return tsc_jv_num(a, "layer") == tsc_jv_num(b, "layer") && tsc_jv_num(a, "head") == tsc_jv_num(b, "head");
+}
+
+/* The first index >= i of a record of arr whose (layer, head) no earlier record has (arr->n when
+ * none is left): the loop over each (layer, head) once, at its first record. */
+static size_t next_new_head(const tsc_jv_t *arr, size_t i) {
+    for (; arr && i < arr->n; i++) {
+        size_t j = 0;
+        while (j < i && !same_head(arr->items[j], arr->items[i])) j++;
+        if (j == i) break;
+    }
+    return i;
+}
+
+/* The cells of a table with a row per record of arr (*n of them; at least one row allocated), w
+ * per row; NULL when out of memory. */
+static char **table_cells(const tsc_jv_t *arr, int w, size_t *n) {
+    *n = arr ? arr->n : 0;
+    return calloc((*n ? *n : 1) * (size_t)w, sizeof(char *));
+}
+
 /* Rows of the ranked at-risk table: [n][9]. */
 static char **at_risk_rows(const tsc_jv_t *sm, int *nrows) {
     const tsc_jv_t *ar = tsc_jv_path(sm, "diagnosis.at_risk");
@@ -139,17 +162,12 @@ static char **at_risk_rows(const tsc_jv_t *sm, int *nrows) {
     }
     /* analysis only: the flagged (layer, head)s, each once */
     const tsc_jv_t *fh = tsc_jv_get(sm, "flagged_heads");
-    size_t n = fh ? fh->n : 0;
-    char **c = calloc((n ? n : 1) * 9, sizeof *c);
+    size_t n;
+    char **c = table_cells(fh, 9, &n);
     if (!c) return NULL;
     int k = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = next_new_head(fh, 0); i < n; i = next_new_head(fh, i + 1)) {
         const tsc_jv_t *h = fh->items[i];
-        int dup = 0;
-        for (size_t j = 0; j < i; j++)
-            dup |= tsc_jv_num(fh->items[j], "layer") == tsc_jv_num(h, "layer") &&
-                   tsc_jv_num(fh->items[j], "head") == tsc_jv_num(h, "head");
-        if (dup) continue;
         char **r = c + (size_t)k * 9;
         r[0] = cell("%d", k + 1);
         r[1] = cell("%g / %g", tsc_jv_num(h, "layer"), tsc_jv_num(h, "head"));
@@ -168,23 +186,20 @@ static char **at_risk_rows(const tsc_jv_t *sm, int *nrows) {
 static char **head_rows(const tsc_jv_t *sm, int *nrows) {
     const tsc_jv_t *hs = tsc_jv_get(sm, "heads");
     *nrows = 0;
-    size_t n = hs ? hs->n : 0;
-    char **c = calloc((n ? n : 1) * 8, sizeof *c);
+    size_t n;
+    char **c = table_cells(hs, 8, &n);
     if (!c) return NULL;
     int k = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = next_new_head(hs, 0); i < n; i = next_new_head(hs, i + 1)) {
         const tsc_jv_t *h = hs->items[i];
         double L = tsc_jv_num(h, "layer"), H = tsc_jv_num(h, "head");
-        int seen = 0;
-        for (size_t j = 0; j < i; j++) seen |= tsc_jv_num(hs->items[j], "layer") == L && tsc_jv_num(hs->items[j], "head") == H;
-        if (seen) continue;
         /* the last step's record carries the running sums; count biased steps and ties over all */
         const tsc_jv_t *last = h;
         int biased = 0, steps = 0;
         double ties = 0, omean = 0;
         for (size_t j = i; j < n; j++) {
             const tsc_jv_t *g = hs->items[j];
-            if (tsc_jv_num(g, "layer") != L || tsc_jv_num(g, "head") != H) continue;
+            if (!same_head(g, h)) continue;
             last = g, steps++;
             biased += tsc_jv_num(g, "delta_biased") == 1;
             double t = tsc_jv_num(g, "ties.rows_multi_max");
