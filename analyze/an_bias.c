@@ -102,12 +102,11 @@ tsc_status_t an_flags_pool(const an_run_t *R, const an_pool_t *pool, hid_t fid) 
     uint64_t d3[3] = {(uint64_t)R->nL, nh, D};
     tsc_status_t st = tsc_h5_group_create(fid, "cumulative", &g);
     if (st == TSC_OK) {
-        if ((st = tsc_h5_write_doubles(g, "feature_bias_ulp", 3, d3, p.pm, "layer,head,feature", "ulp")) ||
-            (st = tsc_h5_write_doubles(g, "feature_p", 3, d3, p.pp, "layer,head,feature", "probability")) ||
-            (st = tsc_h5_write_doubles(g, "feature_delta_contrib", 3, d3, p.pcm, "layer,head,feature", "value")) ||
-            (st = tsc_h5_write_ints(g, "feature_flag", 3, d3, p.pf, "layer,head,feature", "bool"))) {
-            /* st carries the error */
-        }
+        const an_array_t a[] = {{"feature_bias_ulp", 3, d3, p.pm, NULL, "layer,head,feature", "ulp"},
+                                {"feature_p", 3, d3, p.pp, NULL, "layer,head,feature", "probability"},
+                                {"feature_delta_contrib", 3, d3, p.pcm, NULL, "layer,head,feature", "value"},
+                                {"feature_flag", 3, d3, NULL, p.pf, "layer,head,feature", "bool"}};
+        st = an_write_arrays(g, a, sizeof a / sizeof a[0]);
         tsc_h5_close(g);
     }
     pooled_free(&p);

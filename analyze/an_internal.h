@@ -180,8 +180,22 @@ tsc_status_t an_rank1_finish(const an_rank1_view_t *v, tsc_head_result_t *r, int
 tsc_status_t an_spectral(const an_run_t *R, hid_t g, long long step, int layer, tsc_layer_result_t *lr);
 
 /* output */
+/* One dataset to write: name, shape, values (int64 when i is not NULL, else the doubles d), and
+ * its dim_labels and units attributes (tsc_h5_write_ints / tsc_h5_write_doubles). */
+typedef struct {
+    const char *name;
+    int rank;
+    const uint64_t *dims;
+    const double *d;
+    const int64_t *i;
+    const char *axes, *unit;
+} an_array_t;
+/* Writes the n arrays into loc in order, stopping at the first error (its status). */
+tsc_status_t an_write_arrays(hid_t loc, const an_array_t *a, size_t n);
 tsc_status_t an_write_group(const an_run_t *R, const an_group_t *G, hid_t g);
 tsc_status_t an_write_cumulative(const an_run_t *R, const an_across_t *ac, hid_t fid, const char *path);
+/* summary.json of a into path (atomic), with extra's keys (tsc_analysis_summary_json_ex). */
+tsc_status_t an_write_summary_ex(const tsc_analysis_t *a, const char *path, tsc_summary_extra_fn extra, void *ctx);
 
 /* Index of v in a[0..n) (it is there). */
 static inline size_t an_index_ll(const long long *a, long long v) {

@@ -8,6 +8,14 @@
 #include "an_internal.h"
 #include "tsc_linalg.h"
 
+tsc_status_t an_write_arrays(hid_t loc, const an_array_t *a, size_t n) {
+    tsc_status_t st = TSC_OK;
+    for (size_t k = 0; k < n && st == TSC_OK; k++)
+        st = a[k].i ? tsc_h5_write_ints(loc, a[k].name, a[k].rank, a[k].dims, a[k].i, a[k].axes, a[k].unit)
+                    : tsc_h5_write_doubles(loc, a[k].name, a[k].rank, a[k].dims, a[k].d, a[k].axes, a[k].unit);
+    return st;
+}
+
 tsc_status_t an_write_group(const an_run_t *R, const an_group_t *G, hid_t g) {
     int nh = R->nh, D = R->D, T = R->T, N = R->N;
     int64_t *heads = malloc((size_t)nh * sizeof *heads);
@@ -16,24 +24,22 @@ tsc_status_t an_write_group(const an_run_t *R, const an_group_t *G, hid_t g) {
     uint64_t d1[1] = {(uint64_t)nh}, d2[2] = {(uint64_t)nh, (uint64_t)D}, dt[2] = {(uint64_t)nh, (uint64_t)T};
     uint64_t d3[3] = {(uint64_t)nh, (uint64_t)R->nb, (uint64_t)T}, dp[2] = {(uint64_t)nh, 3};
     uint64_t dc[3] = {(uint64_t)nh, (uint64_t)N, (uint64_t)N}, ds[2] = {(uint64_t)nh, (uint64_t)N};
-    tsc_status_t st;
-    if ((st = tsc_h5_write_ints(g, "heads", 1, d1, heads, "head", "index")) ||
-        (st = tsc_h5_write_doubles(g, "o_feature_bias_ulp", 2, d2, G->f_ulp, "head,feature", "ulp")) ||
-        (st = tsc_h5_write_doubles(g, "o_feature_bias", 2, d2, G->f_val, "head,feature", "value")) ||
-        (st = tsc_h5_write_doubles(g, "o_feature_p", 2, d2, G->f_p, "head,feature", "probability")) ||
-        (st = tsc_h5_write_doubles(g, "delta_diff", 3, d3, G->dd, "head,batch,token", "value")) ||
-        (st = tsc_h5_write_ints(g, "sink_counts", 2, dt, G->sink, "head,key", "rows")) ||
-        (st = tsc_h5_write_doubles(g, "obar_err_auto", 2, dt, G->curve, "head,key", "value")) ||
-        (st = tsc_h5_write_ints(g, "probe_auto", 2, dp, G->probe, "head,(batch,token,feature)", "index")))
-        goto out;
-    if (R->o->probe_t >= 0 &&
-        (st = tsc_h5_write_doubles(g, "obar_err_chosen", 2, dt, G->curve_c, "head,key", "value")))
-        goto out;
-    if (G->has_rank1 &&
-        ((st = tsc_h5_write_doubles(g, "rank1_cos", 3, dc, G->cos, "head,term,term", "1")) ||
-         (st = tsc_h5_write_doubles(g, "rank1_sv", 2, ds, G->sv, "head,term", "1"))))
-        goto out;
-out:
+    an_array_t a[11] = {
+        {"heads", 1, d1, NULL, heads, "head", "index"},
+        {"o_feature_bias_ulp", 2, d2, G->f_ulp, NULL, "head,feature", "ulp"},
+        {"o_feature_bias", 2, d2, G->f_val, NULL, "head,feature", "value"},
+        {"o_feature_p", 2, d2, G->f_p, NULL, "head,feature", "probability"},
+        {"delta_diff", 3, d3, G->dd, NULL, "head,batch,token", "value"},
+        {"sink_counts", 2, dt, NULL, G->sink, "head,key", "rows"},
+        {"obar_err_auto", 2, dt, G->curve, NULL, "head,key", "value"},
+        {"probe_auto", 2, dp, NULL, G->probe, "head,(batch,token,feature)", "index"}};
+    size_t n = 8;
+    if (R->o->probe_t >= 0) a[n++] = (an_array_t){"obar_err_chosen", 2, dt, G->curve_c, NULL, "head,key", "value"};
+    if (G->has_rank1) {
+        a[n++] = (an_array_t){"rank1_cos", 3, dc, G->cos, NULL, "head,term,term", "1"};
+        a[n++] = (an_array_t){"rank1_sv", 2, ds, G->sv, NULL, "head,term", "1"};
+    }
+    tsc_status_t st = an_write_arrays(g, a, n);
     free(heads);
     return st;
 }
@@ -155,19 +161,19 @@ static tsc_status_t cumul_write(const cumul_t *u, hid_t fid) {
     uint64_t dw3[3] = {S, nL, (uint64_t)u->H}, dn3[3] = {S, nL, 4}, dcs[4] = {nL, nh, S, S};
     tsc_status_t st = tsc_h5_group_create(fid, "cumulative", &g);
     if (st != TSC_OK) return st;
-    if ((st = tsc_h5_write_ints(g, "steps", 1, d1s, u->stp, "step", "step")) ||
-        (st = tsc_h5_write_ints(g, "layers", 1, d1l, u->lys, "layer", "index")) ||
-        (st = tsc_h5_write_ints(g, "heads", 1, d1h, u->hds, "head", "index")) ||
-        (st = tsc_h5_write_doubles(g, "delta_sum", 3, d3, u->ds, "step,layer,head", "value")) ||
-        (st = tsc_h5_write_doubles(g, "delta_cumsum", 3, d3, u->dc, "step,layer,head", "value")) ||
-        (st = tsc_h5_write_doubles(g, "rows_multi_max", 3, d3, u->mm, "step,layer,head", "rows")) ||
-        (st = tsc_h5_write_doubles(g, "rows_multi_max_eps", 3, d3, u->me, "step,layer,head", "rows")) ||
-        (st = tsc_h5_write_doubles(g, "pbar_one", 3, d3, u->po, "step,layer,head", "entries")) ||
-        (st = tsc_h5_write_doubles(g, "wq_head_norm", 3, dw3, u->wqh, "step,layer,head(all)", "1")) ||
-        (st = tsc_h5_write_doubles(g, "w_norm", 3, dn3, u->wn, "step,layer,weight(q,k,v,o)", "1")) ||
-        (st = tsc_h5_write_doubles(g, "rank1_cos_steps", 4, dcs, u->cosS, "layer,head,step,step", "1"))) {
-        /* st carries the error */
-    }
+    const an_array_t a[] = {
+        {"steps", 1, d1s, NULL, u->stp, "step", "step"},
+        {"layers", 1, d1l, NULL, u->lys, "layer", "index"},
+        {"heads", 1, d1h, NULL, u->hds, "head", "index"},
+        {"delta_sum", 3, d3, u->ds, NULL, "step,layer,head", "value"},
+        {"delta_cumsum", 3, d3, u->dc, NULL, "step,layer,head", "value"},
+        {"rows_multi_max", 3, d3, u->mm, NULL, "step,layer,head", "rows"},
+        {"rows_multi_max_eps", 3, d3, u->me, NULL, "step,layer,head", "rows"},
+        {"pbar_one", 3, d3, u->po, NULL, "step,layer,head", "entries"},
+        {"wq_head_norm", 3, dw3, u->wqh, NULL, "step,layer,head(all)", "1"},
+        {"w_norm", 3, dn3, u->wn, NULL, "step,layer,weight(q,k,v,o)", "1"},
+        {"rank1_cos_steps", 4, dcs, u->cosS, NULL, "layer,head,step,step", "1"}};
+    st = an_write_arrays(g, a, sizeof a / sizeof a[0]);
     tsc_h5_close(g);
     return st;
 }

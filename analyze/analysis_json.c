@@ -1,26 +1,35 @@
 /* analysis_json.c: summary.json of an analysis (keys documented in docs/FORMAT.md §3). */
 #include <stdio.h>
 
+#include "an_internal.h"
 #include "tsc_analysis.h"
 
+#define ERR_F(m, k) TSC_JSON_FIELD(tsc_err_summary_t, m, k)
+static const tsc_json_field_t err_fields[] = {
+    ERR_F(n, "n"), ERR_F(n_nonfinite, "nonfinite"), ERR_F(max_abs, "max_abs"), ERR_F(mean_abs, "mean_abs"),
+    ERR_F(max_rel, "max_rel"), ERR_F(mean_rel, "mean_rel"), ERR_F(signed_mean, "signed_mean"),
+    ERR_F(mean_ulp, "mean_ulp"), ERR_F(mean_abs_ulp, "mean_abs_ulp"), ERR_F(max_abs_ulp, "max_abs_ulp"),
+    ERR_F(sign_consistency, "sign_consistency"), ERR_F(n_pos, "n_pos"), ERR_F(n_neg, "n_neg"),
+    ERR_F(tstat, "t_stat"), ERR_F(p_sign, "p_sign")};
+
+/* key: {the error summary's fields, and the object left open for the caller's keys. */
 static void err_summary(tsc_json_t *j, const char *key, const tsc_err_summary_t *e) {
     tsc_json_key(j, key);
     tsc_json_object_begin(j);
-    tsc_json_kv_int(j, "n", e->n);
-    tsc_json_kv_int(j, "nonfinite", e->n_nonfinite);
-    tsc_json_kv_number(j, "max_abs", e->max_abs);
-    tsc_json_kv_number(j, "mean_abs", e->mean_abs);
-    tsc_json_kv_number(j, "max_rel", e->max_rel);
-    tsc_json_kv_number(j, "mean_rel", e->mean_rel);
-    tsc_json_kv_number(j, "signed_mean", e->signed_mean);
-    tsc_json_kv_number(j, "mean_ulp", e->mean_ulp);
-    tsc_json_kv_number(j, "mean_abs_ulp", e->mean_abs_ulp);
-    tsc_json_kv_number(j, "max_abs_ulp", e->max_abs_ulp);
-    tsc_json_kv_number(j, "sign_consistency", e->sign_consistency);
-    tsc_json_kv_int(j, "n_pos", e->n_pos);
-    tsc_json_kv_int(j, "n_neg", e->n_neg);
-    tsc_json_kv_number(j, "t_stat", e->tstat);
-    tsc_json_kv_number(j, "p_sign", e->p_sign);
+    tsc_json_kv_fields(j, e, err_fields, TSC_JSON_NFIELDS(err_fields));
+}
+
+#define HEAD_F(m, k) TSC_JSON_FIELD(tsc_head_result_t, m, k)
+#define HEAD_B(m, k) TSC_JSON_BOOL(tsc_head_result_t, m, k)
+/* The record's (step, layer, head). */
+static const tsc_json_field_t head_key_fields[] = {HEAD_F(step, "step"), HEAD_F(layer, "layer"), HEAD_F(head, "head")};
+
+/* key: the record's flagged features (the first TSC_ANALYSIS_MAX_FLAGGED). */
+static void flagged_list_json(tsc_json_t *j, const char *key, const tsc_head_result_t *r) {
+    int64_t fl[TSC_ANALYSIS_MAX_FLAGGED];
+    int nf = r->n_features_flagged < TSC_ANALYSIS_MAX_FLAGGED ? r->n_features_flagged : TSC_ANALYSIS_MAX_FLAGGED;
+    for (int i = 0; i < nf; i++) fl[i] = r->flagged_features[i];
+    tsc_json_kv_ints(j, key, fl, (size_t)nf);
 }
 
 /* "features": the per-feature flags of one record. */
@@ -29,25 +38,22 @@ static void features_json(tsc_json_t *j, const tsc_head_result_t *r) {
     tsc_json_object_begin(j);
     tsc_json_kv_int(j, "tested", r->n_features_tested);
     tsc_json_kv_int(j, "flagged", r->n_features_flagged);
-    int64_t fl[TSC_ANALYSIS_MAX_FLAGGED];
-    int nf = r->n_features_flagged < TSC_ANALYSIS_MAX_FLAGGED ? r->n_features_flagged : TSC_ANALYSIS_MAX_FLAGGED;
-    for (int i = 0; i < nf; i++) fl[i] = r->flagged_features[i];
-    tsc_json_kv_ints(j, "flagged_list", fl, (size_t)nf);
-    tsc_json_kv_int(j, "top", r->top_feature);
-    tsc_json_kv_number(j, "top_mean_ulp", r->top_feature_mean_ulp);
-    tsc_json_kv_number(j, "top_p", r->top_feature_p);
-    tsc_json_kv_number(j, "top_sign_consistency", r->top_feature_sign_consistency);
+    flagged_list_json(j, "flagged_list", r);
+    static const tsc_json_field_t top[] = {HEAD_F(top_feature, "top"), HEAD_F(top_feature_mean_ulp, "top_mean_ulp"),
+                                           HEAD_F(top_feature_p, "top_p"),
+                                           HEAD_F(top_feature_sign_consistency, "top_sign_consistency")};
+    tsc_json_kv_fields(j, r, top, TSC_JSON_NFIELDS(top));
     tsc_json_object_end(j);
 }
 
 /* "ties": ties, P-bar = 1 and sinks. */
 static void ties_json(tsc_json_t *j, const tsc_head_result_t *r) {
+    static const tsc_json_field_t f[] = {HEAD_F(rows_multi_max, "rows_multi_max"),
+                                         HEAD_F(rows_multi_max_eps, "rows_multi_max_eps"),
+                                         HEAD_F(pbar_one, "pbar_one"), HEAD_F(rows_pbar_one_2, "rows_pbar_one_2")};
     tsc_json_key(j, "ties");
     tsc_json_object_begin(j);
-    tsc_json_kv_int(j, "rows_multi_max", r->rows_multi_max);
-    tsc_json_kv_int(j, "rows_multi_max_eps", r->rows_multi_max_eps);
-    tsc_json_kv_int(j, "pbar_one", r->pbar_one);
-    tsc_json_kv_int(j, "rows_pbar_one_2", r->rows_pbar_one_2);
+    tsc_json_kv_fields(j, r, f, TSC_JSON_NFIELDS(f));
     int64_t sk[TSC_ANALYSIS_MAX_SINKS], sf[TSC_ANALYSIS_MAX_SINKS];
     int ns = 0;
     for (int i = 0; i < TSC_ANALYSIS_MAX_SINKS; i++)
@@ -60,66 +66,46 @@ static void ties_json(tsc_json_t *j, const tsc_head_result_t *r) {
 }
 
 /* "census", "probe", "identity", "rank1". */
+static const tsc_json_field_t census_fields[] = {
+    HEAD_F(census_additions, "additions"), HEAD_F(census_events_neg, "events_neg"),
+    HEAD_F(census_events_pos, "events_pos"), HEAD_F(census_err_neg, "err_neg"), HEAD_F(census_err_pos, "err_pos"),
+    HEAD_F(census_share, "share_explained")};
+static const tsc_json_field_t probe_fields[] = {
+    HEAD_F(probe_b, "batch"), HEAD_F(probe_t, "token"), HEAD_F(probe_i, "feature"), HEAD_F(probe_err, "o_err"),
+    HEAD_F(probe_final_obar_err, "final_obar_err")};
+static const tsc_json_field_t identity_fields[] = {
+    HEAD_F(identity_rel_residual, "rel_residual"), HEAD_F(identity_max_abs_residual, "max_abs_residual"),
+    HEAD_F(identity_max_abs_lhs, "max_abs_lhs")};
+static const tsc_json_field_t rank1_fields[] = {
+    HEAD_B(has_x, "has_x"), HEAD_F(n_terms, "terms"), HEAD_F(rank1_top_energy, "top_energy"),
+    HEAD_F(rank1_eff_rank, "eff_rank"), HEAD_F(rank1_mean_cos, "mean_cos"), HEAD_F(rank1_proj_share, "proj_share"),
+    HEAD_F(dwq_err_fro, "dwq_err_fro"), HEAD_F(rank1_accum_gain, "accum_gain")};
+
 static void measures_json(tsc_json_t *j, const tsc_head_result_t *r) {
-    tsc_json_key(j, "census");
-    tsc_json_object_begin(j);
-    tsc_json_kv_int(j, "additions", r->census_additions);
-    tsc_json_kv_int(j, "events_neg", r->census_events_neg);
-    tsc_json_kv_int(j, "events_pos", r->census_events_pos);
-    tsc_json_kv_number(j, "err_neg", r->census_err_neg);
-    tsc_json_kv_number(j, "err_pos", r->census_err_pos);
-    tsc_json_kv_number(j, "share_explained", r->census_share);
-    tsc_json_object_end(j);
-
-    tsc_json_key(j, "probe");
-    tsc_json_object_begin(j);
-    tsc_json_kv_int(j, "batch", r->probe_b);
-    tsc_json_kv_int(j, "token", r->probe_t);
-    tsc_json_kv_int(j, "feature", r->probe_i);
-    tsc_json_kv_number(j, "o_err", r->probe_err);
-    tsc_json_kv_number(j, "final_obar_err", r->probe_final_obar_err);
-    tsc_json_object_end(j);
-
-    tsc_json_key(j, "identity");
-    tsc_json_object_begin(j);
-    tsc_json_kv_number(j, "rel_residual", r->identity_rel_residual);
-    tsc_json_kv_number(j, "max_abs_residual", r->identity_max_abs_residual);
-    tsc_json_kv_number(j, "max_abs_lhs", r->identity_max_abs_lhs);
-    tsc_json_object_end(j);
-
-    tsc_json_key(j, "rank1");
-    tsc_json_object_begin(j);
-    tsc_json_kv_bool(j, "has_x", r->has_x);
-    tsc_json_kv_int(j, "terms", r->n_terms);
-    tsc_json_kv_number(j, "top_energy", r->rank1_top_energy);
-    tsc_json_kv_number(j, "eff_rank", r->rank1_eff_rank);
-    tsc_json_kv_number(j, "mean_cos", r->rank1_mean_cos);
-    tsc_json_kv_number(j, "proj_share", r->rank1_proj_share);
-    tsc_json_kv_number(j, "dwq_err_fro", r->dwq_err_fro);
-    tsc_json_kv_number(j, "accum_gain", r->rank1_accum_gain);
-    tsc_json_object_end(j);
+    tsc_json_kv_object(j, "census", r, census_fields, TSC_JSON_NFIELDS(census_fields));
+    tsc_json_kv_object(j, "probe", r, probe_fields, TSC_JSON_NFIELDS(probe_fields));
+    tsc_json_kv_object(j, "identity", r, identity_fields, TSC_JSON_NFIELDS(identity_fields));
+    tsc_json_kv_object(j, "rank1", r, rank1_fields, TSC_JSON_NFIELDS(rank1_fields));
 }
 
 static void head_json(tsc_json_t *j, const tsc_head_result_t *r) {
+    static const tsc_json_field_t f[] = {
+        HEAD_F(n_rows, "rows"), HEAD_B(skipped, "skipped"), HEAD_F(n_nonfinite, "nonfinite_inputs"),
+        TSC_JSON_TEXT(tsc_head_result_t, first_nonfinite, "first_nonfinite")};
     tsc_json_object_begin(j);
-    tsc_json_kv_int(j, "step", r->step);
-    tsc_json_kv_int(j, "layer", r->layer);
-    tsc_json_kv_int(j, "head", r->head);
-    tsc_json_kv_int(j, "rows", r->n_rows);
-    tsc_json_kv_bool(j, "skipped", r->skipped);
-    tsc_json_kv_int(j, "nonfinite_inputs", r->n_nonfinite);
-    tsc_json_kv_string(j, "first_nonfinite", r->first_nonfinite[0] ? r->first_nonfinite : NULL);
+    tsc_json_kv_fields(j, r, head_key_fields, TSC_JSON_NFIELDS(head_key_fields));
+    tsc_json_kv_fields(j, r, f, TSC_JSON_NFIELDS(f));
     if (r->skipped) {
         tsc_json_object_end(j);
         return;
     }
-    tsc_json_kv_bool(j, "flagged", r->flagged);
-    tsc_json_kv_bool(j, "delta_biased", r->delta_biased);
+    static const tsc_json_field_t flags[] = {HEAD_B(flagged, "flagged"), HEAD_B(delta_biased, "delta_biased")};
+    tsc_json_kv_fields(j, r, flags, TSC_JSON_NFIELDS(flags));
     err_summary(j, "o", &r->o_err);
     tsc_json_object_end(j);
     err_summary(j, "delta", &r->delta_err);
-    tsc_json_kv_number(j, "sum", r->delta_sum);
-    tsc_json_kv_number(j, "cumsum", r->delta_cumsum);
+    static const tsc_json_field_t sums[] = {HEAD_F(delta_sum, "sum"), HEAD_F(delta_cumsum, "cumsum")};
+    tsc_json_kv_fields(j, r, sums, TSC_JSON_NFIELDS(sums));
     tsc_json_object_end(j);
     tsc_json_kv_number(j, "o_dump_vs_lp_max_abs", r->o_dump_vs_lp_max_abs);
 
@@ -135,23 +121,17 @@ void tsc_analysis_summary_json(const tsc_analysis_t *a, tsc_json_t *j) {
 
 /* "geometry" and "computed_over". */
 static void geometry_json(const tsc_analysis_t *a, tsc_json_t *j) {
-    tsc_json_key(j, "geometry");
-    tsc_json_object_begin(j);
-    tsc_json_kv_int(j, "batch", a->B);
-    tsc_json_kv_int(j, "n_head", a->H);
-    tsc_json_kv_int(j, "n_kv_head", a->Hkv);
-    tsc_json_kv_int(j, "seq_len", a->T);
-    tsc_json_kv_int(j, "head_dim", a->D);
-    tsc_json_kv_int(j, "d_model", a->C);
-    tsc_json_kv_bool(j, "causal", a->causal);
-    tsc_json_kv_number(j, "softmax_scale", a->scale);
-    tsc_json_object_end(j);
+#define AN_F(m, k) TSC_JSON_FIELD(tsc_analysis_t, m, k)
+    static const tsc_json_field_t geo[] = {
+        AN_F(B, "batch"), AN_F(H, "n_head"), AN_F(Hkv, "n_kv_head"), AN_F(T, "seq_len"), AN_F(D, "head_dim"),
+        AN_F(C, "d_model"), TSC_JSON_BOOL(tsc_analysis_t, causal, "causal"), AN_F(scale, "softmax_scale")};
+    static const tsc_json_field_t over[] = {AN_F(n_steps, "steps"), AN_F(n_heads, "head_records")};
+    tsc_json_kv_object(j, "geometry", a, geo, TSC_JSON_NFIELDS(geo));
 
     int64_t rows = a->n_heads ? a->heads[0].n_rows : 0;
     tsc_json_key(j, "computed_over");
     tsc_json_object_begin(j);
-    tsc_json_kv_int(j, "steps", a->n_steps);
-    tsc_json_kv_int(j, "head_records", (int64_t)a->n_heads);
+    tsc_json_kv_fields(j, a, over, TSC_JSON_NFIELDS(over));
     tsc_json_kv_int(j, "rows_per_head", rows);
     tsc_json_kv_int(j, "elements_per_head", rows * a->D);
     tsc_json_key(j, "step_list");
@@ -168,13 +148,11 @@ static void flags_json(const tsc_analysis_t *a, tsc_json_t *j) {
     tsc_json_kv_string(j, "test", "two-sided t-test of the delta contributions dO*(O_lp - O_hp) per (layer, head, "
                                   "feature) pooled over steps and rows, Bonferroni-corrected; and |mean error| >= "
                                   "min_ulp ULPs");
-    tsc_json_kv_number(j, "alpha", a->rule.alpha);
-    tsc_json_kv_number(j, "min_ulp", a->rule.min_ulp);
-    tsc_json_kv_int(j, "min_n", a->rule.min_n);
-    tsc_json_kv_int(j, "n_feature_tests", a->n_feature_tests);
-    tsc_json_kv_int(j, "n_head_tests", a->n_head_tests);
-    tsc_json_kv_number(j, "false_positive_bound", a->rule.alpha);
-    tsc_json_kv_number(j, "tie_eps", a->tie_eps);
+    static const tsc_json_field_t rule[] = {
+        AN_F(rule.alpha, "alpha"), AN_F(rule.min_ulp, "min_ulp"), AN_F(rule.min_n, "min_n"),
+        AN_F(n_feature_tests, "n_feature_tests"), AN_F(n_head_tests, "n_head_tests"),
+        AN_F(rule.alpha, "false_positive_bound"), AN_F(tie_eps, "tie_eps")};
+    tsc_json_kv_fields(j, a, rule, TSC_JSON_NFIELDS(rule));
     tsc_json_object_end(j);
 
     int64_t nflag = 0;
@@ -187,18 +165,22 @@ static void flags_json(const tsc_analysis_t *a, tsc_json_t *j) {
         const tsc_head_result_t *r = &a->heads[i];
         if (!r->flagged) continue;
         tsc_json_object_begin(j);
-        tsc_json_kv_int(j, "step", r->step);
-        tsc_json_kv_int(j, "layer", r->layer);
-        tsc_json_kv_int(j, "head", r->head);
-        int64_t fl[TSC_ANALYSIS_MAX_FLAGGED];
-        int nf = r->n_features_flagged < TSC_ANALYSIS_MAX_FLAGGED ? r->n_features_flagged : TSC_ANALYSIS_MAX_FLAGGED;
-        for (int k = 0; k < nf; k++) fl[k] = r->flagged_features[k];
-        tsc_json_kv_ints(j, "features", fl, (size_t)nf);
+        tsc_json_kv_fields(j, r, head_key_fields, TSC_JSON_NFIELDS(head_key_fields));
+        flagged_list_json(j, "features", r);
         tsc_json_kv_number(j, "top_mean_ulp", r->top_feature_mean_ulp);
         tsc_json_object_end(j);
     }
     tsc_json_array_end(j);
     tsc_json_kv_number(j, "spectral_power_vs_lapack_max_rel_diff", a->wq_head_norm_max_rel_diff);
+}
+
+/* key: {w_q, w_k, w_v, w_o} of four spectral norms. */
+static void norms_json(tsc_json_t *j, const char *key, const double w[4]) {
+    static const char *wn[4] = {"w_q", "w_k", "w_v", "w_o"};
+    tsc_json_key(j, key);
+    tsc_json_object_begin(j);
+    for (int i = 0; i < 4; i++) tsc_json_kv_number(j, wn[i], w[i]);
+    tsc_json_object_end(j);
 }
 
 /* "heads" and "layers". */
@@ -208,25 +190,20 @@ static void layers_json(const tsc_analysis_t *a, tsc_json_t *j) {
     for (size_t i = 0; i < a->n_heads; i++) head_json(j, &a->heads[i]);
     tsc_json_array_end(j);
 
-    static const char *wn[4] = {"w_q", "w_k", "w_v", "w_o"};
+#define LAYER_F(m, k) TSC_JSON_FIELD(tsc_layer_result_t, m, k)
+    static const tsc_json_field_t key[] = {LAYER_F(step, "step"), LAYER_F(layer, "layer")};
+    static const tsc_json_field_t tail[] = {LAYER_F(max_rel_diff, "power_vs_lapack_max_rel_diff"),
+                                            LAYER_F(n_nonfinite, "nonfinite_weights"),
+                                            TSC_JSON_TEXT(tsc_layer_result_t, first_nonfinite, "first_nonfinite")};
     tsc_json_key(j, "layers");
     tsc_json_array_begin(j);
     for (size_t i = 0; i < a->n_layers_res; i++) {
         const tsc_layer_result_t *l = &a->layers[i];
         tsc_json_object_begin(j);
-        tsc_json_kv_int(j, "step", l->step);
-        tsc_json_kv_int(j, "layer", l->layer);
-        tsc_json_key(j, "spectral_norm");
-        tsc_json_object_begin(j);
-        for (int w = 0; w < 4; w++) tsc_json_kv_number(j, wn[w], l->w_norm[w]);
-        tsc_json_object_end(j);
-        tsc_json_key(j, "spectral_norm_lapack");
-        tsc_json_object_begin(j);
-        for (int w = 0; w < 4; w++) tsc_json_kv_number(j, wn[w], l->w_norm_lapack[w]);
-        tsc_json_object_end(j);
-        tsc_json_kv_number(j, "power_vs_lapack_max_rel_diff", l->max_rel_diff);
-        tsc_json_kv_int(j, "nonfinite_weights", l->n_nonfinite);
-        tsc_json_kv_string(j, "first_nonfinite", l->first_nonfinite[0] ? l->first_nonfinite : NULL);
+        tsc_json_kv_fields(j, l, key, TSC_JSON_NFIELDS(key));
+        norms_json(j, "spectral_norm", l->w_norm);
+        norms_json(j, "spectral_norm_lapack", l->w_norm_lapack);
+        tsc_json_kv_fields(j, l, tail, TSC_JSON_NFIELDS(tail));
         tsc_json_object_end(j);
     }
     tsc_json_array_end(j);
@@ -239,10 +216,10 @@ void tsc_analysis_summary_json_ex(const tsc_analysis_t *a, tsc_json_t *j, tsc_su
     char producer[64];
     snprintf(producer, sizeof producer, "tilescope %s", tsc_version());
     tsc_json_kv_string(j, "producer", producer);
-    tsc_json_kv_string(j, "dump", a->dump_path);
-    tsc_json_kv_string(j, "hp", a->hp);
-    tsc_json_kv_string(j, "lp", a->lp);
-    tsc_json_kv_string(j, "selection", a->selection);
+    static const tsc_json_field_t src[] = {
+        TSC_JSON_STR(tsc_analysis_t, dump_path, "dump"), TSC_JSON_CHARS(tsc_analysis_t, hp, "hp"),
+        TSC_JSON_CHARS(tsc_analysis_t, lp, "lp"), TSC_JSON_STR(tsc_analysis_t, selection, "selection")};
+    tsc_json_kv_fields(j, a, src, TSC_JSON_NFIELDS(src));
 
     geometry_json(a, j);
     flags_json(a, j);
@@ -253,11 +230,15 @@ void tsc_analysis_summary_json_ex(const tsc_analysis_t *a, tsc_json_t *j, tsc_su
     tsc_json_object_end(j);
 }
 
-tsc_status_t tsc_analysis_write_summary(const tsc_analysis_t *a, const char *path) {
+tsc_status_t an_write_summary_ex(const tsc_analysis_t *a, const char *path, tsc_summary_extra_fn extra, void *ctx) {
     tsc_json_t j;
     tsc_json_init(&j);
-    tsc_analysis_summary_json(a, &j);
+    tsc_analysis_summary_json_ex(a, &j, extra, ctx);
     tsc_status_t st = tsc_json_write_file(&j, path);
     tsc_json_free(&j);
     return st;
+}
+
+tsc_status_t tsc_analysis_write_summary(const tsc_analysis_t *a, const char *path) {
+    return an_write_summary_ex(a, path, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "an_internal.h"
 #include "tsc_accum.h"
 #include "tsc_attention.h"
 #include "tsc_dump.h"
@@ -765,6 +766,18 @@ static void stage_list(tsc_json_t *j, const char *key, int n, const char (*stage
     tsc_json_array_end(j);
 }
 
+#define DH_F(m) TSC_JSON_FIELD(tsc_diag_head_t, m, #m)
+static const tsc_json_field_t at_risk_fields[] = {DH_F(layer), DH_F(head), DH_F(step), DH_F(risk), DH_F(n_steps),
+                                                  DH_F(n_steps_replayed), DH_F(n_tie_rows), DH_F(delta_cumsum),
+                                                  DH_F(delta_p)};
+static const tsc_json_field_t event_fields[] = {
+    TSC_JSON_FIELD(tsc_diag_head_t, ev_b, "batch"), TSC_JSON_FIELD(tsc_diag_head_t, ev_t, "token"),
+    TSC_JSON_FIELD(tsc_diag_head_t, ev_i, "feature"), TSC_JSON_FIELD(tsc_diag_head_t, ev_key, "key"),
+    TSC_JSON_FIELD(tsc_diag_head_t, ev_pbar, "pbar"), TSC_JSON_FIELD(tsc_diag_head_t, ev_v, "v"),
+    TSC_JSON_FIELD(tsc_diag_head_t, ev_before, "sum_before"), TSC_JSON_FIELD(tsc_diag_head_t, ev_term, "term"),
+    TSC_JSON_FIELD(tsc_diag_head_t, ev_sum, "sum_fp32"), TSC_JSON_CHARS(tsc_diag_head_t, ev_fmt, "out_format"),
+    TSC_JSON_FIELD(tsc_diag_head_t, ev_rounded, "rounded"), TSC_JSON_FIELD(tsc_diag_head_t, ev_err, "error")};
+
 static void diag_json(void *ctx, tsc_json_t *j) {
     const tsc_diagnosis_t *d = ctx;
     tsc_json_key(j, "diagnosis");
@@ -779,15 +792,7 @@ static void diag_json(void *ctx, tsc_json_t *j) {
         const tsc_diag_head_t *h = &d->heads[i];
         tsc_json_object_begin(j);
         tsc_json_kv_int(j, "rank", (int64_t)i + 1);
-        tsc_json_kv_int(j, "layer", h->layer);
-        tsc_json_kv_int(j, "head", h->head);
-        tsc_json_kv_int(j, "step", h->step);
-        tsc_json_kv_number(j, "risk", h->risk);
-        tsc_json_kv_int(j, "n_steps", h->n_steps);
-        tsc_json_kv_int(j, "n_steps_replayed", h->n_steps_replayed);
-        tsc_json_kv_int(j, "n_tie_rows", h->n_tie_rows);
-        tsc_json_kv_number(j, "delta_cumsum", h->delta_cumsum);
-        tsc_json_kv_number(j, "delta_p", h->delta_p);
+        tsc_json_kv_fields(j, h, at_risk_fields, TSC_JSON_NFIELDS(at_risk_fields));
         int64_t fl[TSC_ANALYSIS_MAX_FLAGGED];
         for (int f = 0; f < h->n_features; f++) fl[f] = h->features[f];
         tsc_json_kv_ints(j, "features", fl, (size_t)h->n_features);
@@ -806,20 +811,7 @@ static void diag_json(void *ctx, tsc_json_t *j) {
         tsc_json_key(j, "event");
         tsc_json_object_begin(j);
         tsc_json_kv_bool(j, "found", h->ev_found);
-        if (h->ev_found) {
-            tsc_json_kv_int(j, "batch", h->ev_b);
-            tsc_json_kv_int(j, "token", h->ev_t);
-            tsc_json_kv_int(j, "feature", h->ev_i);
-            tsc_json_kv_int(j, "key", h->ev_key);
-            tsc_json_kv_number(j, "pbar", h->ev_pbar);
-            tsc_json_kv_number(j, "v", h->ev_v);
-            tsc_json_kv_number(j, "sum_before", h->ev_before);
-            tsc_json_kv_number(j, "term", h->ev_term);
-            tsc_json_kv_number(j, "sum_fp32", h->ev_sum);
-            tsc_json_kv_string(j, "out_format", h->ev_fmt);
-            tsc_json_kv_number(j, "rounded", h->ev_rounded);
-            tsc_json_kv_number(j, "error", h->ev_err);
-        }
+        if (h->ev_found) tsc_json_kv_fields(j, h, event_fields, TSC_JSON_NFIELDS(event_fields));
         tsc_json_object_end(j);
         tsc_json_object_end(j);
     }
@@ -832,10 +824,5 @@ void tsc_diagnose_summary_json(const tsc_diagnosis_t *d, tsc_json_t *j) {
 }
 
 tsc_status_t tsc_diagnose_write_summary(const tsc_diagnosis_t *d, const char *path) {
-    tsc_json_t j;
-    tsc_json_init(&j);
-    tsc_diagnose_summary_json(d, &j);
-    tsc_status_t st = tsc_json_write_file(&j, path);
-    tsc_json_free(&j);
-    return st;
+    return an_write_summary_ex(d->an, path, diag_json, (void *)d);
 }

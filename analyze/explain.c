@@ -416,48 +416,41 @@ void tsc_explain_dump_free(tsc_explain_dump_t *e) {
     free(e);
 }
 
+#define EV_F(m, k) TSC_JSON_FIELD(tsc_explain_event_t, m, k)
 static void event_json(tsc_json_t *j, const tsc_explain_event_t *ev) {
+    static const tsc_json_field_t head[] = {
+        EV_F(key, "key"), EV_F(tile, "tile"), TSC_JSON_STR(tsc_explain_event_t, kind, "kind"), EV_F(pbar, "pbar"),
+        EV_F(v, "v"), EV_F(st.a, "before"), EV_F(st.exact_hi, "exact"), EV_F(st.result, "result")};
+    static const tsc_json_field_t err[] = {EV_F(st.error, "error"), EV_F(st.error_ulps, "error_ulps"),
+                                           EV_F(st.carry_shift, "carry_shift")};
     char bits[200];
     tsc_json_object_begin(j);
-    tsc_json_kv_int(j, "key", ev->key);
-    tsc_json_kv_int(j, "tile", ev->tile);
-    tsc_json_kv_string(j, "kind", ev->kind);
-    tsc_json_kv_number(j, "pbar", ev->pbar);
-    tsc_json_kv_number(j, "v", ev->v);
-    tsc_json_kv_number(j, "before", ev->st.a);
-    tsc_json_kv_number(j, "exact", ev->st.exact_hi);
-    tsc_json_kv_number(j, "result", ev->st.result);
+    tsc_json_kv_fields(j, ev, head, TSC_JSON_NFIELDS(head));
     tsc_json_kv_string(j, "format", tsc_format_name(ev->st.fmt));
-    tsc_json_kv_number(j, "error", ev->st.error);
-    tsc_json_kv_number(j, "error_ulps", ev->st.error_ulps);
-    tsc_json_kv_int(j, "carry_shift", ev->st.carry_shift);
+    tsc_json_kv_fields(j, ev, err, TSC_JSON_NFIELDS(err));
     tsc_json_kv_string(j, "bits", tsc_accum_step_bits_str(&ev->st, bits, sizeof bits));
     tsc_json_kv_string(j, "direction", tsc_explain_dir_key(ev->st.dir));
     tsc_json_object_end(j);
 }
 
+#define ED_F(m) TSC_JSON_FIELD(tsc_explain_dump_t, m, #m)
+#define ED_B(m, k) TSC_JSON_BOOL(tsc_explain_dump_t, m, k)
 void tsc_explain_dump_json(const tsc_explain_dump_t *e, tsc_json_t *j) {
+    static const tsc_json_field_t where[] = {
+        TSC_JSON_STR(tsc_explain_dump_t, dump_path, "dump"), ED_F(step), ED_F(layer), ED_F(head), ED_F(kv_head),
+        ED_F(batch), ED_F(row), ED_F(feature), TSC_JSON_CHARS(tsc_explain_dump_t, policy_name, "policy"),
+        ED_B(policy.fused, "fused"), ED_B(stochastic, "stochastic_replayed_as_nearest"), ED_F(tiles)};
+    static const tsc_json_field_t result[] = {ED_F(mismatch_tile), ED_B(o_match, "o_matches_reference"), ED_F(obar),
+                                              ED_F(l), ED_F(o), TSC_JSON_FIELD(tsc_explain_dump_t, o_ref, "o_reference")};
+    static const tsc_json_field_t counts[] = {
+        TSC_JSON_FIELD(tsc_explain_dump_t, n_events, "events"), TSC_JSON_FIELD(tsc_explain_dump_t, n_inexact, "inexact"),
+        TSC_JSON_FIELD(tsc_explain_dump_t, n_up, "up"), TSC_JSON_FIELD(tsc_explain_dump_t, n_down, "down"),
+        ED_F(error_sum), TSC_JSON_FIELD(tsc_explain_dump_t, error_sum_ones, "error_sum_at_pbar_one")};
     tsc_json_object_begin(j);
     tsc_json_kv_string(j, "command", "explain dump");
-    tsc_json_kv_string(j, "dump", e->dump_path);
-    tsc_json_kv_int(j, "step", e->step);
-    tsc_json_kv_int(j, "layer", e->layer);
-    tsc_json_kv_int(j, "head", e->head);
-    tsc_json_kv_int(j, "kv_head", e->kv_head);
-    tsc_json_kv_int(j, "batch", e->batch);
-    tsc_json_kv_int(j, "row", e->row);
-    tsc_json_kv_int(j, "feature", e->feature);
-    tsc_json_kv_string(j, "policy", e->policy_name);
-    tsc_json_kv_bool(j, "fused", e->policy.fused);
-    tsc_json_kv_bool(j, "stochastic_replayed_as_nearest", e->stochastic);
-    tsc_json_kv_int(j, "tiles", e->tiles);
+    tsc_json_kv_fields(j, e, where, TSC_JSON_NFIELDS(where));
     tsc_json_kv_bool(j, "replay_matches_reference", e->mismatch_tile < 0);
-    tsc_json_kv_int(j, "mismatch_tile", e->mismatch_tile);
-    tsc_json_kv_bool(j, "o_matches_reference", e->o_match);
-    tsc_json_kv_number(j, "obar", e->obar);
-    tsc_json_kv_number(j, "l", e->l);
-    tsc_json_kv_number(j, "o", e->o);
-    tsc_json_kv_number(j, "o_reference", e->o_ref);
+    tsc_json_kv_fields(j, e, result, TSC_JSON_NFIELDS(result));
     tsc_json_key(j, "o_dump");
     if (e->have_o) tsc_json_number(j, e->o_dump);
     else tsc_json_null(j);
@@ -465,12 +458,7 @@ void tsc_explain_dump_json(const tsc_explain_dump_t *e, tsc_json_t *j) {
     tsc_json_array_begin(j);
     for (int k = 0; k < e->n_ones; k++) tsc_json_int(j, e->ones[k]);
     tsc_json_array_end(j);
-    tsc_json_kv_int(j, "events", (int64_t)e->n_events);
-    tsc_json_kv_int(j, "inexact", (int64_t)e->n_inexact);
-    tsc_json_kv_int(j, "up", (int64_t)e->n_up);
-    tsc_json_kv_int(j, "down", (int64_t)e->n_down);
-    tsc_json_kv_number(j, "error_sum", e->error_sum);
-    tsc_json_kv_number(j, "error_sum_at_pbar_one", e->error_sum_ones);
+    tsc_json_kv_fields(j, e, counts, TSC_JSON_NFIELDS(counts));
     tsc_json_key(j, "top");
     tsc_json_array_begin(j);
     for (size_t k = 0; k < e->n_top; k++) event_json(j, &e->events[k]);

@@ -397,19 +397,16 @@ tsc_status_t tsc_replay_run(tsc_replay_t *r, tsc_replay_progress_fn progress, vo
 
 /* ------------------------------------------------------------------ JSON */
 
+#define CMP_F(m) TSC_JSON_FIELD(tsc_replay_cmp_t, m, #m)
 static void cmp_json(tsc_json_t *j, const char *key, const tsc_replay_cmp_t *c, int is_delta) {
+    static const tsc_json_field_t err[] = {CMP_F(max_abs), CMP_F(mean_abs), CMP_F(rel)};
+    static const tsc_json_field_t signed_[] = {CMP_F(signed_mean), CMP_F(signed_sum)};
+    static const tsc_json_field_t counts[] = {CMP_F(n), CMP_F(n_compared), CMP_F(n_nonfinite)};
     tsc_json_key(j, key);
     tsc_json_object_begin(j);
-    tsc_json_kv_number(j, "max_abs", c->max_abs);
-    tsc_json_kv_number(j, "mean_abs", c->mean_abs);
-    tsc_json_kv_number(j, "rel", c->rel);
-    if (is_delta) {
-        tsc_json_kv_number(j, "signed_mean", c->signed_mean);
-        tsc_json_kv_number(j, "signed_sum", c->signed_sum);
-    }
-    tsc_json_kv_int(j, "n", c->n);
-    tsc_json_kv_int(j, "n_compared", c->n_compared);
-    tsc_json_kv_int(j, "n_nonfinite", c->n_nonfinite);
+    tsc_json_kv_fields(j, c, err, TSC_JSON_NFIELDS(err));
+    if (is_delta) tsc_json_kv_fields(j, c, signed_, TSC_JSON_NFIELDS(signed_));
+    tsc_json_kv_fields(j, c, counts, TSC_JSON_NFIELDS(counts));
     tsc_json_object_end(j);
 }
 

@@ -229,20 +229,24 @@ static void cmp_finish(const cmp_acc_t *c, tsc_err_summary_t *o) {
     o->p_sign = tsc_stats_sign_test_p(m->n_pos, m->n_neg);
 }
 
-void tsc_stats_error_compare(const float *lp, const float *hp, size_t n, tsc_format_t fmt,
-                             tsc_err_summary_t *out) {
+/* The comparison of lp with hp, given as float arrays (lpf, hpf) or, when lpd is not NULL, as
+ * double arrays (lpd, hpd); floats widen to double exactly. */
+static void error_compare(const float *lpf, const float *hpf, const double *lpd, const double *hpd, size_t n,
+                          tsc_format_t fmt, tsc_err_summary_t *out) {
     cmp_acc_t c;
     cmp_init(&c);
-    for (size_t i = 0; i < n; i++) cmp_add(&c, lp[i], hp[i], fmt);
+    for (size_t i = 0; i < n; i++) cmp_add(&c, lpd ? lpd[i] : lpf[i], lpd ? hpd[i] : hpf[i], fmt);
     cmp_finish(&c, out);
+}
+
+void tsc_stats_error_compare(const float *lp, const float *hp, size_t n, tsc_format_t fmt,
+                             tsc_err_summary_t *out) {
+    error_compare(lp, hp, NULL, NULL, n, fmt, out);
 }
 
 void tsc_stats_error_compare_d(const double *lp, const double *hp, size_t n, tsc_format_t fmt,
                                tsc_err_summary_t *out) {
-    cmp_acc_t c;
-    cmp_init(&c);
-    for (size_t i = 0; i < n; i++) cmp_add(&c, lp[i], hp[i], fmt);
-    cmp_finish(&c, out);
+    error_compare(NULL, NULL, lp, hp, n, fmt, out);
 }
 
 int tsc_stats_flag(double p, int64_t n_tests, double mean_ulp, int64_t n_nonzero,

@@ -170,26 +170,12 @@ void tsc_info_free(tsc_info_t *in) {
 
 /* ------------------------------------------------------------------ JSON */
 
-static void meta_json(const tsc_dump_meta_t *m, tsc_json_t *j) {
-    tsc_json_key(j, "meta");
-    tsc_json_object_begin(j);
-    tsc_json_kv_int(j, "n_layer", m->n_layer);
-    tsc_json_kv_int(j, "n_head", m->n_head);
-    tsc_json_kv_int(j, "n_kv_head", m->n_kv_head);
-    tsc_json_kv_int(j, "head_dim", m->head_dim);
-    tsc_json_kv_int(j, "d_model", m->d_model);
-    tsc_json_kv_int(j, "seq_len", m->seq_len);
-    tsc_json_kv_int(j, "batch", m->batch);
-    tsc_json_kv_bool(j, "causal", m->causal);
-    tsc_json_kv_number(j, "softmax_scale", m->softmax_scale);
-    tsc_json_kv_int(j, "tile_q", m->tile_q);
-    tsc_json_kv_int(j, "tile_k", m->tile_k);
-    tsc_json_kv_string(j, "policy", m->policy);
-    tsc_json_kv_int(j, "rank", m->rank);
-    tsc_json_kv_int(j, "world_size", m->world_size);
-    tsc_json_kv_string(j, "producer", m->producer);
-    tsc_json_object_end(j);
-}
+#define META_F(m) TSC_JSON_FIELD(tsc_dump_meta_t, m, #m)
+static const tsc_json_field_t meta_fields[] = {
+    META_F(n_layer), META_F(n_head), META_F(n_kv_head), META_F(head_dim), META_F(d_model), META_F(seq_len),
+    META_F(batch), TSC_JSON_BOOL(tsc_dump_meta_t, causal, "causal"), META_F(softmax_scale), META_F(tile_q),
+    META_F(tile_k), TSC_JSON_CHARS(tsc_dump_meta_t, policy, "policy"), META_F(rank), META_F(world_size),
+    TSC_JSON_CHARS(tsc_dump_meta_t, producer, "producer")};
 
 static void dataset_json(const tsc_info_dataset_t *ds, tsc_json_t *j) {
     const tsc_dump_dataset_info_t *in = &ds->info;
@@ -238,7 +224,7 @@ void tsc_info_json(const tsc_info_t *in, tsc_json_t *j) {
     tsc_json_kv_int(j, "size_bytes", (int64_t)in->size_bytes);
     tsc_json_kv_string(j, "format", TSC_DUMP_FORMAT_NAME);
     tsc_json_kv_int(j, "format_version", in->meta.format_version);
-    meta_json(&in->meta, j);
+    tsc_json_kv_object(j, "meta", &in->meta, meta_fields, TSC_JSON_NFIELDS(meta_fields));
     tsc_json_key(j, "steps");
     tsc_json_array_begin(j);
     for (int i = 0; i < in->n_steps; i++) tsc_json_int(j, in->steps[i]);

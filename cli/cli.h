@@ -35,6 +35,44 @@ int tsc_cli_parse_double(const char *cmd, const char *flag, const char *s, doubl
 /* For a flag that takes a value: returns argv[++*i] or NULL after printing a usage error. */
 const char *tsc_cli_value(const char *cmd, int argc, char **argv, int *i);
 
+/* A command's flags as a table, parsed by tsc_cli_flag. ON / OFF set an int to 1 / 0 and take no
+ * value; the others take the next argument: STR keeps it (const char *), LIST appends it to a
+ * tsc_cli_list_t (a repeatable flag, at most TSC_CLI_LIST_MAX), DOUBLE parses a number in [lo, hi]
+ * into a double, INT / LONG / LLONG an integer in [lo, hi] into an int / long / long long, WHOLE
+ * an integer in [lo, hi] into a double. */
+typedef enum {
+    TSC_CLI_ON, TSC_CLI_OFF, TSC_CLI_STR, TSC_CLI_LIST, TSC_CLI_DOUBLE, TSC_CLI_INT, TSC_CLI_LONG, TSC_CLI_LLONG,
+    TSC_CLI_WHOLE
+} tsc_cli_kind_t;
+
+typedef struct {
+    const char *name, *alias;  /* "--out", "-o" (alias may be NULL) */
+    tsc_cli_kind_t kind;
+    void *dst;
+    double lo, hi;             /* the range of a number */
+} tsc_cli_flag_t;
+
+#define TSC_CLI_LIST_MAX 16
+typedef struct {
+    const char *v[TSC_CLI_LIST_MAX];
+    int n;
+} tsc_cli_list_t;
+
+/* Parses argv[*i] (and its value) when it is one of the n flags of f. Returns 0 when parsed, 2
+ * after printing a usage error, -1 when argv[*i] is none of them. */
+int tsc_cli_flag(const char *cmd, int argc, char **argv, int *i, const tsc_cli_flag_t *f, size_t n);
+#define TSC_CLI_NFLAGS(table) (sizeof(table) / sizeof((table)[0]))
+/* An argument no flag took: a usage error "unknown option" when it starts with '-' (a lone "-"
+ * is an operand when lone_dash), else the command's one operand into *slot, a usage error
+ * "unexpected argument" when *slot is already set. Returns 0 or 2. */
+int tsc_cli_operand(const char *cmd, const char *a, int lone_dash, const char **slot);
+/* A command's own parser of flags no table can say (the convention of tsc_cli_flag). */
+typedef int (*tsc_cli_flag_fn)(const char *cmd, int argc, char **argv, int *i, void *ctx);
+/* Parses all of argv: each argument through more(ctx) when more is not NULL, else the table f,
+ * else as the one operand (tsc_cli_operand with lone_dash). Returns 0, or 2 after a usage error. */
+int tsc_cli_args(const char *cmd, int argc, char **argv, const tsc_cli_flag_t *f, size_t n, tsc_cli_flag_fn more,
+                 void *ctx, int lone_dash, const char **operand);
+
 /* Creates folder dir unless it exists as a folder. 0 on success; -1 with errno set otherwise
  * (ENOTDIR when dir exists and is not a folder). */
 int tsc_cli_make_dir(const char *dir);
@@ -45,6 +83,14 @@ int tsc_cli_make_dir(const char *dir);
 int tsc_cli_analysis_flag(const char *cmd, int argc, char **argv, int *i, tsc_analysis_opts_t *o);
 /* Checks that o's --hp/--lp policies parse: 0, or 2 after printing a usage error. */
 int tsc_cli_analysis_check(const char *cmd, const tsc_analysis_opts_t *o);
+
+/* What analyze and diagnose share after their flags: DUMP and -o DIR given, o's policies parse,
+ * DIR exists (made if missing); sets o->progress (not quiet and stderr a terminal). 0, or the
+ * exit code after printing the error. */
+int tsc_cli_analysis_ready(const char *cmd, const char *dump, const char *outdir, int quiet, tsc_analysis_opts_t *o);
+/* Writes the summary j to DIR/summary.json and, when print, to stdout; frees j. 0, or 1 after
+ * printing the error. */
+int tsc_cli_summary_out(const char *cmd, const char *outdir, tsc_json_t *j, int print);
 
 /* Subcommands. */
 int tsc_cmd_info(int argc, char **argv);

@@ -32,7 +32,6 @@ const char tsc_usage_analyze[] =
 
 int tsc_cli_analysis_flag(const char *cmd, int argc, char **argv, int *i, tsc_analysis_opts_t *o) {
     const char *a = argv[*i], *v;
-    int rc;
     if (strcmp(a, "--hp") == 0 || strcmp(a, "--lp") == 0) {
         if (!(v = tsc_cli_value(cmd, argc, argv, i))) return 2;
         if (strlen(v) >= TSC_POLICY_STR_MAX) return tsc_cli_usage_error(cmd, "%s: policy string too long", a);
@@ -46,22 +45,12 @@ int tsc_cli_analysis_flag(const char *cmd, int argc, char **argv, int *i, tsc_an
         tsc_select_set_t *set = a[2] == 's' ? &o->sel.steps : a[2] == 'l' ? &o->sel.layers
                                 : a[2] == 'h' ? &o->sel.heads : &o->sel.batches;
         if (tsc_select_set_parse(set, v) != TSC_OK) return tsc_cli_usage_error(cmd, "%s: %s", a, tsc_error_last());
-    } else if (strcmp(a, "--alpha") == 0) {
-        if (!(v = tsc_cli_value(cmd, argc, argv, i))) return 2;
-        if ((rc = tsc_cli_parse_double(cmd, a, v, 1e-300, 1, &o->rule.alpha))) return rc;
-    } else if (strcmp(a, "--min-ulp") == 0) {
-        if (!(v = tsc_cli_value(cmd, argc, argv, i))) return 2;
-        if ((rc = tsc_cli_parse_double(cmd, a, v, 0, 1e6, &o->rule.min_ulp))) return rc;
-    } else if (strcmp(a, "--tie-eps") == 0) {
-        if (!(v = tsc_cli_value(cmd, argc, argv, i))) return 2;
-        if ((rc = tsc_cli_parse_double(cmd, a, v, 0, 1e3, &o->tie_eps))) return rc;
-    } else if (strcmp(a, "--terms") == 0) {
-        long n;
-        if (!(v = tsc_cli_value(cmd, argc, argv, i))) return 2;
-        if ((rc = tsc_cli_parse_long(cmd, a, v, 1, 4096, &n))) return rc;
-        o->n_terms = (int)n;
     } else {
-        return -1;
+        const tsc_cli_flag_t f[] = {{"--alpha", NULL, TSC_CLI_DOUBLE, &o->rule.alpha, 1e-300, 1},
+                                    {"--min-ulp", NULL, TSC_CLI_DOUBLE, &o->rule.min_ulp, 0, 1e6},
+                                    {"--tie-eps", NULL, TSC_CLI_DOUBLE, &o->tie_eps, 0, 1e3},
+                                    {"--terms", NULL, TSC_CLI_INT, &o->n_terms, 1, 4096}};
+        return tsc_cli_flag(cmd, argc, argv, i, f, TSC_CLI_NFLAGS(f));
     }
     return 0;
 }
@@ -73,45 +62,51 @@ int tsc_cli_analysis_check(const char *cmd, const tsc_analysis_opts_t *o) {
     return 0;
 }
 
+int tsc_cli_analysis_ready(const char *cmd, const char *dump, const char *outdir, int quiet, tsc_analysis_opts_t *o) {
+    int rc;
+    if (!dump) return tsc_cli_usage_error(cmd, "missing DUMP");
+    if ((rc = tsc_cli_analysis_check(cmd, o))) return rc;
+    if (!outdir) return tsc_cli_usage_error(cmd, "missing -o DIR");
+    if (tsc_cli_make_dir(outdir) != 0) return tsc_cli_fail(cmd, "%s: cannot create the output folder: %s", outdir, strerror(errno));
+    o->progress = !quiet && isatty(2);
+    return 0;
+}
+
+int tsc_cli_summary_out(const char *cmd, const char *outdir, tsc_json_t *j, int print) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/summary.json", outdir);
+    tsc_status_t st = tsc_json_write_file(j, path);
+    if (st == TSC_OK && print) puts(tsc_json_text(j, NULL));
+    tsc_json_free(j);
+    return st == TSC_OK ? 0 : tsc_cli_fail(cmd, "%s", tsc_error_last());
+}
+
+/* The analysis flags and --probe B,T,I. */
+static int analyze_flag(const char *cmd, int argc, char **argv, int *i, void *ctx) {
+    tsc_analysis_opts_t *o = ctx;
+    int rc = tsc_cli_analysis_flag(cmd, argc, argv, i, o);
+    if (rc >= 0 || strcmp(argv[*i], "--probe") != 0) return rc;
+    const char *v = tsc_cli_value(cmd, argc, argv, i);
+    if (!v) return 2;
+    char extra;
+    if (sscanf(v, "%d,%d,%d%c", &o->probe_b, &o->probe_t, &o->probe_i, &extra) != 3 || o->probe_b < 0 ||
+        o->probe_t < 0 || o->probe_i < 0)
+        return tsc_cli_usage_error(cmd, "--probe expects B,T,I (three non-negative integers), got '%s'", v);
+    return 0;
+}
+
 int tsc_cmd_analyze(int argc, char **argv) {
     const char *cmd = "analyze", *dump = NULL, *outdir = NULL;
     int json = 0, quiet = 0, rc;
     tsc_analysis_opts_t o;
     tsc_analysis_opts_init(&o);
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if ((rc = tsc_cli_analysis_flag(cmd, argc, argv, &i, &o)) >= 0) {
-            if (rc) return rc;
-        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            outdir = v;
-        } else if (strcmp(a, "--probe") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            char extra;
-            if (sscanf(v, "%d,%d,%d%c", &o.probe_b, &o.probe_t, &o.probe_i, &extra) != 3 || o.probe_b < 0 ||
-                o.probe_t < 0 || o.probe_i < 0)
-                return tsc_cli_usage_error(cmd, "--probe expects B,T,I (three non-negative integers), got '%s'", v);
-        } else if (strcmp(a, "--no-census") == 0) {
-            o.census = 0;
-        } else if (strcmp(a, "--no-identity") == 0) {
-            o.identity = 0;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-            quiet = 1;
-        } else if (a[0] == '-' && a[1]) {
-            return tsc_cli_usage_error(cmd, "unknown option '%s'", a);
-        } else if (!dump) {
-            dump = a;
-        } else {
-            return tsc_cli_usage_error(cmd, "unexpected argument '%s'", a);
-        }
-    }
-    if (!dump) return tsc_cli_usage_error(cmd, "missing DUMP");
-    if ((rc = tsc_cli_analysis_check(cmd, &o))) return rc;
-    if (!outdir) return tsc_cli_usage_error(cmd, "missing -o DIR");
-    if (tsc_cli_make_dir(outdir) != 0) return tsc_cli_fail(cmd, "%s: cannot create the output folder: %s", outdir, strerror(errno));
-    o.progress = !quiet && isatty(2);
+    const tsc_cli_flag_t flags[] = {{"--out", "-o", TSC_CLI_STR, &outdir, 0, 0},
+                                    {"--no-census", NULL, TSC_CLI_OFF, &o.census, 0, 0},
+                                    {"--no-identity", NULL, TSC_CLI_OFF, &o.identity, 0, 0},
+                                    {"--json", NULL, TSC_CLI_ON, &json, 0, 0},
+                                    {"--quiet", "-q", TSC_CLI_ON, &quiet, 0, 0}};
+    if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), analyze_flag, &o, 1, &dump))) return rc;
+    if ((rc = tsc_cli_analysis_ready(cmd, dump, outdir, quiet, &o))) return rc;
     if (!quiet) {
         char sel[512];
         fprintf(stderr, "analyze: dump %s -> %s/analysis.h5, %s/summary.json\n", dump, outdir, outdir);
@@ -121,19 +116,14 @@ int tsc_cmd_analyze(int argc, char **argv) {
     }
     tsc_analysis_t *res;
     if (tsc_analysis_run(dump, outdir, &o, &res) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
-    char path[4096];
-    snprintf(path, sizeof path, "%s/summary.json", outdir);
-    if (tsc_analysis_write_summary(res, path) != TSC_OK) {
+    tsc_json_t j;
+    tsc_json_init(&j);
+    tsc_analysis_summary_json(res, &j);
+    if ((rc = tsc_cli_summary_out(cmd, outdir, &j, json))) {
         tsc_analysis_free(res);
-        return tsc_cli_fail(cmd, "%s", tsc_error_last());
+        return rc;
     }
-    if (json) {
-        tsc_json_t j;
-        tsc_json_init(&j);
-        tsc_analysis_summary_json(res, &j);
-        puts(tsc_json_text(&j, NULL));
-        tsc_json_free(&j);
-    } else if (!quiet) {
+    if (!json && !quiet) {
         int nflag = 0;
         printf("analysed %zu heads (%d steps; %lld rows each), hp %s, lp %s\n", res->n_heads, res->n_steps,
                res->n_heads ? (long long)res->heads[0].n_rows : 0LL, res->hp, res->lp);

@@ -33,34 +33,28 @@ static double now_s(void) {
 }
 
 int tsc_cmd_demo(int argc, char **argv) {
-    const char *cmd = "demo", *dir = "demo-out", *shape = "gpt2-small", *seed = "1", *steps = NULL, *logs[16];
+    const char *cmd = "demo", *dir = "demo-out", *shape = "gpt2-small", *seed = "1", *steps = NULL;
+    tsc_cli_list_t logs = {{NULL}, 0};
     long max_heads = 3;
-    int n_logs = 0, rc;
+    int rc;
+    const tsc_cli_flag_t flags[] = {{"--out", "-o", TSC_CLI_STR, &dir, 0, 0},
+                                    {"--max-heads", NULL, TSC_CLI_LONG, &max_heads, 1, 64},
+                                    {"--steps", NULL, TSC_CLI_STR, &steps, 0, 0},
+                                    {"--log", NULL, TSC_CLI_LIST, &logs, 0, 0}};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v;
-        if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            dir = v;
+        if ((rc = tsc_cli_flag(cmd, argc, argv, &i, flags, TSC_CLI_NFLAGS(flags))) >= 0) {
+            if (rc) return rc;
         } else if (strcmp(a, "--shape") == 0) {
             if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
             if (strcmp(v, "gpt2-small") && strcmp(v, "tiny") && strcmp(v, "llama-gqa"))
                 return tsc_cli_usage_error(cmd, "--shape: expected gpt2-small, tiny or llama-gqa, got '%s'", v);
             shape = v;
-        } else if (strcmp(a, "--max-heads") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_long(cmd, a, v, 1, 64, &max_heads))) return rc;
         } else if (strcmp(a, "--seed") == 0) {
             long s;
             if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
             if ((rc = tsc_cli_parse_long(cmd, a, v, 0, 1L << 62, &s))) return rc;
             seed = v;
-        } else if (strcmp(a, "--steps") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            steps = v;
-        } else if (strcmp(a, "--log") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if (n_logs >= 16) return tsc_cli_usage_error(cmd, "at most 16 --log");
-            logs[n_logs++] = v;
         } else {
             return tsc_cli_usage_error(cmd, "unknown argument '%s'", a);
         }
@@ -97,7 +91,7 @@ int tsc_cmd_demo(int argc, char **argv) {
     printf("      %.1f s\n", now_s() - t);
 
     tsc_figure_src_t *src;
-    if (tsc_figure_src_open_logs(dir, logs, n_logs, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    if (tsc_figure_src_open_logs(dir, logs.v, logs.n, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
     printf("[3/4] tilescope figure figN --from %s -o %s/figN.png   (every figure whose data exists)\n", dir, figdir);
     fflush(stdout);
     t = now_s();

@@ -27,6 +27,25 @@ const char tsc_usage_diagnose[] =
     "  -q, --quiet         no configuration line on stderr\n"
     "Exit: 0 done (whether or not anything is at risk), 1 the job failed, 2 usage error.\n";
 
+/* The analysis flags and --betas B1,B2,... */
+static int diagnose_flag(const char *cmd, int argc, char **argv, int *i, void *ctx) {
+    tsc_diagnose_opts_t *o = ctx;
+    int rc = tsc_cli_analysis_flag(cmd, argc, argv, i, &o->an);
+    if (rc >= 0 || strcmp(argv[*i], "--betas") != 0) return rc;
+    const char *a = argv[*i], *v = tsc_cli_value(cmd, argc, argv, i);
+    if (!v) return 2;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v);
+    o->n_betas = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (o->n_betas >= TSC_DIAG_MAX_BETAS)
+            return tsc_cli_usage_error(cmd, "--betas takes at most %d values", TSC_DIAG_MAX_BETAS);
+        if ((rc = tsc_cli_parse_double(cmd, a, tok, 1, 64, &o->betas[o->n_betas++]))) return rc;
+    }
+    if (o->n_betas == 0) return tsc_cli_usage_error(cmd, "--betas needs at least one value");
+    return 0;
+}
+
 int tsc_cmd_diagnose(int argc, char **argv) {
     const char *cmd = "diagnose", *dump = NULL, *outdir = NULL;
     int json = 0, quiet = 0, rc;
@@ -34,50 +53,14 @@ int tsc_cmd_diagnose(int argc, char **argv) {
     tsc_diagnose_opts_init(&o);
     o.an.census = 0;   /* the census is analyze's; diagnose looks at the largest event per head */
     o.an.identity = 0; /* identity (1) is analyze's; diagnose's verdict uses the rank-1 terms */
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if ((rc = tsc_cli_analysis_flag(cmd, argc, argv, &i, &o.an)) >= 0) {
-            if (rc) return rc;
-        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            outdir = v;
-        } else if (strcmp(a, "--eps") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_double(cmd, a, v, 0, 1, &o.eps))) return rc;
-        } else if (strcmp(a, "--max-heads") == 0 || strcmp(a, "--max-steps") == 0) {
-            long n;
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_long(cmd, a, v, 0, 1000000, &n))) return rc;
-            if (a[6] == 'h') o.max_heads = (int)n;
-            else o.max_steps = (int)n;
-        } else if (strcmp(a, "--betas") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", v);
-            o.n_betas = 0;
-            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-                if (o.n_betas >= TSC_DIAG_MAX_BETAS)
-                    return tsc_cli_usage_error(cmd, "--betas takes at most %d values", TSC_DIAG_MAX_BETAS);
-                if ((rc = tsc_cli_parse_double(cmd, a, tok, 1, 64, &o.betas[o.n_betas++]))) return rc;
-            }
-            if (o.n_betas == 0) return tsc_cli_usage_error(cmd, "--betas needs at least one value");
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-            quiet = 1;
-        } else if (a[0] == '-' && a[1]) {
-            return tsc_cli_usage_error(cmd, "unknown option '%s'", a);
-        } else if (!dump) {
-            dump = a;
-        } else {
-            return tsc_cli_usage_error(cmd, "unexpected argument '%s'", a);
-        }
-    }
-    if (!dump) return tsc_cli_usage_error(cmd, "missing DUMP");
-    if ((rc = tsc_cli_analysis_check(cmd, &o.an))) return rc;
-    if (!outdir) return tsc_cli_usage_error(cmd, "missing -o DIR");
-    if (tsc_cli_make_dir(outdir) != 0) return tsc_cli_fail(cmd, "%s: cannot create the output folder: %s", outdir, strerror(errno));
-    o.an.progress = !quiet && isatty(2);
+    const tsc_cli_flag_t flags[] = {{"--out", "-o", TSC_CLI_STR, &outdir, 0, 0},
+                                    {"--eps", NULL, TSC_CLI_DOUBLE, &o.eps, 0, 1},
+                                    {"--max-heads", NULL, TSC_CLI_INT, &o.max_heads, 0, 1000000},
+                                    {"--max-steps", NULL, TSC_CLI_INT, &o.max_steps, 0, 1000000},
+                                    {"--json", NULL, TSC_CLI_ON, &json, 0, 0},
+                                    {"--quiet", "-q", TSC_CLI_ON, &quiet, 0, 0}};
+    if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), diagnose_flag, &o, 1, &dump))) return rc;
+    if ((rc = tsc_cli_analysis_ready(cmd, dump, outdir, quiet, &o.an))) return rc;
     if (!quiet) {
         char sel[512];
         fprintf(stderr, "diagnose: dump %s -> %s; hp %s, lp %s, selection %s, stable eps %g, %d betas\n", dump,
@@ -86,19 +69,14 @@ int tsc_cmd_diagnose(int argc, char **argv) {
     }
     tsc_diagnosis_t *dg;
     if (tsc_diagnose_run(dump, outdir, &o, &dg) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
-    char path[4096];
-    snprintf(path, sizeof path, "%s/summary.json", outdir);
-    if (tsc_diagnose_write_summary(dg, path) != TSC_OK) {
+    tsc_json_t j;
+    tsc_json_init(&j);
+    tsc_diagnose_summary_json(dg, &j);
+    if ((rc = tsc_cli_summary_out(cmd, outdir, &j, json))) {
         tsc_diagnose_free(dg);
-        return tsc_cli_fail(cmd, "%s", tsc_error_last());
+        return rc;
     }
-    if (json) {
-        tsc_json_t j;
-        tsc_json_init(&j);
-        tsc_diagnose_summary_json(dg, &j);
-        puts(tsc_json_text(&j, NULL));
-        tsc_json_free(&j);
-    } else {
+    if (!json) {
         const tsc_analysis_t *a = dg->an;
         printf("diagnose %s: hp %s, lp %s; %zu head records over %d steps; %zu at-risk layer/heads "
                "(flags: Bonferroni t-test of delta contributions, family-wise false-positive bound %g, |bias| >= %g ulp)\n",

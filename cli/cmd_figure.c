@@ -31,61 +31,34 @@ const char tsc_usage_figure[] =
 
 int tsc_cmd_figure(int argc, char **argv) {
     const char *cmd = "figure", *fig = NULL, *dir = NULL, *out = NULL;
-    const char *logs[16];
-    int n_logs = 0, json = 0, rc;
+    tsc_cli_list_t logs = {{NULL}, 0};
+    int json = 0, rc;
     tsc_figure_opts_t o;
     tsc_figure_opts_init(&o);
+    const tsc_cli_flag_t flags[] = {{"--from", NULL, TSC_CLI_STR, &dir, 0, 0},
+                                    {"--out", "-o", TSC_CLI_STR, &out, 0, 0},
+                                    {"--log", NULL, TSC_CLI_LIST, &logs, 0, 0},
+                                    {"--dump", NULL, TSC_CLI_STR, &o.dump, 0, 0},
+                                    {"--step", NULL, TSC_CLI_LLONG, &o.step, 0, 99999999},
+                                    {"--layer", NULL, TSC_CLI_INT, &o.layer, 0, 100000000},
+                                    {"--head", NULL, TSC_CLI_INT, &o.head, 0, 100000000},
+                                    {"--batch", NULL, TSC_CLI_INT, &o.batch, 0, 100000000},
+                                    {"--token", NULL, TSC_CLI_INT, &o.token, 0, 100000000},
+                                    {"--feature", NULL, TSC_CLI_INT, &o.feature, 0, 100000000},
+                                    {"--width", NULL, TSC_CLI_DOUBLE, &o.width_in, 1, 40},
+                                    {"--height", NULL, TSC_CLI_DOUBLE, &o.height_in, 1, 40},
+                                    {"--dpi", NULL, TSC_CLI_WHOLE, &o.dpi, 30, 1200},
+                                    {"--font", NULL, TSC_CLI_DOUBLE, &o.font_pt, 7, 20},
+                                    {"--json", NULL, TSC_CLI_ON, &json, 0, 0}};
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v;
-        long n;
-        double x;
+        const char *a = argv[i];
         if (strcmp(a, "--list") == 0) {
             for (int k = 0; k < tsc_figure_count(); k++) printf("  %-6s %s\n", tsc_figure_id(k), tsc_figure_describe(k));
             return 0;
-        } else if (strcmp(a, "--from") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            dir = v;
-        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            out = v;
-        } else if (strcmp(a, "--log") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if (n_logs >= 16) return tsc_cli_usage_error(cmd, "at most 16 --log");
-            logs[n_logs++] = v;
-        } else if (strcmp(a, "--dump") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            o.dump = v;
-        } else if (strcmp(a, "--step") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_long(cmd, a, v, 0, 99999999, &n))) return rc;
-            o.step = n;
-        } else if (strcmp(a, "--layer") == 0 || strcmp(a, "--head") == 0 || strcmp(a, "--batch") == 0 ||
-                   strcmp(a, "--token") == 0 || strcmp(a, "--feature") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_long(cmd, a, v, 0, 100000000, &n))) return rc;
-            int *dst = a[2] == 'l' ? &o.layer : a[2] == 'h' ? &o.head : a[2] == 'b' ? &o.batch
-                       : a[2] == 't' ? &o.token : &o.feature;
-            *dst = (int)n;
-        } else if (strcmp(a, "--width") == 0 || strcmp(a, "--height") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_double(cmd, a, v, 1, 40, &x))) return rc;
-            if (a[2] == 'w') o.width_in = x;
-            else o.height_in = x;
-        } else if (strcmp(a, "--dpi") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_long(cmd, a, v, 30, 1200, &n))) return rc;
-            o.dpi = (double)n;
-        } else if (strcmp(a, "--font") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_double(cmd, a, v, 7, 20, &o.font_pt))) return rc;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (a[0] == '-') {
-            return tsc_cli_usage_error(cmd, "unknown option '%s'", a);
-        } else if (!fig) {
-            fig = a;
-        } else {
-            return tsc_cli_usage_error(cmd, "unexpected argument '%s'", a);
+        } else if ((rc = tsc_cli_flag(cmd, argc, argv, &i, flags, TSC_CLI_NFLAGS(flags))) >= 0) {
+            if (rc) return rc;
+        } else if ((rc = tsc_cli_operand(cmd, a, 0, &fig))) {
+            return rc;
         }
     }
     if (!fig) return tsc_cli_usage_error(cmd, "which figure? (FIG, e.g. fig3; --list shows them)");
@@ -96,7 +69,7 @@ int tsc_cmd_figure(int argc, char **argv) {
     if (tsc_image_format_from_path(out, &fmt) != TSC_OK)
         return tsc_cli_usage_error(cmd, "-o %s: the extension must be .png, .svg or .pdf", out);
     tsc_figure_src_t *src;
-    if (tsc_figure_src_open_logs(dir, logs, n_logs, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    if (tsc_figure_src_open_logs(dir, logs.v, logs.n, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
     tsc_figure_info_t info;
     tsc_status_t st = tsc_figure_write(src, fig, &o, out, fmt, &info);
     tsc_figure_src_close(src);

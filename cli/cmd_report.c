@@ -22,46 +22,25 @@ const char tsc_usage_report[] =
     "Exit: 0 written, 1 the job failed (the message names the file), 2 usage error.\n";
 
 int tsc_cmd_report(int argc, char **argv) {
-    const char *cmd = "report", *dir = NULL, *out = NULL, *logs[16];
-    int n_logs = 0, quiet = 0, rc;
+    const char *cmd = "report", *dir = NULL, *out = NULL;
+    tsc_cli_list_t logs = {{NULL}, 0};
+    int quiet = 0, rc;
     tsc_report_opts_t o;
     tsc_report_opts_init(&o);
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            out = v;
-        } else if (strcmp(a, "--log") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if (n_logs >= 16) return tsc_cli_usage_error(cmd, "at most 16 --log");
-            logs[n_logs++] = v;
-        } else if (strcmp(a, "--dump") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            o.dump = v;
-        } else if (strcmp(a, "--no-html") == 0) {
-            o.html = 0;
-        } else if (strcmp(a, "--dpi") == 0) {
-            long n;
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_long(cmd, a, v, 50, 600, &n))) return rc;
-            o.fig_dpi = (double)n;
-        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-            quiet = 1;
-        } else if (a[0] == '-') {
-            return tsc_cli_usage_error(cmd, "unknown option '%s'", a);
-        } else if (!dir) {
-            dir = a;
-        } else {
-            return tsc_cli_usage_error(cmd, "unexpected argument '%s'", a);
-        }
-    }
+    const tsc_cli_flag_t flags[] = {{"--out", "-o", TSC_CLI_STR, &out, 0, 0},
+                                    {"--log", NULL, TSC_CLI_LIST, &logs, 0, 0},
+                                    {"--dump", NULL, TSC_CLI_STR, &o.dump, 0, 0},
+                                    {"--no-html", NULL, TSC_CLI_OFF, &o.html, 0, 0},
+                                    {"--dpi", NULL, TSC_CLI_WHOLE, &o.fig_dpi, 50, 600},
+                                    {"--quiet", "-q", TSC_CLI_ON, &quiet, 0, 0}};
+    if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, &dir))) return rc;
     if (!dir) return tsc_cli_usage_error(cmd, "which analysis folder? (DIR)");
     if (!out) return tsc_cli_usage_error(cmd, "-o FILE.pdf is required");
     size_t ol = strlen(out);
     if (ol < 5 || strcmp(out + ol - 4, ".pdf") != 0) return tsc_cli_usage_error(cmd, "-o %s: must end in .pdf", out);
     tsc_figure_src_t *src;
-    if (tsc_figure_src_open_logs(dir, logs, n_logs, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
-    if (!quiet) fprintf(stderr, "report: %s -> %s (%d logs, figures at %g dpi%s)\n", dir, out, n_logs, o.fig_dpi,
+    if (tsc_figure_src_open_logs(dir, logs.v, logs.n, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    if (!quiet) fprintf(stderr, "report: %s -> %s (%d logs, figures at %g dpi%s)\n", dir, out, logs.n, o.fig_dpi,
                         o.html ? ", with HTML" : "");
     tsc_report_info_t info;
     tsc_status_t st = tsc_report_write(src, out, &o, &info);

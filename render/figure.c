@@ -34,6 +34,32 @@ static int head_row(const tsc_figure_src_t *s, long long step, int layer, int he
     return row;
 }
 
+/* The selected head's row of a [heads, N] array of its group: grp/name (path into p, the group
+ * into grp), read whole into *v (the caller frees it), the row into *row and N into *n. Errors
+ * name the figure id: the head was not analysed, the array cannot be read, its shape is not
+ * [heads, N] with that row (n_axis names N in the message). */
+static tsc_status_t head_vector(const tsc_figure_src_t *s, const char *id, const tsc_fig_sel_t *sel, const char *name,
+                                const char *n_axis, char grp[64], char p[128], double **v, int *row, int *n) {
+    *v = NULL;
+    *row = head_row(s, sel->step, sel->layer, sel->head, grp, 64);
+    if (*row < 0)
+        return tsc_error_set(TSC_ERR_MISSING, "%s: head %d of layer %d at step %lld was not analysed (%s)", id,
+                             sel->head, sel->layer, sel->step, s->analysis_path);
+    snprintf(p, 128, "%s/%s", grp, name);
+    int r;
+    long long d[4];
+    tsc_status_t st = tsc_fig_read_ds(s, p, v, &r, d);
+    if (st) return tsc_error_wrap(st, "%s: ", id);
+    if (r != 2 || *row >= d[0] || d[1] < 1) {
+        free(*v);
+        *v = NULL;
+        return tsc_error_set(TSC_ERR_SHAPE, "%s:%s: expected [heads, %s] with row %d, found rank %d", s->analysis_path,
+                             p, n_axis, *row, r);
+    }
+    *n = (int)d[1];
+    return TSC_OK;
+}
+
 /* ---------------------------------------------------------------- the dump */
 
 /* Opens the dump the analysis came from: o->dump, else summary's "dump" as given, else that name
@@ -354,6 +380,13 @@ static void attn_row(const float *q, const float *k, int T, int D, double alpha,
     for (int j = 0; j < T; j++) p[j] = j < vis ? pbar[j] / sum : 0;
 }
 
+/* Keys where P-bar = 1 (ties at the row maximum) in pbar[0..T). */
+static int n_pbar_one(const double *pbar, int T) {
+    int n = 0;
+    for (int j = 0; j < T; j++) n += pbar[j] == 1.0;
+    return n;
+}
+
 typedef struct {
     tsc_dump_t *d;
     char path[1100];
@@ -595,22 +628,10 @@ static tsc_status_t fig5b(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
 static tsc_status_t fig5c(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const fig_out_t *out,
                            tsc_figure_info_t *info) {
     char grp[64], p[128];
-    int row = head_row(s, sel->step, sel->layer, sel->head, grp, sizeof grp);
-    if (row < 0)
-        return tsc_error_set(TSC_ERR_MISSING, "fig5c: head %d of layer %d at step %lld was not analysed (%s)", sel->head,
-                             sel->layer, sel->step, s->analysis_path);
-    snprintf(p, sizeof p, "%s/o_feature_bias_ulp", grp);
     double *v;
-    int r;
-    long long d[4];
-    tsc_status_t st = tsc_fig_read_ds(s, p, &v, &r, d);
-    if (st) return tsc_error_wrap(st, "fig5c: ");
-    if (r != 2 || row >= d[0] || d[1] < 1) {
-        free(v);
-        return tsc_error_set(TSC_ERR_SHAPE, "%s:%s: expected [heads, D] with row %d, found rank %d", s->analysis_path, p,
-                             row, r);
-    }
-    int D = (int)d[1], worst = 0;
+    int row, D, worst = 0;
+    tsc_status_t st = head_vector(s, "fig5c", sel, "o_feature_bias_ulp", "D", grp, p, &v, &row, &D);
+    if (st) return st;
     const double *y = v + (size_t)row * D;
     for (int e = 0; e < D; e++)
         if (fabs(y[e]) > fabs(y[worst])) worst = e;
@@ -643,8 +664,8 @@ static tsc_status_t fig6a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     if (!pbar || !p || !vv) st = tsc_error_set(TSC_ERR_NOMEM, "fig6a: out of memory");
     else {
         attn_row(dh.q, dh.k, T, D, dh.alpha, dh.causal, t, pbar, p);
-        int ones = 0;
-        for (int j = 0; j < T; j++) vv[j] = dh.v[(size_t)j * D + f], ones += pbar[j] == 1.0;
+        int ones = n_pbar_one(pbar, T);
+        for (int j = 0; j < T; j++) vv[j] = dh.v[(size_t)j * D + f];
         tsc_plot_series_t ser[2] = {{.name = "V[:, I]", .y = vv, .n = (size_t)T, .style = TSC_PLOT_LINES},
                                     {.name = "P-bar[T, :] (right axis)", .y = pbar, .n = (size_t)(dh.causal ? t + 1 : T),
                                      .style = TSC_PLOT_IMPULSES, .y2 = 1}};
@@ -669,21 +690,10 @@ static tsc_status_t fig6bc(tsc_figure_src_t *s, const tsc_figure_opts_t *o, cons
                            const fig_out_t *out, tsc_figure_info_t *info) {
     const char *id = zoom ? "fig6c" : "fig6b";
     char grp[64], p[128];
-    int row = head_row(s, sel->step, sel->layer, sel->head, grp, sizeof grp);
-    if (row < 0)
-        return tsc_error_set(TSC_ERR_MISSING, "%s: head %d of layer %d at step %lld was not analysed (%s)", id,
-                             sel->head, sel->layer, sel->step, s->analysis_path);
-    snprintf(p, sizeof p, "%s/obar_err_auto", grp);
     double *v, *pr = NULL;
-    int r;
-    long long d[4];
-    tsc_status_t st = tsc_fig_read_ds(s, p, &v, &r, d);
-    if (st) return tsc_error_wrap(st, "%s: ", id);
-    if (r != 2 || row >= d[0] || d[1] < 1) {
-        free(v);
-        return tsc_error_set(TSC_ERR_SHAPE, "%s:%s: expected [heads, T] with row %d, found rank %d", s->analysis_path, p,
-                             row, r);
-    }
+    int row, r, T;
+    tsc_status_t st = head_vector(s, id, sel, "obar_err_auto", "T", grp, p, &v, &row, &T);
+    if (st) return st;
     char pp[128];
     snprintf(pp, sizeof pp, "%s/probe_auto", grp);
     long long pd[4];
@@ -693,7 +703,6 @@ static tsc_status_t fig6bc(tsc_figure_src_t *s, const tsc_figure_opts_t *o, cons
             for (int k = 0; k < 3; k++) probe[k] = isfinite(pr[(size_t)row * 3 + k]) ? (int)pr[(size_t)row * 3 + k] : -1;
         free(pr);
     }
-    int T = (int)d[1];
     double *y = v + (size_t)row * T, *x = malloc((size_t)T * sizeof *x);
     if (!x) { free(v); return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", id); }
     int n = 0, jump = -1;
@@ -792,9 +801,7 @@ static tsc_status_t fig9(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
     if (!pbar || !ps) { st = tsc_error_set(TSC_ERR_NOMEM, "fig9: out of memory"); goto out; }
     for (int t = T - 1; t >= 1 && nr < 3; t--) {
         attn_row(dh.q, dh.k, T, D, dh.alpha, dh.causal, t, pbar, ps + (size_t)nr * T);
-        int ones = 0;
-        for (int j = 0; j < T; j++) ones += pbar[j] == 1.0;
-        if (ones >= 2) rows[nr++] = t;
+        if (n_pbar_one(pbar, T) >= 2) rows[nr++] = t;
     }
     if (!nr) {
         st = tsc_error_set(TSC_ERR_MISSING, "fig9: no attention row of layer %d head %d (step %lld, batch %d) has two "

@@ -138,19 +138,29 @@ static int nano_line(const char *b, const char *e, double *step, double vals[5],
     return 1;
 }
 
+/* The delimiter of a table line: a tab when it has one, else a comma. */
+static char line_delim(const char *b, const char *e) { return memchr(b, '\t', (size_t)(e - b)) ? '\t' : ','; }
+
+/* The header field that starts at f on a line ending at e: [*x, *y) trimmed and without
+ * matching quotes. Returns the field's end (the next delim, or e). */
+static const char *header_field(const char *f, const char *e, char delim, const char **x, const char **y) {
+    const char *fe = memchr(f, delim, (size_t)(e - f));
+    if (!fe) fe = e;
+    *x = f, *y = fe;
+    trim(x, y);
+    if (*x < *y && (**x == '"' || **x == '\'') && *y - *x >= 2 && (*y)[-1] == **x) ++*x, --*y;
+    return fe;
+}
+
 /* A table header: the line has a comma or a tab and every field is a name (letters, digits,
  * _ - . / and optional quotes, not starting with a digit or sign). Anything else (a nanoGPT banner such as
  * "tokens per iteration will be: 491,520") is console output. */
 static int looks_like_header(const char *b, const char *e) {
-    char delim = memchr(b, '\t', (size_t)(e - b)) ? '\t' : ',';
+    char delim = line_delim(b, e);
     if (!memchr(b, delim, (size_t)(e - b))) return 0;
     const char *f = b;
     for (;;) {
-        const char *fe = memchr(f, delim, (size_t)(e - f));
-        if (!fe) fe = e;
-        const char *x = f, *y = fe;
-        trim(&x, &y);
-        if (x < y && (*x == '"' || *x == '\'') && y - x >= 2 && y[-1] == *x) x++, y--;
+        const char *x, *y, *fe = header_field(f, e, delim, &x, &y);
         if (x < y && (isdigit((unsigned char)*x) || *x == '-' || *x == '+' || *x == '.')) return 0;
         for (const char *c = x; c < y; c++)
             if (!isalnum((unsigned char)*c) && !strchr("_-./ ()[]", *c)) return 0;
@@ -208,15 +218,11 @@ tsc_status_t tsc_log_parse(const char *text, size_t len, const char *where, cons
             } else {
                 /* the header row of a table */
                 mode = 0;
-                delim = memchr(lb, '\t', (size_t)(le - lb)) ? '\t' : ',';
+                delim = line_delim(lb, le);
                 lg->kind = delim == '\t' ? TSC_LOG_TSV : TSC_LOG_CSV;
                 const char *f = lb;
                 for (;;) {
-                    const char *fe = memchr(f, delim, (size_t)(le - f));
-                    if (!fe) fe = le;
-                    const char *b = f, *e = fe;
-                    trim(&b, &e);
-                    if (b < e && (*b == '"' || *b == '\'') && e - b >= 2 && e[-1] == *b) b++, e--;
+                    const char *b, *e, *fe = header_field(f, le, delim, &b, &e);
                     if (b == e) {
                         st = tsc_error_set(TSC_ERR_FORMAT, "%s:%ld: header: column %d has no name", where, lineno,
                                            n_fields + 1);

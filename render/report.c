@@ -101,6 +101,50 @@ static double pct(double x) {
     return r == 0 ? 0 : r;
 }
 
+/* Whether two head records are of the same (layer, head). */
+static int same_head(const tsc_jv_t *a, const tsc_jv_t *b) {
+    return tsc_jv_num(a, "layer") == tsc_jv_num(b, "layer") && tsc_jv_num(a, "head") == tsc_jv_num(b, "head");
+}
+
+/* The first index >= i of a record of arr whose (layer, head) no earlier record has (arr->n when
+ * none is left): the loop over each (layer, head) once, at its first record. */
+static size_t next_new_head(const tsc_jv_t *arr, size_t i) {
+    for (; arr && i < arr->n; i++) {
+        size_t j = 0;
+        while (j < i && !same_head(arr->items[j], arr->items[i])) j++;
+        if (j == i) break;
+    }
+    return i;
+}
+
+/* Fills row k (r: its cells) of a table from the (layer, head) whose first record is arr->items[i]. */
+typedef void (*head_row_fn)(const tsc_jv_t *arr, size_t i, int k, char **r);
+
+/* A table with a row per (layer, head) of arr's records, w cells a row, each row filled by fill;
+ * the rows into *nrows. NULL when out of memory. */
+static char **head_table(const tsc_jv_t *arr, int w, head_row_fn fill, int *nrows) {
+    size_t n = arr ? arr->n : 0;
+    char **c = calloc((n ? n : 1) * (size_t)w, sizeof *c);
+    if (!c) return NULL;
+    int k = 0;
+    for (size_t i = next_new_head(arr, 0); i < n; i = next_new_head(arr, i + 1), k++)
+        fill(arr, i, k, c + (size_t)k * w);
+    *nrows = k;
+    return c;
+}
+
+/* A row of the analysis-only at-risk table: a flagged (layer, head). */
+static void flagged_row(const tsc_jv_t *arr, size_t i, int k, char **r) {
+    const tsc_jv_t *h = arr->items[i];
+    r[0] = cell("%d", k + 1);
+    r[1] = cell("%g / %g", tsc_jv_num(h, "layer"), tsc_jv_num(h, "head"));
+    r[2] = cell("%g", tsc_jv_num(h, "step"));
+    r[3] = cell("-");
+    r[4] = cell("%.3g ULP", tsc_jv_num(h, "top_mean_ulp"));
+    for (int q = 5; q < 8; q++) r[q] = cell("not measured");
+    r[8] = cell("flagged");
+}
+
 /* Rows of the ranked at-risk table: [n][9]. */
 static char **at_risk_rows(const tsc_jv_t *sm, int *nrows) {
     const tsc_jv_t *ar = tsc_jv_path(sm, "diagnosis.at_risk");
@@ -138,82 +182,51 @@ static char **at_risk_rows(const tsc_jv_t *sm, int *nrows) {
         return c;
     }
     /* analysis only: the flagged (layer, head)s, each once */
-    const tsc_jv_t *fh = tsc_jv_get(sm, "flagged_heads");
-    size_t n = fh ? fh->n : 0;
-    char **c = calloc((n ? n : 1) * 9, sizeof *c);
-    if (!c) return NULL;
-    int k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const tsc_jv_t *h = fh->items[i];
-        int dup = 0;
-        for (size_t j = 0; j < i; j++)
-            dup |= tsc_jv_num(fh->items[j], "layer") == tsc_jv_num(h, "layer") &&
-                   tsc_jv_num(fh->items[j], "head") == tsc_jv_num(h, "head");
-        if (dup) continue;
-        char **r = c + (size_t)k * 9;
-        r[0] = cell("%d", k + 1);
-        r[1] = cell("%g / %g", tsc_jv_num(h, "layer"), tsc_jv_num(h, "head"));
-        r[2] = cell("%g", tsc_jv_num(h, "step"));
-        r[3] = cell("-");
-        r[4] = cell("%.3g ULP", tsc_jv_num(h, "top_mean_ulp"));
-        for (int q = 5; q < 8; q++) r[q] = cell("not measured");
-        r[8] = cell("flagged");
-        k++;
+    return head_table(tsc_jv_get(sm, "flagged_heads"), 9, flagged_row, nrows);
+}
+
+/* A row of the per-(layer, head) table, pooled over the head's records (steps). */
+static void pooled_row(const tsc_jv_t *hs, size_t i, int k, char **r) {
+
+    const tsc_jv_t *h = hs->items[i];
+    double L = tsc_jv_num(h, "layer"), H = tsc_jv_num(h, "head");
+    /* the last step's record carries the running sums; count biased steps and ties over all */
+    const tsc_jv_t *last = h;
+    int biased = 0, steps = 0;
+    double ties = 0, omean = 0;
+    for (size_t j = i; j < hs->n; j++) {
+        const tsc_jv_t *g = hs->items[j];
+        if (!same_head(g, h)) continue;
+        last = g, steps++;
+        biased += tsc_jv_num(g, "delta_biased") == 1;
+        double t = tsc_jv_num(g, "ties.rows_multi_max");
+        if (isfinite(t)) ties += t;
+        double om = tsc_jv_num(g, "o.mean_ulp");
+        if (isfinite(om)) omean += om;
     }
-    *nrows = k;
-    return c;
+    r[0] = cell("%g / %g", L, H);
+    if (tsc_jv_num(last, "skipped") == 1) {
+        r[1] = cell("skipped: %s", tsc_jv_str(last, "first_nonfinite") ? tsc_jv_str(last, "first_nonfinite") : "NaN/Inf");
+        for (int q = 2; q < 8; q++) r[q] = cell("-");
+    } else {
+        r[1] = cell("%s", yesno(tsc_jv_num(last, "flagged")));
+        r[2] = cell("%d of %d", biased, steps);
+        r[3] = cell("%+.3g", tsc_jv_num(last, "delta.cumsum"));
+        r[4] = cell("%+.3g", steps ? omean / steps : NAN);
+        r[5] = cell("%g (%+.3g ULP)", tsc_jv_num(last, "features.top"), tsc_jv_num(last, "features.top_mean_ulp"));
+        r[6] = cell("%g", ties);
+        const tsc_jv_t *sk = tsc_jv_path(last, "ties.sinks_flagged");
+        char sinks[64] = "";
+        for (size_t q = 0; sk && q < sk->n; q++)
+            snprintf(sinks + strlen(sinks), sizeof sinks - strlen(sinks), "%s%g", q ? "," : "", sk->items[q]->num);
+        r[7] = cell("%s", sinks[0] ? sinks : "none");
+    }
 }
 
 /* Per (layer, head), pooled over steps: [n][8]. */
 static char **head_rows(const tsc_jv_t *sm, int *nrows) {
-    const tsc_jv_t *hs = tsc_jv_get(sm, "heads");
     *nrows = 0;
-    size_t n = hs ? hs->n : 0;
-    char **c = calloc((n ? n : 1) * 8, sizeof *c);
-    if (!c) return NULL;
-    int k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const tsc_jv_t *h = hs->items[i];
-        double L = tsc_jv_num(h, "layer"), H = tsc_jv_num(h, "head");
-        int seen = 0;
-        for (size_t j = 0; j < i; j++) seen |= tsc_jv_num(hs->items[j], "layer") == L && tsc_jv_num(hs->items[j], "head") == H;
-        if (seen) continue;
-        /* the last step's record carries the running sums; count biased steps and ties over all */
-        const tsc_jv_t *last = h;
-        int biased = 0, steps = 0;
-        double ties = 0, omean = 0;
-        for (size_t j = i; j < n; j++) {
-            const tsc_jv_t *g = hs->items[j];
-            if (tsc_jv_num(g, "layer") != L || tsc_jv_num(g, "head") != H) continue;
-            last = g, steps++;
-            biased += tsc_jv_num(g, "delta_biased") == 1;
-            double t = tsc_jv_num(g, "ties.rows_multi_max");
-            if (isfinite(t)) ties += t;
-            double om = tsc_jv_num(g, "o.mean_ulp");
-            if (isfinite(om)) omean += om;
-        }
-        char **r = c + (size_t)k * 8;
-        r[0] = cell("%g / %g", L, H);
-        if (tsc_jv_num(last, "skipped") == 1) {
-            r[1] = cell("skipped: %s", tsc_jv_str(last, "first_nonfinite") ? tsc_jv_str(last, "first_nonfinite") : "NaN/Inf");
-            for (int q = 2; q < 8; q++) r[q] = cell("-");
-        } else {
-            r[1] = cell("%s", yesno(tsc_jv_num(last, "flagged")));
-            r[2] = cell("%d of %d", biased, steps);
-            r[3] = cell("%+.3g", tsc_jv_num(last, "delta.cumsum"));
-            r[4] = cell("%+.3g", steps ? omean / steps : NAN);
-            r[5] = cell("%g (%+.3g ULP)", tsc_jv_num(last, "features.top"), tsc_jv_num(last, "features.top_mean_ulp"));
-            r[6] = cell("%g", ties);
-            const tsc_jv_t *sk = tsc_jv_path(last, "ties.sinks_flagged");
-            char sinks[64] = "";
-            for (size_t q = 0; sk && q < sk->n; q++)
-                snprintf(sinks + strlen(sinks), sizeof sinks - strlen(sinks), "%s%g", q ? "," : "", sk->items[q]->num);
-            r[7] = cell("%s", sinks[0] ? sinks : "none");
-        }
-        k++;
-    }
-    *nrows = k;
-    return c;
+    return head_table(tsc_jv_get(sm, "heads"), 8, pooled_row, nrows);
 }
 
 /* Writes a file atomically from memory. */

@@ -3,9 +3,11 @@
 #ifndef TSC_TEST_H
 #define TSC_TEST_H
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <math.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 static int tsc_t_pass, tsc_t_fail;
 
@@ -31,6 +33,36 @@ static inline double tsc_test_nrand(uint64_t *s) {
   double u1 = tsc_test_urand(s), u2 = tsc_test_urand(s);
   if (u1 < 1e-300) u1 = 1e-300;
   return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* Test files: write text to path (truncating); whether path holds exactly text (files up to 511
+ * bytes); whether path exists (a dangling link counts: lstat). */
+static inline void tsc_test_write_text(const char *path, const char *text) {
+  FILE *fp = fopen(path, "wb");
+  if (!fp) return;
+  fputs(text, fp);
+  fclose(fp);
+}
+static inline int tsc_test_file_is(const char *path, const char *text) {
+  char buf[512] = "";
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, fp);
+  fclose(fp);
+  buf[n] = '\0';
+  return strcmp(buf, text) == 0;
+}
+static inline int tsc_test_exists(const char *path) {
+  struct stat st;
+  return lstat(path, &st) == 0;
+}
+/* Removes a test's temporary folder and all in it: 0, or -1 after a note on stderr. */
+static inline int tsc_test_rmtree(const char *dir) {
+  char cmd[1100];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) == 0) return 0;
+  fprintf(stderr, "note: could not remove %s\n", dir);
+  return -1;
 }
 
 static inline int tsc_test_done(void) {

@@ -267,6 +267,41 @@ void tsc_json_kv_ints(tsc_json_t *j, const char *key, const int64_t *v, size_t n
     j->indent = ind;
 }
 
+void tsc_json_kv_fields(tsc_json_t *j, const void *obj, const tsc_json_field_t *f, size_t n) {
+    const char *base = obj;
+    for (size_t i = 0; i < n; i++) {
+        const char *m = base + f[i].offset;
+        int iv;
+        long lv;
+        long long llv;
+        unsigned long ulv;
+        double dv;
+        float fv;
+        const char *sv;
+        tsc_json_key(j, f[i].key);
+        switch (f[i].kind) {
+        case TSC_JSON_F_INT: memcpy(&iv, m, sizeof iv), tsc_json_int(j, iv); break;
+        case TSC_JSON_F_LONG: memcpy(&lv, m, sizeof lv), tsc_json_int(j, lv); break;
+        case TSC_JSON_F_LLONG: memcpy(&llv, m, sizeof llv), tsc_json_int(j, llv); break;
+        case TSC_JSON_F_ULONG: memcpy(&ulv, m, sizeof ulv), tsc_json_int(j, (int64_t)ulv); break;
+        case TSC_JSON_F_DOUBLE: memcpy(&dv, m, sizeof dv), tsc_json_number(j, dv); break;
+        case TSC_JSON_F_FLOAT: memcpy(&fv, m, sizeof fv), tsc_json_number(j, fv); break;
+        case TSC_JSON_F_BOOL: memcpy(&iv, m, sizeof iv), tsc_json_bool(j, iv); break;
+        case TSC_JSON_F_STR: memcpy(&sv, m, sizeof sv), tsc_json_string(j, sv); break;
+        case TSC_JSON_F_CHARS: tsc_json_string(j, m); break;
+        case TSC_JSON_F_TEXT: tsc_json_string(j, m[0] ? m : NULL); break;
+        default: misuse(j, "unknown field kind"); return;
+        }
+    }
+}
+
+void tsc_json_kv_object(tsc_json_t *j, const char *key, const void *obj, const tsc_json_field_t *f, size_t n) {
+    tsc_json_key(j, key);
+    tsc_json_object_begin(j);
+    tsc_json_kv_fields(j, obj, f, n);
+    tsc_json_object_end(j);
+}
+
 void tsc_json_nonfinite_note(tsc_json_t *j) {
     int64_t n = j->n_nonfinite;
     tsc_json_object_begin(j);

@@ -82,6 +82,56 @@ TSC_API void tsc_json_kv_bool(tsc_json_t *j, const char *key, int v);
 TSC_API void tsc_json_kv_numbers(tsc_json_t *j, const char *key, const double *v, size_t n);
 TSC_API void tsc_json_kv_ints(tsc_json_t *j, const char *key, const int64_t *v, size_t n);
 
+/* Table-driven key/value runs: a table of a struct's members, written in order as key: value, so
+ * that a run of kv calls over one struct is one table and one call.
+ *   static const tsc_json_field_t f[] = {TSC_JSON_FIELD(tsc_err_summary_t, n, "n"),
+ *                                        TSC_JSON_FIELD(tsc_err_summary_t, max_abs, "max_abs")};
+ *   tsc_json_kv_fields(j, &e, f, TSC_JSON_NFIELDS(f));
+ * TSC_JSON_FIELD picks the kind from the member's C type: int, long, long long, unsigned long
+ * (size_t, uint64_t) are written as integers (tsc_json_int), double and float as a number
+ * (tsc_json_number);
+ * any other type does not compile. TSC_JSON_BOOL: an int written as true/false. TSC_JSON_STR: a
+ * char * written as a string (NULL as null). TSC_JSON_CHARS: a char array written as a string.
+ * TSC_JSON_TEXT: a char array written as a string, or null when it is empty. Members of nested structs may be named (st.a). C only (_Generic). */
+typedef enum {
+    TSC_JSON_F_INT, TSC_JSON_F_LONG, TSC_JSON_F_LLONG, TSC_JSON_F_ULONG, TSC_JSON_F_DOUBLE, TSC_JSON_F_FLOAT,
+    TSC_JSON_F_BOOL, TSC_JSON_F_STR, TSC_JSON_F_CHARS, TSC_JSON_F_TEXT
+} tsc_json_field_kind_t;
+
+typedef struct {
+    const char *key;
+    int kind;       /* tsc_json_field_kind_t */
+    size_t offset;  /* of the member in the struct */
+} tsc_json_field_t;
+
+#define TSC_JSON_MEMBER_(type, member) (((type *)0)->member)
+#define TSC_JSON_FIELD(type, member, key)                                                                   \
+    {key,                                                                                                   \
+     _Generic(TSC_JSON_MEMBER_(type, member), int: TSC_JSON_F_INT, long: TSC_JSON_F_LONG,                  \
+              long long: TSC_JSON_F_LLONG, unsigned long: TSC_JSON_F_ULONG, double: TSC_JSON_F_DOUBLE,      \
+              float: TSC_JSON_F_FLOAT),                                                                   \
+     offsetof(type, member)}
+#define TSC_JSON_BOOL(type, member, key) \
+    {key, _Generic(TSC_JSON_MEMBER_(type, member), int: TSC_JSON_F_BOOL), offsetof(type, member)}
+#define TSC_JSON_STR(type, member, key)                                                                    \
+    {key, _Generic(TSC_JSON_MEMBER_(type, member), char *: TSC_JSON_F_STR, const char *: TSC_JSON_F_STR), \
+     offsetof(type, member)}
+/* (a char * member, or an array no longer than a pointer, does not compile here) */
+#define TSC_JSON_ARRAY_KIND_(type, member, kind)                                                   \
+    (_Generic(TSC_JSON_MEMBER_(type, member), char *: kind) +                                      \
+     0 * (int)sizeof(char[sizeof TSC_JSON_MEMBER_(type, member) > sizeof(char *) ? 1 : -1]))
+#define TSC_JSON_CHARS(type, member, key) \
+    {key, TSC_JSON_ARRAY_KIND_(type, member, TSC_JSON_F_CHARS), offsetof(type, member)}
+#define TSC_JSON_TEXT(type, member, key) \
+    {key, TSC_JSON_ARRAY_KIND_(type, member, TSC_JSON_F_TEXT), offsetof(type, member)}
+#define TSC_JSON_NFIELDS(table) (sizeof(table) / sizeof((table)[0]))
+
+/* Writes the n fields of table f from the struct at obj, in table order, into the current object. */
+TSC_API void tsc_json_kv_fields(tsc_json_t *j, const void *obj, const tsc_json_field_t *f, size_t n);
+/* key: {fields} (tsc_json_kv_fields inside an object of its own). */
+TSC_API void tsc_json_kv_object(tsc_json_t *j, const char *key, const void *obj, const tsc_json_field_t *f,
+                                size_t n);
+
 /* Writes, as the value of the current key, the note object about non-finite numbers:
  * {"count": N, "written_as": "null", "first_paths": [...]} (count 0 and an empty list if none). */
 TSC_API void tsc_json_nonfinite_note(tsc_json_t *j);

@@ -219,8 +219,6 @@ int main(void) {
     /* delays from 0 to ~15 ms spread the kill over whole steps (a step takes a few ms) */
     for (int r = 0; r < 12; r++) sigkill_once(r, (long)r * 1300);
     printf("SIGKILL rounds that hit a step in flight: %d of 12\n", kills_mid_step);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    tsc_test_rmtree(dir);
     return tsc_test_done();
 }

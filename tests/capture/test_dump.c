@@ -317,8 +317,6 @@ int main(void) {
     errors();
     convert_on_write();
     tiles();
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    tsc_test_rmtree(dir);
     return tsc_test_done();
 }

@@ -233,8 +233,6 @@ int main(void) {
     test_silenced_inside_restored_after(a);
     test_threads(a, b);
 
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", dir);
+    tsc_test_rmtree(dir);
     return tsc_test_done();
 }

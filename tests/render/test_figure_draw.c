@@ -12,24 +12,6 @@
 #include "tsc_test.h"
 #include "render_fixture.h"
 
-static uint32_t px(cairo_surface_t *img, int x, int y) {
-    const unsigned char *d = cairo_image_surface_get_data(img);
-    return ((const uint32_t *)(const void *)(d + (size_t)y * cairo_image_surface_get_stride(img)))[x] & 0xffffff;
-}
-
-/* Pixels within 2 levels of rgb in each channel inside [x0, x1) x [y0, y1). */
-static long count_rgb(cairo_surface_t *img, int x0, int y0, int x1, int y1, uint32_t rgb) {
-    cairo_surface_flush(img);
-    long n = 0;
-    for (int y = y0; y < y1; y++)
-        for (int x = x0; x < x1; x++) {
-            uint32_t p = px(img, x, y);
-            int ok = 1;
-            for (int sh = 0; sh < 24; sh += 8) ok &= abs((int)((p >> sh) & 255) - (int)((rgb >> sh) & 255)) <= 2;
-            n += ok;
-        }
-    return n;
-}
 #define GREY 0xf8f8f8u  /* the fill of a link without evidence (0.97) */
 #define AMBER 0xfff8e6u /* the fill of a measured link that does not support the chain (1, 0.97, 0.90) */
 
@@ -39,7 +21,7 @@ static long count_dark(cairo_surface_t *img, int x0, int y0, int x1, int y1) {
     long n = 0;
     for (int y = y0; y < y1; y++)
         for (int x = x0; x < x1; x++) {
-            uint32_t p = px(img, x, y);
+            uint32_t p = render_px(img, x, y);
             n += ((p >> 16) & 255) + ((p >> 8) & 255) + (p & 255) < 3 * 110;
         }
     return n;
@@ -62,22 +44,22 @@ static void test_evidence_map(tsc_figure_src_t *src, const char *dir) {
     CHECK(strstr(info.caption, "fig1: evidence map") == info.caption);
     CHECK(strstr(info.caption, dir) != NULL); /* names the summary it read */
     /* the margin is white; the title is dark text in the top band */
-    CHECK_EQ_U32(px(img, 2, 2), 0xffffff);
-    CHECK_EQ_U32(px(img, W - 3, H - 3), 0xffffff);
+    CHECK_EQ_U32(render_px(img, 2, 2), 0xffffff);
+    CHECK_EQ_U32(render_px(img, W - 3, H - 3), 0xffffff);
     CHECKF(count_dark(img, 0, 0, W, H / 12) > 300, "title ink %ld", count_dark(img, 0, 0, W, H / 12));
     /* no analysis.h5: the links without evidence are grey boxes, in two rows of three;
      * the first box spans x 1.5%..31% and y ~16%..51% of the figure, the fourth (row 2, right) ~59%..94% */
-    long box1 = count_rgb(img, W * 5 / 100, H * 28 / 100, W * 28 / 100, H * 46 / 100, GREY);
+    long box1 = render_count_rgb(img, W * 5 / 100, H * 28 / 100, W * 28 / 100, H * 46 / 100, GREY, 2);
     long area1 = (long)(W * 23 / 100) * (H * 18 / 100);
     CHECKF(box1 > area1 / 3, "grey fill of box 1: %ld of %ld pixels", box1, area1);
-    long box4 = count_rgb(img, W * 72 / 100, H * 70 / 100, W * 95 / 100, H * 88 / 100, GREY);
+    long box4 = render_count_rgb(img, W * 72 / 100, H * 70 / 100, W * 95 / 100, H * 88 / 100, GREY, 2);
     CHECKF(box4 > area1 / 3, "grey fill of box 4: %ld", box4);
     /* summary.json measured delta (not biased): the second link is amber, between boxes 1 and 3 */
-    long box2 = count_rgb(img, W * 40 / 100, H * 28 / 100, W * 62 / 100, H * 46 / 100, AMBER);
+    long box2 = render_count_rgb(img, W * 40 / 100, H * 28 / 100, W * 62 / 100, H * 46 / 100, AMBER, 2);
     CHECKF(box2 > area1 / 3, "amber fill of box 2: %ld", box2);
-    CHECK(count_rgb(img, W * 40 / 100, H * 28 / 100, W * 62 / 100, H * 46 / 100, GREY) == 0);
+    CHECK(render_count_rgb(img, W * 40 / 100, H * 28 / 100, W * 62 / 100, H * 46 / 100, GREY, 2) == 0);
     /* the gap between the two rows of boxes is background */
-    CHECK(count_rgb(img, W * 5 / 100, H * 54 / 100, W * 28 / 100, H * 55 / 100, GREY) == 0);
+    CHECK(render_count_rgb(img, W * 5 / 100, H * 54 / 100, W * 28 / 100, H * 55 / 100, GREY, 2) == 0);
     cairo_destroy(cr);
     cairo_surface_destroy(img);
 }
@@ -94,7 +76,7 @@ static void test_box(tsc_figure_src_t *src) {
     cairo_destroy(cr);
     CHECK_EQ_INT(count_dark(img, 0, 0, 200, 200), 0);
     CHECK(count_dark(img, 200, 0, 400, 200) > 100);
-    CHECK(count_rgb(img, 200, 0, 400, 200, GREY) > 2000);
+    CHECK(render_count_rgb(img, 200, 0, 400, 200, GREY, 2) > 2000);
     cairo_surface_destroy(img);
 }
 
@@ -110,7 +92,7 @@ static void test_png_and_errors(tsc_figure_src_t *src) {
     CHECK(tsc_surface_png_read(png.p, png.len, "fig1", &img) == TSC_OK);
     if (img) {
         CHECK_EQ_INT(cairo_image_surface_get_width(img), 325); /* 6.5 in at 50 dpi */
-        CHECK(count_rgb(img, 0, 0, 325, 195, GREY) > 5000);
+        CHECK(render_count_rgb(img, 0, 0, 325, 195, GREY, 2) > 5000);
         cairo_surface_destroy(img);
     }
     tsc_strbuf_free(&png);
@@ -157,7 +139,7 @@ static void test_gnuplot_figure(tsc_figure_src_t *src) {
     cairo_surface_flush(img);
     for (int y = 50; y < 237; y++)
         for (int x = 100; x < 334; x++) {
-            uint32_t p = px(img, x, y);
+            uint32_t p = render_px(img, x, y);
             blue += (p & 255) > 120 && ((p >> 16) & 255) < 80;
         }
     CHECKF(blue > 20, "curve pixels %ld", blue);
@@ -180,8 +162,6 @@ int main(void) {
         test_gnuplot_figure(src);
         tsc_figure_src_close(src);
     }
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK(system(cmd) == 0);
+    CHECK(tsc_test_rmtree(dir) == 0);
     return tsc_test_done();
 }

@@ -12,26 +12,8 @@
 #include "tsc_test.h"
 #include "render_fixture.h"
 
-static uint32_t px(cairo_surface_t *img, int x, int y) {
-    const unsigned char *d = cairo_image_surface_get_data(img);
-    return ((const uint32_t *)(const void *)(d + (size_t)y * cairo_image_surface_get_stride(img)))[x] & 0xffffff;
-}
-
-static long count_rgb(cairo_surface_t *img, int x0, int y0, int x1, int y1, uint32_t rgb, int tol) {
-    cairo_surface_flush(img);
-    long n = 0;
-    for (int y = y0; y < y1; y++)
-        for (int x = x0; x < x1; x++) {
-            uint32_t p = px(img, x, y);
-            int ok = 1;
-            for (int sh = 0; sh < 24; sh += 8) ok &= abs((int)((p >> sh) & 255) - (int)((rgb >> sh) & 255)) <= tol;
-            n += ok;
-        }
-    return n;
-}
-
 static long count_nonwhite(cairo_surface_t *img, int x0, int y0, int x1, int y1) {
-    return (long)(x1 - x0) * (y1 - y0) - count_rgb(img, x0, y0, x1, y1, 0xffffff, 0);
+    return (long)(x1 - x0) * (y1 - y0) - render_count_rgb(img, x0, y0, x1, y1, 0xffffff, 0);
 }
 
 static cairo_status_t to_sb(void *c, const unsigned char *d, unsigned int n) {
@@ -129,11 +111,11 @@ static void test_model(void) {
     CHECK(tsc_rdoc_pdf(&small, cr, 1, &n) == TSC_OK);
     CHECK_EQ_INT(n, 1);
     cairo_destroy(cr);
-    CHECK(count_rgb(img, 50, 50, 300, 80, HEADING_RGB, 3) > 40);
+    CHECK(render_count_rgb(img, 50, 50, 300, 80, HEADING_RGB, 3) > 40);
     int cx = (int)(TSC_RP_PAGE_W / 2);
-    CHECK(count_rgb(img, cx - 70, 90, cx + 70, 200, 0x00ff00, 0) > 130 * 60);
-    CHECK_EQ_INT(count_rgb(img, 0, 0, cx - 80, 842, 0x00ff00, 0), 0);
-    CHECK(count_rgb(img, 50, 150, 545, 400, HEADER_RGB, 2) > 500);
+    CHECK(render_count_rgb(img, cx - 70, 90, cx + 70, 200, 0x00ff00, 0) > 130 * 60);
+    CHECK_EQ_INT(render_count_rgb(img, 0, 0, cx - 80, 842, 0x00ff00, 0), 0);
+    CHECK(render_count_rgb(img, 50, 150, 545, 400, HEADER_RGB, 2) > 500);
     CHECK(count_nonwhite(img, 200, 800, 400, 830) > 20);  /* "tilescope report, page 1" */
     CHECK_EQ_INT(count_nonwhite(img, 0, 0, 45, 842), 0);  /* the left margin */
     cairo_surface_destroy(img);
@@ -183,7 +165,7 @@ static int report_pages(const char *dir, tsc_report_info_t *info, int *count) {
     CHECK(tsc_report_draw(src, NULL, NULL, cr, 1, &one) == TSC_OK);
     CHECK_EQ_INT(one.n_pages, 1);
     cairo_destroy(cr);
-    CHECK(count_rgb(img, 50, 45, 250, 80, HEADING_RGB, 3) > 100); /* the title "tilescope report" */
+    CHECK(render_count_rgb(img, 50, 45, 250, 80, HEADING_RGB, 3) > 100); /* the title "tilescope report" */
     CHECK(count_nonwhite(img, 50, 80, 545, 400) > 2000);           /* verdict, metadata */
     cairo_surface_destroy(img);
     tsc_figure_src_close(src);
@@ -206,9 +188,7 @@ static void test_report(void) {
     int n_big = report_pages(dir, &info, &count);
     CHECKF(n_big > n + 3, "pages %d vs %d", n_big, n);
     CHECK_EQ_INT(count, n_big);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK(system(cmd) == 0);
+    CHECK(tsc_test_rmtree(dir) == 0);
 }
 
 int main(void) {

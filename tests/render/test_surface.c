@@ -193,9 +193,7 @@ static void test_sinks(void) {
     stat(path, &after);
     CHECK(before.st_ino == after.st_ino && before.st_size == after.st_size);
     CHECK_EQ_INT(dir_entries(dir), 3);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK(system(cmd) == 0);
+    CHECK(tsc_test_rmtree(dir) == 0);
 }
 
 int main(void) {

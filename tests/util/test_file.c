@@ -13,28 +13,6 @@
 
 static char dir[256];
 
-static void write_text(const char *path, const char *text) {
-    FILE *fp = fopen(path, "wb");
-    if (!fp) return;
-    fputs(text, fp);
-    fclose(fp);
-}
-
-static int file_is(const char *path, const char *text) {
-    char buf[512] = "";
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, fp);
-    fclose(fp);
-    buf[n] = '\0';
-    return strcmp(buf, text) == 0;
-}
-
-static int exists(const char *path) {
-    struct stat st;
-    return lstat(path, &st) == 0;
-}
-
 /* Entries of dir other than . and .. */
 static int n_entries(void) {
     DIR *dp = opendir(dir);
@@ -53,15 +31,15 @@ static void test_commit_abort(void) {
     CHECK(tsc_out_open(&o, path) == TSC_OK);
     CHECK(o.fp != NULL && o.tmp != NULL && strcmp(o.path, path) == 0);
     CHECK(strncmp(o.tmp, path, strlen(path)) == 0 && strstr(o.tmp, ".tmp.") != NULL);
-    CHECK(exists(o.tmp));
-    CHECK(!exists(path));  /* nothing under the final name until commit */
+    CHECK(tsc_test_exists(o.tmp));
+    CHECK(!tsc_test_exists(path));  /* nothing under the final name until commit */
     fputs("first version\n", o.fp);
     char tmp[400];
     snprintf(tmp, sizeof tmp, "%s", o.tmp);
     CHECK(tsc_out_commit(&o) == TSC_OK);
     CHECK(o.tmp == NULL && o.fp == NULL && o.path == NULL);
-    CHECK(file_is(path, "first version\n"));
-    CHECK(!exists(tmp));
+    CHECK(tsc_test_file_is(path, "first version\n"));
+    CHECK(!tsc_test_exists(tmp));
 
     /* abort: the target keeps its old content, the temporary is gone */
     CHECK(tsc_out_open(&o, path) == TSC_OK);
@@ -69,22 +47,22 @@ static void test_commit_abort(void) {
     snprintf(tmp, sizeof tmp, "%s", o.tmp);
     tsc_out_abort(&o);
     CHECK(o.tmp == NULL);
-    CHECK(file_is(path, "first version\n"));
-    CHECK(!exists(tmp));
+    CHECK(tsc_test_file_is(path, "first version\n"));
+    CHECK(!tsc_test_exists(tmp));
     tsc_out_abort(&o);    /* a closed output: no-op */
     tsc_out_abort(NULL);
     CHECK(tsc_out_commit(&o) != TSC_OK);  /* commit without an open output */
 
     /* by name: the temporary exists, empty, for another writer to fill */
     CHECK(tsc_out_open_name(&o, path) == TSC_OK);
-    CHECK(o.fp == NULL && exists(o.tmp));
-    write_text(o.tmp, "written by name\n");
+    CHECK(o.fp == NULL && tsc_test_exists(o.tmp));
+    tsc_test_write_text(o.tmp, "written by name\n");
     CHECK(tsc_out_commit(&o) == TSC_OK);
-    CHECK(file_is(path, "written by name\n"));
+    CHECK(tsc_test_file_is(path, "written by name\n"));
 
     /* write_all replaces the target whole */
     CHECK(tsc_out_write_all(path, "abc", 3) == TSC_OK);
-    CHECK(file_is(path, "abc"));
+    CHECK(tsc_test_file_is(path, "abc"));
     CHECK_EQ_INT(n_entries(), 1);  /* no temporary left behind by any of the above */
 }
 
@@ -92,7 +70,7 @@ static void test_exclusive_temporaries(void) {
     char path[300], victim[300], link[400];
     snprintf(path, sizeof path, "%s/excl.txt", dir);
     snprintf(victim, sizeof victim, "%s/victim.txt", dir);
-    write_text(victim, "victim\n");
+    tsc_test_write_text(victim, "victim\n");
     /* links at every name the next temporaries could take (the counter is process-wide and
      * below 1000 here), and at the old "<path>.tmp.<pid>" */
     int planted = 0;
@@ -110,12 +88,12 @@ static void test_exclusive_temporaries(void) {
         CHECK(lstat(o.tmp, &sb) == 0 && S_ISREG(sb.st_mode));
         fputs("output\n", o.fp);
         CHECK(tsc_out_commit(&o) == TSC_OK);
-        CHECK(file_is(path, "output\n"));
+        CHECK(tsc_test_file_is(path, "output\n"));
     } else {
         CHECK(st == TSC_ERR_IO);
-        CHECK(!exists(path));
+        CHECK(!tsc_test_exists(path));
     }
-    CHECK(file_is(victim, "victim\n"));
+    CHECK(tsc_test_file_is(victim, "victim\n"));
     for (int i = -1; i < 1000; i++) {
         if (i < 0) snprintf(link, sizeof link, "%s.tmp.%ld", path, (long)getpid());
         else snprintf(link, sizeof link, "%s.tmp.%ld.%d", path, (long)getpid(), i);
@@ -130,8 +108,8 @@ static void test_exclusive_temporaries(void) {
     fputs("b\n", b.fp);
     CHECK(tsc_out_commit(&a) == TSC_OK);
     CHECK(tsc_out_commit(&b) == TSC_OK);
-    CHECK(file_is(path, "b\n"));  /* the last commit wins, whole */
-    CHECK(file_is(victim, "victim\n"));
+    CHECK(tsc_test_file_is(path, "b\n"));  /* the last commit wins, whole */
+    CHECK(tsc_test_file_is(victim, "victim\n"));
 }
 
 static void test_refused_targets(void) {
@@ -160,8 +138,8 @@ static void test_refused_targets(void) {
     CHECK(symlink(victim, lnk) == 0);
     CHECK(tsc_out_check(lnk) == TSC_OK);
     CHECK(tsc_out_write_all(lnk, "replaced\n", 9) == TSC_OK);
-    CHECK(file_is(victim, "victim\n"));
-    CHECK(lstat(lnk, &st) == 0 && S_ISREG(st.st_mode) && file_is(lnk, "replaced\n"));
+    CHECK(tsc_test_file_is(victim, "victim\n"));
+    CHECK(lstat(lnk, &st) == 0 && S_ISREG(st.st_mode) && tsc_test_file_is(lnk, "replaced\n"));
     /* an empty name is a usage error; a missing folder is an error naming the path */
     CHECK(tsc_out_check("") == TSC_ERR_ARG);
     snprintf(inside, sizeof inside, "%s/missing/x.txt", dir);
@@ -176,8 +154,6 @@ int main(void) {
     test_commit_abort();
     test_exclusive_temporaries();
     test_refused_targets();
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", dir);
+    tsc_test_rmtree(dir);
     return tsc_test_done();
 }

@@ -96,5 +96,39 @@ int main(void) {
                     "g\xf0\x9f\x98\x80" "h\\u001b[31m" "\xef\xbf\xbd\"");
         tsc_json_free(&u);
     }
+
+    /* Field tables: every kind, in table order, nested members, NaN noted with its path. */
+    struct inner { double x; };
+    typedef struct {
+        int i;
+        long l;
+        long long ll;
+        size_t u;
+        double d;
+        float f;
+        int b;
+        const char *s, *snull;
+        char text[16], empty[16];
+        struct inner in;
+    } rec_t;
+    static const tsc_json_field_t rf[] = {
+        TSC_JSON_FIELD(rec_t, i, "i"), TSC_JSON_FIELD(rec_t, l, "l"), TSC_JSON_FIELD(rec_t, ll, "ll"),
+        TSC_JSON_FIELD(rec_t, u, "u"), TSC_JSON_FIELD(rec_t, d, "d"), TSC_JSON_FIELD(rec_t, f, "f"),
+        TSC_JSON_BOOL(rec_t, b, "b"), TSC_JSON_STR(rec_t, s, "s"), TSC_JSON_STR(rec_t, snull, "sn"),
+        TSC_JSON_CHARS(rec_t, empty, "c"), TSC_JSON_TEXT(rec_t, text, "t"), TSC_JSON_TEXT(rec_t, empty, "e"),
+        TSC_JSON_FIELD(rec_t, in.x, "x")};
+    rec_t rec = {-3, 4000000000L, -5LL, 7, 0.5, 0.25f, 1, "q\"", NULL, "hi", "", {NAN}};
+    tsc_json_init(&j);
+    tsc_json_set_indent(&j, 0);
+    tsc_json_object_begin(&j);
+    tsc_json_kv_fields(&j, &rec, rf, TSC_JSON_NFIELDS(rf));
+    tsc_json_kv_object(&j, "o", &rec, rf, 2);
+    tsc_json_object_end(&j);
+    CHECK_STREQ(tsc_json_text(&j, NULL), "{\"i\":-3,\"l\":4000000000,\"ll\":-5,\"u\":7,\"d\":0.5,\"f\":0.25,"
+                                         "\"b\":true,\"s\":\"q\\\"\",\"sn\":null,\"c\":\"\",\"t\":\"hi\","
+                                         "\"e\":null,\"x\":null,\"o\":{\"i\":-3,\"l\":4000000000}}");
+    CHECK(j.n_nonfinite == 1);
+    CHECK_STREQ(j.nonfinite_paths[0], "x");
+    tsc_json_free(&j);
     return tsc_test_done();
 }

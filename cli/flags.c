@@ -1,0 +1,61 @@
+/* flags.c: table-driven flag parsing shared by the commands (cli.h). */
+#include <string.h>
+
+#include "cli.h"
+
+static int flag_value(const char *cmd, const char *a, const char *v, const tsc_cli_flag_t *f) {
+    if (f->kind == TSC_CLI_STR) {
+        *(const char **)f->dst = v;
+        return 0;
+    }
+    if (f->kind == TSC_CLI_LIST) {
+        tsc_cli_list_t *l = f->dst;
+        if (l->n >= TSC_CLI_LIST_MAX) return tsc_cli_usage_error(cmd, "at most %d %s", TSC_CLI_LIST_MAX, f->name);
+        l->v[l->n++] = v;
+        return 0;
+    }
+    if (f->kind == TSC_CLI_DOUBLE) return tsc_cli_parse_double(cmd, a, v, f->lo, f->hi, f->dst);
+    long n;
+    int rc = tsc_cli_parse_long(cmd, a, v, (long)f->lo, (long)f->hi, &n);
+    if (rc) return rc;
+    switch (f->kind) {
+    case TSC_CLI_INT: *(int *)f->dst = (int)n; break;
+    case TSC_CLI_LONG: *(long *)f->dst = n; break;
+    case TSC_CLI_LLONG: *(long long *)f->dst = n; break;
+    case TSC_CLI_WHOLE: *(double *)f->dst = (double)n; break;
+    default: return tsc_cli_usage_error(cmd, "%s: a flag of no known kind", f->name);
+    }
+    return 0;
+}
+
+int tsc_cli_flag(const char *cmd, int argc, char **argv, int *i, const tsc_cli_flag_t *f, size_t n) {
+    const char *a = argv[*i], *v;
+    for (size_t k = 0; k < n; k++) {
+        if (strcmp(a, f[k].name) != 0 && !(f[k].alias && strcmp(a, f[k].alias) == 0)) continue;
+        if (f[k].kind == TSC_CLI_ON || f[k].kind == TSC_CLI_OFF) {
+            *(int *)f[k].dst = f[k].kind == TSC_CLI_ON;
+            return 0;
+        }
+        if (!(v = tsc_cli_value(cmd, argc, argv, i))) return 2;
+        return flag_value(cmd, a, v, &f[k]);
+    }
+    return -1;
+}
+
+int tsc_cli_operand(const char *cmd, const char *a, int lone_dash, const char **slot) {
+    if (a[0] == '-' && (a[1] || !lone_dash)) return tsc_cli_usage_error(cmd, "unknown option '%s'", a);
+    if (*slot) return tsc_cli_usage_error(cmd, "unexpected argument '%s'", a);
+    *slot = a;
+    return 0;
+}
+
+int tsc_cli_args(const char *cmd, int argc, char **argv, const tsc_cli_flag_t *f, size_t n, tsc_cli_flag_fn more,
+                 void *ctx, int lone_dash, const char **operand) {
+    for (int i = 0; i < argc; i++) {
+        int rc = more ? more(cmd, argc, argv, &i, ctx) : -1;
+        if (rc < 0) rc = tsc_cli_flag(cmd, argc, argv, &i, f, n);
+        if (rc < 0) rc = tsc_cli_operand(cmd, argv[i], lone_dash, operand);
+        if (rc) return rc;
+    }
+    return 0;
+}
