@@ -1,10 +1,11 @@
 /* fuzz_dump.c: the input as a dump file (a dump is hostile input: users open dumps they received).
  *
  * The bytes are written to a per-process file (under $TSC_FUZZ_TMPDIR, else /dev/shm when it is
- * writable, else /tmp: the dump reader opens paths), then opened with tsc_dump_open, validated
- * deep (every chunk read), and a few heads of every dataset of the first steps are read, as
- * floats and as raw bits. After tsc_dump_close no HDF5 object may remain open: a leaked id keeps
- * the file open inside HDF5, so the next input under the same name would be read from stale state.
+ * writable, else /tmp: the dump reader opens paths; the file is removed once opened), then opened
+ * with tsc_dump_open, validated deep (every chunk read), and a few heads of every dataset of the
+ * first steps are read, as floats and as raw bits. After tsc_dump_close no HDF5 object may remain
+ * open: a leaked id keeps the file open inside HDF5, so the next input under the same name would
+ * be read from stale state.
  */
 #include "fuzz_target.h"
 
@@ -80,7 +81,11 @@ TSC_FUZZ_TARGET(dump) {
         return 0;
     }
     tsc_dump_t *d = NULL;
-    if (tsc_dump_open(&d, path) == TSC_OK) {
+    tsc_status_t st = tsc_dump_open(&d, path);
+    /* HDF5 holds the file open, and a single-file dump is never opened again by path: unlinking
+     * now leaves no file behind when a later read crashes */
+    unlink(path);
+    if (st == TSC_OK) {
         TSC_FUZZ_CHECK(d != NULL, "opened without a handle");
         exercise(d);
         tsc_dump_close(d);
@@ -91,6 +96,5 @@ TSC_FUZZ_TARGET(dump) {
     ssize_t open_ids = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL);
     tsc_h5_unlock();
     TSC_FUZZ_CHECK(open_ids == 0, "%ld HDF5 objects still open after tsc_dump_close", (long)open_ids);
-    unlink(path);
     return 0;
 }

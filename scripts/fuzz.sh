@@ -75,6 +75,12 @@ for t in "${targets[@]}"; do
     for f in "$regr"/crash-da39a3ee5e6b4b0d3255bfef95601890afd80709; do
         [[ -f $f ]] && (cd "$build" && "$bin" "$f" >/dev/null 2>&1) && rm -f "$f"
     done
+    # the dump files of fuzz_dump processes that died while opening one
+    for f in /dev/shm/tsc_fuzz_dump.*.h5 /tmp/tsc_fuzz_dump.*.h5 "${TSC_FUZZ_TMPDIR:-/nonexistent}"/tsc_fuzz_dump.*.h5; do
+        pid=${f##*/tsc_fuzz_dump.}
+        pid=${pid%.h5}
+        [[ -f $f && $pid =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null && rm -f "$f"
+    done
     after=$(find "$regr" -type f | wc -l)
     found=$((after - before))
     [[ $found -gt 0 ]] && found_any=1
