@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup configure build demo test asan clang bench install clean
+.PHONY: all setup configure build demo test asan clang fuzz bench install clean
 
 all: build
 
@@ -37,6 +37,11 @@ clang: setup
 	@$(MAKE) --no-print-directory BUILD=build-clang CMAKE_FLAGS="-DCMAKE_C_COMPILER=clang $(CMAKE_FLAGS)" build
 	cd build-clang && ctest --output-on-failure -j $(JOBS)
 
+# libFuzzer on the readers of untrusted input (clang), FUZZ_SECONDS per target (docs/FUZZING.md).
+FUZZ_SECONDS ?= 10
+fuzz:
+	bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
 bench:
 	@bash scripts/setup.sh --bench
 	@$(MAKE) --no-print-directory build
@@ -46,4 +51,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-asan build-clang
+	rm -rf $(BUILD) build-asan build-clang build-fuzz

@@ -402,18 +402,21 @@ static void sb_printf(sbuf_t *sb, const char *fmt, ...) {
     sb->len += (size_t)n;
 }
 
-/* Shortest decimal that reads back as x; exponent form for small magnitudes ("1e-3"). */
+/* Shortest decimal that reads back as x; exponent form for small magnitudes ("1e-3"). Never
+ * with a '+' (it separates modifiers): %.1g prints 10 as "1e+01", so such forms are skipped
+ * ("10"), and a '+' left in an exponent (|x| >= 1e17, outside every range) is dropped. */
 static void fmt_num(double x, char *out, size_t size) {
     for (int prec = 1; prec <= 17; prec++) {
         if (x != 0 && fabs(x) < 1e-2) snprintf(out, size, "%.*e", prec - 1, x);
         else snprintf(out, size, "%.*g", prec, x);
-        if (strtod(out, NULL) == x) break;
+        if (strtod(out, NULL) == x && !strchr(out, '+')) break;
     }
-    /* tidy exponent: "1e-03" -> "1e-3", "1.5e+00" never occurs for |x| < 1e-2 */
+    /* tidy exponent: "1e-03" -> "1e-3", "1e+17" -> "1e17" */
     char *e = strchr(out, 'e');
     if (e) {
         char *d = e + 1;
-        if (*d == '-' || *d == '+') d++;
+        if (*d == '+') memmove(d, d + 1, strlen(d));
+        if (*d == '-') d++;
         char *z = d;
         while (*z == '0' && z[1]) z++;
         if (z != d) memmove(d, z, strlen(z) + 1);

@@ -37,6 +37,11 @@ int main(void) {
     round_trip("bf16-fa2+stable:eps=0.001,beta=2.0", "bf16-fa2+stable:beta=2,eps=1e-3");
     round_trip("bf16-torch+stable:beta=7,eps=0", "bf16-torch+stable:beta=7,eps=0");
     round_trip("bf16-torch+stable:gap=0.5", "bf16-torch+stable:beta=2,eps=1e-3,gap=0.5");
+    /* two-digit values print without an exponent: %.1g gives "1e+01", and '+' separates modifiers
+     * (found by fuzz/fuzz_policy) */
+    round_trip("bf16-fa2+stable:gap=10", "bf16-fa2+stable:beta=2,eps=1e-3,gap=10");
+    round_trip("bf16-fa2+stable:beta=20,gap=64", "bf16-fa2+stable:beta=20,eps=1e-3,gap=64");
+    round_trip("bf16-fa2+stable:beta=60.5,eps=1", "bf16-fa2+stable:beta=60.5,eps=1");
     round_trip("fp64", "fp64");
     round_trip("fp32", "fp32");
     round_trip("fp16-fa2", "fp16-fa2");
