@@ -5,6 +5,7 @@
 # huge declared sizes do not overflow; (more sections below).
 . "$(dirname "$0")/lib.sh"
 : "${TSC:?TSC must name the tilescope binary}"
+PY=$(find_py h5py numpy) || PY=""
 cd "$tmp" || exit 1
 # expect RC WANT CMD...: exit status RC within 20 s, stderr containing WANT, no crash or sanitizer report
 expect() {
@@ -61,5 +62,13 @@ if command -v gnuplot >/dev/null && command -v pdftotext >/dev/null; then
   unset -f tilescope
 else
   echo "gnuplot or pdftotext missing: report checks skipped"
+fi
+# --- a declared n_layer of INT_MAX: size_t arithmetic, bounded by the memory budget --------------
+if [ -n "$PY" ]; then
+  cp d.h5 nl.h5
+  "$PY" -c "import h5py, numpy as np; f = h5py.File('nl.h5', 'r+'); f.attrs['n_layer'] = np.int64(2147483647); f.close()"
+  TSC_MAX_MEMORY=1G expect 1 "the replay's layer list needs 8589934592 bytes" "$TSC" replay nl.h5 --policy fp32 -o nlr.h5
+  [ ! -e nlr.h5 ] && ok || bad "a refused replay left nlr.h5"
+  timeout 20 "$TSC" info nl.h5 > out 2> err && ! grep -qE "Sanitizer|runtime error" err && ok || bad "info nl.h5: $(head -3 err)"
 fi
 finish
