@@ -71,4 +71,24 @@ if [ -n "$PY" ]; then
   [ ! -e nlr.h5 ] && ok || bad "a refused replay left nlr.h5"
   timeout 20 "$TSC" info nl.h5 > out 2> err && ! grep -qE "Sanitizer|runtime error" err && ok || bad "info nl.h5: $(head -3 err)"
 fi
+# --- capture sessions: one writer per folder; pack refuses a live one and removes only its files --
+loop="${TSC_BUILD:-}/capture_loop"
+if [ -x "$loop" ]; then
+  "$loop" s.h5 --steps 0 --select "steps=all,layers=1" --sleep-ms 20 > loop1.out 2>&1 &
+  lpid=$!
+  for _ in $(seq 1 200); do [ -e s.h5.capture/step_00000001.h5 ] && break; sleep 0.05; done
+  expect 1 "session folder s.h5.capture is in use (locked by pid $lpid)" "$loop" s.h5 --steps 2
+  expect 1 "packing s.h5.capture: session folder s.h5.capture is in use (locked by pid $lpid)" \
+    "$TSC" pack s.h5.capture
+  [ -f s.h5.capture/session.h5 ] && ok || bad "pack of a live session removed its session.h5"
+  kill -9 $lpid; wait $lpid 2>/dev/null
+  echo mine > s.h5.capture/step_notes.txt
+  echo mine > s.h5.capture/step_00000999.h5.bak
+  expect 1 "packed s.h5.capture into s.h5 but kept the folder" "$TSC" pack s.h5.capture
+  [ -f s.h5 ] && ok || bad "pack wrote no s.h5"
+  left=$(ls s.h5.capture | sort | tr '\n' ' ')
+  [ "$left" = "step_00000999.h5.bak step_notes.txt " ] && ok || bad "pack left or removed the wrong files: $left"
+else
+  echo "capture_loop not built: session checks skipped"
+fi
 finish
