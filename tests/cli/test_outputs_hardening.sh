@@ -2,7 +2,9 @@
 # Outputs, sessions and the readers of analysis folders under attack: FIFOs and endless files as
 # summary.json or a training log are refused promptly; the report's reproducing commands quote
 # crafted names; a report written into another analysis folder leaves its summary.json alone;
-# huge declared sizes do not overflow; (more sections below).
+# huge declared sizes do not overflow; a second capture of a live session folder and a pack of it are
+# refused, pack removes only its own files; on a full disk (root: a 64 KiB tmpfs) every writer exits 1
+# naming the file, without a crash and without a partial or temporary file.
 . "$(dirname "$0")/lib.sh"
 : "${TSC:?TSC must name the tilescope binary}"
 PY=$(find_py h5py numpy) || PY=""
@@ -90,5 +92,26 @@ if [ -x "$loop" ]; then
   [ "$left" = "step_00000999.h5.bak step_notes.txt " ] && ok || bad "pack left or removed the wrong files: $left"
 else
   echo "capture_loop not built: session checks skipped"
+fi
+# --- a full disk: exit 1 naming the file, no crash at exit, nothing under the final name ----------
+full="$tmp/full"
+mkdir "$full"
+if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=64k tmpfs "$full" 2>/dev/null; then
+  trap 'umount "$full" 2>/dev/null; rm -rf "$tmp"' EXIT
+  fill() { rm -rf "${full:?}"/*; head -c 56k /dev/zero > "$full/filler" 2>/dev/null; }
+  for job in "synth -o $full/x.h5 --shape tiny -q:x.h5" "replay d.h5 --policy fp32 -o $full/x.h5:x.h5" \
+             "analyze d.h5 -o $full/an --layers 1 -q:an/analysis.h5" \
+             "diagnose d.h5 -o $full/an --layers 1 -q:an/analysis.h5" \
+             "figure fig3 --from an -o $full/f.png:f.png" "figure fig3 --from an -o $full/f.pdf:f.pdf"; do
+    fill
+    # shellcheck disable=SC2086
+    timeout 60 "$TSC" ${job%%:*} > out 2> err; rc=$?
+    [ $rc -eq 1 ] && grep -q "$full/" err && ok || bad "full disk: '${job%%:*}' exit $rc: $(tail -2 err)"
+    [ ! -e "$full/${job##*:}" ] && ok || bad "full disk: '${job%%:*}' left ${job##*:}"
+    ls "$full" | grep -q '\.tmp\.' && bad "full disk: '${job%%:*}' left a temporary" || ok
+  done
+  umount "$full"
+else
+  echo "not root or no tmpfs: full-disk checks skipped"
 fi
 finish
