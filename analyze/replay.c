@@ -9,6 +9,7 @@
 
 #include "tsc_attention.h"
 #include "tsc_h5.h"
+#include "tsc_mem.h"
 
 struct tsc_replay_priv {
     tsc_dump_t *dump;
@@ -104,7 +105,10 @@ static tsc_status_t plan_selection(tsc_replay_t *r, const tsc_select_t *sel) {
     r->heads = malloc(sizeof(int) * (size_t)m->n_head);
     r->batches = malloc(sizeof(int) * (size_t)m->batch);
     r->steps = malloc(sizeof(long long) * (size_t)(n_all + 1));
-    r->priv->layers = malloc(sizeof(int) * (size_t)(m->n_layer + 1));
+    const size_t layers_bytes = sizeof(int) * ((size_t)m->n_layer + 1);  /* size_t: n_layer may be INT_MAX */
+    tsc_status_t mst = tsc_mem_check(layers_bytes, "the replay's layer list");
+    if (mst != TSC_OK) return tsc_error_wrap(mst, "replay %s: ", r->dump_path);
+    r->priv->layers = malloc(layers_bytes);
     if (!r->heads || !r->batches || !r->steps || !r->priv->layers)
         return tsc_error_set(TSC_ERR_NOMEM, "replay: out of memory planning %s", r->dump_path);
     for (int h = 0; h < m->n_head; h++)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,10 +26,58 @@ struct tsc_capture {
     int active;               /* the current step is kept */
     tsc_dump_writer_t *w;     /* the current step's file */
     int n_done;
+    int lock_fd;              /* session.lock, flock'ed for the session's life */
 };
 
 static int store_fmt_of(const tsc_capture_t *s, tsc_format_t src) {
     return s->opts.store_fmt > 0 ? s->opts.store_fmt - 1 : (int)src;
+}
+
+/* The session folder's lock: DIR/session.lock, flock'ed (LOCK_EX) by its writer for the session's
+ * life and by pack while it packs, holding the locker's pid as text. *fd: the locked descriptor,
+ * -1 on failure: TSC_ERR_IO "WHO: session folder DIR is in use (locked by pid N) ...". */
+static tsc_status_t session_lock(const char *dir, const char *who, int *fd) {
+    char lp[4300];
+    snprintf(lp, sizeof lp, "%s/session.lock", dir);
+    *fd = open(lp, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (*fd < 0) return tsc_error_set(TSC_ERR_IO, "%s: cannot open the session lock %s: %s", who, lp, strerror(errno));
+    struct stat a, b;
+    tsc_status_t st = TSC_OK;
+    if (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        char pid[32] = "";
+        ssize_t n = pread(*fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        if (err == EWOULDBLOCK)
+            st = tsc_error_set(TSC_ERR_IO, "%s: session folder %s is in use (locked by pid %s): another capture or "
+                               "pack is writing it", who, dir, *pid ? pid : "?");
+        else
+            st = tsc_error_set(TSC_ERR_IO, "%s: cannot lock %s: %s", who, lp, strerror(err));
+    } else if (fstat(*fd, &a) != 0 || stat(lp, &b) != 0 || a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
+        /* the lock must be on the file still named session.lock (a pack may have just removed it) */
+        st = tsc_error_set(TSC_ERR_IO, "%s: session folder %s was removed while locking it", who, dir);
+    }
+    if (st != TSC_OK) {
+        close(*fd);
+        *fd = -1;
+        return st;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(*fd, 0) != 0 || pwrite(*fd, pid, (size_t)n, 0) != n) { /* the pid is informative only */ }
+    return TSC_OK;
+}
+
+/* Removes the lock file (while still holding it) and releases it. */
+static void session_unlock(const char *dir, int fd, int remove_file) {
+    if (fd < 0) return;
+    if (remove_file) {
+        char lp[4300];
+        snprintf(lp, sizeof lp, "%s/session.lock", dir);
+        unlink(lp);
+    }
+    close(fd);
 }
 
 static tsc_status_t capture_open(tsc_capture_t **out, const char *path, const tsc_dump_meta_t *meta,
@@ -59,19 +108,23 @@ static tsc_status_t capture_open(tsc_capture_t **out, const char *path, const ts
     s->opts.select = NULL;  /* not kept: the caller's string may not outlive the session */
     char sp[4300];
     snprintf(sp, sizeof sp, "%s/session.h5", s->dir);
-    if (mkdir(s->dir, 0755) != 0) {
-        int err = errno;
-        struct stat sb;
-        if (err != EEXIST || stat(sp, &sb) == 0) {
-            if (err == EEXIST)
-                st = tsc_error_set(TSC_ERR_IO, "capture %s: session folder %s exists from an earlier session; pack "
-                                   "it (tsc_capture_pack) or remove it", path, s->dir);
-            else
-                st = tsc_error_set(TSC_ERR_IO, "capture %s: cannot create session folder %s: %s", path, s->dir,
-                                   strerror(err));
-            free(s);
-            return st;
-        }
+    if (mkdir(s->dir, 0755) != 0 && errno != EEXIST) {
+        st = tsc_error_set(TSC_ERR_IO, "capture %s: cannot create session folder %s: %s", path, s->dir,
+                           strerror(errno));
+        free(s);
+        return st;
+    }
+    char who[4100];
+    snprintf(who, sizeof who, "capture %s", path);
+    st = session_lock(s->dir, who, &s->lock_fd);
+    if (st != TSC_OK) { free(s); return st; }
+    struct stat sb;
+    if (stat(sp, &sb) == 0 || errno != ENOENT) {
+        st = tsc_error_set(TSC_ERR_IO, "capture %s: session folder %s exists from an earlier session; pack "
+                           "it (tsc_capture_pack) or remove it", path, s->dir);
+        session_unlock(s->dir, s->lock_fd, 0);
+        free(s);
+        return st;
     }
     tsc_dump_writer_t *w;
     st = tsc_dump_writer_open(&w, sp, meta, NULL);
@@ -82,6 +135,7 @@ static tsc_status_t capture_open(tsc_capture_t **out, const char *path, const ts
         else tsc_dump_writer_abort(w);
     }
     if (st != TSC_OK) {
+        session_unlock(s->dir, s->lock_fd, 1);
         rmdir(s->dir);
         free(s);
         return tsc_error_wrap(st, "capture %s: ", path);
@@ -193,11 +247,14 @@ tsc_status_t tsc_capture_step_end(tsc_capture_t *s) {
     TSC_H5_SCOPED(tsc_status_t, capture_step_end(s));
 }
 
+static tsc_status_t capture_pack(const char *session_dir, const char *out_path, int remove_folder, int lock_fd);
+
 static tsc_status_t capture_close(tsc_capture_t *s) {
     if (!s) return TSC_OK;
     if (s->w) tsc_dump_writer_abort(s->w);
     tsc_status_t st = TSC_OK;
-    if (!s->opts.keep_session) st = tsc_capture_pack(s->dir, s->path, 1);
+    if (!s->opts.keep_session) st = capture_pack(s->dir, s->path, 1, s->lock_fd);
+    else session_unlock(s->dir, s->lock_fd, 0);  /* kept: unlocked, so pack may take it */
     free(s);
     return st;
 }
@@ -281,42 +338,73 @@ static tsc_status_t pack_into(const char *session_dir, const char *tmp, const lo
     return st;
 }
 
-/* Removes the session's own files (session.h5, step_*) and the folder. */
-static tsc_status_t remove_session(const char *session_dir, const char *out_path) {
-    DIR *dp = opendir(session_dir);
+/* 1 when name is "step_%08lld.h5.tmp.<digits>.<digits>" for step: the temporary of the step a
+ * writer had in flight when it stopped (tsc_file.h names temporaries "<path>.tmp.<pid>.<n>"). */
+static int is_step_tmp(const char *name, long long step) {
+    char pre[64];
+    int n = snprintf(pre, sizeof pre, "step_%08lld.h5.tmp.", step);
+    if (strncmp(name, pre, (size_t)n) != 0) return 0;
+    const char *p = name + n;
+    size_t d1 = strspn(p, "0123456789");
+    if (!d1 || p[d1] != '.') return 0;
+    size_t d2 = strspn(p + d1 + 1, "0123456789");
+    return d2 && p[d1 + 1 + d2] == '\0';
+}
+
+/* Removes only what the session wrote: session.h5, the packed steps' files, the temporary of
+ * the incomplete step, session.lock (last, still locked by lock_fd, which is closed), and the
+ * folder if that empties it. Any other file (the user's) is left, and so is the folder. */
+static tsc_status_t remove_session(const char *session_dir, const char *out_path, const long long *steps, int n,
+                                   long long incomplete, int lock_fd) {
+    char p[4400];
+    snprintf(p, sizeof p, "%s/session.h5", session_dir);
+    unlink(p);
+    for (int i = 0; i < n; i++) {
+        snprintf(p, sizeof p, "%s/step_%08lld.h5", session_dir, steps[i]);
+        unlink(p);
+    }
+    DIR *dp = incomplete >= 0 ? opendir(session_dir) : NULL;
     if (dp) {
         struct dirent *e;
-        char p[4400];
         while ((e = readdir(dp))) {
-            if (strncmp(e->d_name, "step_", 5) != 0 && strcmp(e->d_name, "session.h5") != 0) continue;
+            if (!is_step_tmp(e->d_name, incomplete)) continue;
             snprintf(p, sizeof p, "%s/%s", session_dir, e->d_name);
             unlink(p);
         }
         closedir(dp);
     }
+    session_unlock(session_dir, lock_fd, 1);
     if (rmdir(session_dir) != 0)
-        return tsc_error_set(TSC_ERR_IO, "packed %s into %s but cannot remove the folder: %s", session_dir,
-                             out_path, strerror(errno));
+        return tsc_error_set(TSC_ERR_IO, "packed %s into %s but kept the folder: %s (it holds files pack did not "
+                             "write)", session_dir, out_path, strerror(errno));
     return TSC_OK;
 }
 
-static tsc_status_t capture_pack(const char *session_dir, const char *out_path, int remove_folder) {
+/* Packs with the session's lock: lock_fd when the caller (the writer) holds it, else taken here
+ * (-1), so a live session, still written by its capture, is refused. */
+static tsc_status_t capture_pack(const char *session_dir, const char *out_path, int remove_folder, int lock_fd) {
     long long *steps = NULL, incomplete = -1;
     int n = 0;
-    tsc_status_t st = session_steps(session_dir, &steps, &n, &incomplete);
-    if (st != TSC_OK) { free(steps); return st; }
+    tsc_status_t st = TSC_OK;
+    if (lock_fd < 0) {
+        char who[4200];
+        snprintf(who, sizeof who, "packing %s", session_dir);
+        if ((st = session_lock(session_dir, who, &lock_fd)) != TSC_OK) return st;
+    }
+    st = session_steps(session_dir, &steps, &n, &incomplete);
     tsc_out_t o;
-    st = tsc_out_open_name(&o, out_path);
+    if (st == TSC_OK) st = tsc_out_open_name(&o, out_path);
     if (st == TSC_OK) {
         st = pack_into(session_dir, o.tmp, steps, n, incomplete);
         if (st == TSC_OK) st = tsc_out_commit(&o);
         else tsc_out_abort(&o);
     }
+    if (st == TSC_OK && remove_folder) st = remove_session(session_dir, out_path, steps, n, incomplete, lock_fd);
+    else session_unlock(session_dir, lock_fd, 0);
     free(steps);
-    if (st != TSC_OK) return st;
-    return remove_folder ? remove_session(session_dir, out_path) : TSC_OK;
+    return st;
 }
 
 tsc_status_t tsc_capture_pack(const char *session_dir, const char *out_path, int remove_folder) {
-    TSC_H5_SCOPED(tsc_status_t, capture_pack(session_dir, out_path, remove_folder));
+    TSC_H5_SCOPED(tsc_status_t, capture_pack(session_dir, out_path, remove_folder, -1));
 }

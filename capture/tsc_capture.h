@@ -10,6 +10,9 @@
  * incomplete step. tsc_capture_close packs the folder into the single file path (temporary name
  * + rename) and removes the folder, unless opts.keep_session is set. tsc_dump_open(path) opens
  * the file, or the folder "<path>.capture" when the file is absent.
+ * One writer per folder: the session flock()s "<path>.capture/session.lock" (holding its pid)
+ * from open to close, so a second capture of the same path, or a pack of the live folder, fails
+ * with "session folder DIR is in use (locked by pid N)"; the lock dies with its process.
  *
  *   tsc_capture_t *cap; tsc_capture_opts_t o = {.select = "steps=0:1000:10,layers=1"};
  *   tsc_capture_open(&cap, "run.h5", &meta, &o);                  // meta: tsc_dump_meta_t
@@ -88,7 +91,10 @@ TSC_API tsc_status_t tsc_capture_close(tsc_capture_t *s);
 
 /* Packs a session folder (left by a killed process or keep_session) into one dump file out_path
  * (an exclusive temporary renamed into place, util/tsc_file.h: out_path is refused when it is a
- * directory, FIFO or device); removes the folder when remove_folder is 1. */
+ * directory, FIFO or device); removes the folder when remove_folder is 1. Takes the folder's lock
+ * first: a live session (its capture still running) is refused. Removes only what the session
+ * wrote: session.h5, session.lock, the step_<8 digits>.h5 files it packed and the temporary of the
+ * incomplete step; other files stay, and then so does the folder (TSC_ERR_IO after packing). */
 TSC_API tsc_status_t tsc_capture_pack(const char *session_dir, const char *out_path, int remove_folder);
 
 #ifdef __cplusplus

@@ -2,6 +2,7 @@
  * of tsc_jv_t nodes (tsc_figure.h). Strings are decoded (\uXXXX to UTF-8, surrogate pairs
  * joined); numbers are doubles (strtod, so 17-digit values read back bit for bit). */
 #include "tsc_figure.h"
+#include "tsc_file.h"
 #include "tsc_strbuf.h"
 
 #include <ctype.h>
@@ -214,25 +215,8 @@ tsc_status_t tsc_jv_parse(const char *text, size_t len, const char *where, tsc_j
 }
 
 tsc_status_t tsc_read_file(const char *path, char **buf, size_t *len) {
-    *buf = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    tsc_strbuf_t sb;
-    tsc_strbuf_init(&sb);
-    char chunk[65536];
-    size_t k;
-    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) tsc_strbuf_append(&sb, chunk, k);
-    int e = ferror(f) ? errno : 0;
-    fclose(f);
-    if (e || sb.nomem) {
-        tsc_strbuf_free(&sb);
-        if (e) return tsc_error_set(TSC_ERR_IO, "%s: read error: %s", path, strerror(e));
-        return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
-    }
-    *len = sb.len;
-    *buf = tsc_strbuf_take(&sb);
-    return TSC_OK;
+    /* regular files only (a FIFO would block forever), at most tsc_file_text_limit() bytes */
+    return tsc_file_read_text(path, buf, len);
 }
 
 tsc_status_t tsc_jv_read_file(const char *path, tsc_jv_t **out) {

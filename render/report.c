@@ -350,6 +350,35 @@ static void mitig_text(const tsc_jv_t *sm, const char *dir, char *mitig, size_t 
     }
 }
 
+/* Appends a space and s as one POSIX shell word: as is when made only of [A-Za-z0-9_./:=,+-]
+ * (and not empty), else in single quotes with each ' written '\''. Paths and names come from
+ * summary.json and the command line: a crafted name must not run anything when pasted. */
+static void put_word(tsc_strbuf_t *r, const char *s) {
+    tsc_strbuf_putc(r, ' ');
+    size_t n = strlen(s);
+    if (n && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:=,+-") == n) {
+        tsc_strbuf_puts(r, s);
+        return;
+    }
+    tsc_strbuf_putc(r, '\'');
+    for (; *s; s++) {
+        if (*s == '\'') tsc_strbuf_puts(r, "'\\''");
+        else tsc_strbuf_putc(r, *s);
+    }
+    tsc_strbuf_putc(r, '\'');
+}
+
+/* " --log NAME=PATH" for every log, each NAME=PATH one shell word. */
+static void put_logs(tsc_strbuf_t *r, tsc_figure_src_t *src) {
+    for (int i = 0; i < tsc_figure_src_n_logs(src); i++) {
+        const tsc_log_t *lg = tsc_figure_src_log(src, i);
+        char arg[300];
+        snprintf(arg, sizeof arg, "%.63s=%.200s", lg->name, lg->path);
+        tsc_strbuf_puts(r, " --log");
+        put_word(r, arg);
+    }
+}
+
 /* The commands that reproduce every number. */
 static void repro_text(tsc_figure_src_t *src, const tsc_report_opts_t *o, const char *pdf_path, content_t *c) {
     const tsc_jv_t *sm = tsc_figure_src_summary(src), *ar = tsc_jv_path(sm, "diagnosis.at_risk");
@@ -362,17 +391,23 @@ static void repro_text(tsc_figure_src_t *src, const tsc_report_opts_t *o, const 
         for (size_t i = 0; i < ar->n; i++) k += isfinite(tsc_jv_num(ar->items[i], "stable_ratio")) != 0;
         if (k < ar->n) snprintf(maxh, sizeof maxh, " --max-heads %zu", k);
     }
-    tsc_strbuf_printf(r, "tilescope %s %s -o %s --lp '%s' --hp '%s' --select '%s'%s\n",
-                      tsc_jv_get(sm, "diagnosis") ? "diagnose" : "analyze", str_or(sm, "dump", "DUMP"), dir,
-                      str_or(sm, "lp", "?"), str_or(sm, "hp", "?"), str_or(sm, "selection", "all"), maxh);
-    char logargs[1024] = "";
-    for (int i = 0; i < tsc_figure_src_n_logs(src); i++) {
-        const tsc_log_t *lg = tsc_figure_src_log(src, i);
-        size_t m = strlen(logargs);
-        snprintf(logargs + m, sizeof logargs - m, " --log '%.63s=%.200s'", lg->name, lg->path);
-    }
-    tsc_strbuf_printf(r, "tilescope report %s%s%s%s -o %s\n", dir, logargs, o->dump ? " --dump " : "",
-                      o->dump ? o->dump : "", pdf_path);
+    tsc_strbuf_printf(r, "tilescope %s", tsc_jv_get(sm, "diagnosis") ? "diagnose" : "analyze");
+    put_word(r, str_or(sm, "dump", "DUMP"));
+    tsc_strbuf_puts(r, " -o");
+    put_word(r, dir);
+    tsc_strbuf_puts(r, " --lp");
+    put_word(r, str_or(sm, "lp", "?"));
+    tsc_strbuf_puts(r, " --hp");
+    put_word(r, str_or(sm, "hp", "?"));
+    tsc_strbuf_puts(r, " --select");
+    put_word(r, str_or(sm, "selection", "all"));
+    tsc_strbuf_printf(r, "%s\ntilescope report", maxh);
+    put_word(r, dir);
+    put_logs(r, src);
+    if (o->dump) tsc_strbuf_puts(r, " --dump"), put_word(r, o->dump);
+    tsc_strbuf_puts(r, " -o");
+    put_word(r, pdf_path);
+    tsc_strbuf_putc(r, '\n');
     for (int i = 0; i < c->nf; i++) {
         const char *id = c->figs[i].id;
         if (!c->figs[i].ok) continue;
@@ -380,13 +415,18 @@ static void repro_text(tsc_figure_src_t *src, const tsc_report_opts_t *o, const 
         int uses_logs = !strcmp(id, "fig1") || !strcmp(id, "fig2") || !strcmp(id, "fig7") || !strcmp(id, "fig10") ||
                         !strcmp(id, "fig13");
         int uses_dump = !strcmp(id, "fig4") || !strcmp(id, "fig5b") || !strcmp(id, "fig6a") || !strcmp(id, "fig9");
-        tsc_strbuf_printf(r, "tilescope figure %s --from %s%s%s%s -o %s.pdf\n", id, dir, uses_logs ? logargs : "",
-                          uses_dump && o->dump ? " --dump " : "", uses_dump && o->dump ? o->dump : "", id);
+        tsc_strbuf_printf(r, "tilescope figure %s --from", id);
+        put_word(r, dir);
+        if (uses_logs) put_logs(r, src);
+        if (uses_dump && o->dump) tsc_strbuf_puts(r, " --dump"), put_word(r, o->dump);
+        tsc_strbuf_printf(r, " -o %s.pdf\n", id);
     }
-    if (c->has_event)
-        tsc_strbuf_printf(r, "tilescope explain add %.9g %.9g --to %s   # the rounding event above\n",
-                          tsc_jv_num(c->top, "event.sum_before"), tsc_jv_num(c->top, "event.term"),
-                          str_or(c->top, "event.out_format", "bf16"));
+    if (c->has_event) {
+        tsc_strbuf_printf(r, "tilescope explain add %.9g %.9g --to", tsc_jv_num(c->top, "event.sum_before"),
+                          tsc_jv_num(c->top, "event.term"));
+        put_word(r, str_or(c->top, "event.out_format", "bf16"));
+        tsc_strbuf_puts(r, "   # the rounding event above\n");
+    }
 }
 
 /* Builds the content; TSC_ERR_NOMEM when out of memory. */
@@ -523,15 +563,21 @@ static tsc_status_t write_html(const tsc_rdoc_t *d, const char *pdf_path, tsc_re
     return st;
 }
 
-/* summary.json beside the report, unless it is that very file. */
+/* The copy of summary.json beside the report: FILE.summary.json (named after the PDF, like the
+ * HTML), never "summary.json", so a report written into another analysis folder (report A -o
+ * B/r.pdf) cannot replace B's own summary.json and pair it with B's analysis.h5. No copy when the
+ * PDF is in the analysis folder itself: its summary.json is already there. */
 static tsc_status_t copy_summary(tsc_figure_src_t *src, const char *pdf_path, tsc_report_info_t *info) {
-    char dst[1200], rs[PATH_MAX], rd[PATH_MAX];
+    char dst[1200], pdir[1100], rs[PATH_MAX], rd[PATH_MAX];
     const char *slash = strrchr(pdf_path, '/');
-    if (slash) snprintf(dst, sizeof dst, "%.*s/summary.json", (int)(slash - pdf_path), pdf_path);
-    else snprintf(dst, sizeof dst, "summary.json");
+    if (slash) snprintf(pdir, sizeof pdir, "%.*s", slash == pdf_path ? 1 : (int)(slash - pdf_path), pdf_path);
+    else snprintf(pdir, sizeof pdir, ".");
+    snprintf(dst, sizeof dst, "%.*s.summary.json", (int)(strlen(pdf_path) - 4), pdf_path);  /* checked: ends in .pdf */
     tsc_status_t st = TSC_OK;
-    int same = realpath(tsc_fig_summary_path(src), rs) && realpath(dst, rd) && strcmp(rs, rd) == 0;
-    if (!same) {
+    int same = realpath(tsc_figure_src_dir(src), rs) && realpath(pdir, rd) && strcmp(rs, rd) == 0;
+    if (same) {
+        snprintf(dst, sizeof dst, "%.1100s", tsc_fig_summary_path(src));
+    } else {
         char *buf;
         size_t n;
         if ((st = tsc_read_file(tsc_fig_summary_path(src), &buf, &n)) == TSC_OK) {

@@ -70,7 +70,8 @@ TSC_API size_t tsc_jv_len(const tsc_jv_t *v, const char *path);       /* array l
 /* A number as an integer; dflt when absent, null, not finite or outside the range of long long. */
 long long tsc_jv_int(const tsc_jv_t *v, const char *path, long long dflt);
 
-/* Reads a whole file into *buf (NUL-terminated, caller frees). TSC_ERR_IO names path. */
+/* Reads a whole regular file into *buf (NUL-terminated, caller frees): tsc_file_read_text
+ * (util/tsc_file.h), so FIFOs and devices are refused and the size is capped. TSC_ERR_IO names path. */
 TSC_API tsc_status_t tsc_read_file(const char *path, char **buf, size_t *len);
 
 /* ---- figure sources and recipes ---- */

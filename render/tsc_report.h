@@ -31,7 +31,8 @@ extern "C" {
 
 typedef struct {
     int html;              /* also write <pdf without .pdf>.html (1) */
-    int copy_summary;      /* also copy summary.json beside the PDF, unless it is already there (1) */
+    int copy_summary;      /* also copy summary.json beside the PDF as <pdf without .pdf>.summary.json,
+                            * unless the PDF is in the analysis folder (1) */
     double fig_dpi;        /* resolution of the figures embedded as PNG (150) */
     const char *dump;      /* the dump for the figures that need it; NULL: as summary.json names it */
     const char *command;   /* how the report was invoked, for the reproduction section (or NULL) */

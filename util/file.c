@@ -1,6 +1,7 @@
 /* file.c: atomic output files (tsc_file.h). */
 #include "tsc_file.h"
 #include "util_internal.h"
+#include "tsc_mem.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -166,4 +167,65 @@ tsc_status_t tsc_out_write_parts(const char *path, const void *data, size_t n, c
 
 tsc_status_t tsc_out_write_all(const char *path, const void *data, size_t n) {
     return tsc_out_write_parts(path, data, n, NULL, 0);
+}
+
+/* ---- reading ---------------------------------------------------------------------------------- */
+
+static tsc_status_t not_regular(const char *path) {
+    return tsc_error_set(TSC_ERR_IO, "%s: not a regular file (a FIFO, device or socket); refused", path);
+}
+
+tsc_status_t tsc_file_check_regular(const char *path) {
+    struct stat s;
+    if (!path || !*path) return tsc_error_set(TSC_ERR_ARG, "empty input path");
+    if (stat(path, &s) != 0) return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    return S_ISREG(s.st_mode) ? TSC_OK : not_regular(path);
+}
+
+unsigned long long tsc_file_text_limit(void) {
+    const unsigned long long gib = 1ull << 30, budget = tsc_mem_budget();
+    const char *env = getenv("TSC_MAX_MEMORY");
+    uint64_t v;
+    if (env && tsc_mem_parse(env, &v) == TSC_OK) return budget;
+    return budget < gib ? budget : gib;
+}
+
+static tsc_status_t too_big(const char *path, unsigned long long n, unsigned long long lim) {
+    return tsc_error_set(TSC_ERR_UNSUPPORTED, "%s: %llu bytes, above the limit of %llu bytes for a text input; "
+                         "raise it with TSC_MAX_MEMORY=<bytes> if the input is trusted", path, n, lim);
+}
+
+tsc_status_t tsc_file_read_text(const char *path, char **buf, size_t *len) {
+    *buf = NULL;
+    *len = 0;
+    tsc_status_t st = tsc_file_check_regular(path);
+    if (st != TSC_OK) return st;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat s;
+    const unsigned long long lim = tsc_file_text_limit();
+    if (fstat(fd, &s) != 0 || !S_ISREG(s.st_mode)) st = not_regular(path);
+    else if ((unsigned long long)s.st_size > lim) st = too_big(path, (unsigned long long)s.st_size, lim);
+    size_t cap = st == TSC_OK ? (size_t)s.st_size + 1 : 0, n = 0;
+    char *p = st == TSC_OK ? malloc(cap) : NULL;
+    if (st == TSC_OK && !p) st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
+    while (st == TSC_OK) {
+        if (n + 1 >= cap) {  /* the file grew since fstat */
+            if ((unsigned long long)cap > lim) { st = too_big(path, (unsigned long long)n, lim); break; }
+            char *q = realloc(p, cap * 2 + 4096);
+            if (!q) { st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path); break; }
+            p = q, cap = cap * 2 + 4096;
+        }
+        ssize_t k = read(fd, p + n, cap - 1 - n);
+        if (k == 0) break;
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) st = tsc_error_set(TSC_ERR_IO, "%s: read error: %s", path, strerror(errno));
+        else n += (size_t)k;
+    }
+    close(fd);
+    if (st != TSC_OK) { free(p); return st; }
+    p[n] = '\0';
+    *buf = p;
+    *len = n;
+    return TSC_OK;
 }

@@ -54,6 +54,24 @@ TSC_API void tsc_out_abort(tsc_out_t *o);
 /* Writes n bytes to path atomically (tsc_out_open + fwrite + commit). */
 TSC_API tsc_status_t tsc_out_write_all(const char *path, const void *data, size_t n);
 
+/* ---- reading ---- */
+
+/* TSC_OK when path names a regular file (or a link to one). Otherwise TSC_ERR_IO naming the path:
+ * "PATH: cannot open: <strerror>" when stat fails, "PATH: not a regular file (a FIFO, device or
+ * socket); refused" for anything else (opening a FIFO for reading blocks forever). */
+TSC_API tsc_status_t tsc_file_check_regular(const char *path);
+
+/* The largest text input (JSON, training log) tsc_file_read_text accepts: 1 GiB, or the memory
+ * budget (util/tsc_mem.h) when TSC_MAX_MEMORY is set, and never above the budget. */
+TSC_API unsigned long long tsc_file_text_limit(void);
+
+/* Reads a whole regular file into *buf (malloc'ed, NUL-terminated; *len excludes the NUL).
+ * Refuses non-regular files (checked with stat, then fstat on a non-blocking descriptor, so a
+ * FIFO swapped in between never blocks) and files above tsc_file_text_limit() (TSC_ERR_UNSUPPORTED
+ * "PATH: N bytes, above the limit of M bytes for a text input; raise it with TSC_MAX_MEMORY=<bytes>
+ * if the input is trusted"), also when the file grows while read. */
+TSC_API tsc_status_t tsc_file_read_text(const char *path, char **buf, size_t *len);
+
 /* Installs handlers for SIGINT, SIGTERM and SIGHUP that remove every open temporary, then
  * re-raise the signal with its default action. For programs (the CLI), not libraries. */
 TSC_API void tsc_out_cleanup_install(void);

@@ -67,7 +67,8 @@ grep -q "data:image/png;base64," $h && ok || bad "HTML has no embedded figure"
 grep -Eqi "https?://|@import|<link|url\(|<script" $h && bad "HTML references an external resource: $(grep -Eoi 'https?://[^ \"]*|@import|<link|url\(|<script' $h | head -3)" || ok
 grep -Eoi "src=\"[^\"]{0,12}" $h | grep -v 'src="data:' | grep -q . && bad "an src= that is not a data URI" || ok
 grep -qF "$(sed -n 1p want.txt)" $h && ok || bad "HTML lacks the verdict"
-cmp -s out/summary.json an/summary.json && ok || bad "summary.json copy differs"
+cmp -s out/report.summary.json an/summary.json && ok || bad "summary.json copy (report.summary.json) differs"
+[ ! -e out/summary.json ] && ok || bad "the report wrote summary.json outside the analysis folder"
 
 # deterministic: the same input gives the same bytes
 mv out/report.pdf first.pdf; mv out/report.html first.html
