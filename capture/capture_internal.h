@@ -24,6 +24,19 @@
         tsc_h5_leave();          \
     } while (0)
 
+/* In a child just forked by the thread holding tsc_h5_lock (contain.c): a fresh, unlocked lock. */
+void tsc_h5_lock_child_reset(void);
+
+/* tsc_dump_open without the contained pre-check (dump.c): what the pre-check's child runs. */
+struct tsc_dump;
+tsc_status_t tsc_dump_open_direct(struct tsc_dump **out, const char *path);
+/* The open dump's root file (the dump, or a session's session.h5) and its session folder ("" for
+ * a file dump). */
+hid_t tsc_dump_root_id(const struct tsc_dump *d);
+const char *tsc_dump_session_dir(const struct tsc_dump *d);
+/* The contained pre-check when containment is on (contain.c), else TSC_OK. */
+tsc_status_t tsc_contain_before_open(const char *path);
+
 /* qsort order of long long values. */
 static inline int tsc_cmp_ll(const void *a, const void *b) {
     long long x = *(const long long *)a, y = *(const long long *)b;

@@ -418,9 +418,18 @@ fail:
     return st;
 }
 
-tsc_status_t tsc_dump_open(tsc_dump_t **out, const char *path) {
+tsc_status_t tsc_dump_open_direct(tsc_dump_t **out, const char *path) {
     TSC_H5_SCOPED(tsc_status_t, dump_open(out, path));
 }
+
+tsc_status_t tsc_dump_open(tsc_dump_t **out, const char *path) {
+    *out = NULL;
+    tsc_status_t st = tsc_contain_before_open(path); /* a child reads it first (tsc_contain.h) */
+    return st != TSC_OK ? st : tsc_dump_open_direct(out, path);
+}
+
+hid_t tsc_dump_root_id(const tsc_dump_t *d) { return d->root; }
+const char *tsc_dump_session_dir(const tsc_dump_t *d) { return d->dir; }
 
 static void close_ds(tsc_dump_t *d) {
     if (d->ds >= 0) H5Dclose(d->ds);

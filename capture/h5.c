@@ -32,6 +32,13 @@ void tsc_h5_lock(void) {
 
 void tsc_h5_unlock(void) { pthread_mutex_unlock(&h5_mutex); }
 
+/* A forked child's copy of the mutex is owned by the parent's thread id (glibc checks it), so the
+ * child can neither unlock nor take it: it gets a fresh, unlocked one. */
+void tsc_h5_lock_child_reset(void) {
+    pthread_once(&h5_mutex_once, h5_mutex_init);
+    h5_mutex_init();
+}
+
 /* The scope's state belongs to the thread holding h5_mutex: only that thread reads or writes it.
  * The host's automatic error handler is saved at the outermost tsc_h5_enter and put back at the
  * matching tsc_h5_leave, in the API generation (H5Eset_auto1/2) the host installed it with, as

@@ -86,7 +86,10 @@ typedef struct tsc_dump tsc_dump_t;
  * raw storage or storage under 1/1000 of its declared bytes is refused (TSC_ERR_FORMAT naming
  * the file and the object); a FIFO, device or socket (the path, session.h5 or a step file) is
  * TSC_ERR_IO, found with stat() before any open. TSC_ALLOW_EXTERNAL=1 lets links, external
- * storage and virtual datasets through. On failure *out is NULL and nothing is left open. */
+ * storage and virtual datasets through. With containment on (tsc_contain.h; off by default, the
+ * CLI turns it on) a forked child opens and walks the dump first, and a libhdf5 crash, hang or
+ * runaway there is TSC_ERR_FORMAT naming the file and the cause. On failure *out is NULL and
+ * nothing is left open. */
 TSC_API tsc_status_t tsc_dump_open(tsc_dump_t **out, const char *path);
 TSC_API void tsc_dump_close(tsc_dump_t *d);
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tsc_contain.h"
 #include "tsc_file.h"
 #include "tsc_status.h"
 
@@ -153,6 +154,7 @@ int main(int argc, char **argv) {
     }
     /* An interrupted job leaves no half-written temporary beside its outputs. */
     tsc_out_cleanup_install();
+    tsc_dump_set_containment(1); /* a dump's metadata is read first in a child (docs/SECURITY.md) */
     const tsc_cli_cmd_t *c = tsc_cli_find(argv[1]);
     if (!c) {
         fprintf(stderr, "tilescope: unknown command '%s'\n\n", argv[1]);
