@@ -13,6 +13,7 @@
 
 #include "tsc_contain.h"
 #include "tsc_file.h"
+#include "tsc_mem.h"
 #include "tsc_status.h"
 
 static int cmd_help(int argc, char **argv);
@@ -54,7 +55,9 @@ void tsc_cli_print_usage(const char *cmd, FILE *to) {
     for (c = tsc_cli_commands; c->name; c++) fprintf(to, "  %-10s %s\n", c->name, c->summary);
     fprintf(to, "\n`tilescope help <command>` or `tilescope <command> --help` for its options.\n"
                 "Every command accepts --trust-links: follow the external links, external raw storage and\n"
-                "virtual datasets of the dumps it reads (refused by default; docs/SECURITY.md).\n"
+                "virtual datasets of the dumps it reads (refused by default; docs/SECURITY.md), and\n"
+                "--max-memory BYTES (suffix K, M, G, T): the memory budget that sizes read from a file are\n"
+                "checked against before allocation (default half of the RAM, or TSC_MAX_MEMORY).\n"
                 "Exit status: 0 success, 1 the job failed, 2 usage error.\n");
 }
 
@@ -170,8 +173,18 @@ int main(int argc, char **argv) {
      * external links, external storage and virtual datasets are then followed (docs/SECURITY.md) */
     int n = 2;
     for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--trust-links") == 0) setenv("TSC_ALLOW_EXTERNAL", "1", 1);
-        else argv[n++] = argv[i];
+        if (strcmp(argv[i], "--trust-links") == 0) {
+            setenv("TSC_ALLOW_EXTERNAL", "1", 1);
+        } else if (strcmp(argv[i], "--max-memory") == 0) {
+            /* --max-memory BYTES, accepted by every command: the budget of util/tsc_mem.h */
+            uint64_t bytes;
+            if (i + 1 >= argc) return tsc_cli_usage_error(c->name, "--max-memory needs a value (e.g. 8G)");
+            if (tsc_mem_parse(argv[i + 1], &bytes) != TSC_OK)
+                return tsc_cli_usage_error(c->name, "--max-memory: %s", tsc_error_last());
+            setenv("TSC_MAX_MEMORY", argv[++i], 1);
+        } else {
+            argv[n++] = argv[i];
+        }
     }
     int rc = c->run(n - 2, argv + 2);
     if (rc != 0) {

@@ -192,7 +192,7 @@ unsigned long long tsc_file_text_limit(void) {
 
 static tsc_status_t too_big(const char *path, unsigned long long n, unsigned long long lim) {
     return tsc_error_set(TSC_ERR_UNSUPPORTED, "%s: %llu bytes, above the limit of %llu bytes for a text input; "
-                         "raise it with TSC_MAX_MEMORY=<bytes> if the input is trusted", path, n, lim);
+                         "raise it with --max-memory or TSC_MAX_MEMORY=<bytes> if the input is trusted", path, n, lim);
 }
 
 tsc_status_t tsc_file_read_text(const char *path, char **buf, size_t *len) {

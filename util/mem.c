@@ -45,7 +45,7 @@ tsc_status_t tsc_mem_check(uint64_t bytes, const char *what) {
     if (bytes <= budget) return TSC_OK;
     return tsc_error_set(TSC_ERR_UNSUPPORTED,
                          "%s needs %llu bytes (%.1f GiB), above the memory budget of %llu bytes (%.1f GiB); raise "
-                         "it with TSC_MAX_MEMORY=<bytes> if the input is trusted",
+                         "it with --max-memory or TSC_MAX_MEMORY=<bytes> if the input is trusted",
                          what ? what : "an allocation", (unsigned long long)bytes, (double)bytes / 1073741824.0,
                          (unsigned long long)budget, (double)budget / 1073741824.0);
 }

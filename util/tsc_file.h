@@ -68,7 +68,7 @@ TSC_API unsigned long long tsc_file_text_limit(void);
 /* Reads a whole regular file into *buf (malloc'ed, NUL-terminated; *len excludes the NUL).
  * Refuses non-regular files (checked with stat, then fstat on a non-blocking descriptor, so a
  * FIFO swapped in between never blocks) and files above tsc_file_text_limit() (TSC_ERR_UNSUPPORTED
- * "PATH: N bytes, above the limit of M bytes for a text input; raise it with TSC_MAX_MEMORY=<bytes>
+ * "PATH: N bytes, above the limit of M bytes for a text input; raise it with --max-memory or TSC_MAX_MEMORY=<bytes>
  * if the input is trusted"), also when the file grows while read. */
 TSC_API tsc_status_t tsc_file_read_text(const char *path, char **buf, size_t *len);
 

@@ -30,7 +30,7 @@ extern "C" {
 TSC_API uint64_t tsc_mem_budget(void);
 /* TSC_OK when bytes <= tsc_mem_budget(); else TSC_ERR_UNSUPPORTED with the detail
  * "<what> needs N bytes (X GiB), above the memory budget of M bytes (Y GiB); raise it with
- * TSC_MAX_MEMORY=<bytes> if the input is trusted". what may be NULL ("an allocation"). */
+ * --max-memory or TSC_MAX_MEMORY=<bytes> if the input is trusted". what may be NULL ("an allocation"). */
 TSC_API tsc_status_t tsc_mem_check(uint64_t bytes, const char *what);
 /* Parses "123", "64K", "512M", "8G", "1T" (case-insensitive suffix) into *out.
  * TSC_ERR_ARG for anything else (empty, negative, trailing text, overflow). */

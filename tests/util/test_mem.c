@@ -27,7 +27,7 @@ int main(void) {
     CHECK(tsc_mem_check(1 << 20, "x") == TSC_OK);
     CHECK(tsc_mem_check((1 << 20) + 1, "the score matrix") == TSC_ERR_UNSUPPORTED);
     CHECK_STREQ(tsc_error_last(), "the score matrix needs 1048577 bytes (0.0 GiB), above the memory budget of "
-                                  "1048576 bytes (0.0 GiB); raise it with TSC_MAX_MEMORY=<bytes> if the input is trusted");
+                                  "1048576 bytes (0.0 GiB); raise it with --max-memory or TSC_MAX_MEMORY=<bytes> if the input is trusted");
     setenv("TSC_MAX_MEMORY", "lots", 1);  /* ignored: the default applies */
     CHECK_EQ_INT(tsc_mem_budget(), def);
     unsetenv("TSC_MAX_MEMORY");
