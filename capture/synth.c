@@ -145,17 +145,166 @@ typedef struct {
     tsc_policy_t pol;
 } gen_t;
 
+/* Keys of one (batch, kv head), in the construction basis k0 [T, D], then rotated by R and rounded
+ * into kb: the planted kv heads keep direction 0 for the tied keys (0 and p, the same vector, of
+ * length a) and leave it empty in every other key. */
+static void gen_keys(const gen_t *g, long long step, int layer, int b, int kh, int kv_planted, double a,
+                     const double *R, double *k0, float *kb) {
+    const tsc_synth_shape_t *s = g->sh;
+    int T = s->seq_len, D = s->head_dim, p = s->tie_key;
+    rng_t rk = stream(g->seed, step, layer, K_KEY, b, kh);
+    for (int t = 0; t < T; t++) {
+        double *x = k0 + (size_t)t * D;
+        for (int d = 0; d < D; d++) x[d] = gauss(&rk);
+        if (kv_planted) {
+            if (t == 0 || t == p) { x[0] = a; for (int d = 1; d < D; d++) x[d] = 0; }
+            else x[0] = 0;
+        }
+        if (kv_planted && t == p) memcpy(kb + (size_t)t * D, kb, sizeof(float) * D);  /* bit-identical */
+        else rotate_round(R, D, x, kb + (size_t)t * D);
+    }
+}
+
+/* Values of one (batch, kv head) into vb [T, D]; the planted features of a planted kv head are
+ * large and negative, and their tied pair is nudged to a rounding halfway point. */
+static void gen_values(const gen_t *g, long long step, int layer, int b, int kh, int kv_planted, float *vb) {
+    const tsc_synth_shape_t *s = g->sh;
+    int T = s->seq_len, D = s->head_dim, p = s->tie_key;
+    rng_t rv = stream(g->seed, step, layer, K_VAL, b, kh);
+    for (int t = 0; t < T; t++)
+        for (int d = 0; d < D; d++) {
+            double z = gauss(&rv);
+            int feat = kv_planted && in_list(d, s->features, s->n_features);
+            vb[(size_t)t * D + d] = bf(feat ? -2.2 + 0.4 * z : z);
+        }
+    if (!kv_planted) return;
+    /* The planted features at the two tied keys: nudge V[p] by at most a few BF16
+     * spacings so that V[0] + V[p] (exact in FP32) lies exactly halfway between two
+     * BF16 values. Alone that tie would round to even; the tiny same-sign mass of the
+     * other keys makes it round up in magnitude: every planted row then carries the
+     * paper's negative rounding error (docs/MECHANISM.md §5, "two large, one small"). */
+    for (int fi = 0; fi < s->n_features; fi++) {
+        int f = s->features[fi];
+        float v0 = vb[f], vp = vb[(size_t)p * D + f];
+        uint16_t bits = tsc_bf16_from_f32(vp);
+        static const int steps[] = {0, 1, -1, 2, -2, 3, -3, 4, -4};
+        for (size_t k2 = 0; k2 < sizeof steps / sizeof *steps; k2++) {
+            float cand = tsc_bf16_to_f32((uint16_t)(bits + steps[k2]));
+            float sum = v0 + cand;
+            uint32_t u;
+            memcpy(&u, &sum, 4);
+            if ((u & 0xffffu) == 0x8000u) { vb[(size_t)p * D + f] = cand; break; }
+        }
+    }
+}
+
+/* A planted query row t into qt: q = (a, n): α·q·k = 14 at keys 0 and p, α·n·r ~ N(0,1)
+ * elsewhere; shrink n until every other visible score is >= TSC_SYNTH_MIN_GAP below. qv [D] is
+ * scratch. 1 when the row reached its regime, else 0. */
+static int planted_query(const gen_t *g, rng_t *rq, const double *R, const float *kb, int t, double a,
+                         double *qv, float *qt) {
+    int D = g->sh->head_dim, p = g->sh->tie_key;
+    double alpha = g->alpha;
+    double sig_n = 1.0 / (alpha * sqrt((double)(D - 1))); /* other planted-row scores ~ N(0, 1) */
+    for (int d = 1; d < D; d++) qv[d] = sig_n * gauss(rq);
+    qv[0] = a;
+    int ok = 0;
+    for (int it = 0; it < 40 && !ok; it++) {
+        rotate_round(R, D, qv, qt);
+        double tie = alpha * dotf(qt, kb, D), worst = -INFINITY, mass = 0;
+        for (int j = 1; j <= t; j++)
+            if (j != p) {
+                double sj = alpha * dotf(qt, kb + (size_t)j * D, D);
+                if (sj > worst) worst = sj;
+                mass += exp(sj - tie);
+            }
+        /* the non-tied P-bar mass times |V| (< ~4) must stay far below half an
+         * ULP of the tied sum (2^-6 in [4, 8)): at most 1e-3 of P-bar mass */
+        ok = tie - worst >= TSC_SYNTH_MIN_GAP + 0.25 && mass <= 1e-3;
+        if (!ok) for (int d = 1; d < D; d++) qv[d] *= 0.7;
+    }
+    return ok;
+}
+
+/* A random query row t into qt with a unique maximum: redraw until the runner-up is clearly
+ * behind (and, next to tied keys, the maximum is not one of them), then scale so that the margin
+ * is >= TSC_SYNTH_MIN_MARGIN with scores within +-40 (BF16 spacing there is <= 0.25, far below
+ * the margin). qv [D] is scratch. 1 when the row reached its regime, else 0. */
+static int random_query(const gen_t *g, rng_t *rq, const double *R, const float *kb, int t, int kv_planted,
+                        double self_score, double *qv, float *qt) {
+    int D = g->sh->head_dim, p = g->sh->tie_key;
+    double alpha = g->alpha;
+    int ok = 0;
+    for (int it = 0; it < 2000 && !ok; it++) {
+        for (int d = 0; d < D; d++) qv[d] = gauss(rq);
+        if (kv_planted) qv[0] = 0;  /* no component along the tied keys */
+        double best = -INFINITY, second = -INFINITY, s1 = 0, s2 = 0, amax = 0;
+        int jb = -1;
+        for (int pass = 0; pass < 2 && !ok; pass++) {
+            rotate_round(R, D, qv, qt);
+            best = second = -INFINITY; s1 = s2 = amax = 0; jb = -1;
+            for (int j = 0; j <= t; j++) {
+                double sj = alpha * dotf(qt, kb + (size_t)j * D, D);
+                s1 += sj; s2 += sj * sj;
+                if (fabs(sj) > amax) amax = fabs(sj);
+                if (sj > best) { second = best; best = sj; jb = j; }
+                else if (sj > second) second = sj;
+            }
+            if (t == 0) { ok = 1; break; }  /* one visible key */
+            if (kv_planted && (jb == 0 || jb == p)) break;
+            double gap = best - second;
+            if (pass == 1) { ok = gap >= TSC_SYNTH_MIN_MARGIN + 0.25; break; }
+            double sd = sqrt(fmax(s2 / (t + 1) - (s1 / (t + 1)) * (s1 / (t + 1)), 1e-12));
+            double lam = fmax((TSC_SYNTH_MIN_MARGIN + 0.5) / gap, self_score / 3.0 / sd);
+            if (!(gap > 0) || lam * amax > 40.0) break;
+            for (int d = 0; d < D; d++) qv[d] *= lam;
+        }
+    }
+    return ok;
+}
+
+/* Queries and dO of one (batch, head) into qb and db [T, D], against the head's keys kb. Returns
+ * 0, or 1 (tie gap) / 2 (unique-max margin) after writing why for the first row that failed. */
+static int gen_head(const gen_t *g, long long step, int layer, int b, int h, int kv_planted, double a,
+                    const double *R, const float *kb, double *qv, float *qb, float *db, char *why, size_t why_cap) {
+    const tsc_synth_shape_t *s = g->sh;
+    int T = s->seq_len, D = s->head_dim, p = s->tie_key, fail = 0;
+    int layer_planted = g->plant && in_list(layer, s->planted_layers, s->n_planted_layers);
+    int head_planted = layer_planted && in_list(h, s->planted_heads, s->n_planted_heads);
+    rng_t rq = stream(g->seed, step, layer, K_QRY, b, h);
+    rng_t rd = stream(g->seed, step, layer, K_DO, b, h);
+    /* each head gets its own sharpness: the target score of unplanted rows */
+    double self_score = 6.0 + 4.0 * unif(&rq);
+    for (int t = 0; t < T && !fail; t++) {
+        float *qt = qb + (size_t)t * D;
+        int planted_row = head_planted && t >= p && (t - p) % s->rows_stride == 0;
+        if (planted_row) {
+            if (!planted_query(g, &rq, R, kb, t, a, qv, qt)) fail = 1;
+        } else {
+            if (!random_query(g, &rq, R, kb, t, kv_planted, self_score, qv, qt)) fail = 2;
+        }
+        if (fail)
+            snprintf(why, why_cap, "step %lld, layer %d, head %d, row %d did not reach its %s", step, layer, h, t,
+                     fail == 1 ? "tie gap" : "unique-max margin");
+    }
+    for (int t = 0; t < T; t++)
+        for (int d = 0; d < D; d++) {
+            double z = gauss(&rd);
+            int feat = head_planted && in_list(d, s->features, s->n_features);
+            db[(size_t)t * D + d] = bf(1e-3 * (feat ? -1.0 + 0.25 * z : z));
+        }
+    return fail;
+}
+
 /* Fills q, k, v, dO of one layer (float holding BF16 values). Returns 0, or -1 when a row could
  * not be brought into its regime (a bug: the construction makes it converge). */
 static int gen_qkvdo(const gen_t *g, long long step, int layer, float *q, float *k, float *v, float *dout,
                      char *why, size_t why_cap) {
     const tsc_synth_shape_t *s = g->sh;
     int B = s->batch, H = s->n_head, Hkv = s->n_kv_head, T = s->seq_len, D = s->head_dim;
-    int group = H / Hkv, p = s->tie_key;
+    int group = H / Hkv;
     int layer_planted = g->plant && in_list(layer, s->planted_layers, s->n_planted_layers);
-    double alpha = g->alpha;
-    double a = sqrt(TSC_SYNTH_TIE_SCORE / alpha);      /* tied score α·a·a = 14 */
-    double sig_n = 1.0 / (alpha * sqrt((double)(D - 1))); /* other planted-row scores ~ N(0, 1) */
+    double a = sqrt(TSC_SYNTH_TIE_SCORE / g->alpha);      /* tied score α·a·a = 14 */
     int fail = 0;
     double *k0 = malloc(sizeof(double) * (size_t)T * D);
     double *R = malloc(sizeof(double) * (size_t)D * D);
@@ -167,124 +316,12 @@ static int gen_qkvdo(const gen_t *g, long long step, int layer, float *q, float 
             for (int h = kh * group; h < (kh + 1) * group; h++)
                 kv_planted |= layer_planted && in_list(h, s->planted_heads, s->n_planted_heads);
             rotation(g->seed, layer, kh, D, R);
-            /* keys, in the construction basis: the planted kv heads keep direction 0 for the tied
-             * keys (0 and p, the same vector) and leave it empty in every other key */
-            rng_t rk = stream(g->seed, step, layer, K_KEY, b, kh);
             float *kb = k + ((size_t)b * Hkv + kh) * T * D;
-            for (int t = 0; t < T; t++) {
-                double *x = k0 + (size_t)t * D;
-                for (int d = 0; d < D; d++) x[d] = gauss(&rk);
-                if (kv_planted) {
-                    if (t == 0 || t == p) { x[0] = a; for (int d = 1; d < D; d++) x[d] = 0; }
-                    else x[0] = 0;
-                }
-                if (kv_planted && t == p) memcpy(kb + (size_t)t * D, kb, sizeof(float) * D);  /* bit-identical */
-                else rotate_round(R, D, x, kb + (size_t)t * D);
-            }
-            rng_t rv = stream(g->seed, step, layer, K_VAL, b, kh);
-            float *vb = v + ((size_t)b * Hkv + kh) * T * D;
-            for (int t = 0; t < T; t++)
-                for (int d = 0; d < D; d++) {
-                    double z = gauss(&rv);
-                    int feat = kv_planted && in_list(d, s->features, s->n_features);
-                    vb[(size_t)t * D + d] = bf(feat ? -2.2 + 0.4 * z : z);
-                }
-            if (kv_planted) {
-                /* The planted features at the two tied keys: nudge V[p] by at most a few BF16
-                 * spacings so that V[0] + V[p] (exact in FP32) lies exactly halfway between two
-                 * BF16 values. Alone that tie would round to even; the tiny same-sign mass of the
-                 * other keys makes it round up in magnitude: every planted row then carries the
-                 * paper's negative rounding error (docs/MECHANISM.md §5, "two large, one small"). */
-                for (int fi = 0; fi < s->n_features; fi++) {
-                    int f = s->features[fi];
-                    float v0 = vb[f], vp = vb[(size_t)p * D + f];
-                    uint16_t bits = tsc_bf16_from_f32(vp);
-                    static const int steps[] = {0, 1, -1, 2, -2, 3, -3, 4, -4};
-                    for (size_t k2 = 0; k2 < sizeof steps / sizeof *steps; k2++) {
-                        float cand = tsc_bf16_to_f32((uint16_t)(bits + steps[k2]));
-                        float sum = v0 + cand;
-                        uint32_t u;
-                        memcpy(&u, &sum, 4);
-                        if ((u & 0xffffu) == 0x8000u) { vb[(size_t)p * D + f] = cand; break; }
-                    }
-                }
-            }
-            for (int h = kh * group; h < (kh + 1) * group && !fail; h++) {
-                int head_planted = layer_planted && in_list(h, s->planted_heads, s->n_planted_heads);
-                rng_t rq = stream(g->seed, step, layer, K_QRY, b, h);
-                rng_t rd = stream(g->seed, step, layer, K_DO, b, h);
-                /* each head gets its own sharpness: the target score of unplanted rows */
-                double self_score = 6.0 + 4.0 * unif(&rq);
-                float *qb = q + ((size_t)b * H + h) * T * D;
-                for (int t = 0; t < T && !fail; t++) {
-                    float *qt = qb + (size_t)t * D;
-                    int planted_row = head_planted && t >= p && (t - p) % s->rows_stride == 0;
-                    if (planted_row) {
-                        /* q = (a, n): α·q·k = 14 at keys 0 and p, α·n·r ~ N(0,1) elsewhere; shrink n
-                         * until every other visible score is >= TSC_SYNTH_MIN_GAP below */
-                        for (int d = 1; d < D; d++) qv[d] = sig_n * gauss(&rq);
-                        qv[0] = a;
-                        int ok = 0;
-                        for (int it = 0; it < 40 && !ok; it++) {
-                            rotate_round(R, D, qv, qt);
-                            double tie = alpha * dotf(qt, kb, D), worst = -INFINITY, mass = 0;
-                            for (int j = 1; j <= t; j++)
-                                if (j != p) {
-                                    double sj = alpha * dotf(qt, kb + (size_t)j * D, D);
-                                    if (sj > worst) worst = sj;
-                                    mass += exp(sj - tie);
-                                }
-                            /* the non-tied P-bar mass times |V| (< ~4) must stay far below half an
-                             * ULP of the tied sum (2^-6 in [4, 8)): at most 1e-3 of P-bar mass */
-                            ok = tie - worst >= TSC_SYNTH_MIN_GAP + 0.25 && mass <= 1e-3;
-                            if (!ok) for (int d = 1; d < D; d++) qv[d] *= 0.7;
-                        }
-                        if (!ok) fail = 1;
-                    } else {
-                        /* a random query with a unique maximum: redraw until the runner-up is clearly
-                         * behind (and, next to tied keys, the maximum is not one of them), then scale
-                         * so that the margin is >= TSC_SYNTH_MIN_MARGIN with scores within +-40
-                         * (BF16 spacing there is <= 0.25, far below the margin) */
-                        int ok = 0;
-                        for (int it = 0; it < 2000 && !ok; it++) {
-                            for (int d = 0; d < D; d++) qv[d] = gauss(&rq);
-                            if (kv_planted) qv[0] = 0;  /* no component along the tied keys */
-                            double best = -INFINITY, second = -INFINITY, s1 = 0, s2 = 0, amax = 0;
-                            int jb = -1;
-                            for (int pass = 0; pass < 2 && !ok; pass++) {
-                                rotate_round(R, D, qv, qt);
-                                best = second = -INFINITY; s1 = s2 = amax = 0; jb = -1;
-                                for (int j = 0; j <= t; j++) {
-                                    double sj = alpha * dotf(qt, kb + (size_t)j * D, D);
-                                    s1 += sj; s2 += sj * sj;
-                                    if (fabs(sj) > amax) amax = fabs(sj);
-                                    if (sj > best) { second = best; best = sj; jb = j; }
-                                    else if (sj > second) second = sj;
-                                }
-                                if (t == 0) { ok = 1; break; }  /* one visible key */
-                                if (kv_planted && (jb == 0 || jb == p)) break;
-                                double gap = best - second;
-                                if (pass == 1) { ok = gap >= TSC_SYNTH_MIN_MARGIN + 0.25; break; }
-                                double sd = sqrt(fmax(s2 / (t + 1) - (s1 / (t + 1)) * (s1 / (t + 1)), 1e-12));
-                                double lam = fmax((TSC_SYNTH_MIN_MARGIN + 0.5) / gap, self_score / 3.0 / sd);
-                                if (!(gap > 0) || lam * amax > 40.0) break;
-                                for (int d = 0; d < D; d++) qv[d] *= lam;
-                            }
-                        }
-                        if (!ok) fail = 2;
-                    }
-                    if (fail)
-                        snprintf(why, why_cap, "step %lld, layer %d, head %d, row %d did not reach its %s", step, layer,
-                                 h, t, fail == 1 ? "tie gap" : "unique-max margin");
-                }
-                float *db = dout + ((size_t)b * H + h) * T * D;
-                for (int t = 0; t < T; t++)
-                    for (int d = 0; d < D; d++) {
-                        double z = gauss(&rd);
-                        int feat = head_planted && in_list(d, s->features, s->n_features);
-                        db[(size_t)t * D + d] = bf(1e-3 * (feat ? -1.0 + 0.25 * z : z));
-                    }
-            }
+            gen_keys(g, step, layer, b, kh, kv_planted, a, R, k0, kb);
+            gen_values(g, step, layer, b, kh, kv_planted, v + ((size_t)b * Hkv + kh) * T * D);
+            for (int h = kh * group; h < (kh + 1) * group && !fail; h++)
+                fail = gen_head(g, step, layer, b, h, kv_planted, a, R, kb, qv, q + ((size_t)b * H + h) * T * D,
+                                dout + ((size_t)b * H + h) * T * D, why, why_cap);
         }
     free(k0);
     free(R);

@@ -31,38 +31,30 @@ static void addf(char *buf, size_t cap, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* Fills the six links of the chain from summary.json, analysis.h5 and the logs. verdict: [cap]. */
-static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, size_t vcap) {
-    const tsc_jv_t *sm = tsc_figure_src_summary(s);
-    const tsc_jv_t *top = tsc_jv_path(sm, "diagnosis.at_risk.0");
-    tsc_figure_opts_t o;
-    tsc_figure_opts_init(&o);
-    tsc_fig_sel_t sel;
-    tsc_fig_resolve(s, &o, &sel);
-    const tsc_jv_t *rec = tsc_fig_head_record(s, sel.step, sel.layer, sel.head);
-    static const char *titles[N_NODES] = {"1. Rounding in P-bar V", "2. Biased delta", "3. Similar rank-1 terms",
-                                          "4. Accumulated W^Q error", "5. Spectral norm of W^Q", "6. Loss"};
-    memset(nd, 0, N_NODES * sizeof *nd);
-    for (int i = 0; i < N_NODES; i++) nd[i].title = titles[i];
+/* The verdict line: the diagnosis of the shown head, else how many head records were flagged, else
+ * that none was. */
+static void set_verdict(const tsc_jv_t *sm, const tsc_jv_t *top, const tsc_fig_sel_t *sel, char *verdict,
+                        size_t vcap) {
     double n_flag = tsc_jv_num(sm, "n_flagged_heads");
-    /* verdict line */
     if (top)
-        snprintf(verdict, vcap, "Verdict for layer %d head %d (step %lld): %s. %s", sel.layer, sel.head, sel.step,
+        snprintf(verdict, vcap, "Verdict for layer %d head %d (step %lld): %s. %s", sel->layer, sel->head, sel->step,
                  tsc_jv_str(top, "verdict") ? tsc_jv_str(top, "verdict") : "?",
                  tsc_jv_str(top, "recommendation") ? tsc_jv_str(top, "recommendation") : "");
     else if (n_flag > 0)
         snprintf(verdict, vcap, "%g flagged head records (analysis only: run `tilescope diagnose` for the verdict); "
-                                "shown: layer %d head %d, step %lld.", n_flag, sel.layer, sel.head, sel.step);
+                                "shown: layer %d head %d, step %lld.", n_flag, sel->layer, sel->head, sel->step);
     else
         snprintf(verdict, vcap, "No biased head found (flag rule: family-wise false-positive bound %g); shown: layer %d "
-                                "head %d.", tsc_jv_num(sm, "flag_rule.alpha"), sel.layer, sel.head);
-    /* 1. rounding */
-    node_t *n = &nd[0];
+                                "head %d.", tsc_jv_num(sm, "flag_rule.alpha"), sel->layer, sel->head);
+}
+
+/* Link 1: a traced rounding event, else the census of rounding-up events; the rows with ties. */
+static void node_rounding(node_t *n, const tsc_jv_t *top, const tsc_jv_t *rec, const tsc_fig_sel_t *sel) {
     const tsc_jv_t *ev = top ? tsc_jv_get(top, "event") : NULL;
     if (ev && tsc_jv_num(ev, "found") == 1) {
         n->evidence = 2;
         addf(n->body, sizeof n->body, "step %lld row %g feature %g, key %g (P-bar %g)\nFP32 sum %.6g -> %s %.6g\n"
-             "error %.3g", sel.step, tsc_jv_num(ev, "token"), tsc_jv_num(ev, "feature"), tsc_jv_num(ev, "key"),
+             "error %.3g", sel->step, tsc_jv_num(ev, "token"), tsc_jv_num(ev, "feature"), tsc_jv_num(ev, "key"),
              tsc_jv_num(ev, "pbar"), tsc_jv_num(ev, "sum_fp32"), tsc_jv_str(ev, "out_format") ? tsc_jv_str(ev, "out_format") : "?",
              tsc_jv_num(ev, "rounded"), tsc_jv_num(ev, "error"));
         if (tsc_jv_str(top, "culprit"))
@@ -78,8 +70,11 @@ static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, si
     if (rec && tsc_jv_num(rec, "ties.rows_multi_max") >= 0)
         addf(n->body, sizeof n->body, "\nrows with >= 2 maxima: %g of %g", tsc_jv_num(rec, "ties.rows_multi_max"),
              tsc_jv_num(rec, "rows"));
-    /* 2. biased delta */
-    n = &nd[1];
+}
+
+/* Link 2: delta_lp - delta_hp biased in a flagged head. Returns the accumulated sum shown. */
+static double node_delta(node_t *n, const tsc_jv_t *sm, const tsc_jv_t *top, const tsc_jv_t *rec) {
+    double n_flag = tsc_jv_num(sm, "n_flagged_heads");
     double cum = top ? tsc_jv_num(top, "delta_cumsum") : (rec ? tsc_jv_num(rec, "delta.cumsum") : NAN);
     int biased = 0;
     const tsc_jv_t *hs = tsc_jv_get(sm, "heads");
@@ -96,7 +91,13 @@ static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, si
         addf(n->body, sizeof n->body, "%s: delta_lp - delta_hp not biased in any head (accumulated %+.3g)",
              n->evidence ? "measured" : "no evidence", cum);
     }
-    /* 3. rank-1 similarity, 4. accumulated error: need x */
+    return cum;
+}
+
+/* Links 3 and 4 (nd[2], nd[3]): similar rank-1 terms and the accumulated W^Q error; both need x.
+ * nd[1] (link 2) must be filled; cum is its accumulated sum. */
+static void node_rank1(node_t *nd, const tsc_jv_t *sm, const tsc_jv_t *top, const tsc_jv_t *rec,
+                       const tsc_fig_sel_t *sel, double cum) {
     int has_x = rec && tsc_jv_num(rec, "rank1.has_x") == 1;
     if (has_x) {
         /* similar terms: the diagnosis says the error accumulates, the terms add up over all tokens
@@ -113,7 +114,7 @@ static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, si
             addf(nd[2].body, sizeof nd[2].body, "\nnot similar: the terms add up like random signs");
         nd[3].evidence = !isfinite(tsc_jv_num(rec, "rank1.dwq_err_fro")) ? 0 : similar && nd[1].evidence == 2 ? 2 : 1;
         addf(nd[3].body, sizeof nd[3].body, "|dW^Q error|_F at step %lld: %.3g\ncoefficient accumulated over %g steps: "
-             "%+.3g", sel.step, tsc_jv_num(rec, "rank1.dwq_err_fro"), tsc_jv_num(sm, "computed_over.steps"), cum);
+             "%+.3g", sel->step, tsc_jv_num(rec, "rank1.dwq_err_fro"), tsc_jv_num(sm, "computed_over.steps"), cum);
         if (nd[3].evidence == 1)
             addf(nd[3].body, sizeof nd[3].body, "\nwithout a biased coefficient along a common direction the "
                                                 "errors do not add up");
@@ -121,18 +122,20 @@ static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, si
         snprintf(nd[2].body, sizeof nd[2].body, "no evidence: x not captured (the QKV input is needed for (PK)^T X)");
         snprintf(nd[3].body, sizeof nd[3].body, "no evidence: x not captured");
     }
-    /* 5. spectral norm */
-    n = &nd[4];
+}
+
+/* Link 5: the shown head's spectral norm of W^Q against the others of its layer. */
+static void node_wq_norm(node_t *n, const tsc_figure_src_t *s, const tsc_fig_sel_t *sel) {
     char p[96];
-    snprintf(p, sizeof p, "step_%08lld/layer_%03d/wq_head_norm", sel.step, sel.layer);
+    snprintf(p, sizeof p, "step_%08lld/layer_%03d/wq_head_norm", sel->step, sel->layer);
     double *wn = NULL;
     int r;
     long long d[4];
-    if (tsc_fig_read_ds(s, p, &wn, &r, d) == TSC_OK && sel.head < d[0] && isfinite(wn[sel.head])) {
+    if (tsc_fig_read_ds(s, p, &wn, &r, d) == TSC_OK && sel->head < d[0] && isfinite(wn[sel->head])) {
         int rank = 1, H = (int)d[0], nf = 0;
         double mx = 0, sorted[256];
         for (int h = 0; h < H; h++) {
-            if (wn[h] > wn[sel.head]) rank++;
+            if (wn[h] > wn[sel->head]) rank++;
             if (wn[h] > mx) mx = wn[h];
             if (isfinite(wn[h]) && nf < 256) sorted[nf++] = wn[h];
         }
@@ -143,16 +146,18 @@ static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, si
             }
         double med = nf ? (nf % 2 ? sorted[nf / 2] : 0.5 * (sorted[nf / 2 - 1] + sorted[nf / 2])) : NAN;
         /* supports the link when this head stands out of its layer: in its top quarter, or 1.5x the median */
-        n->evidence = rank <= (H + 3) / 4 || wn[sel.head] >= 1.5 * med ? 2 : 1;
-        addf(n->body, sizeof n->body, "head %d: %.4g (rank %d of %d in layer %d; largest %.4g, median %.4g)", sel.head,
-             wn[sel.head], rank, H, sel.layer, mx, med);
+        n->evidence = rank <= (H + 3) / 4 || wn[sel->head] >= 1.5 * med ? 2 : 1;
+        addf(n->body, sizeof n->body, "head %d: %.4g (rank %d of %d in layer %d; largest %.4g, median %.4g)", sel->head,
+             wn[sel->head], rank, H, sel->layer, mx, med);
         if (n->evidence == 1) addf(n->body, sizeof n->body, "\nnot among the largest of its layer");
     } else {
         addf(n->body, sizeof n->body, "no evidence: w_q not captured");
     }
     free(wn);
-    /* 6. loss */
-    n = &nd[5];
+}
+
+/* Link 6: a training log whose loss diverges (last > 1.5x its minimum). */
+static void node_loss(node_t *n, const tsc_figure_src_t *s) {
     int nl = tsc_figure_src_n_logs(s);
     for (int i = 0; i < nl && !n->evidence; i++) {
         const tsc_log_t *lg = tsc_figure_src_log(s, i);
@@ -174,6 +179,27 @@ static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, si
     }
     if (!n->evidence)
         addf(n->body, sizeof n->body, "no evidence: no training log given (--log NAME=FILE)");
+}
+
+/* Fills the six links of the chain from summary.json, analysis.h5 and the logs. verdict: [cap]. */
+static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, size_t vcap) {
+    const tsc_jv_t *sm = tsc_figure_src_summary(s);
+    const tsc_jv_t *top = tsc_jv_path(sm, "diagnosis.at_risk.0");
+    tsc_figure_opts_t o;
+    tsc_figure_opts_init(&o);
+    tsc_fig_sel_t sel;
+    tsc_fig_resolve(s, &o, &sel);
+    const tsc_jv_t *rec = tsc_fig_head_record(s, sel.step, sel.layer, sel.head);
+    static const char *titles[N_NODES] = {"1. Rounding in P-bar V", "2. Biased delta", "3. Similar rank-1 terms",
+                                          "4. Accumulated W^Q error", "5. Spectral norm of W^Q", "6. Loss"};
+    memset(nd, 0, N_NODES * sizeof *nd);
+    for (int i = 0; i < N_NODES; i++) nd[i].title = titles[i];
+    set_verdict(sm, top, &sel, verdict, vcap);
+    node_rounding(&nd[0], top, rec, &sel);
+    double cum = node_delta(&nd[1], sm, top, rec);
+    node_rank1(nd, sm, top, rec, &sel, cum);
+    node_wq_norm(&nd[4], s, &sel);
+    node_loss(&nd[5], s);
 }
 
 typedef struct {

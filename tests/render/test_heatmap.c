@@ -29,21 +29,19 @@ static int has_tool(const char *name) {
     return system(cmd) == 0;
 }
 
-int main(void) {
+/* The planted matrix of cases 1, 2, 7, 8 and 9: 37 x 53, odd and asymmetric. */
+enum { R = 37, C = 53 };
+
+/* 1. A planted hot and cold cell in an odd, asymmetric matrix (37 x 53). Returns 0 when no image
+ * came back (the remaining cases then do not run). */
+static int test_planted(const tsc_heatmap_panel_t *p) {
     tsc_heatmap_opts_t o;
     tsc_heatmap_info_t f[4];
     cairo_surface_t *img = NULL;
-
-    /* 1. A planted hot and cold cell in an odd, asymmetric matrix (37 x 53). */
-    enum { R = 37, C = 53 };
-    float *a = calloc(R * C, sizeof *a);
-    a[11 * C + 29] = 1.0f;   /* hot */
-    a[30 * C + 5] = -1.0f;   /* cold */
     tsc_heatmap_opts_init(&o);
-    tsc_heatmap_panel_t p = {.data = a, .rows = R, .cols = C, .title = "planted", .xlabel = "key", .ylabel = "query"};
-    CHECK(tsc_heatmap_render(&o, &p, 1, &img, f) == TSC_OK);
+    CHECK(tsc_heatmap_render(&o, p, 1, &img, f) == TSC_OK);
     CHECK(img != NULL);
-    if (!img) return tsc_test_done();
+    if (!img) return 0;
     /* 3.25 x 2.6 in at 300 dpi. */
     CHECK_EQ_INT(cairo_image_surface_get_width(img), 975);
     CHECK_EQ_INT(cairo_image_surface_get_height(img), 780);
@@ -84,12 +82,20 @@ int main(void) {
     CHECK_EQ_U32(px(img, cbx, (int)(f[0].cbar_y + f[0].cbar_h) - 1), bottom);
     CHECK(f[0].cbar_x > f[0].plot_x + f[0].plot_w && f[0].cbar_x + f[0].cbar_w < 975);
     cairo_surface_destroy(img);
+    return 1;
+}
 
-    /* 2. Diverging map, symmetric norm: zero is the neutral centre, bar ends are blue and red. */
+/* 2. Diverging map, symmetric norm: zero is the neutral centre, bar ends are blue and red. */
+static void test_diverging(float *a, const tsc_heatmap_panel_t *p) {
+    tsc_heatmap_opts_t o;
+    tsc_heatmap_info_t f[4];
+    cairo_surface_t *img = NULL;
+    int x, y, cbx;
+    tsc_heatmap_opts_init(&o);
     o.cmap = TSC_CMAP_COOLWARM;
     o.norm_kind = TSC_NORM_SYMMETRIC;
     a[11 * C + 29] = 4.0f;  /* asymmetric data: the scale must still be [-4, 4] */
-    CHECK(tsc_heatmap_render(&o, &p, 1, &img, f) == TSC_OK);
+    CHECK(tsc_heatmap_render(&o, p, 1, &img, f) == TSC_OK);
     CHECK(f[0].norm.vmin == -4 && f[0].norm.vmax == 4);
     cell_centre(&f[0], R, C, 0, 0, &x, &y);
     CHECK_EQ_U32(px(img, x, y), 0xFFDDDDDDu);  /* zero: the neutral centre (221, 221, 221) */
@@ -100,8 +106,14 @@ int main(void) {
     CHECK_EQ_U32(px(img, cbx, (int)(f[0].cbar_y + f[0].cbar_h) - 1), 0xFF3B4CC0u);
     CHECK_EQ_U32(px(img, cbx, (int)f[0].cbar_y), 0xFFB40426u);
     cairo_surface_destroy(img);
+}
 
-    /* 3. Causal mask and non-finite cells. */
+/* 3. Causal mask and non-finite cells. */
+static void test_masks(void) {
+    tsc_heatmap_opts_t o;
+    tsc_heatmap_info_t f[4];
+    cairo_surface_t *img = NULL;
+    int x, y;
     enum { T = 40 };
     float *s = malloc(T * T * sizeof *s);
     for (int i = 0; i < T * T; i++) s[i] = (float)(i % 7) / 6.0f;
@@ -145,8 +157,14 @@ int main(void) {
     CHECK_EQ_INT(f[0].n_masked, 1);
     CHECK_EQ_INT(f[0].n_nonfinite, 3);
     cairo_surface_destroy(img);
+    free(s); free(m);
+}
 
-    /* 4. Pooling keeps extremes: one -50 among values in [-1, 1] in a 1200 x 1100 matrix. */
+/* 4. Pooling keeps extremes: one -50 among values in [-1, 1] in a 1200 x 1100 matrix. */
+static void test_pooling(void) {
+    tsc_heatmap_opts_t o;
+    tsc_heatmap_info_t f[4];
+    cairo_surface_t *img = NULL;
     enum { BR = 1200, BC = 1100 };
     float *b = malloc((size_t)BR * BC * sizeof *b);
     for (int i = 0; i < BR * BC; i++) b[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
@@ -187,8 +205,15 @@ int main(void) {
     CHECK(f[0].pool_rows == 10 && f[0].pool_cols == 10 && f[0].shown_rows == 120 && f[0].shown_cols == 110);
     CHECK_STREQ(f[0].note, "1200x1100 shown as 120x110, max-|x| pooling 10x10");
     cairo_surface_destroy(img);
+    free(b);
+}
 
-    /* 5. Multi-panel grids: 2 x 2, shared scale (one bar) and per-panel scales (four bars). */
+/* 5. Multi-panel grids: 2 x 2, shared scale (one bar) and per-panel scales (four bars). */
+static void test_grid(void) {
+    tsc_heatmap_opts_t o;
+    tsc_heatmap_info_t f[4];
+    cairo_surface_t *img = NULL;
+    int x, y;
     tsc_heatmap_opts_init(&o);
     o.width_in = 6.5; o.height_in = 5; o.grid_cols = 2; o.dpi = 100;
     float *q = malloc(4 * 24 * 16 * sizeof *q);
@@ -211,8 +236,15 @@ int main(void) {
     cell_centre(&f[0], 24, 16, 0, 12, &x, &y);
     CHECK_EQ_U32(px(img, x, y), tsc_cmap_argb(TSC_CMAP_VIRIDIS, 1));
     cairo_surface_destroy(img);
+    free(q);
+}
 
-    /* 6. Fixed norms: log scale for probabilities. */
+/* 6. Fixed norms: log scale for probabilities. */
+static void test_fixed_norms(void) {
+    tsc_heatmap_opts_t o;
+    tsc_heatmap_info_t f[4];
+    cairo_surface_t *img = NULL;
+    int x, y;
     tsc_heatmap_opts_init(&o);
     float pr[3 * 4] = {1e-6f, 1e-3f, 1.0f, 0.0f, 1e-4f, 1e-2f, 0.5f, 0.25f, 1e-5f, 1e-6f, 1e-6f, 1e-6f};
     tsc_heatmap_panel_t pp = {.data = pr, .rows = 3, .cols = 4};
@@ -232,23 +264,33 @@ int main(void) {
     o.norm.kind = TSC_NORM_LOG;
     o.norm.vmin = 0;  /* invalid fixed log norm */
     CHECK(tsc_heatmap_render(&o, &pp, 1, &img, f) == TSC_ERR_ARG);
+}
 
-    /* 7. Argument errors: text below 7 pt, a figure too small for its text, empty data. */
+/* 7. Argument errors: text below 7 pt, a figure too small for its text, empty data. */
+static void test_arg_errors(const tsc_heatmap_panel_t *p) {
+    tsc_heatmap_opts_t o;
+    tsc_heatmap_info_t f[4];
+    cairo_surface_t *img = NULL;
     tsc_heatmap_opts_init(&o);
     o.font_pt = 6;
-    CHECK(tsc_heatmap_render(&o, &p, 1, &img, f) == TSC_ERR_ARG && strstr(tsc_error_last(), "7"));
+    CHECK(tsc_heatmap_render(&o, p, 1, &img, f) == TSC_ERR_ARG && strstr(tsc_error_last(), "7"));
     tsc_heatmap_opts_init(&o);
     o.width_in = 0.6; o.height_in = 0.6;
-    CHECK(tsc_heatmap_render(&o, &p, 1, &img, f) == TSC_ERR_ARG);
+    CHECK(tsc_heatmap_render(&o, p, 1, &img, f) == TSC_ERR_ARG);
     tsc_heatmap_opts_init(&o);
     tsc_heatmap_panel_t pe = {.data = NULL, .rows = 3, .cols = 3};
     CHECK(tsc_heatmap_render(&o, &pe, 1, &img, f) == TSC_ERR_ARG);
+}
 
-    /* 8. Square cells (equal aspect) and long category labels (drawn vertically). */
+/* 8. Square cells (equal aspect) and long category labels (drawn vertically). */
+static void test_aspect_and_labels(const tsc_heatmap_panel_t *p) {
+    tsc_heatmap_opts_t o;
+    tsc_heatmap_info_t f[4];
+    cairo_surface_t *img = NULL;
     tsc_heatmap_opts_init(&o);
     o.equal_aspect = 1;
     o.width_in = 6.5;
-    CHECK(tsc_heatmap_render(&o, &p, 1, &img, f) == TSC_OK);
+    CHECK(tsc_heatmap_render(&o, p, 1, &img, f) == TSC_OK);
     CHECKF(fabs(f[0].plot_w / f[0].plot_h - (double)C / R) < 0.01, "plot %gx%g for %dx%d cells", f[0].plot_w,
            f[0].plot_h, R, C);
     cairo_surface_destroy(img);
@@ -260,16 +302,19 @@ int main(void) {
     CHECK(tsc_heatmap_render(&o, &pw, 1, &img, f) == TSC_OK);
     CHECK_EQ_INT(f[0].n_nonfinite, 1);
     cairo_surface_destroy(img);
+}
 
-    /* 9. Files: PNG (read back), SVG (well-formed XML), PDF (pdfinfo: page size in points). */
-    char dir[] = "/tmp/tsc-heatmap-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
+/* 9. Files: PNG (read back), SVG (well-formed XML), PDF (pdfinfo: page size in points). */
+static void test_files(const tsc_heatmap_panel_t *p, const char *dir) {
+    tsc_heatmap_opts_t o;
+    tsc_heatmap_info_t f[4];
+    int x, y;
     char path[256], cmd[512];
     tsc_heatmap_opts_init(&o);
     o.title = "planted \"cell\" <&>";  /* markup characters stay text */
     o.cbar_label = "value"; o.cbar_units = "ULP";
     snprintf(path, sizeof path, "%s/h.png", dir);
-    CHECK(tsc_heatmap_write(&o, &p, 1, path, TSC_IMG_AUTO, f) == TSC_OK);
+    CHECK(tsc_heatmap_write(&o, p, 1, path, TSC_IMG_AUTO, f) == TSC_OK);
     {   /* Permissions as for any new file (0666 & ~umask), not a temporary file's 0600. */
         mode_t um = umask(0);
         umask(um);
@@ -284,14 +329,14 @@ int main(void) {
     CHECK_EQ_U32(px(back, x, y), tsc_cmap_argb(TSC_CMAP_VIRIDIS, 1));
     cairo_surface_destroy(back);
     snprintf(path, sizeof path, "%s/h.svg", dir);
-    CHECK(tsc_heatmap_write(&o, &p, 1, path, TSC_IMG_AUTO, f) == TSC_OK);
+    CHECK(tsc_heatmap_write(&o, p, 1, path, TSC_IMG_AUTO, f) == TSC_OK);
     CHECK(f[0].plot_w > 0 && f[0].plot_w < 234);  /* points, inside a 234 pt wide page */
     if (has_tool("xmllint")) {
         snprintf(cmd, sizeof cmd, "xmllint --noout '%s'", path);
         CHECK(system(cmd) == 0);
     }
     snprintf(path, sizeof path, "%s/h.pdf", dir);
-    CHECK(tsc_heatmap_write(&o, &p, 1, path, TSC_IMG_AUTO, f) == TSC_OK);
+    CHECK(tsc_heatmap_write(&o, p, 1, path, TSC_IMG_AUTO, f) == TSC_OK);
     if (has_tool("pdfinfo")) {
         snprintf(cmd, sizeof cmd, "pdfinfo '%s' 2>&1", path);
         FILE *pi = popen(cmd, "r");
@@ -302,13 +347,23 @@ int main(void) {
         CHECK(pi && pclose(pi) == 0);
         CHECK(size_ok);
     }
+}
+
+/* 9 (cont.). Reproducible PDF bytes, and write errors that leave no file behind. */
+static void test_file_repro_and_errors(const tsc_heatmap_panel_t *p, const char *dir) {
+    tsc_heatmap_opts_t o;
+    tsc_heatmap_info_t f[4];
+    char path[256], cmd[512];
+    tsc_heatmap_opts_init(&o);
+    o.title = "planted \"cell\" <&>";
+    o.cbar_label = "value"; o.cbar_units = "ULP";
     /* Reproducible: with SOURCE_DATE_EPOCH the same figure gives the same PDF bytes. */
     setenv("SOURCE_DATE_EPOCH", "1700000000", 1);
     snprintf(path, sizeof path, "%s/h.pdf", dir);
-    CHECK(tsc_heatmap_write(&o, &p, 1, path, TSC_IMG_AUTO, f) == TSC_OK);
+    CHECK(tsc_heatmap_write(&o, p, 1, path, TSC_IMG_AUTO, f) == TSC_OK);
     snprintf(cmd, sizeof cmd, "%s/h2.pdf", dir);
     sleep(1);  /* a different wall-clock second */
-    CHECK(tsc_heatmap_write(&o, &p, 1, cmd, TSC_IMG_AUTO, f) == TSC_OK);
+    CHECK(tsc_heatmap_write(&o, p, 1, cmd, TSC_IMG_AUTO, f) == TSC_OK);
     {
         char c2[1300];
         snprintf(c2, sizeof c2, "cmp -s '%s' '%s'", path, cmd);
@@ -317,12 +372,30 @@ int main(void) {
     unsetenv("SOURCE_DATE_EPOCH");
     /* Unknown extension, unwritable directory: errors naming the path, no file left behind. */
     snprintf(path, sizeof path, "%s/h.bmp", dir);
-    CHECK(tsc_heatmap_write(&o, &p, 1, path, TSC_IMG_AUTO, f) == TSC_ERR_ARG && strstr(tsc_error_last(), "h.bmp"));
+    CHECK(tsc_heatmap_write(&o, p, 1, path, TSC_IMG_AUTO, f) == TSC_ERR_ARG && strstr(tsc_error_last(), "h.bmp"));
     snprintf(path, sizeof path, "%s/no/such/dir/h.png", dir);
-    CHECK(tsc_heatmap_write(&o, &p, 1, path, TSC_IMG_AUTO, f) == TSC_ERR_IO && strstr(tsc_error_last(), "no/such"));
+    CHECK(tsc_heatmap_write(&o, p, 1, path, TSC_IMG_AUTO, f) == TSC_ERR_IO && strstr(tsc_error_last(), "no/such"));
     snprintf(cmd, sizeof cmd, "test $(ls '%s' | wc -l) -eq 4 && rm -r '%s'", dir, dir);
     CHECK(system(cmd) == 0);
+}
 
-    free(a); free(s); free(m); free(b); free(q);
+int main(void) {
+    float *a = calloc(R * C, sizeof *a);
+    a[11 * C + 29] = 1.0f;   /* hot */
+    a[30 * C + 5] = -1.0f;   /* cold */
+    tsc_heatmap_panel_t p = {.data = a, .rows = R, .cols = C, .title = "planted", .xlabel = "key", .ylabel = "query"};
+    if (!test_planted(&p)) return tsc_test_done();
+    test_diverging(a, &p);  /* leaves the hot cell at 4 for the cases below */
+    test_masks();
+    test_pooling();
+    test_grid();
+    test_fixed_norms();
+    test_arg_errors(&p);
+    test_aspect_and_labels(&p);
+    char dir[] = "/tmp/tsc-heatmap-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    test_files(&p, dir);
+    test_file_repro_and_errors(&p, dir);
+    free(a);
     return tsc_test_done();
 }

@@ -63,8 +63,20 @@ static int pdf_page_is(const char *path, const char *want) {
     return ok && rc == 0;
 }
 
-int main(void) {
-    /* Quoting: ' doubled, control characters to spaces, backquotes and @ verbatim (inert in '...'). */
+/* The curves every case draws from: 50 points x -> y (decaying) and y2 (i^2), and a 100000-point
+ * series ly with a +3 spike on every 101st point. */
+enum { N = 50, LONG = 100000 };
+static double x[N], y[N], y2[N];
+static double *ly;
+
+static void make_data(void) {
+    for (int i = 0; i < N; i++) { x[i] = i + 1; y[i] = 3.0 / (i + 1) + 0.1 * sin(i); y2[i] = i * i; }
+    ly = malloc(LONG * sizeof *ly);
+    for (int i = 0; i < LONG; i++) ly[i] = 2.0 + sin(i * 0.001) + ((i * 7919) % 101 == 0 ? 3.0 : 0.0);
+}
+
+/* Quoting: ' doubled, control characters to spaces, backquotes and @ verbatim (inert in '...'). */
+static void test_quote(void) {
     char *q = tsc_plot_quote("it's `id` @m\n\"x\"\t!");
     CHECK_STREQ(q, "'it''s `id` @m \"x\" !'");
     free(q);
@@ -77,12 +89,12 @@ int main(void) {
     q = tsc_plot_quote("bad \xff\xce end \xe2\x88");  /* invalid UTF-8: '?' each byte */
     CHECK_STREQ(q, "'bad ?" "? end ?" "?'");  /* split: no trigraphs */
     free(q);
+}
 
+/* Scripts: a label cannot start a new command, index axes get whole tick steps, argument errors. */
+static void test_script(void) {
     tsc_plot_opts_t o;
     tsc_plot_opts_init(&o);
-    enum { N = 50 };
-    double x[N], y[N], y2[N];
-    for (int i = 0; i < N; i++) { x[i] = i + 1; y[i] = 3.0 / (i + 1) + 0.1 * sin(i); y2[i] = i * i; }
     tsc_plot_series_t s = {.name = "run", .x = x, .y = y, .n = N};
     char *script = NULL;
     /* A newline in a label cannot start a new command: the script has exactly one title line. */
@@ -106,10 +118,13 @@ int main(void) {
     o.font_pt = 5;
     CHECK(tsc_plot_script(&o, &s, 1, "out.svg", TSC_IMG_AUTO, &script) == TSC_ERR_ARG);
     o.font_pt = 8;
-    /* Long series become an envelope of max_points bins, not a thinned line. */
-    enum { LONG = 100000 };
-    double *ly = malloc(LONG * sizeof *ly);
-    for (int i = 0; i < LONG; i++) ly[i] = 2.0 + sin(i * 0.001) + ((i * 7919) % 101 == 0 ? 3.0 : 0.0);
+}
+
+/* Long series become an envelope of max_points bins, not a thinned line. */
+static void test_envelope(void) {
+    tsc_plot_opts_t o;
+    tsc_plot_opts_init(&o);
+    char *script = NULL;
     tsc_plot_series_t ls = {.name = "long", .y = ly, .n = LONG, .ema_alpha = 0.01};
     o.max_points = 500;
     CHECK(tsc_plot_script(&o, &ls, 1, "out.svg", TSC_IMG_AUTO, &script) == TSC_OK);
@@ -128,9 +143,13 @@ int main(void) {
         CHECKF(spikes == 500, "%d bins keep a spike", spikes);
         free(script);
     }
-    o.max_points = 2000;
+}
 
-    /* A missing gnuplot: a clear error that says how to install it. */
+/* A missing gnuplot: a clear error that says how to install it. Creates the temporary folder. */
+static void test_missing_gnuplot(void) {
+    tsc_plot_opts_t o;
+    tsc_plot_opts_init(&o);
+    tsc_plot_series_t s = {.name = "run", .x = x, .y = y, .n = N};
     CHECK(mkdtemp(dir) != NULL);
     char path[512];
     snprintf(path, sizeof path, "%s/missing.png", dir);
@@ -138,19 +157,17 @@ int main(void) {
     CHECK(tsc_plot_write(&o, &s, 1, path, TSC_IMG_AUTO) == TSC_ERR_EXTERNAL);
     CHECKF(strstr(tsc_error_last(), "gnuplot-nox") && strstr(tsc_error_last(), "not found"), "%s", tsc_error_last());
     CHECK(!exists(path));
-    o.gnuplot = "gnuplot";
+}
 
-    if (!has_tool("gnuplot")) {
-        printf("SKIP: gnuplot not installed (apt-get install gnuplot-nox): file checks not run\n");
-        rmdir(dir);
-        free(ly);
-        return tsc_test_done();
-    }
-    /* A failing gnuplot: its exit status and message come back. */
+/* A failing gnuplot: its exit status and message come back. */
+static void test_failing_gnuplot(void) {
     CHECK(tsc_plot_run(NULL, "plot tsc_no_such_function(x)\n") == TSC_ERR_EXTERNAL);
     CHECKF(strstr(tsc_error_last(), "undefined function") != NULL, "%s", tsc_error_last());
+}
 
-    /* Hostile strings everywhere: they reach the SVG as text and run nothing. */
+/* Hostile strings everywhere: they reach the SVG as text and run nothing. */
+static void test_hostile_strings(void) {
+    tsc_plot_opts_t o;
     /* Run in the temporary directory: the commands, had they run, would create pwnedN here. */
     char oldcwd[4096];
     CHECK(getcwd(oldcwd, sizeof oldcwd) != NULL);
@@ -192,8 +209,14 @@ int main(void) {
         CHECK(system("xmllint --noout \"$TSC_T_SVG\"") == 0);
     }
     CHECK(chdir(oldcwd) == 0);
+}
 
-    /* Every curve kind, to each terminal, with the expected size. */
+/* Every curve kind, to each terminal, with the expected size. */
+static void test_curve_kinds(void) {
+    tsc_plot_opts_t o;
+    char path[512];
+    const char *cats[1] = {"b"};
+    double bars[2] = {1, 2};
     double cum[N], feat[N];
     for (int i = 0; i < N; i++) { cum[i] = (i ? cum[i - 1] : 0) + 1e-5 * (i % 3); feat[i] = (i % 7) - 3.0; }
     struct kind { const char *name; tsc_plot_series_t s[3]; int n; int logx, logy; } kinds[] = {
@@ -211,7 +234,7 @@ int main(void) {
         o.title = kinds[k].name; o.xlabel = "x"; o.ylabel = "y"; o.y2label = "y2";
         o.logx = kinds[k].logx; o.logy = kinds[k].logy; o.dpi = 150;
         o.height_in = 2.5;  /* 180 pt: pdfcairo rounds page sizes to whole points */
-        if (!strcmp(kinds[k].name, "bars")) { o.categories = cats + 1; o.n_categories = 1; }
+        if (!strcmp(kinds[k].name, "bars")) { o.categories = cats; o.n_categories = 1; }
         for (int e = 0; e < 3; e++) {
             snprintf(path, sizeof path, "%s/%s.%s", dir, kinds[k].name, ext[e]);
             tsc_status_t st = tsc_plot_write(&o, kinds[k].s, kinds[k].n, path, TSC_IMG_AUTO);
@@ -233,21 +256,45 @@ int main(void) {
             }
         }
     }
-    /* Reproducible: with SOURCE_DATE_EPOCH the same plot gives the same PDF bytes. */
+}
+
+/* Reproducible: with SOURCE_DATE_EPOCH the same plot gives the same PDF bytes. */
+static void test_reproducible_pdf(void) {
+    tsc_plot_opts_t o;
+    tsc_plot_series_t runs[2] = {{.name = "bf16", .x = x, .y = y, .n = N, .ema_alpha = 0.2},
+                                 {.name = "fp32", .x = x, .y = y2, .n = N, .ema_alpha = 0.2}};
     setenv("SOURCE_DATE_EPOCH", "1700000000", 1);
     char p1[600], p2[600];
     snprintf(p1, sizeof p1, "%s/r1.pdf", dir);
     snprintf(p2, sizeof p2, "%s/r2.pdf", dir);
     tsc_plot_opts_init(&o);
-    CHECK(tsc_plot_write(&o, kinds[0].s, kinds[0].n, p1, TSC_IMG_AUTO) == TSC_OK);
+    CHECK(tsc_plot_write(&o, runs, 2, p1, TSC_IMG_AUTO) == TSC_OK);
     sleep(1);  /* a different wall-clock second */
-    CHECK(tsc_plot_write(&o, kinds[0].s, kinds[0].n, p2, TSC_IMG_AUTO) == TSC_OK);
+    CHECK(tsc_plot_write(&o, runs, 2, p2, TSC_IMG_AUTO) == TSC_OK);
     size_t n1 = 0, n2 = 0;
     char *b1 = slurp_n(p1, &n1), *b2 = slurp_n(p2, &n2);
     CHECK(b1 && b2 && n1 == n2 && memcmp(b1, b2, n1) == 0);
     CHECK(b1 && memmem(b1, n1, "/CreationDate (D:20231114221320", 31) != NULL);
     free(b1); free(b2);
     unsetenv("SOURCE_DATE_EPOCH");
+}
+
+int main(void) {
+    make_data();
+    test_quote();
+    test_script();
+    test_envelope();
+    test_missing_gnuplot();
+    if (!has_tool("gnuplot")) {
+        printf("SKIP: gnuplot not installed (apt-get install gnuplot-nox): file checks not run\n");
+        rmdir(dir);
+        free(ly);
+        return tsc_test_done();
+    }
+    test_failing_gnuplot();
+    test_hostile_strings();
+    test_curve_kinds();
+    test_reproducible_pdf();
     CHECK(tsc_test_rmtree(dir) == 0);
     free(ly);
     return tsc_test_done();
