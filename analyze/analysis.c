@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "an_internal.h"
+#include "tsc_mem.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -345,6 +346,20 @@ static tsc_status_t analyze_head(an_head_t *x) {
 /* ------------------------------------------------------------------------------------------ */
 /* The run. */
 
+/* Bytes of one thread's scratch (scratch_alloc) plus the attention kernel's own buffers for one
+ * head (q, k^T, v, o, k, v^T, dO, O source, dQ in double at most, with the row work): the memory
+ * bound of tsc_analysis.h, O(T·(D·(nb + 1) + C + AN_PK_ROWS)) per thread, nothing T x T. */
+static uint64_t scratch_bytes(const an_run_t *R) {
+    uint64_t T = (uint64_t)R->T, D = (uint64_t)R->D, C = (uint64_t)R->C, nb = (uint64_t)R->nb, TD = T * D;
+    uint64_t n_kt = T / (uint64_t)R->lp.block_k + 1, W = AN_TR_WINDOW;
+    uint64_t fl = 10 * TD + 5 * T + T * C + nb * (3 * TD + 2 * T);
+    uint64_t db = 2 * TD + (uint64_t)AN_PK_ROWS * T + T * C + 2 * D * C + 2 * T + n_kt;
+    uint64_t trace = W * (2 * T * 8 + n_kt * 36 + 8);
+    uint64_t kernel = (9 * TD + 2 * T) * 8 + (uint64_t)(R->lp.block_k + R->lp.block_q) * 64 * 8;
+    uint64_t cand = (uint64_t)R->N * (1 + D + (C ? C : 1)) * 8;
+    return fl * 4 + db * 8 + nb * (TD + T) + trace + kernel + cand;
+}
+
 /* The per-thread scratch (see tsc_analysis.h for the memory bound). */
 static tsc_status_t scratch_alloc(const an_run_t *R, an_scratch_t *s) {
     int bad = 0;
@@ -566,6 +581,10 @@ static tsc_status_t run_alloc(run_t *u) {
 #endif
     if (u->nthr > R->nh) u->nthr = R->nh;
     if (u->nthr < 1) u->nthr = 1;
+    tsc_status_t mst = tsc_mem_check((uint64_t)u->nthr * scratch_bytes(R), "analysis: the per-thread scratch");
+    if (mst != TSC_OK)
+        return tsc_error_wrap(mst, "analysis of %s (T %d, D %d, C %d, %d threads): ", R->a->dump_path, R->T, R->D,
+                              R->C, u->nthr);
     u->tcs = xcalloc((size_t)u->nthr, sizeof *u->tcs, &bad);
     u->hst = xcalloc(nh, sizeof *u->hst, &bad);
     u->hmsg = xcalloc(nh, sizeof *u->hmsg, &bad);
