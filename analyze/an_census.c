@@ -5,20 +5,17 @@
 #include "an_internal.h"
 #include "tsc_census.h"
 
-void an_census_rows(const an_census_view_t *v, tsc_head_result_t *r) {
-    int T = v->T, D = v->D;
-    const tsc_attn_trace_t *tr = v->tr;
-    tsc_census_t cs = {0};
-    for (int t = 0; t < T; t++) {
-        int last_tile = v->causal ? t / tr->block_k : tr->n_kt - 1;
-        tsc_census_row(tr->pbar + (size_t)t * T, v->vr, an_n_visible(v->causal, T, t), D, tr->block_k, v->out_fmt,
-                       tr->l[(size_t)t * tr->n_kt + last_tile], v->evt + (size_t)t * D, &cs);
-    }
-    r->census_additions += cs.additions;
-    r->census_events_neg += cs.events_neg;
-    r->census_events_pos += cs.events_pos;
-    r->census_err_neg += cs.err_neg;
-    r->census_err_pos += cs.err_pos;
+void an_census_row(const an_census_view_t *v, int t, const double *prow, double l, tsc_census_t *cs) {
+    tsc_census_row(prow, v->vr, an_n_visible(v->causal, v->T, t), v->D, v->block_k, v->out_fmt, l,
+                   v->evt + (size_t)t * v->D, cs);
+}
+
+void an_census_add(const tsc_census_t *cs, tsc_head_result_t *r) {
+    r->census_additions += cs->additions;
+    r->census_events_neg += cs->events_neg;
+    r->census_events_pos += cs->events_pos;
+    r->census_err_neg += cs->err_neg;
+    r->census_err_pos += cs->err_pos;
 }
 
 double an_census_share(const float *o_lp, const float *o_hp, const uint8_t *evt, size_t n) {

@@ -19,6 +19,7 @@
 
 #include "tsc_analysis.h"
 #include "tsc_attention.h"
+#include "tsc_census.h"
 #include "tsc_dump.h"
 #include "tsc_h5.h"
 #include "tsc_stats.h"
@@ -79,13 +80,23 @@ typedef struct {
     float *dl_hp_all, *dl_lp_all;         /* [nb, T] */
     uint8_t *evt;                         /* [nb, T, D] census events */
     uint8_t *tie_row;                     /* [nb, T] rows with >= 2 exact maxima */
-    tsc_attn_trace_t tr;
-    int tr_b;                             /* batch row the trace holds, -1 none */
+    tsc_attn_trace_t tr;                  /* lp forward, a window of rows (tsc_attn_trace_init_rows) */
+    int tr_b;                             /* batch row of the last lp forward, -1 none */
+    int tr_mode;                          /* what the row function does (AN_TR_*) */
+    int tr_bi, tr_t;                      /* AN_TR_ROWS: batch row index; AN_TR_PROBE: the row */
+    int tr_pk;                            /* AN_TR_ROWS: P K rows too (identity or x) */
+    tsc_census_t cs;                      /* this batch row's census so far */
+    double *prow, *prm;                   /* AN_TR_PROBE: the row's P-bar [T], running max [n_kt] */
     an_cand_t cand;
     int has_rank1;                        /* this thread filled rank-1 rows of the group */
 } an_scratch_t;
 
 enum { AN_PK_ROWS = 64 };
+/* What the lp forward's row function does with each completed row: nothing; measurements b, c
+ * and the P K rows of e (an_ties_row, an_census_row, an_pk_row); keep the probe row's P-bar. */
+enum { AN_TR_NONE = 0, AN_TR_ROWS = 1, AN_TR_PROBE = 2 };
+/* Rows the lp trace window holds (the forward's row block). */
+enum { AN_TR_WINDOW = TSC_ATTN_TRACE_ROW_BLOCK };
 
 static inline int an_n_visible(int causal, int T, int t) { return causal ? t + 1 : T; }
 
@@ -107,25 +118,28 @@ tsc_status_t an_flags_pool(const an_run_t *R, const an_pool_t *pool, hid_t fid);
 
 /* b: ties and sinks */
 typedef struct {
-    const double *s, *pbar;  /* lp trace [T, T] */
     int T, causal;
     double tie_eps;
     int64_t *sink;           /* [T] rows whose max each key holds */
     double *expct;           /* [T] the same expected with the max at a uniformly random visible key */
     uint8_t *tie_row;        /* [T] this batch row's rows with >= 2 exact maxima */
 } an_ties_view_t;
-void an_ties_rows(const an_ties_view_t *v, tsc_head_result_t *r);
+/* Row t, from its lp scores srow [T] (as rounded to the S stage) and P-bar prow [T]; rows come in
+ * order t = 0, 1, ... */
+void an_ties_row(const an_ties_view_t *v, int t, const double *srow, const double *prow, tsc_head_result_t *r);
 void an_sinks(const int64_t *sink, const double *expct, int T, int64_t n_rows, tsc_head_result_t *r);
 
 /* c: census */
 typedef struct {
-    const tsc_attn_trace_t *tr;
     const float *vr;         /* v rounded to lp's v format [T, D] */
-    int T, D, causal;
+    int T, D, causal, block_k;
     tsc_format_t out_fmt;
     uint8_t *evt;            /* [T, D] of this batch row */
 } an_census_view_t;
-void an_census_rows(const an_census_view_t *v, tsc_head_result_t *r);
+/* Row t into cs from its P-bar prow [T] and l, the row's denominator (l after its last tile). */
+void an_census_row(const an_census_view_t *v, int t, const double *prow, double l, tsc_census_t *cs);
+/* Adds one batch row's census cs to the head's record. */
+void an_census_add(const tsc_census_t *cs, tsc_head_result_t *r);
 double an_census_share(const float *o_lp, const float *o_hp, const uint8_t *evt, size_t n);
 
 /* d: probes */
@@ -138,9 +152,9 @@ typedef struct {
 /* The row (over nb*T) with the largest error of feature i in sign sgn, among the tie rows when any. */
 size_t an_probe_pick(const an_probe_view_t *v, int i, double sgn, double *err);
 typedef struct {
-    const tsc_attn_trace_t *tr;
+    const double *prow, *prm;     /* the row's lp P-bar [T] and running max per key tile [n_kt] */
     const float *q, *k, *v, *vr;  /* [T, D] */
-    int T, D, causal;
+    int T, D, causal, block_k;
     double scale;
     tsc_format_t out_fmt;
 } an_curve_view_t;
@@ -148,12 +162,14 @@ void an_obar_curve(const an_curve_view_t *v, int t, int i, double *out);
 
 /* e: identity (1) and rank-1 */
 typedef struct {
-    const tsc_attn_trace_t *tr;
-    const float *k, *lse_lp;     /* [T, D], [T] */
+    const float *k;              /* [T, D] */
     int T, D, causal;
     double *kd, *pblk, *pk;      /* scratch [T, D], [AN_PK_ROWS, T]; out [T, D] */
 } an_pk_view_t;
-void an_pk_from_trace(const an_pk_view_t *v);
+/* P K from lp's scores row by row: an_pk_begin, then an_pk_row for t = 0, 1, ... T-1 with the
+ * row's scores srow [T] and its LSE (as the forward returns it). */
+void an_pk_begin(const an_pk_view_t *v);
+void an_pk_row(const an_pk_view_t *v, int t, const double *srow, double lse);
 tsc_status_t an_identity_row(const float *dq_hd, const float *dq_lp, const float *dl_hd, const float *dl_lp,
                              const double *pk, int T, int D, double scale, double *res, double *lhs);
 typedef struct {

@@ -21,13 +21,12 @@ size_t an_probe_pick(const an_probe_view_t *v, int i, double sgn, double *err) {
     return (size_t)best_row;
 }
 
-/* O-bar_error(t') for row t, feature i of the batch row whose lp trace is loaded: the lp prefix
+/* O-bar_error(t') for row t, feature i of the batch row whose lp row t is in v->prow, v->prm: the lp prefix
  * sum of a_j v[j,i] (FP32 fused multiply-add, sequential by key, the value rounded to the output
  * format at each prefix) minus the same prefix in double with hp's P-bar = exp(S - m) taken
  * against the same running max m as the lp tile. NaN beyond the visible keys. [T] */
 void an_obar_curve(const an_curve_view_t *v, int t, int i, double *out) {
     int T = v->T, D = v->D, nv = an_n_visible(v->causal, T, t);
-    const tsc_attn_trace_t *tr = v->tr;
     float s = 0.0f;
     double h = 0.0;
     for (int j = 0; j < T; j++) {
@@ -35,11 +34,11 @@ void an_obar_curve(const an_curve_view_t *v, int t, int i, double *out) {
             out[j] = NAN;
             continue;
         }
-        float a = (float)tr->pbar[(size_t)t * T + j];
+        float a = (float)v->prow[j];
         s = fmaf(a, v->vr[(size_t)j * D + i], s);
         double dotp = 0.0;
         for (int dd = 0; dd < D; dd++) dotp += (double)v->q[(size_t)t * D + dd] * (double)v->k[(size_t)j * D + dd];
-        double mref = tr->run_max[(size_t)t * tr->n_kt + j / tr->block_k];
+        double mref = v->prm[j / v->block_k];
         h += exp(v->scale * dotp - mref) * (double)v->v[(size_t)j * D + i];
         out[j] = tsc_round((double)s, v->out_fmt, TSC_ROUND_NEAREST_EVEN, NULL) - h;
     }

@@ -16,22 +16,22 @@
  * lp backward uses (up to the rounding of S - LSE), at half the cost of recomputing q.k
  * (tsc_grad_pk does that from q, k). AN_PK_ROWS rows of P at a time, each block one BLAS product
  * with K (in double). */
-void an_pk_from_trace(const an_pk_view_t *v) {
-    int T = v->T, D = v->D;
+void an_pk_begin(const an_pk_view_t *v) {
     tsc_blas_one_thread();
-    for (size_t i = 0; i < (size_t)T * D; i++) v->kd[i] = v->k[i];
-    for (int t0 = 0; t0 < T; t0 += AN_PK_ROWS) {
-        int nr = T - t0 < AN_PK_ROWS ? T - t0 : AN_PK_ROWS, nk = an_n_visible(v->causal, T, t0 + nr - 1);
-        for (int r = 0; r < nr; r++) {
-            int t = t0 + r, nv = an_n_visible(v->causal, T, t);
-            const double *srow = v->tr->s + (size_t)t * T;
-            double lse = v->lse_lp[t], *prow = v->pblk + (size_t)r * nk;
-            for (int j = 0; j < nv; j++) prow[j] = exp(srow[j] - lse);
-            for (int j = nv; j < nk; j++) prow[j] = 0.0;
-        }
+    for (size_t i = 0; i < (size_t)v->T * v->D; i++) v->kd[i] = v->k[i];
+}
+
+/* Row t of the current block of AN_PK_ROWS rows; the block's product once its last row is in. */
+void an_pk_row(const an_pk_view_t *v, int t, const double *srow, double lse) {
+    int T = v->T, D = v->D, t0 = t - t % AN_PK_ROWS, r = t - t0;
+    int nr = T - t0 < AN_PK_ROWS ? T - t0 : AN_PK_ROWS, nk = an_n_visible(v->causal, T, t0 + nr - 1);
+    int nv = an_n_visible(v->causal, T, t);
+    double *prow = v->pblk + (size_t)r * nk;
+    for (int j = 0; j < nv; j++) prow[j] = exp(srow[j] - lse);
+    for (int j = nv; j < nk; j++) prow[j] = 0.0;
+    if (r == nr - 1)
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, D, nk, 1.0, v->pblk, nk, v->kd, D, 0.0,
                     v->pk + (size_t)t0 * D, D);
-    }
 }
 
 tsc_status_t an_identity_row(const float *dq_hd, const float *dq_lp, const float *dl_hd, const float *dl_lp,

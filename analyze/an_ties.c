@@ -4,11 +4,10 @@
 
 #include "an_internal.h"
 
-void an_ties_rows(const an_ties_view_t *v, tsc_head_result_t *r) {
+void an_ties_row(const an_ties_view_t *v, int t, const double *srow, const double *prow, tsc_head_result_t *r) {
     int T = v->T;
-    for (int t = 0; t < T; t++) {
+    {
         int nv = an_n_visible(v->causal, T, t);
-        const double *srow = v->s + (size_t)t * T;
         double mx = -INFINITY;
         for (int j = 0; j < nv; j++)
             if (srow[j] > mx) mx = srow[j];
@@ -19,7 +18,7 @@ void an_ties_rows(const an_ties_view_t *v, tsc_head_result_t *r) {
                 v->sink[j]++;
             }
             if (srow[j] >= mx - v->tie_eps) n_eps++;
-            if (v->pbar[(size_t)t * T + j] == 1.0) n_one++;
+            if (prow[j] == 1.0) n_one++;
             v->expct[j] += 1.0 / nv;
         }
         r->rows_multi_max += n_ex >= 2;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "an_internal.h"
+#include "tsc_mem.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -89,9 +90,41 @@ static tsc_status_t run_attn(const an_head_t *x, const tsc_policy_t *pol, int ba
     return tsc_attn_run(pol, &dims, &io, tr, tr ? 1 : 0);
 }
 
+/* The lp forward's row function (the trace holds a window of rows, never T x T): per completed
+ * row, AN_TR_ROWS runs measurements b and c and the P K rows of e; AN_TR_PROBE keeps row tr_t. */
+static void lp_rows(void *ctx, const tsc_attn_trace_t *tr, int t0, int nr) {
+    an_head_t *x = ctx;
+    const an_run_t *R = x->R;
+    an_scratch_t *s = x->s;
+    int T = R->T, D = R->D, causal = R->m->causal;
+    for (int t = t0; t < t0 + nr; t++) {
+        size_t slot = (size_t)(t % tr->rows);
+        const double *srow = tr->s + slot * T, *prow = tr->pbar + slot * T;
+        if (s->tr_mode == AN_TR_PROBE && t == s->tr_t) {
+            memcpy(s->prow, prow, (size_t)T * sizeof(double));
+            memcpy(s->prm, tr->run_max + slot * tr->n_kt, (size_t)tr->n_kt * sizeof(double));
+        }
+        if (s->tr_mode != AN_TR_ROWS) continue;
+        an_ties_view_t tv = {T, causal, R->o->tie_eps, x->G->sink + (size_t)x->hi * T, s->expct,
+                             s->tie_row + (size_t)s->tr_bi * T};
+        an_ties_row(&tv, t, srow, prow, x->r);
+        if (R->o->census) {
+            int last_tile = causal ? t / tr->block_k : tr->n_kt - 1;
+            an_census_view_t cv = {s->vr, T, D, causal, tr->block_k, R->out_fmt, s->evt + (size_t)s->tr_bi * T * D};
+            an_census_row(&cv, t, prow, tr->l[slot * tr->n_kt + last_tile], &s->cs);
+        }
+        if (s->tr_pk) {
+            an_pk_view_t pv = {s->k, T, D, causal, s->kd, s->pblk, s->pk};
+            an_pk_row(&pv, t, srow, (double)(float)tr->lse[slot] /* as lse_lp holds it */);
+        }
+    }
+}
+
 /* Loads batch row b of the head (inputs) and runs the lp forward with the trace (and, with
- * backward, the lp backward in the same call: dO must be loaded). */
-static tsc_status_t load_lp_trace(an_head_t *x, int b, int backward) {
+ * backward, the lp backward in the same call: dO must be loaded). mode (AN_TR_*): what the trace's
+ * row function does; AN_TR_ROWS (batch row index bi) does nothing when an input is not finite
+ * (the head is then skipped). */
+static tsc_status_t load_lp_trace(an_head_t *x, int b, int backward, int mode, int bi) {
     const an_run_t *R = x->R;
     an_scratch_t *s = x->s;
     int kvh = x->h / (R->H / R->Hkv);
@@ -101,9 +134,20 @@ static tsc_status_t load_lp_trace(an_head_t *x, int b, int backward) {
         return st;
     for (size_t i = 0; i < (size_t)R->T * R->D; i++)
         s->vr[i] = (float)tsc_round(s->v[i], R->v_fmt, TSC_ROUND_NEAREST_EVEN, NULL);
+    s->tr.row_ctx = x;
+    s->tr_mode = mode == AN_TR_ROWS && x->r->n_nonfinite ? AN_TR_NONE : mode;
+    s->tr_bi = bi;
+    s->cs = (tsc_census_t){0};
+    s->tr_pk = s->tr_mode == AN_TR_ROWS && (R->o->identity || x->has_x);
+    if (s->tr_pk) {
+        an_pk_view_t pv = {s->k, R->T, R->D, R->m->causal, s->kd, s->pblk, s->pk};
+        an_pk_begin(&pv);
+    }
     st = run_attn(x, &R->lp, backward, s->o_lp, s->lse_lp, s->dl_lp,
                   R->o->identity ? s->dq_lp : NULL /* without identity (1), delta only */, &s->tr);
     s->tr_b = st == TSC_OK ? b : -1;
+    if (st == TSC_OK && s->tr_mode == AN_TR_ROWS && R->o->census) an_census_add(&s->cs, x->r);
+    s->tr_mode = AN_TR_NONE;
     return st;
 }
 
@@ -185,10 +229,7 @@ static tsc_status_t grad_row(an_head_t *x, int bi, int b) {
     int T = R->T, D = R->D, C = R->C;
     double scale = R->m->softmax_scale;
     tsc_status_t st;
-    if (R->o->identity || x->has_x) {
-        an_pk_view_t pv = {&s->tr, s->k, s->lse_lp, T, D, R->m->causal, s->kd, s->pblk, s->pk};
-        an_pk_from_trace(&pv);
-    }
+    /* P K: filled row by row by the lp forward (lp_rows) */
     if (R->o->identity) {
         if ((st = run_attn(x, &R->lp_hd, 1, s->o_hp /* scratch */, s->lse_hp, s->dl_hd, s->dq_hd, NULL)) != TSC_OK)
             return st;
@@ -214,23 +255,17 @@ static tsc_status_t grad_row(an_head_t *x, int bi, int b) {
 static tsc_status_t head_row(an_head_t *x, int bi) {
     const an_run_t *R = x->R;
     an_scratch_t *s = x->s;
-    int b = R->bs[bi], T = R->T, D = R->D;
+    int b = R->bs[bi], D = R->D;
     tsc_status_t st;
     if ((st = read_checked(x, "do", b, x->h, s->dO, D)) != TSC_OK) return st;
-    if ((st = load_lp_trace(x, b, 1)) != TSC_OK) return st;
+    if ((st = load_lp_trace(x, b, 1, AN_TR_ROWS, bi)) != TSC_OK) return st;
     if (x->r->n_nonfinite) {
         x->r->skipped = 1;
         return TSC_OK;
     }
     if ((st = run_attn(x, &R->hp, 1, s->o_hp, s->lse_hp, s->dl_hp, NULL, NULL)) != TSC_OK) return st;
     if ((st = keep_row(x, bi, b)) != TSC_OK) return st;
-    an_ties_view_t tv = {s->tr.s, s->tr.pbar, T, R->m->causal, R->o->tie_eps, x->G->sink + (size_t)x->hi * T,
-                         s->expct, s->tie_row + (size_t)bi * T};
-    an_ties_rows(&tv, x->r);
-    if (R->o->census) {
-        an_census_view_t cv = {&s->tr, s->vr, T, D, R->m->causal, R->out_fmt, s->evt + (size_t)bi * T * D};
-        an_census_rows(&cv, x->r);
-    }
+    /* b and c ran per row during the lp forward (lp_rows) */
     return grad_row(x, bi, b);
 }
 
@@ -243,7 +278,8 @@ static tsc_status_t head_probes(an_head_t *x) {
     tsc_head_result_t *r = x->r;
     int T = R->T, hi = x->hi;
     tsc_status_t st;
-    an_curve_view_t cv = {&s->tr, s->q, s->k, s->v, s->vr, T, R->D, R->m->causal, R->m->softmax_scale, R->out_fmt};
+    an_curve_view_t cv = {s->prow, s->prm, s->q, s->k, s->v, s->vr, T, R->D, R->m->causal, R->lp.block_k,
+                          R->m->softmax_scale, R->out_fmt};
     if (r->top_feature >= 0) {
         an_probe_view_t pv = {s->o_lp_all, s->o_hp_all, s->tie_row, (size_t)R->nb * T, R->D};
         int i = r->top_feature;
@@ -252,7 +288,8 @@ static tsc_status_t head_probes(an_head_t *x) {
         r->probe_b = R->bs[bi];
         r->probe_t = t;
         r->probe_i = i;
-        if (s->tr_b != r->probe_b && (st = load_lp_trace(x, r->probe_b, 0)) != TSC_OK) return st;
+        s->tr_t = t; /* the trace keeps only a window of rows: one more lp forward for row t */
+        if ((st = load_lp_trace(x, r->probe_b, 0, AN_TR_PROBE, 0)) != TSC_OK) return st;
         an_obar_curve(&cv, t, i, x->G->curve + (size_t)hi * T);
         r->probe_final_obar_err = x->G->curve[(size_t)hi * T + an_n_visible(R->m->causal, T, t) - 1];
         x->G->probe[hi * 3] = r->probe_b;
@@ -261,7 +298,8 @@ static tsc_status_t head_probes(an_head_t *x) {
     }
     if (R->o->probe_t >= 0) {
         int pb = R->o->probe_b >= 0 ? R->o->probe_b : R->bs[0];
-        if (s->tr_b != pb && (st = load_lp_trace(x, pb, 0)) != TSC_OK) return st;
+        s->tr_t = R->o->probe_t;
+        if ((st = load_lp_trace(x, pb, 0, AN_TR_PROBE, 0)) != TSC_OK) return st;
         an_obar_curve(&cv, R->o->probe_t, R->o->probe_i, x->G->curve_c + (size_t)hi * T);
     }
     return TSC_OK;
@@ -308,6 +346,20 @@ static tsc_status_t analyze_head(an_head_t *x) {
 /* ------------------------------------------------------------------------------------------ */
 /* The run. */
 
+/* Bytes of one thread's scratch (scratch_alloc) plus the attention kernel's own buffers for one
+ * head (q, k^T, v, o, k, v^T, dO, O source, dQ in double at most, with the row work): the memory
+ * bound of tsc_analysis.h, O(T·(D·(nb + 1) + C + AN_PK_ROWS)) per thread, nothing T x T. */
+static uint64_t scratch_bytes(const an_run_t *R) {
+    uint64_t T = (uint64_t)R->T, D = (uint64_t)R->D, C = (uint64_t)R->C, nb = (uint64_t)R->nb, TD = T * D;
+    uint64_t n_kt = T / (uint64_t)R->lp.block_k + 1, W = AN_TR_WINDOW;
+    uint64_t fl = 10 * TD + 5 * T + T * C + nb * (3 * TD + 2 * T);
+    uint64_t db = 2 * TD + (uint64_t)AN_PK_ROWS * T + T * C + 2 * D * C + 2 * T + n_kt;
+    uint64_t trace = W * (2 * T * 8 + n_kt * 36 + 8);
+    uint64_t kernel = (9 * TD + 2 * T) * 8 + (uint64_t)(R->lp.block_k + R->lp.block_q) * 64 * 8;
+    uint64_t cand = (uint64_t)R->N * (1 + D + (C ? C : 1)) * 8;
+    return fl * 4 + db * 8 + nb * (TD + T) + trace + kernel + cand;
+}
+
 /* The per-thread scratch (see tsc_analysis.h for the memory bound). */
 static tsc_status_t scratch_alloc(const an_run_t *R, an_scratch_t *s) {
     int bad = 0;
@@ -325,6 +377,8 @@ static tsc_status_t scratch_alloc(const an_run_t *R, an_scratch_t *s) {
     s->dw = xcalloc(D * C, sizeof(double), &bad);
     s->dwt = xcalloc(D * C, sizeof(double), &bad);
     s->expct = xcalloc(T, sizeof(double), &bad);
+    s->prow = xcalloc(T, sizeof(double), &bad);
+    s->prm = xcalloc(T / (size_t)R->lp.block_k + 1, sizeof(double), &bad);
     s->o_hp_all = xcalloc(nb * TD, sizeof(float), &bad);
     s->o_lp_all = xcalloc(nb * TD, sizeof(float), &bad);
     s->dO_all = xcalloc(nb * TD, sizeof(float), &bad);
@@ -336,14 +390,15 @@ static tsc_status_t scratch_alloc(const an_run_t *R, an_scratch_t *s) {
                           xcalloc(N * (C ? C : 1), sizeof(double), &bad)};
     if (bad) return tsc_error_set(TSC_ERR_NOMEM, "analysis: no memory for the scratch of one head (T %zu, D %zu)", T, D);
     s->tr_b = -1;
-    return tsc_attn_trace_init(&s->tr, R->T, R->D, R->lp.block_k, TSC_TRACE_SCORES | TSC_TRACE_TILES);
+    return tsc_attn_trace_init_rows(&s->tr, R->T, R->D, R->lp.block_k, TSC_TRACE_SCORES | TSC_TRACE_TILES,
+                                    AN_TR_WINDOW, lp_rows, NULL);
 }
 
 static void scratch_free(an_scratch_t *s) {
     void *ps[] = {s->q, s->k, s->v, s->dO, s->od, s->o_hp, s->o_lp, s->dq_lp, s->dq_hd, s->vr, s->x,
                   s->lse_hp, s->lse_lp, s->dl_hp, s->dl_lp, s->dl_hd, s->kd, s->pk, s->pblk, s->xd, s->dw,
                   s->dwt, s->expct, s->o_hp_all, s->o_lp_all, s->dO_all, s->dl_hp_all, s->dl_lp_all, s->evt,
-                  s->tie_row, s->cand.coeff, s->cand.a, s->cand.b};
+                  s->tie_row, s->prow, s->prm, s->cand.coeff, s->cand.a, s->cand.b};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     tsc_attn_trace_free(&s->tr);
 }
@@ -526,6 +581,10 @@ static tsc_status_t run_alloc(run_t *u) {
 #endif
     if (u->nthr > R->nh) u->nthr = R->nh;
     if (u->nthr < 1) u->nthr = 1;
+    tsc_status_t mst = tsc_mem_check((uint64_t)u->nthr * scratch_bytes(R), "analysis: the per-thread scratch");
+    if (mst != TSC_OK)
+        return tsc_error_wrap(mst, "analysis of %s (T %d, D %d, C %d, %d threads): ", R->a->dump_path, R->T, R->D,
+                              R->C, u->nthr);
     u->tcs = xcalloc((size_t)u->nthr, sizeof *u->tcs, &bad);
     u->hst = xcalloc(nh, sizeof *u->hst, &bad);
     u->hmsg = xcalloc(nh, sizeof *u->hmsg, &bad);

@@ -15,14 +15,18 @@
  *
  * Memory bound: heads are streamed; the heads of one (step, layer) run in parallel on the OpenMP
  * threads (dump reads serialised), each thread holding the inputs and outputs of one (batch row,
- * head) in float (about 16 T*D floats), the lp trace of scores and P-bar (2 T*T doubles: 16 MiB at
- * T = 1024), the head's per-batch-row O and dO (B*T*D floats), delta differences (B*T) and, with x
- * captured, one [T, C] x slice and the [T, D] P K. Per dump: the cumulative arrays [steps, layers,
- * heads] and the across-step top rank-1 terms [steps, layers, heads, D + C]. So memory is
- * O(threads * (T*T + T*(D + C) + B*T*D)) plus O(S*L*H*(D + C)), independent of the dump's size
- * otherwise (weights: the four [out, in] matrices of one (step, layer) at a time, plus per thread a
- * double copy of one and its Gram matrix of the smaller side).
- *
+ * head) in float (about 16 T*D floats), the head's per-batch-row O and dO (B*T*D floats), delta
+ * differences (B*T), [AN_PK_ROWS = 64, T] doubles of P rows and the [T, D] P K, and, with x
+ * captured, one [T, C] x slice (float and double). Nothing is T*T: the lp forward hands each
+ * completed block of 4 rows to the measurements (a row-window trace, tsc_attn_trace_init_rows:
+ * 8*T doubles of S and P-bar), and a probe's O-bar_error curve reruns the lp forward keeping only
+ * its row. So memory is O(threads * (T*(D*(B + 1) + C + 64))) plus O(S*L*H*(D + C)): about 0.2 GB
+ * per thread at T = 32768, D = 64, C = 512, B = 1. Before allocating, the run checks threads times
+ * this bound against the memory budget (tsc_mem_check: TSC_MAX_MEMORY). Time stays O(T^2 * D) per
+ * head (three forwards and two backwards, plus one forward per probe). T is limited to 2^24 by the
+ * trace (and by the dump's own limits); the analysis.h5 arrays are at most [heads, B, T], none T*T.
+ * Weights: the four [out, in] matrices of one (step, layer) at a time, plus per thread a double
+ * copy of one and its Gram matrix of the smaller side.
  *   tsc_analysis_opts_t o; tsc_analysis_opts_init(&o);
  *   tsc_analysis_t *a;
  *   if (tsc_analysis_run("run.h5", "out", &o, &a) != TSC_OK) puts(tsc_error_last());

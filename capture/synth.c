@@ -509,6 +509,12 @@ tsc_status_t tsc_synth_write(const char *path, const tsc_synth_opts_t *opts) {
     else tsc_synth_opts_init(&o);
     tsc_synth_shape_t sh;
     tsc_status_t st = tsc_synth_shape_get(o.shape ? o.shape : "tiny", &sh);
+    if (st == TSC_OK && o.seq_len != 0) {
+        if (o.seq_len <= sh.tie_key || o.seq_len > 131072)
+            return tsc_error_set(TSC_ERR_ARG, "seq_len %d out of range [%d, 131072] for shape %s", o.seq_len,
+                                 sh.tie_key + 1, sh.name);
+        sh.seq_len = o.seq_len;
+    }
     if (st != TSC_OK) return st;
     if (o.deflate < 0 || o.deflate > 9) return tsc_error_set(TSC_ERR_ARG, "deflate level %d outside [0, 9]", o.deflate);
     tsc_select_set_t sset, lset;

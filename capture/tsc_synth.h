@@ -63,6 +63,8 @@ typedef struct {
     const char *steps;        /* set grammar (tsc_select.h) of the steps to write; NULL: the shape's
                                  default. Open ranges ("5:") are refused. */
     const char *layers;       /* set of layers to write; NULL: all */
+    int seq_len;              /* T; 0 (default): the shape's. Otherwise in [tie_key + 1, 131072]:
+                                 long-context dumps (one layer of llama-gqa at T = 32768) */
     int plant;                /* 1 (default): plant the structure; 0: plain random everywhere */
     int deflate;              /* 0..9 */
     const char *policy;       /* policy of o/lse; NULL: "bf16-torch" with the shape's tiles */

@@ -9,7 +9,7 @@
 
 const char tsc_usage_synth[] =
     "usage: tilescope synth -o FILE [--shape NAME] [--seed N] [--steps SET] [--layers SET]\n"
-    "                       [--no-plant] [--policy P] [--deflate N] [--quiet]\n"
+    "                       [--seq-len T] [--no-plant] [--policy P] [--deflate N] [--quiet]\n"
     "\n"
     "Writes a dump (format v1) with planted structure, deterministic for a seed: the test and demo\n"
     "input of replay, analyze and figure.\n"
@@ -19,6 +19,7 @@ const char tsc_usage_synth[] =
     "  --seed N         integer in [0, 2^62], default 1\n"
     "  --steps SET      steps to write (N | start:stop[:stride] | a,b,...), default: the shape's\n"
     "  --layers SET     layers to write, default all (e.g. --layers 1: only the planted layer)\n"
+    "  --seq-len T      sequence length instead of the shape's (long-context dumps, T <= 131072)\n"
     "  --no-plant       plain random structure everywhere (no ties, no sign bias): for\n"
     "                   false-positive tests; the planted_* attributes are then empty\n"
     "  --policy P       precision policy o and lse are computed under (default bf16-torch with\n"
@@ -87,6 +88,10 @@ int tsc_cmd_synth(int argc, char **argv) {
             if (!(o.steps = tsc_cli_value("synth", argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--layers")) {
             if (!(o.layers = tsc_cli_value("synth", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--seq-len")) {
+            if (!(val = tsc_cli_value("synth", argc, argv, &i))) return 2;
+            if ((rc = tsc_cli_parse_long("synth", "--seq-len", val, 1, 131072, &n))) return rc;
+            o.seq_len = (int)n;
         } else if (!strcmp(a, "--policy")) {
             if (!(o.policy = tsc_cli_value("synth", argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--deflate")) {

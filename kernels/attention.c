@@ -261,45 +261,73 @@ double tsc_attn_flops(const tsc_attn_dims_t *dims, int backward) {
 
 /* ---- traces ---- */
 
-tsc_status_t tsc_attn_trace_init(tsc_attn_trace_t *tr, int T, int D, int block_k, int flags) {
-    if (!tr) return tsc_error_set(TSC_ERR_ARG, "attention trace: NULL");
-    memset(tr, 0, sizeof *tr);
-    if (T < 1 || D < 1 || block_k < 1 || T > 65536 || D > 65536)
-        return tsc_error_set(TSC_ERR_ARG, "attention trace: bad sizes T=%d D=%d block_k=%d", T, D, block_k);
+/* Fills the held rows of every array with "not visited" (S −inf, P̄ 0, tiles NaN / -1, PV NaN). */
+static void trace_fill(tsc_attn_trace_t *tr) {
+    const size_t RT = (size_t)tr->rows * tr->T, RK = (size_t)tr->rows * tr->n_kt, RKD = RK * tr->D;
+    if (tr->s) for (size_t i = 0; i < RT; i++) { tr->s[i] = -INFINITY; tr->pbar[i] = 0; }
+    if (tr->tile_max)
+        for (size_t i = 0; i < RK; i++) {
+            tr->tile_max[i] = tr->run_max[i] = tr->l[i] = NAN;
+            tr->ties_exact[i] = tr->ties_eps[i] = tr->pbar_one[i] = -1;
+        }
+    if (tr->pv) for (size_t i = 0; i < RKD; i++) tr->pv[i] = tr->oacc[i] = NAN;
+    if (tr->lse) for (int i = 0; i < tr->rows; i++) tr->lse[i] = NAN;
+}
+
+static tsc_status_t trace_alloc(tsc_attn_trace_t *tr, int T, int D, int block_k, int flags, int rows,
+                                int window) {
     tr->T = T;
     tr->D = D;
     tr->block_k = block_k;
     tr->n_kt = (T + block_k - 1) / block_k;
     tr->flags = flags;
-    const size_t TT = (size_t)T * T, TK = (size_t)T * tr->n_kt, TKD = TK * D;
+    tr->rows = rows;
+    const size_t RT = (size_t)rows * T, RK = (size_t)rows * tr->n_kt, RKD = RK * D;
     int ok = 1;
 #define ALLOC(field, n, type) do { tr->field = malloc((n) * sizeof(type)); ok &= tr->field != NULL; } while (0)
-    if (flags & TSC_TRACE_SCORES) { ALLOC(s, TT, double); ALLOC(pbar, TT, double); }
+    if (flags & TSC_TRACE_SCORES) { ALLOC(s, RT, double); ALLOC(pbar, RT, double); }
     if (flags & TSC_TRACE_TILES) {
-        ALLOC(tile_max, TK, double); ALLOC(run_max, TK, double); ALLOC(l, TK, double);
-        ALLOC(ties_exact, TK, int32_t); ALLOC(ties_eps, TK, int32_t); ALLOC(pbar_one, TK, int32_t);
+        ALLOC(tile_max, RK, double); ALLOC(run_max, RK, double); ALLOC(l, RK, double);
+        ALLOC(ties_exact, RK, int32_t); ALLOC(ties_eps, RK, int32_t); ALLOC(pbar_one, RK, int32_t);
     }
-    if (flags & TSC_TRACE_PV) { ALLOC(pv, TKD, double); ALLOC(oacc, TKD, double); }
+    if (flags & TSC_TRACE_PV) { ALLOC(pv, RKD, double); ALLOC(oacc, RKD, double); }
+    if (window) ALLOC(lse, (size_t)rows, double);
 #undef ALLOC
     if (!ok) {
         tsc_attn_trace_free(tr);
-        return tsc_error_set(TSC_ERR_NOMEM, "attention trace: out of memory for T=%d D=%d flags=%d", T,
-                             D, flags);
+        return tsc_error_set(TSC_ERR_NOMEM, "attention trace: out of memory for T=%d D=%d flags=%d rows=%d", T,
+                             D, flags, rows);
     }
-    if (tr->s) for (size_t i = 0; i < TT; i++) { tr->s[i] = -INFINITY; tr->pbar[i] = 0; }
-    if (tr->tile_max)
-        for (size_t i = 0; i < TK; i++) {
-            tr->tile_max[i] = tr->run_max[i] = tr->l[i] = NAN;
-            tr->ties_exact[i] = tr->ties_eps[i] = tr->pbar_one[i] = -1;
-        }
-    if (tr->pv) for (size_t i = 0; i < TKD; i++) tr->pv[i] = tr->oacc[i] = NAN;
+    trace_fill(tr);
     return TSC_OK;
+}
+
+tsc_status_t tsc_attn_trace_init(tsc_attn_trace_t *tr, int T, int D, int block_k, int flags) {
+    if (!tr) return tsc_error_set(TSC_ERR_ARG, "attention trace: NULL");
+    memset(tr, 0, sizeof *tr);
+    if (T < 1 || D < 1 || block_k < 1 || T > 65536 || D > 65536)
+        return tsc_error_set(TSC_ERR_ARG, "attention trace: bad sizes T=%d D=%d block_k=%d", T, D, block_k);
+    return trace_alloc(tr, T, D, block_k, flags, T, 0);
+}
+
+tsc_status_t tsc_attn_trace_init_rows(tsc_attn_trace_t *tr, int T, int D, int block_k, int flags, int rows,
+                                      tsc_attn_trace_row_fn fn, void *ctx) {
+    if (!tr) return tsc_error_set(TSC_ERR_ARG, "attention trace: NULL");
+    memset(tr, 0, sizeof *tr);
+    if (T < 1 || D < 1 || block_k < 1 || T > (1 << 24) || D > 65536 || rows < 1 ||
+        rows % TSC_ATTN_TRACE_ROW_BLOCK || !fn)
+        return tsc_error_set(TSC_ERR_ARG, "attention trace: bad sizes T=%d D=%d block_k=%d rows=%d (or no "
+                             "row function)", T, D, block_k, rows);
+    tr->row_fn = fn;
+    tr->row_ctx = ctx;
+    return trace_alloc(tr, T, D, block_k, flags, rows, 1);
 }
 
 void tsc_attn_trace_free(tsc_attn_trace_t *tr) {
     if (!tr) return;
     free(tr->s); free(tr->pbar); free(tr->tile_max); free(tr->run_max); free(tr->l);
     free(tr->ties_exact); free(tr->ties_eps); free(tr->pbar_one); free(tr->pv); free(tr->oacc);
+    free(tr->lse);
     int b = tr->b, h = tr->h;
     memset(tr, 0, sizeof *tr);
     tr->b = b;

@@ -562,18 +562,20 @@ static void SFX(fwd_record)(SFX(hctx_t) *cx, const tile_sink_t *sk, const SFX(fb
             sk->pbar_one[ti] = on;
         }
         if (!tr) continue;
+        const size_t slot = tr->rows > 0 ? (size_t)(t % tr->rows) : (size_t)t;
+        const size_t tti = slot * n_kt + jt;
         if (tr->tile_max) {
-            tr->tile_max[ti] = row_max;
-            tr->ties_exact[ti] = ties;
-            tr->ties_eps[ti] = ties_eps;
-            tr->pbar_one[ti] = on;
-            tr->run_max[ti] = bk->m_new[r];
-            tr->l[ti] = bk->l[r];
+            tr->tile_max[tti] = row_max;
+            tr->ties_exact[tti] = ties;
+            tr->ties_eps[tti] = ties_eps;
+            tr->pbar_one[tti] = on;
+            tr->run_max[tti] = bk->m_new[r];
+            tr->l[tti] = bk->l[r];
         }
         if (tr->s)
             for (int jj = 0; jj < n; jj++) {
-                tr->s[(size_t)t * T + j0 + jj] = s[jj];
-                tr->pbar[(size_t)t * T + j0 + jj] = pa[jj];
+                tr->s[slot * T + j0 + jj] = s[jj];
+                tr->pbar[slot * T + j0 + jj] = pa[jj];
             }
         if (tr->pv) {
             R *side = w->side;
@@ -581,10 +583,31 @@ static void SFX(fwd_record)(SFX(hctx_t) *cx, const tile_sink_t *sk, const SFX(fb
             SFX(axpy_rows)(side, pa, v + (size_t)j0 * D, n, D, &st[TSC_STAGE_ACC], &st[TSC_STAGE_ACC]);
             if (!cx->pol->fused) SFX(rnd_arr)(side, D, &st[TSC_STAGE_PV]);
             for (int d = 0; d < D; d++) {
-                tr->pv[ti * D + d] = side[d];
-                tr->oacc[ti * D + d] = w->OACC[(size_t)r * D + d];
+                tr->pv[tti * D + d] = side[d];
+                tr->oacc[tti * D + d] = w->OACC[(size_t)r * D + d];
             }
         }
+    }
+}
+
+/* Window trace: the slots of rows t0 .. t0+nr-1 back to "not visited" before the block runs. */
+static void SFX(win_reset)(tsc_attn_trace_t *tr, int t0, int nr) {
+    const int T = tr->T, n_kt = tr->n_kt, D = tr->D;
+    for (int r = 0; r < nr; r++) {
+        const size_t slot = (size_t)((t0 + r) % tr->rows);
+        if (tr->s)
+            for (int j = 0; j < T; j++) {
+                tr->s[slot * T + j] = -INFINITY;
+                tr->pbar[slot * T + j] = 0;
+            }
+        if (tr->tile_max)
+            for (int k = 0; k < n_kt; k++) {
+                const size_t i = slot * n_kt + k;
+                tr->tile_max[i] = tr->run_max[i] = tr->l[i] = NAN;
+                tr->ties_exact[i] = tr->ties_eps[i] = tr->pbar_one[i] = -1;
+            }
+        if (tr->pv)
+            for (size_t i = slot * n_kt * D; i < (slot + 1) * n_kt * D; i++) tr->pv[i] = tr->oacc[i] = NAN;
     }
 }
 
@@ -604,6 +627,7 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
     w.side = w.pv + D;
     rst_t *st = cx->st;
     const int n_kt = (T + Bc - 1) / Bc;
+    tsc_attn_trace_t *win = sink && sink->tr && sink->tr->row_fn ? sink->tr : NULL;
     for (int t0 = 0; t0 < T; t0 += RB) {
         const int nr = T - t0 < RB ? T - t0 : RB;
         SFX(fblk_t) bk;
@@ -612,6 +636,7 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
             bk.l[r] = 0;
         }
         for (size_t i = 0; i < (size_t)nr * D; i++) w.OACC[i] = 0;
+        if (win) SFX(win_reset)(win, t0, nr);
         for (int jt = 0; jt < n_kt; jt++) {
             const int j0 = jt * Bc, jn = (T - j0 < Bc) ? T - j0 : Bc;
             int any = 0;
@@ -631,8 +656,13 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
             if (o)
                 for (int d = 0; d < D; d++)
                     o[(size_t)t * D + d] = SFX(rnd)(w.OACC[(size_t)r * D + d] / bk.l[r], &st[TSC_STAGE_O]);
-            if (lse) lse[t] = SFX(rnd)(bk.m[r] + LOGR(bk.l[r]), &st[TSC_STAGE_LSE]);
+            if (lse || win) { /* win implies lse (run_head): one rounding, as without a trace */
+                const R lv = SFX(rnd)(bk.m[r] + LOGR(bk.l[r]), &st[TSC_STAGE_LSE]);
+                if (lse) lse[t] = lv;
+                if (win) win->lse[t % win->rows] = (double)lv;
+            }
         }
+        if (win) win->row_fn(win->row_ctx, win, t0, nr);
     }
 }
 

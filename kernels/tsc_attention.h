@@ -158,9 +158,25 @@ enum {
  * tsc_attn_trace_init, set b and h, pass in the traces array; arrays not asked for are NULL.
  * n_kt = ceil(T / block_k) of the policy used at init. Entries of tiles a row never visits
  * (causal, beyond the diagonal) hold NaN / -1. */
-typedef struct {
+/* Row-window traces (long contexts): a trace made by tsc_attn_trace_init_rows holds only
+ * `rows` rows (a multiple of TSC_ATTN_TRACE_ROW_BLOCK): row t lives in slot t % rows of every
+ * array below (s, pbar [rows, T]; the tile arrays [rows, n_kt]; pv, oacc [rows, n_kt, D]) plus
+ * lse [rows]. The forward runs rows in blocks of TSC_ATTN_TRACE_ROW_BLOCK: it resets the block's
+ * slots (−inf / 0 / NaN / -1) before the block and calls row_fn(row_ctx, tr, t0, nr) once the
+ * block's rows t0 .. t0+nr-1 are complete (every tile visited, lse written), on the thread that
+ * runs the head. The consumer reads those rows there; they are overwritten later. Memory
+ * O(rows·T) instead of O(T²): the values are the full trace's, bit for bit. */
+enum { TSC_ATTN_TRACE_ROW_BLOCK = 4 };
+struct tsc_attn_trace;
+typedef void (*tsc_attn_trace_row_fn)(void *ctx, const struct tsc_attn_trace *tr, int t0, int nr);
+
+typedef struct tsc_attn_trace {
     int b, h;            /* which head to trace (set by the caller) */
     int T, D, block_k, n_kt, flags;
+    int rows;            /* rows held: T (a full trace) or the window (tsc_attn_trace_init_rows) */
+    tsc_attn_trace_row_fn row_fn; /* window mode: called per completed row block; else NULL */
+    void *row_ctx;
+    double *lse;         /* window mode: [rows] LSE of each held row (R_LSE); else NULL */
     double *s;           /* [T, T] S as rounded to the S stage; −inf where masked */
     double *pbar;        /* [T, T] P̄ as used in P̄V (a_j above); 0 where masked */
     double *tile_max;    /* [T, n_kt] r_m, the tile row max of S */
@@ -178,6 +194,10 @@ typedef struct {
 /* Allocates the arrays flags asks for (one allocation each; NaN-filled). TSC_ERR_ARG for bad
  * sizes, TSC_ERR_NOMEM (then *tr is zeroed and owns nothing). Free with tsc_attn_trace_free. */
 TSC_API tsc_status_t tsc_attn_trace_init(tsc_attn_trace_t *tr, int T, int D, int block_k, int flags);
+/* A row-window trace (see above): rows a positive multiple of TSC_ATTN_TRACE_ROW_BLOCK (a
+ * window larger than T holds every row), fn not NULL; T up to 2^24. Same errors. */
+TSC_API tsc_status_t tsc_attn_trace_init_rows(tsc_attn_trace_t *tr, int T, int D, int block_k, int flags,
+                                              int rows, tsc_attn_trace_row_fn fn, void *ctx);
 TSC_API void tsc_attn_trace_free(tsc_attn_trace_t *tr);  /* NULL and zeroed traces are no-ops */
 
 /* Runs the forward (and, with io->dout, the backward) for every (b, h) under pol, on the
