@@ -628,7 +628,8 @@ static tsc_status_t open_output(run_t *u, const char *out_dir, char **pathp) {
         (st = tsc_h5_attr_write_long(fid, "format_version", TSC_ANALYSIS_FORMAT_VERSION)) ||
         (st = tsc_h5_attr_write_str(fid, "dump", a->dump_path)) || (st = tsc_h5_attr_write_str(fid, "hp", a->hp)) ||
         (st = tsc_h5_attr_write_str(fid, "lp", a->lp)) || (st = tsc_h5_attr_write_str(fid, "selection", a->selection)) ||
-        (st = tsc_h5_attr_write_str(fid, "producer", producer)))
+        (st = tsc_h5_attr_write_str(fid, "producer", producer)) ||
+        (st = tsc_h5_attr_write_str(fid, "run_id", a->run_id)))
         return st;
     return TSC_OK;
 }
@@ -708,7 +709,8 @@ tsc_status_t tsc_analysis_run(const char *dump_path, const char *out_dir, const 
     u.f.fid = H5I_INVALID_HID;
     u.R.o = opts;
     if (!(u.R.a = calloc(1, sizeof *u.R.a))) return tsc_error_set(TSC_ERR_NOMEM, "analysis: no memory");
-    tsc_status_t st = run_all(&u, dump_path, out_dir);
+    tsc_status_t st = tsc_run_id_new(u.R.a->run_id); /* pairs analysis.h5 with the summary.json of this run */
+    if (st == TSC_OK) st = run_all(&u, dump_path, out_dir);
     if (st != TSC_OK && u.file_open) tsc_h5_abort(&u.f);
     run_free(&u);
     if (st != TSC_OK) {

@@ -37,6 +37,7 @@
 #define TSC_ANALYSIS_H
 
 #include "tsc_export.h"
+#include "tsc_file.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -150,6 +151,8 @@ typedef struct {
     uint8_t *feature_flags;                /* [n_heads, D]: 1 where the feature is flagged (pooled over
                                               steps): every flagged feature, where flagged_features lists
                                               the first TSC_ANALYSIS_MAX_FLAGGED */
+    char run_id[TSC_RUN_ID_LEN + 1];       /* this run's id (tsc_run_id_new): root attribute "run_id" of
+                                              analysis.h5 and key "run_id" of summary.json, which pair them */
 } tsc_analysis_t;
 
 /* Runs the analysis of dump_path, writing out_dir/analysis.h5 (out_dir must exist). On success

@@ -34,50 +34,22 @@ static int store_fmt_of(const tsc_capture_t *s, tsc_format_t src) {
 }
 
 /* The session folder's lock: DIR/session.lock, flock'ed (LOCK_EX) by its writer for the session's
- * life and by pack while it packs, holding the locker's pid as text. *fd: the locked descriptor,
- * -1 on failure: TSC_ERR_IO "WHO: session folder DIR is in use (locked by pid N) ...". */
+ * life and by pack while it packs, holding the locker's pid as text (util's tsc_dir_lock). *fd:
+ * the locked descriptor, -1 on failure: TSC_ERR_IO "WHO: session folder DIR is in use (locked by
+ * pid N) ...". */
 static tsc_status_t session_lock(const char *dir, const char *who, int *fd) {
-    char lp[4300];
-    snprintf(lp, sizeof lp, "%s/session.lock", dir);
-    *fd = open(lp, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (*fd < 0) return tsc_error_set(TSC_ERR_IO, "%s: cannot open the session lock %s: %s", who, lp, strerror(errno));
-    struct stat a, b;
-    tsc_status_t st = TSC_OK;
-    if (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
-        int err = errno;
-        char pid[32] = "";
-        ssize_t n = pread(*fd, pid, sizeof pid - 1, 0);
-        pid[n > 0 ? n : 0] = '\0';
-        pid[strcspn(pid, "\n")] = '\0';
-        if (err == EWOULDBLOCK)
-            st = tsc_error_set(TSC_ERR_IO, "%s: session folder %s is in use (locked by pid %s): another capture or "
-                               "pack is writing it", who, dir, *pid ? pid : "?");
-        else
-            st = tsc_error_set(TSC_ERR_IO, "%s: cannot lock %s: %s", who, lp, strerror(err));
-    } else if (fstat(*fd, &a) != 0 || stat(lp, &b) != 0 || a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
-        /* the lock must be on the file still named session.lock (a pack may have just removed it) */
-        st = tsc_error_set(TSC_ERR_IO, "%s: session folder %s was removed while locking it", who, dir);
-    }
-    if (st != TSC_OK) {
-        close(*fd);
-        *fd = -1;
-        return st;
-    }
-    char pid[32];
-    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(*fd, 0) != 0 || pwrite(*fd, pid, (size_t)n, 0) != n) { /* the pid is informative only */ }
-    return TSC_OK;
+    char holder[32];
+    tsc_status_t st = tsc_dir_lock(dir, "session.lock", fd, holder, sizeof holder);
+    if (st == TSC_OK) return TSC_OK;
+    if (holder[0])
+        return tsc_error_set(TSC_ERR_IO, "%s: session folder %s is in use (locked by pid %s): another capture or "
+                             "pack is writing it", who, dir, holder);
+    return tsc_error_wrap(st, "%s: ", who);
 }
 
 /* Removes the lock file (while still holding it) and releases it. */
 static void session_unlock(const char *dir, int fd, int remove_file) {
-    if (fd < 0) return;
-    if (remove_file) {
-        char lp[4300];
-        snprintf(lp, sizeof lp, "%s/session.lock", dir);
-        unlink(lp);
-    }
-    close(fd);
+    tsc_dir_unlock(dir, "session.lock", fd, remove_file);
 }
 
 static tsc_status_t capture_open(tsc_capture_t **out, const char *path, const tsc_dump_meta_t *meta,

@@ -85,12 +85,17 @@ int tsc_cli_analysis_flag(const char *cmd, int argc, char **argv, int *i, tsc_an
 int tsc_cli_analysis_check(const char *cmd, const tsc_analysis_opts_t *o);
 
 /* What analyze and diagnose share after their flags: DUMP and -o DIR given, o's policies parse,
- * DIR exists (made if missing); sets o->progress (not quiet and stderr a terminal). 0, or the
- * exit code after printing the error. */
-int tsc_cli_analysis_ready(const char *cmd, const char *dump, const char *outdir, int quiet, tsc_analysis_opts_t *o);
-/* Writes the summary j to DIR/summary.json and, when print, to stdout; frees j. 0, or 1 after
- * printing the error. */
-int tsc_cli_summary_out(const char *cmd, const char *outdir, tsc_json_t *j, int print);
+ * DIR exists (made if missing) and is locked for this writer (DIR/.tilescope.lock, tsc_dir_lock:
+ * *lock_fd, released by tsc_cli_summary_out or tsc_cli_analysis_unlock); sets o->progress (not
+ * quiet and stderr a terminal). 0, or the exit code after printing the error ("DIR is being
+ * written by another tilescope analysis (pid N)": 1). */
+int tsc_cli_analysis_ready(const char *cmd, const char *dump, const char *outdir, int quiet, tsc_analysis_opts_t *o,
+                           int *lock_fd);
+/* Releases the folder lock of tsc_cli_analysis_ready (the lock file stays); -1 is a no-op. */
+void tsc_cli_analysis_unlock(const char *outdir, int lock_fd);
+/* Writes the summary j to DIR/summary.json and, when print, to stdout; frees j; releases the
+ * folder lock lock_fd. 0, or 1 after printing the error. */
+int tsc_cli_summary_out(const char *cmd, const char *outdir, tsc_json_t *j, int print, int lock_fd);
 
 /* Subcommands. */
 int tsc_cmd_info(int argc, char **argv);

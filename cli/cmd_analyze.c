@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "tsc_analysis.h"
+#include "tsc_file.h"
 
 const char tsc_usage_analyze[] =
     "usage: tilescope analyze DUMP -o DIR [options]\n"
@@ -62,20 +63,33 @@ int tsc_cli_analysis_check(const char *cmd, const tsc_analysis_opts_t *o) {
     return 0;
 }
 
-int tsc_cli_analysis_ready(const char *cmd, const char *dump, const char *outdir, int quiet, tsc_analysis_opts_t *o) {
+#define TSC_CLI_DIR_LOCK ".tilescope.lock"
+
+int tsc_cli_analysis_ready(const char *cmd, const char *dump, const char *outdir, int quiet, tsc_analysis_opts_t *o,
+                           int *lock_fd) {
     int rc;
+    *lock_fd = -1;
     if (!dump) return tsc_cli_usage_error(cmd, "missing DUMP");
     if ((rc = tsc_cli_analysis_check(cmd, o))) return rc;
     if (!outdir) return tsc_cli_usage_error(cmd, "missing -o DIR");
     if (tsc_cli_make_dir(outdir) != 0) return tsc_cli_fail(cmd, "%s: cannot create the output folder: %s", outdir, strerror(errno));
+    /* one writer per folder, from before analysis.h5 until summary.json is written */
+    char holder[32];
+    if (tsc_dir_lock(outdir, TSC_CLI_DIR_LOCK, lock_fd, holder, sizeof holder) != TSC_OK) {
+        if (holder[0]) return tsc_cli_fail(cmd, "%s is being written by another tilescope analysis (pid %s)", outdir, holder);
+        return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    }
     o->progress = !quiet && isatty(2);
     return 0;
 }
 
-int tsc_cli_summary_out(const char *cmd, const char *outdir, tsc_json_t *j, int print) {
+void tsc_cli_analysis_unlock(const char *outdir, int lock_fd) { tsc_dir_unlock(outdir, TSC_CLI_DIR_LOCK, lock_fd, 0); }
+
+int tsc_cli_summary_out(const char *cmd, const char *outdir, tsc_json_t *j, int print, int lock_fd) {
     char path[4096];
     snprintf(path, sizeof path, "%s/summary.json", outdir);
     tsc_status_t st = tsc_json_write_file(j, path);
+    tsc_cli_analysis_unlock(outdir, lock_fd);
     if (st == TSC_OK && print) puts(tsc_json_text(j, NULL));
     tsc_json_free(j);
     return st == TSC_OK ? 0 : tsc_cli_fail(cmd, "%s", tsc_error_last());
@@ -97,7 +111,7 @@ static int analyze_flag(const char *cmd, int argc, char **argv, int *i, void *ct
 
 int tsc_cmd_analyze(int argc, char **argv) {
     const char *cmd = "analyze", *dump = NULL, *outdir = NULL;
-    int json = 0, quiet = 0, rc;
+    int json = 0, quiet = 0, rc, lock_fd;
     tsc_analysis_opts_t o;
     tsc_analysis_opts_init(&o);
     const tsc_cli_flag_t flags[] = {{"--out", "-o", TSC_CLI_STR, &outdir, 0, 0},
@@ -106,7 +120,7 @@ int tsc_cmd_analyze(int argc, char **argv) {
                                     {"--json", NULL, TSC_CLI_ON, &json, 0, 0},
                                     {"--quiet", "-q", TSC_CLI_ON, &quiet, 0, 0}};
     if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), analyze_flag, &o, 1, &dump))) return rc;
-    if ((rc = tsc_cli_analysis_ready(cmd, dump, outdir, quiet, &o))) return rc;
+    if ((rc = tsc_cli_analysis_ready(cmd, dump, outdir, quiet, &o, &lock_fd))) return rc;
     if (!quiet) {
         char sel[512];
         fprintf(stderr, "analyze: dump %s -> %s/analysis.h5, %s/summary.json\n", dump, outdir, outdir);
@@ -115,11 +129,14 @@ int tsc_cmd_analyze(int argc, char **argv) {
                 tsc_select_format(&o.sel, sel, sizeof sel), o.rule.alpha, o.rule.min_ulp, o.tie_eps);
     }
     tsc_analysis_t *res;
-    if (tsc_analysis_run(dump, outdir, &o, &res) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    if (tsc_analysis_run(dump, outdir, &o, &res) != TSC_OK) {
+        tsc_cli_analysis_unlock(outdir, lock_fd);
+        return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    }
     tsc_json_t j;
     tsc_json_init(&j);
     tsc_analysis_summary_json(res, &j);
-    if ((rc = tsc_cli_summary_out(cmd, outdir, &j, json))) {
+    if ((rc = tsc_cli_summary_out(cmd, outdir, &j, json, lock_fd))) {
         tsc_analysis_free(res);
         return rc;
     }

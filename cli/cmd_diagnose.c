@@ -48,7 +48,7 @@ static int diagnose_flag(const char *cmd, int argc, char **argv, int *i, void *c
 
 int tsc_cmd_diagnose(int argc, char **argv) {
     const char *cmd = "diagnose", *dump = NULL, *outdir = NULL;
-    int json = 0, quiet = 0, rc;
+    int json = 0, quiet = 0, rc, lock_fd;
     tsc_diagnose_opts_t o;
     tsc_diagnose_opts_init(&o);
     o.an.census = 0;   /* the census is analyze's; diagnose looks at the largest event per head */
@@ -60,7 +60,7 @@ int tsc_cmd_diagnose(int argc, char **argv) {
                                     {"--json", NULL, TSC_CLI_ON, &json, 0, 0},
                                     {"--quiet", "-q", TSC_CLI_ON, &quiet, 0, 0}};
     if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), diagnose_flag, &o, 1, &dump))) return rc;
-    if ((rc = tsc_cli_analysis_ready(cmd, dump, outdir, quiet, &o.an))) return rc;
+    if ((rc = tsc_cli_analysis_ready(cmd, dump, outdir, quiet, &o.an, &lock_fd))) return rc;
     if (!quiet) {
         char sel[512];
         fprintf(stderr, "diagnose: dump %s -> %s; hp %s, lp %s, selection %s, stable eps %g, %d betas\n", dump,
@@ -68,11 +68,14 @@ int tsc_cmd_diagnose(int argc, char **argv) {
                 tsc_select_format(&o.an.sel, sel, sizeof sel), o.eps, o.n_betas);
     }
     tsc_diagnosis_t *dg;
-    if (tsc_diagnose_run(dump, outdir, &o, &dg) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    if (tsc_diagnose_run(dump, outdir, &o, &dg) != TSC_OK) {
+        tsc_cli_analysis_unlock(outdir, lock_fd);
+        return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    }
     tsc_json_t j;
     tsc_json_init(&j);
     tsc_diagnose_summary_json(dg, &j);
-    if ((rc = tsc_cli_summary_out(cmd, outdir, &j, json))) {
+    if ((rc = tsc_cli_summary_out(cmd, outdir, &j, json, lock_fd))) {
         tsc_diagnose_free(dg);
         return rc;
     }

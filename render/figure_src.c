@@ -11,11 +11,37 @@
 
 #include <hdf5.h>
 
+#include "tsc_file.h"
 #include "tsc_h5.h"
 #include "figure_internal.h"
 
 
 /* ---------------------------------------------------------------- source */
+
+/* summary.json and analysis.h5 of one folder must come from one analysis run: both carry the
+ * run's id (key / root attribute "run_id", docs/FORMAT.md section 3). A folder written before run
+ * ids (neither has one) is accepted unchecked; so is a missing or unreadable analysis.h5 (the
+ * figures that read it report that themselves). TSC_ERR_FORMAT for a mismatched pair. */
+static tsc_status_t check_run_id(const tsc_figure_src_t *s) {
+    const char *sid = tsc_jv_str(s->summary, "run_id");
+    if (access(s->analysis_path, F_OK) != 0) return TSC_OK;
+    hid_t f;
+    if (tsc_h5_open(&f, s->analysis_path, 0) != TSC_OK) {
+        tsc_error_clear();
+        return TSC_OK;
+    }
+    char hid[TSC_RUN_ID_LEN + 8] = "";
+    tsc_status_t st = tsc_h5_attr_read_str(f, "run_id", hid, sizeof hid);
+    tsc_h5_close(f);
+    if (st != TSC_OK) {
+        tsc_error_clear();
+        hid[0] = '\0';
+    }
+    if (!sid && !hid[0]) return TSC_OK;
+    if (sid && hid[0] && strcmp(sid, hid) == 0) return TSC_OK;
+    return tsc_error_set(TSC_ERR_FORMAT, "%s and %s come from different runs (run ids %s and %s): run analyze again",
+                         s->analysis_path, s->summary_path, hid[0] ? hid : "(none)", sid ? sid : "(none)");
+}
 
 tsc_status_t tsc_figure_src_open(const char *dir, tsc_figure_src_t **out) {
     if (!dir || !out) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_src_open: NULL argument");
@@ -36,6 +62,11 @@ tsc_status_t tsc_figure_src_open(const char *dir, tsc_figure_src_t **out) {
         free(s);
         return tsc_error_set(TSC_ERR_FORMAT, "%s/summary.json: format is '%s', expected 'tilescope-summary'", dir,
                              fmt ? fmt : "(none)");
+    }
+    if ((st = check_run_id(s)) != TSC_OK) {
+        tsc_jv_free(s->summary);
+        free(s);
+        return st;
     }
     *out = s;
     return TSC_OK;

@@ -8,6 +8,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -227,5 +229,91 @@ tsc_status_t tsc_file_read_text(const char *path, char **buf, size_t *len) {
     p[n] = '\0';
     *buf = p;
     *len = n;
+    return TSC_OK;
+}
+
+/* ---------------------------------------------------------------- folder locks, run ids */
+
+static tsc_status_t lock_busy(int fd, const char *lp, char *holder, size_t holder_size) {
+    char pid[32] = "";
+    ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+    pid[n > 0 ? n : 0] = '\0';
+    pid[strcspn(pid, "\n")] = '\0';
+    if (!*pid) snprintf(pid, sizeof pid, "?");
+    if (holder && holder_size) snprintf(holder, holder_size, "%s", pid);
+    return tsc_error_set(TSC_ERR_IO, "%s is locked by pid %s", lp, pid);
+}
+
+tsc_status_t tsc_dir_lock(const char *dir, const char *name, int *fd, char *holder, size_t holder_size) {
+    if (holder && holder_size) holder[0] = '\0';
+    *fd = -1;
+    if (!dir || !name) return tsc_error_set(TSC_ERR_ARG, "tsc_dir_lock: NULL argument");
+    char lp[4300];
+    if ((size_t)snprintf(lp, sizeof lp, "%s/%s", dir, name) >= sizeof lp)
+        return tsc_error_set(TSC_ERR_ARG, "%s: lock path too long", dir);
+    int d = open(lp, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (d < 0) return tsc_error_set(TSC_ERR_IO, "%s: cannot open the lock file: %s", lp, strerror(errno));
+    struct stat a, b;
+    tsc_status_t st = TSC_OK;
+    if (flock(d, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        st = err == EWOULDBLOCK ? lock_busy(d, lp, holder, holder_size)
+                                : tsc_error_set(TSC_ERR_IO, "%s: cannot lock: %s", lp, strerror(err));
+    } else if (fstat(d, &a) != 0 || stat(lp, &b) != 0 || a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
+        /* the lock must be on the file still named lp (its holder may have just removed it) */
+        st = tsc_error_set(TSC_ERR_IO, "%s was removed while locking it", lp);
+    }
+    if (st != TSC_OK) {
+        close(d);
+        return st;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(d, 0) != 0 || pwrite(d, pid, (size_t)n, 0) != n) { /* the pid is informative only */ }
+    *fd = d;
+    return TSC_OK;
+}
+
+void tsc_dir_unlock(const char *dir, const char *name, int fd, int remove_file) {
+    if (fd < 0) return;
+    if (remove_file && dir && name) {
+        char lp[4300];
+        if ((size_t)snprintf(lp, sizeof lp, "%s/%s", dir, name) < sizeof lp) unlink(lp);
+    }
+    close(fd);
+}
+
+static int random_bytes(unsigned char *p, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = getrandom(p + got, n - got, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    if (got == n) return 0;
+    int d = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (d < 0) return -1;
+    for (got = 0; got < n;) {
+        ssize_t r = read(d, p + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(d);
+    return got == n ? 0 : -1;
+}
+
+tsc_status_t tsc_run_id_new(char out[TSC_RUN_ID_LEN + 1]) {
+    unsigned char b[TSC_RUN_ID_LEN / 2];
+    out[0] = '\0';
+    if (random_bytes(b, sizeof b) != 0)
+        return tsc_error_set(TSC_ERR_IO, "cannot draw a run id: no random bytes from getrandom or /dev/urandom");
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < sizeof b; i++) {
+        out[2 * i] = hex[b[i] >> 4];
+        out[2 * i + 1] = hex[b[i] & 15];
+    }
+    out[TSC_RUN_ID_LEN] = '\0';
     return TSC_OK;
 }

@@ -72,6 +72,26 @@ TSC_API unsigned long long tsc_file_text_limit(void);
  * if the input is trusted"), also when the file grows while read. */
 TSC_API tsc_status_t tsc_file_read_text(const char *path, char **buf, size_t *len);
 
+/* ---- output folders: writer locks and run ids ---- */
+
+/* Locks DIR/NAME for one writer: opens it (created if missing, mode 0644, never through a
+ * symbolic link), takes flock(LOCK_EX|LOCK_NB) and writes this process's pid into it. On success
+ * *fd holds the lock until tsc_dir_unlock. When another process holds it: TSC_ERR_IO
+ * "DIR/NAME is locked by pid N", *fd = -1 and holder (when not NULL) receives that process's pid
+ * as it wrote it ("?" when unreadable), for the caller's own sentence. Any other failure
+ * (cannot open or lock; DIR/NAME removed or replaced while locking): TSC_ERR_IO naming the file,
+ * holder "". The lock is the kernel's: a crashed writer releases it. */
+TSC_API tsc_status_t tsc_dir_lock(const char *dir, const char *name, int *fd, char *holder, size_t holder_size);
+
+/* Releases a lock from tsc_dir_lock; with remove_file, DIR/NAME is removed first (while still
+ * held). fd < 0 is a no-op. */
+TSC_API void tsc_dir_unlock(const char *dir, const char *name, int fd, int remove_file);
+
+/* A fresh run id: 128 random bits from getrandom(2) (else /dev/urandom) as 32 lower-case hex
+ * digits and a NUL in out. TSC_ERR_IO when neither source gives 16 bytes. */
+#define TSC_RUN_ID_LEN 32
+TSC_API tsc_status_t tsc_run_id_new(char out[TSC_RUN_ID_LEN + 1]);
+
 /* Installs handlers for SIGINT, SIGTERM and SIGHUP that remove every open temporary, then
  * re-raise the signal with its default action. For programs (the CLI), not libraries. */
 TSC_API void tsc_out_cleanup_install(void);
