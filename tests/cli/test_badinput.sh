@@ -3,14 +3,6 @@
 # errors), and no crash (no signal, no sanitizer report).
 . "$(dirname "$0")/lib.sh"
 : "${TSC:?TSC must name the tilescope binary}"
-# expect RC WANT_IN_STDERR CMD...: exit status RC, stderr containing the text, no sanitizer report
-expect() {
-  local rc=$1 want=$2; shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?
-  if [ "$got" != "$rc" ] || ! grep -qF -- "$want" "$tmp/err" || grep -qE "Sanitizer|runtime error" "$tmp/err"; then
-    echo "FAIL: '$*' exit $got (want $rc), stderr:" >&2; head -5 "$tmp/err" >&2; fail=$((fail+1))
-  else pass=$((pass+1)); fi
-}
 # crashfree CMD...: exit 0 or 1, never a signal or a sanitizer report; 1 must come with a message
 crashfree() {
   "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?

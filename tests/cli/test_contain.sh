@@ -8,8 +8,8 @@
 DATA="$(cd "$(dirname "$0")/../data/hostile" && pwd)"
 cd "$tmp" || exit 1
 ulimit -c unlimited 2>/dev/null || true
-# expect WANT MAXSECS CMD...: exit status 1 within MAXSECS, stderr containing WANT, no core file
-expect() {
+# expect_prompt WANT MAXSECS CMD...: exit status 1 within MAXSECS, stderr containing WANT, no core file
+expect_prompt() {
   local want=$1 max=$2; shift 2
   local t0=$SECONDS
   timeout 30 "$@" >out 2>err; local got=$?
@@ -23,8 +23,8 @@ expect() {
 crash="the HDF5 library crashed (SIGSEGV) while reading the file's metadata: the file is corrupt or hostile; not opened"
 for f in global-heap-segv global-heap-memcpy-overlap; do
   cp "$DATA/$f.h5" d.h5
-  expect "tilescope info: d.h5: $crash" 5 "$TSC" info d.h5
-  expect "d.h5: $crash" 5 "$TSC" analyze d.h5 -o an
+  expect_prompt "tilescope info: d.h5: $crash" 5 "$TSC" info d.h5
+  expect_prompt "d.h5: $crash" 5 "$TSC" analyze d.h5 -o an
   [ ! -e an/summary.json ] && ok || bad "analyze of $f wrote a summary"
   # without containment the same file crashes the process (the reason for containment)
   TSC_CONTAIN=0 timeout 30 "$TSC" info d.h5 >/dev/null 2>&1; rc=$?
@@ -33,8 +33,8 @@ for f in global-heap-segv global-heap-memcpy-overlap; do
 done
 cp "$DATA/global-heap-hang.h5" h.h5
 export TSC_CONTAIN_TIMEOUT=3
-expect "tilescope info: h.h5: the HDF5 library did not finish reading the file's metadata within 3 s" 8 "$TSC" info h.h5
-expect "h.h5: the HDF5 library did not finish reading the file's metadata within 3 s" 8 "$TSC" analyze h.h5 -o an
+expect_prompt "tilescope info: h.h5: the HDF5 library did not finish reading the file's metadata within 3 s" 8 "$TSC" info h.h5
+expect_prompt "h.h5: the HDF5 library did not finish reading the file's metadata within 3 s" 8 "$TSC" analyze h.h5 -o an
 unset TSC_CONTAIN_TIMEOUT
 
 # a sound dump: the same output contained or not
