@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "an_internal.h"
+#include "blas_internal.h"
 #include "tsc_mem.h"
 
 #ifdef _OPENMP
@@ -582,6 +583,7 @@ static tsc_status_t run_alloc(run_t *u) {
     if (u->nthr > R->nh) u->nthr = R->nh;
     if (u->nthr < 1) u->nthr = 1;
     tsc_status_t mst = tsc_mem_check((uint64_t)u->nthr * scratch_bytes(R), "analysis: the per-thread scratch");
+    if (mst == TSC_OK) mst = tsc_blas_headroom(u->nthr);
     if (mst != TSC_OK)
         return tsc_error_wrap(mst, "analysis of %s (T %d, D %d, C %d, %d threads): ", R->a->dump_path, R->T, R->D,
                               R->C, u->nthr);

@@ -5,5 +5,11 @@
  * (idempotent, thread-safe). */
 #ifndef TSC_BLAS_INTERNAL_H
 #define TSC_BLAS_INTERNAL_H
+#include "tsc_status.h"
 void tsc_blas_one_thread(void);
+/* OpenBLAS maps a 128 MiB work buffer per calling thread on its first call and, when the mmap
+ * fails (a low `ulimit -v`), retries forever. Before work starts, this reserves (and releases)
+ * that address space for nthreads threads: TSC_ERR_NOMEM naming the limit when it does not fit,
+ * instead of a hang. */
+tsc_status_t tsc_blas_headroom(int nthreads);
 #endif

@@ -11,6 +11,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
 static double dot(const double *x, const double *y, size_t n) {
     double s = 0.0;
@@ -67,6 +69,21 @@ static void blas_one_thread(void) {
 }
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 void tsc_blas_one_thread(void) { pthread_once(&blas_once, blas_one_thread); }
+
+#define BLAS_BUFFER_BYTES ((size_t)144 << 20) /* OpenBLAS's 128 MiB buffer and its alignment slack */
+
+tsc_status_t tsc_blas_headroom(int nthreads) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return TSC_OK;
+    size_t need = BLAS_BUFFER_BYTES * (size_t)(nthreads > 0 ? nthreads : 1);
+    void *p = mmap(NULL, need, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return tsc_error_set(TSC_ERR_NOMEM, "the address-space limit (ulimit -v, %llu MiB) leaves no room for the "
+                             "BLAS work buffers (%zu MiB for %d thread(s)); raise the limit or set "
+                             "OMP_NUM_THREADS lower", (unsigned long long)(rl.rlim_cur >> 20), need >> 20, nthreads);
+    munmap(p, need);
+    return TSC_OK;
+}
 
 tsc_status_t tsc_linalg_singular_values(const double *a, size_t m, size_t n, double *s) {
     if (!a || !s || m == 0 || n == 0)
