@@ -110,8 +110,11 @@ static void test_hook(void) {
     if (!strcmp(h, "hang"))
         for (volatile unsigned long x = 0;; x++) {}
     if (!strcmp(h, "alloc"))
-        for (;;) /* address space only (untouched): RLIMIT_AS stops it without using memory */
-            if (!malloc(64u << 20)) abort(); /* what libhdf5 does on some failed allocations */
+        for (;;) { /* address space only (untouched): RLIMIT_AS stops it without using memory */
+            static void *volatile keep; /* volatile: a compiler may drop an allocation nobody reads */
+            keep = malloc(64u << 20);
+            if (!keep) abort(); /* what libhdf5 does on some failed allocations */
+        }
 }
 
 /* What the child reads: tsc_dump_open's walk, the shallow (small dump: deep) validator, the
