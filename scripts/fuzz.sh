@@ -56,12 +56,16 @@ time_limit() {
 # line of a report anyway): run the binary on the input for the full report.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:leak_check_at_exit=0:allocator_may_return_null=1:symbolize=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:symbolize=0}
+# Found inputs go to TSC_FUZZ_OUT, resolved now: the fuzzers run inside the build folder.
+out_root=${TSC_FUZZ_OUT:-$root/fuzz/regressions}
+[[ $out_root = /* ]] || out_root=$PWD/$out_root
 found_any=0
+no_run=0
 printf '%-8s %12s %8s %8s %6s  %s\n' target execs cov ft found log
 for t in "${targets[@]}"; do
     bin=$build/fuzz_$t
     work=$build/corpus/$t
-    regr=${TSC_FUZZ_OUT:-$root/fuzz/regressions}/$t
+    regr=$out_root/$t
     log=$build/fuzz_$t.log
     mkdir -p "$work" "$regr"
     before=$(find "$regr" -type f | wc -l)
@@ -90,7 +94,13 @@ for t in "${targets[@]}"; do
     cov=$(sed -nE 's/.* cov: ([0-9]+).*/\1/p' <<<"$last")
     ft=$(sed -nE 's/.* ft: ([0-9]+).*/\1/p' <<<"$last")
     printf '%-8s %12s %8s %8s %6s  %s\n' "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$found" "${log#"$root"/}"
+    if [[ -z $last ]]; then  # libFuzzer printed no status line: the target did not run at all
+        echo "fuzz.sh: fuzz_$t did not run; the end of its log:" >&2
+        tail -5 "$log" >&2
+        no_run=1
+    fi
 done
+[[ $no_run -eq 0 ]] || exit 1
 if [[ $found_any -ne 0 ]]; then
     echo "fuzz.sh: inputs found are in ${TSC_FUZZ_OUT:-fuzz/regressions}/<target>/ (run build-fuzz/fuzz_<target> FILE" \
         "for the report; fuzz/regressions is replayed by ctest -R fuzz/replay)" >&2
