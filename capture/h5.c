@@ -1,5 +1,6 @@
 /* h5.c: checked HDF5 helpers (tsc_h5.h). */
 #include "tsc_h5.h"
+#include "tsc_file.h"
 #include "capture_internal.h"
 #include "tsc_mem.h"
 
@@ -274,11 +275,10 @@ hid_t tsc_h5_gapl(void) { return deny_plist(H5P_GROUP_ACCESS, &deny_g); }
 
 tsc_status_t tsc_h5_check_regular(const char *path) {
     struct stat st;
-    if (stat(path, &st) != 0) return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode)) return tsc_error_set(TSC_ERR_IO, "%s: is a folder, expected an HDF5 file", path);
-    if (!S_ISREG(st.st_mode))
-        return tsc_error_set(TSC_ERR_IO, "%s: not a regular file (a FIFO, device or socket); refused", path);
-    return TSC_OK;
+    /* a folder gets the dump reader's own wording; everything else is util's one check */
+    if (path && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return tsc_error_set(TSC_ERR_IO, "%s: is a folder, expected an HDF5 file", path);
+    return tsc_file_check_regular(path);
 }
 
 /* One link name below loc (its parents already checked): a hard link, or a soft link that
