@@ -24,7 +24,8 @@ tensors (grads come back float32); leaves="bf16" makes them bfloat16 leaves
 Arithmetic (see __main__ for measured agreement):
   S  = R(sum_d q*k)            oneDNN: FP32 accumulation of exact BF16
                                products, k order 1,0,3,2,5,4,... (vdpbf16ps
-                               pair order), one rounding to BF16
+                               pair order) within blocks of 512 k, block
+                               partial sums added in FP32, one rounding to BF16
   A  = R(S * R(1/sqrt(D)))     the Python scalar is first rounded to BF16
   A[masked] = -inf
   m  = max_j A ; e_j = expf(A_j - m) in FP32 (SLEEF expf_u10, 8-wide, for the
@@ -42,6 +43,21 @@ Arithmetic (see __main__ for measured agreement):
        without rounding (f32 leaves: repeat_interleave runs on the float32
        tensor before autocast's cast), or rounded to BF16 after each add
        (bf16 leaves).
+
+Op dtypes under autocast (both leaf kinds): q@k^T, *scale, masked_fill,
+softmax and p@v are bfloat16; every intermediate gradient is bfloat16; with
+float32 leaves repeat_interleave runs in float32 (autocast casts k2/v2 at the
+matmul) and dq/dk/dv come back float32, with bfloat16 leaves they are bfloat16.
+o, p and dq are identical for both leaf kinds; dk/dv differ only when
+H/Hkv >= 2 (FP32 head sum vs BF16 head sum).
+
+Not pinned down by the data (every candidate tried gives the same bits):
+the order of the FP32 sum sigma in the softmax backward (it is rounded to
+BF16 before use), the scalar-tail exp (libm expf vs exp rounded from
+float64), the GQA FP32 head-sum order, and how more than two 512-blocks of a
+matmul reduction are combined (K > 1024 not measured).  torch 1.13 refuses
+CPU autocast with float16 ("AutocastCPU only support Bfloat16").  One and two
+torch threads gave identical bits.
 """
 import math
 import sys
@@ -130,20 +146,27 @@ def _rowsum_vec8_tail(e):
     return acc  # (..., 1)
 
 
-def bf16_matmul(a, b):
-    """R_bf16 of an FP32 accumulation over k of exact BF16 products, k visited
-    in the pair-swapped order 1,0,3,2,... (oneDNN avx512_core_bf16 kernels).
+def bf16_matmul(a, b, kblock=512):
+    """R_bf16 of an FP32 accumulation of exact BF16 products (oneDNN
+    avx512_core_bf16 kernels): within each block of `kblock` consecutive k the
+    products are added one by one in the pair-swapped order 1,0,3,2,...
+    (vdpbf16ps pair order) into a fresh FP32 accumulator; the block partial
+    sums are then added in FP32 in block order (measured for K <= 1024: K <= 512
+    is one block, K = 800 and 1024 are two); one rounding to BF16 at the end.
     a (..., M, K), b (..., K, N), both BF16-valued float32."""
     a = np.asarray(a, np.float32)
     b = np.asarray(b, np.float32)
     K = a.shape[-1]
-    order = []
-    for i in range(0, K, 2):
-        order += [i + 1, i] if i + 1 < K else [i]
-    acc = np.zeros(np.broadcast_shapes(a.shape[:-1] + (1,), b.shape[:-2] + (1, b.shape[-1])), np.float32)
-    for k in order:
-        acc = (acc + a[..., :, k:k + 1] * b[..., k:k + 1, :]).astype(np.float32)
-    return rb(acc)
+    shape = np.broadcast_shapes(a.shape[:-1] + (1,), b.shape[:-2] + (1, b.shape[-1]))
+    total = None
+    for start in range(0, K, kblock):
+        end = min(K, start + kblock)
+        acc = np.zeros(shape, np.float32)
+        for i in range(start, end, 2):
+            for k in ([i + 1, i] if i + 1 < end else [i]):
+                acc = (acc + a[..., :, k:k + 1] * b[..., k:k + 1, :]).astype(np.float32)
+        total = acc if total is None else (total + acc).astype(np.float32)
+    return rb(total)
 
 
 def softmax_bf16(x):
@@ -199,7 +222,7 @@ def numpy_eager(q, k, v, dO, causal, Hkv, leaves="f32"):
             acc = (out[:, h // rep] + g2[:, h]).astype(np.float32)
             out[:, h // rep] = rb(acc) if leaves == "bf16" else acc
         return out
-    return dict(o=y, dq=dq, dk=group_sum(dk2), dv=group_sum(dv2), p=p, s=a, dp=dp, da=da, ds=ds)
+    return dict(o=y, dq=dq, dk=group_sum(dk2), dv=group_sum(dv2), p=p, s=a, sraw=s, dp=dp, da=da, ds=ds)
 
 # ----------------------------------------------------------------- real torch
 
@@ -229,7 +252,7 @@ def torch_eager(q, k, v, dO, causal, Hkv, leaves="f32", threads=1):
         y = p @ v2
     y.backward(dOt)
     f = lambda t: t.detach().float().numpy().copy()
-    keep = dict(o=f(y), dq=f(qt.grad), dk=f(kt.grad), dv=f(vt.grad), p=f(p), s=f(att),
+    keep = dict(o=f(y), dq=f(qt.grad), dk=f(kt.grad), dv=f(vt.grad), p=f(p), s=f(att), sraw=f(sraw),
                 dp=f(p.grad), da=f(att.grad), ds=f(sraw.grad),
                 dtypes=dict(att=str(att.dtype), p=str(p.dtype), y=str(y.dtype),
                             dq=str(qt.grad.dtype), dk=str(kt.grad.dtype), dv=str(vt.grad.dtype)))
