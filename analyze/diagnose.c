@@ -202,7 +202,7 @@ static int by_risk(const void *x, const void *y) {
     return (a->risk < b->risk) - (a->risk > b->risk);
 }
 
-static int is_forward_stage(tsc_stage_t s) { return s < TSC_STAGE_P; }
+static int is_forward_stage(tsc_stage_t s) { return s < TSC_STAGE_EXPARG_BWD; }
 
 /* Keeps the TSC_DIAG_MAX_ALT removing sets with the smallest |ratio|, in that order (the culprit
  * is the first; it is taken out of the list once chosen). */

@@ -343,7 +343,9 @@ static void replay_row(replay_t *R, const head_t *h, tsc_explain_dump_t *e) {
     e->obar = oacc;
     e->l = l_last;
     e->n_ones = n_ones;
-    e->o = stage_round(R, compute_round(R, oacc / l_last), TSC_STAGE_O, -1, -1, "o");
+    /* a materialized softmax normalised P before P V: O is Ō rounded, no division */
+    const int mat = R->pol->softmax == TSC_SOFTMAX_MATERIALIZED;
+    e->o = stage_round(R, mat ? oacc : compute_round(R, oacc / l_last), TSC_STAGE_O, -1, -1, "o");
     e->o_ref = h->o[(size_t)t * D + fi];
     e->o_match = e->o == e->o_ref || (isnan(e->o) && isnan(e->o_ref));
     if (e->have_o) e->o_dump = h->o_dump[(size_t)t * D + fi];

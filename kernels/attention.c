@@ -163,7 +163,8 @@ static const tile_sink_t *sink_for(const tsc_attn_opts_t *opts, int b, int h, ti
         }                                                                                         \
         if (!fail && bwd) {                                                                       \
             /* GQA: a kv head's gradient is the sum of its group's, in head order (ACC), then   \
-             * rounded to GRAD; for G == 1 that is the head's own result. */                      \
+             * rounded to GRAD (gqa-sum each: rounded to GRAD after each add); for G == 1 that   \
+             * is the head's own result. */                                                      \
             RT *sum = malloc(TD * sizeof(RT) * 2);                                                \
             if (!sum) fail = 1;                                                                   \
             for (int b = 0; !fail && b < dims->B; b++)                                            \
@@ -176,10 +177,11 @@ static const tile_sink_t *sink_for(const tsc_attn_opts_t *opts, int b, int h, ti
                         const RT *src = (w ? dv_all : dk_all) + base;                             \
                         RT *acc = sum + (size_t)w * TD;                                           \
                         for (size_t i = 0; i < TD; i++) acc[i] = src[i];                          \
+                        rst_t *to = &cx.st[pol->gqa_sum == TSC_GQA_SUM_EACH ? TSC_STAGE_GRAD      \
+                                                                            : TSC_STAGE_ACC];     \
                         for (int g = 1; g < G; g++)                                               \
                             for (size_t i = 0; i < TD; i++)                                       \
-                                acc[i] = rnd##SUF(acc[i] + src[(size_t)g * TD + i],               \
-                                                  &cx.st[TSC_STAGE_ACC]);                         \
+                                acc[i] = rnd##SUF(acc[i] + src[(size_t)g * TD + i], to);          \
                         if (G > 1) rnd_arr##SUF(acc, (int)TD, &cx.st[TSC_STAGE_GRAD]);            \
                         store##SUF(acc, TD, w ? io->dv : io->dk, io->dtype, out);                 \
                     }                                                                             \

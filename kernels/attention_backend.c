@@ -98,6 +98,9 @@ static tsc_status_t check_args(const tsc_policy_t *pol, const tsc_attn_dims_t *d
                              dims->B, dims->H, dims->Hkv, dims->T, dims->D, dims->scale);
     if ((size_t)dims->T * (size_t)dims->D > ((size_t)1 << 31))
         return tsc_error_set(TSC_ERR_ARG, "attention: a head of [%d, %d] is too large", dims->T, dims->D);
+    if (pol->softmax == TSC_SOFTMAX_MATERIALIZED && dims->T > pol->block_k)
+        return tsc_error_set(TSC_ERR_ARG, "attention: a materialized softmax needs every key of a row in one "
+                             "tile, but T = %d exceeds the tile's %d keys", dims->T, pol->block_k);
     if (io->dtype != TSC_ATTN_F32 && io->dtype != TSC_ATTN_F64)
         return tsc_error_set(TSC_ERR_ARG, "attention: dtype %d is neither F32 nor F64", (int)io->dtype);
     if (!io->q || !io->k || !io->v) return tsc_error_set(TSC_ERR_ARG, "attention: q, k or v is NULL");

@@ -84,7 +84,9 @@ typedef struct {
     rst_t st[TSC_STAGE_COUNT];
     const tsc_policy_t *pol;
     int T, D, causal, Bc, Br;
-    R alpha;
+    R alpha;    /* the scores' factor: α (R_S(α) under TSC_SCALE_S_LP, 1 under TSC_SCALE_QK) */
+    R ds_alpha; /* dS's factor: α (R_DS(α) under TSC_SCALE_S_LP, 1 under TSC_SCALE_QK) */
+    R qk_scale; /* √α under TSC_SCALE_QK (Q, K and finally dQ, dK are multiplied by it), else 1 */
 } SFX(hctx_t);
 
 static void SFX(hctx_init)(SFX(hctx_t) *cx, const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
@@ -93,9 +95,12 @@ static void SFX(hctx_init)(SFX(hctx_t) *cx, const tsc_policy_t *pol, const tsc_a
     cx->T = dims->T;
     cx->D = dims->D;
     cx->causal = dims->causal;
-    cx->Bc = pol->block_k;
-    cx->Br = pol->block_q;
-    cx->alpha = (R)dims->scale;
+    /* a tile larger than T is one tile of T (the same arithmetic, a smaller scratch) */
+    cx->Bc = pol->block_k < dims->T ? pol->block_k : dims->T;
+    cx->Br = pol->block_q < dims->T ? pol->block_q : dims->T;
+    const int qk = pol->scale == TSC_SCALE_QK;
+    cx->alpha = cx->ds_alpha = qk ? (R)1 : (R)dims->scale;
+    cx->qk_scale = qk ? (R)sqrt(dims->scale) : (R)1;
     for (int s = 0; s < TSC_STAGE_COUNT; s++) {
         rst_t *rs = &cx->st[s];
         rs->fmt = pol->fmt[s];
@@ -104,6 +109,11 @@ static void SFX(hctx_init)(SFX(hctx_t) *cx, const tsc_policy_t *pol, const tsc_a
         /* one stream per (seed, head, stage, pass) so results do not depend on threading */
         tsc_rng_seed(&rs->rng, pol->seed ^ ((uint64_t)b << 48) ^ ((uint64_t)h << 32) ^
                                    ((uint64_t)s << 8) ^ (uint64_t)salt);
+    }
+    if (pol->scale == TSC_SCALE_S_LP) {
+        rst_t rs = cx->st[TSC_STAGE_S], rd = cx->st[TSC_STAGE_DS]; /* copies: no draw from the streams */
+        cx->alpha = SFX(rnd)(cx->alpha, &rs);
+        cx->ds_alpha = SFX(rnd)(cx->ds_alpha, &rd);
     }
 }
 
@@ -459,6 +469,47 @@ typedef struct {
     R *S, *PA, *PB, *OACC, *pv, *side;
 } SFX(fwork_t);
 
+/* The materialized softmax's probability of one key: R_P(P̄ / ℓ) or R_P(P̄ · (1/ℓ))
+ * (the policy's norm), P̄ = exp(R_EXPARG(S − m)). The
+ * forward and the backward's recomputation both call this, so they agree bit for bit. */
+static inline R SFX(mat_prob)(rst_t *st, R s, R m, R l, R inv_l, int recip) {
+    const R e = EXPR(SFX(rnd)(s - m, &st[TSC_STAGE_EXPARG]));
+    return SFX(rnd)(recip ? e * inv_l : e / l, &st[TSC_STAGE_P]);
+}
+
+/* Materialized softmax for row r (every key of the row in this one tile, see tsc_attention.h):
+ * m = R_ROWMAX(max S), ℓ = R_L(Σ R_PBAR_L(P̄_j)) (ACC, in key order), a_j = R_PBAR_PV(R_P(P̄_j / ℓ)),
+ * Ō = R_PV(Σ fma a_j·v[j,:]); O = R_O(Ō) follows in fwd_head (no division). */
+static void SFX(fwd_row_mat)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, const R *v,
+                             const SFX(fwork_t) *w) {
+    const int D = cx->D, Bc = cx->Bc, n = bk->jv[r];
+    rst_t *st = cx->st;
+    R *s = w->S + (size_t)r * Bc, *pa = w->PA + (size_t)r * Bc, *pb = w->PB + (size_t)r * Bc;
+    R *oacc = w->OACC + (size_t)r * D;
+    SFX(scores_finish)(cx, s, n);
+    const R mx = SFX(rnd)(SFX(rowmax)(s, n), &st[TSC_STAGE_ROWMAX]);
+    const R thr = SFX(rnd)(mx - (R)1e-3, &st[TSC_STAGE_ROWMAX]);
+    bk->ties[r] = bk->r_s[r] = 0;
+    for (int jj = 0; jj < n; jj++) {
+        bk->ties[r] += s[jj] == mx;
+        bk->r_s[r] += s[jj] >= thr;
+    }
+    bk->r_m[r] = bk->m_new[r] = bk->m[r] = mx;
+    bk->c[r] = 0;
+    for (int jj = 0; jj < n; jj++) pb[jj] = EXPR(SFX(rnd)(s[jj] - mx, &st[TSC_STAGE_EXPARG]));
+    SFX(rnd_arr)(pb, n, &st[TSC_STAGE_PBAR_L]);
+    R sum = 0;
+    for (int jj = 0; jj < n; jj++) sum = SFX(rnd)(sum + pb[jj], &st[TSC_STAGE_ACC]);
+    const R l = SFX(rnd)(sum, &st[TSC_STAGE_L]);
+    bk->l[r] = l;
+    const int recip = cx->pol->norm == TSC_SOFTMAX_NORM_RECIP;
+    for (int jj = 0; jj < n; jj++) pa[jj] = SFX(mat_prob)(st, s[jj], mx, l, (R)1 / l, recip);
+    SFX(rnd_arr)(pa, n, &st[TSC_STAGE_PBAR_PV]);
+    for (int d = 0; d < D; d++) oacc[d] = 0;
+    SFX(axpy_rows)(oacc, pa, v + (size_t)j0 * D, n, D, &st[TSC_STAGE_ACC], &st[TSC_STAGE_ACC]);
+    SFX(rnd_arr)(oacc, D, &st[TSC_STAGE_PV]);
+}
+
 /* One row r of the block against the key tile at j0 (jn keys, bk->jv[r] unmasked): S finished,
  * r_m and the tie counts, m_tile (Algorithm 3), m_new, c, P̄; unfused, Ō and ℓ take the tile
  * here; fused, they are rescaled here and take the keys in fwd_fused_tile. */
@@ -473,6 +524,10 @@ static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
     bk->r_m[r] = -INFINITY;
     bk->ties[r] = bk->r_s[r] = 0;
     if (n == 0 && !pol->torch_quirks) return; /* this row is done */
+    if (pol->softmax == TSC_SOFTMAX_MATERIALIZED) {
+        SFX(fwd_row_mat)(cx, bk, r, j0, v, w);
+        return;
+    }
     R m_tile;
     if (n > 0) {
         SFX(scores_finish)(cx, s, n);
@@ -499,7 +554,7 @@ static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
     SFX(rnd_arr)(pb, n, &st[TSC_STAGE_PBAR_L]);
     if (pol->fused) {
         for (int d = 0; d < D; d++) oacc[d] = SFX(rnd)(c * oacc[d], &st[TSC_STAGE_OACC]);
-        bk->l[r] = SFX(rnd)(c * bk->l[r], &st[TSC_STAGE_L]); /* the keys' terms follow */
+        bk->l[r] = SFX(rnd)(c * bk->l[r], &st[TSC_STAGE_L_RESCALE]); /* the keys' terms follow */
     } else {
         for (int d = 0; d < D; d++) pv[d] = 0;
         SFX(axpy_rows)(pv, pa, v + (size_t)j0 * D, n, D, &st[TSC_STAGE_ACC], &st[TSC_STAGE_ACC]);
@@ -511,7 +566,7 @@ static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
         R sum = 0;
         for (int jj = 0; jj < n; jj++) sum = SFX(rnd)(sum + pb[jj], &st[TSC_STAGE_ACC]);
         if (pol->torch_quirks && sum < (R)1e-10) sum = (R)1e-10;
-        R scaled = SFX(rnd)(c * bk->l[r], &st[TSC_STAGE_L]);
+        R scaled = SFX(rnd)(c * bk->l[r], &st[TSC_STAGE_L_RESCALE]);
         bk->l[r] = SFX(rnd)(scaled + sum, &st[TSC_STAGE_L]);
     }
     bk->m[r] = mn;
@@ -615,7 +670,7 @@ static void SFX(win_reset)(tsc_attn_trace_t *tr, int t0, int nr) {
  * out (either may be NULL); work: fwd_work elements. sink: tile statistics and/or a trace of
  * this head, or NULL. */
 static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, R *o, R *lse,
-                          const tile_sink_t *sink, R *work) {
+                          R *mrow, R *lrow, const tile_sink_t *sink, R *work) {
     const int T = cx->T, D = cx->D, Bc = cx->Bc;
     const tsc_policy_t *pol = cx->pol;
     SFX(fwork_t) w;
@@ -648,14 +703,21 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
             if (!any && !pol->torch_quirks) break;
             if (any) SFX(rowdot_rows)(cx, q + (size_t)t0 * D, nr, kT, j0, bk.jv, w.S, Bc);
             for (int r = 0; r < nr; r++) SFX(fwd_row_tile)(cx, &bk, r, j0, jn, v, &w);
-            if (pol->fused && any) SFX(fwd_fused_tile)(cx, &bk, nr, j0, v, &w);
+            if (pol->fused && any && pol->softmax == TSC_SOFTMAX_ONLINE) SFX(fwd_fused_tile)(cx, &bk, nr, j0, v, &w);
             if (sink) SFX(fwd_record)(cx, sink, &bk, nr, t0, jt, v, &w);
         }
         for (int r = 0; r < nr; r++) {
             const int t = t0 + r;
+            const int mat = pol->softmax == TSC_SOFTMAX_MATERIALIZED;
             if (o)
-                for (int d = 0; d < D; d++)
-                    o[(size_t)t * D + d] = SFX(rnd)(w.OACC[(size_t)r * D + d] / bk.l[r], &st[TSC_STAGE_O]);
+                for (int d = 0; d < D; d++) {
+                    const R ob = w.OACC[(size_t)r * D + d];
+                    o[(size_t)t * D + d] = SFX(rnd)(mat ? ob : ob / bk.l[r], &st[TSC_STAGE_O]);
+                }
+            if (mrow) {
+                mrow[t] = bk.m[r];
+                lrow[t] = bk.l[r];
+            }
             if (lse || win) { /* win implies lse (run_head): one rounding, as without a trace */
                 const R lv = SFX(rnd)(bk.m[r] + LOGR(bk.l[r]), &st[TSC_STAGE_LSE]);
                 if (lse) lse[t] = lv;
@@ -671,13 +733,41 @@ static size_t SFX(bwd_work)(int Br, int Bc, int D) {
     return 5 * (size_t)RB * Bc + ((size_t)Br + 2 * (size_t)Bc) * D;
 }
 
-/* Backward of one head. q, dO [T, D], k, v [T, D] with kT, vT [D, T]; lse [T] of the forward;
- * osrc [T, D] the O δ reads (NULL for dpp); outputs delta [T], dq [T, D], dk, dv [T, D] (this
- * query head's contribution, rounded to GRAD). With dq NULL only δ is computed (dk, dv unused).
- * work: bwd_work elements. */
+/* One term dO·O of lp δ's row sum added to acc: fused (one fma) when the delta-prod stage is at
+ * least the compute type, else the product rounded to delta-prod, then added (both in ACC).
+ * hp δ (an FP32 O) and dpp δ form their products in the compute type: one fma each. */
+static inline R SFX(delta_add)(rst_t *st, int lp, R x, R y, R acc) {
+    if (!lp || st[TSC_STAGE_DELTA_PROD].id) return SFX(rnd)(FMA(x, y, acc), &st[TSC_STAGE_ACC]);
+    return SFX(rnd)(acc + SFX(rnd)(x * y, &st[TSC_STAGE_DELTA_PROD]), &st[TSC_STAGE_ACC]);
+}
+
+/* dS of one row from P (pf), dP and δ, α placed as the policy's ds_scale says, rounded to DS. */
+static inline void SFX(ds_row)(SFX(hctx_t) *cx, const R *pf, const R *dp, R dlt, R *ds, int n) {
+    const R alpha = cx->ds_alpha;
+    rst_t *rs = &cx->st[TSC_STAGE_DS];
+    switch (cx->pol->ds_scale) {
+    case TSC_DS_SCALE_FIRST:
+        for (int jj = 0; jj < n; jj++) ds[jj] = (pf[jj] * alpha) * (dp[jj] - dlt);
+        break;
+    case TSC_DS_SCALE_ROUNDED:
+        for (int jj = 0; jj < n; jj++) ds[jj] = pf[jj] * (dp[jj] - dlt);
+        SFX(rnd_arr)(ds, n, rs);
+        for (int jj = 0; jj < n; jj++) ds[jj] = ds[jj] * alpha;
+        break;
+    default:
+        for (int jj = 0; jj < n; jj++) ds[jj] = (pf[jj] * (dp[jj] - dlt)) * alpha;
+        break;
+    }
+    SFX(rnd_arr)(ds, n, rs);
+}
+
+/* Backward of one head. q, dO [T, D], k, v [T, D] with kT, vT [D, T]; lse [T] of the forward
+ * (materialized softmax: mrow, lrow [T], its row max and ℓ, instead); osrc [T, D] the O δ reads
+ * (NULL for dpp); outputs delta [T], dq [T, D], dk, dv [T, D] (this query head's contribution,
+ * rounded to GRAD). With dq NULL only δ is computed (dk, dv unused). work: bwd_work elements. */
 static void SFX(bwd_head)(SFX(hctx_t) *cx, const R *q, const R *k, const R *kT, const R *v,
-                          const R *vT, const R *dO, const R *lse, const R *osrc, R *delta, R *dq,
-                          R *dk, R *dv, R *work) {
+                          const R *vT, const R *dO, const R *lse, const R *mrow, const R *lrow,
+                          const R *osrc, R *delta, R *dq, R *dk, R *dv, R *work) {
     const int T = cx->T, D = cx->D, Bc = cx->Bc, Br = cx->Br;
     const tsc_policy_t *pol = cx->pol;
     rst_t *st = cx->st, *acc = &st[TSC_STAGE_ACC];
@@ -689,8 +779,9 @@ static void SFX(bwd_head)(SFX(hctx_t) *cx, const R *q, const R *k, const R *kT, 
     (void)v;
     (void)k;
 
-    /* For rows t0..t0+nr of one key tile: S, P_j = exp(R_EXPARG(S_j − LSE)) (PF), p_j = R_P(P_j)
-     * (PR), dP_j = R_DP(Σ_d fma dO·v) (DP). */
+    /* For rows t0..t0+nr of one key tile: S, P_j = exp(R_EXPARG_BWD(S_j − LSE)) (PF), p_j = R_P(P_j)
+     * (PR), dP_j = R_DP(Σ_d fma dO·v) (DP). Materialized softmax: PF = the forward's R_P(P̄_j / ℓ),
+     * PR = R_PBAR_PV(PF), the P V operand. */
     #define BLOCK_P_DP(t0, nr, j0, jv) do { \
         SFX(rowdot_rows)(cx, q + (size_t)(t0) * D, (nr), kT, (j0), (jv), S, Bc); \
         SFX(rowdot_rows)(cx, dO + (size_t)(t0) * D, (nr), vT, (j0), (jv), DP, Bc); \
@@ -698,15 +789,24 @@ static void SFX(bwd_head)(SFX(hctx_t) *cx, const R *q, const R *k, const R *kT, 
             const int n_ = (jv)[r_]; \
             R *s_ = S + (size_t)r_ * Bc, *pf_ = PF + (size_t)r_ * Bc, *pr_ = PR + (size_t)r_ * Bc; \
             SFX(scores_finish)(cx, s_, n_); \
-            const R lt_ = lse[(t0) + r_]; \
-            for (int jj = 0; jj < n_; jj++) pf_[jj] = SFX(rnd)(s_[jj] - lt_, &st[TSC_STAGE_EXPARG]); \
-            for (int jj = 0; jj < n_; jj++) pf_[jj] = EXPR(pf_[jj]); \
-            for (int jj = 0; jj < n_; jj++) pr_[jj] = pf_[jj]; \
-            SFX(rnd_arr)(pr_, n_, &st[TSC_STAGE_P]); \
+            if (mrow) { \
+                const R mt_ = mrow[(t0) + r_], lt_ = lrow[(t0) + r_]; \
+                const int rc_ = pol->norm == TSC_SOFTMAX_NORM_RECIP; \
+                for (int jj = 0; jj < n_; jj++) pf_[jj] = SFX(mat_prob)(st, s_[jj], mt_, lt_, (R)1 / lt_, rc_); \
+                for (int jj = 0; jj < n_; jj++) pr_[jj] = pf_[jj]; \
+                SFX(rnd_arr)(pr_, n_, &st[TSC_STAGE_PBAR_PV]); \
+            } else { \
+                const R lt_ = lse[(t0) + r_]; \
+                for (int jj = 0; jj < n_; jj++) pf_[jj] = SFX(rnd)(s_[jj] - lt_, &st[TSC_STAGE_EXPARG_BWD]); \
+                for (int jj = 0; jj < n_; jj++) pf_[jj] = EXPR(pf_[jj]); \
+                for (int jj = 0; jj < n_; jj++) pr_[jj] = pf_[jj]; \
+                SFX(rnd_arr)(pr_, n_, &st[TSC_STAGE_P]); \
+            } \
             SFX(rnd_arr)(DP + (size_t)r_ * Bc, n_, &st[TSC_STAGE_DP]); \
         } \
     } while (0)
 
+    const int lpd = pol->delta_src == TSC_DELTA_LP_O;
     for (int t0 = 0; t0 < T; t0 += RB) {
         const int nr = T - t0 < RB ? T - t0 : RB;
         R dl[RB];
@@ -714,7 +814,7 @@ static void SFX(bwd_head)(SFX(hctx_t) *cx, const R *q, const R *k, const R *kT, 
             dl[r] = 0;
             if (osrc)
                 for (int d = 0; d < D; d++)
-                    dl[r] = SFX(rnd)(FMA(dO[(size_t)(t0 + r) * D + d], osrc[(size_t)(t0 + r) * D + d], dl[r]), acc);
+                    dl[r] = SFX(delta_add)(st, lpd, dO[(size_t)(t0 + r) * D + d], osrc[(size_t)(t0 + r) * D + d], dl[r]);
         }
         if (!osrc) {
             for (int jt = 0; jt < n_kt; jt++) {
@@ -725,7 +825,7 @@ static void SFX(bwd_head)(SFX(hctx_t) *cx, const R *q, const R *k, const R *kT, 
                 BLOCK_P_DP(t0, nr, j0, jv);
                 for (int r = 0; r < nr; r++)
                     for (int jj = 0; jj < jv[r]; jj++)
-                        dl[r] = SFX(rnd)(FMA(DP[(size_t)r * Bc + jj], PF[(size_t)r * Bc + jj], dl[r]), acc);
+                        dl[r] = SFX(delta_add)(st, 0, DP[(size_t)r * Bc + jj], PF[(size_t)r * Bc + jj], dl[r]);
             }
         }
         for (int r = 0; r < nr; r++) delta[t0 + r] = SFX(rnd)(dl[r], &st[TSC_STAGE_DELTA]);
@@ -748,14 +848,9 @@ static void SFX(bwd_head)(SFX(hctx_t) *cx, const R *q, const R *k, const R *kT, 
                 for (int r = 0; r < nr; r++) any |= (jv[r] = SFX(n_valid)(cx, t0 + r, j0, jn)) > 0;
                 if (!any) continue;
                 BLOCK_P_DP(t0, nr, j0, jv);
-                const R alpha = cx->alpha;
-                for (int r = 0; r < nr; r++) {
-                    const R dlt = delta[t0 + r];
-                    const R *pf = PF + (size_t)r * Bc, *dp = DP + (size_t)r * Bc;
-                    R *ds = DS + (size_t)r * Bc;
-                    for (int jj = 0; jj < jv[r]; jj++) ds[jj] = (pf[jj] * (dp[jj] - dlt)) * alpha;
-                    SFX(rnd_arr)(ds, jv[r], &st[TSC_STAGE_DS]);
-                }
+                for (int r = 0; r < nr; r++)
+                    SFX(ds_row)(cx, PF + (size_t)r * Bc, DP + (size_t)r * Bc, delta[t0 + r],
+                                DS + (size_t)r * Bc, jv[r]);
                 /* each target element is its own sequential chain: dV[j] and dK[j] by query,
                  * dQ[t] by key, so doing the three arrays one after another changes nothing */
                 const size_t jo = (size_t)j0 * D;
@@ -782,6 +877,11 @@ static void SFX(bwd_head)(SFX(hctx_t) *cx, const R *q, const R *k, const R *kT, 
         }
     }
     #undef BLOCK_P_DP
+    if (cx->pol->scale == TSC_SCALE_QK) /* dQ = √α·(dS K̃), dK = √α·(dSᵀ Q̃) */
+        for (size_t i = 0; i < (size_t)T * D; i++) {
+            dq[i] = dq[i] * cx->qk_scale;
+            dk[i] = dk[i] * cx->qk_scale;
+        }
     SFX(rnd_arr)(dq, T * D, &st[TSC_STAGE_GRAD]);
     SFX(rnd_arr)(dk, T * D, &st[TSC_STAGE_GRAD]);
     SFX(rnd_arr)(dv, T * D, &st[TSC_STAGE_GRAD]);
@@ -836,19 +936,22 @@ static void SFX(transpose)(const R *a, int T, int D, R *at) {
  * computes δ only. Returns 0, or -1 when out of memory. */
 static int SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const tsc_attn_dims_t *dims,
                          const tsc_attn_io_t *io, int b, int h, const tile_sink_t *sink, R *dk_h, R *dv_h) {
-    const int T = dims->T, D = dims->D, Bc = pol->block_k, Br = pol->block_q;
+    const int T = dims->T, D = dims->D;
+    const int Bc = pol->block_k < T ? pol->block_k : T, Br = pol->block_q < T ? pol->block_q : T;
     const int hk = h / (dims->H / dims->Hkv);
     const size_t TD = (size_t)T * D;
     const size_t qoff = ((size_t)b * dims->H + h) * TD, koff = ((size_t)b * dims->Hkv + hk) * TD;
     const int bwd = io->dout != NULL;
     const size_t fw = SFX(fwd_work)(Bc, D), bw = bwd ? SFX(bwd_work)(Br, Bc, D) : 0;
-    /* forward: q kT v o [T, D], k (scratch) [T, D], lse [T], work; backward adds
+    /* forward: q kT v o [T, D], k (scratch) [T, D], lse, mrow, lrow [T], work; backward adds
      * vT dO osrc dq [T, D], delta [T] and its work */
-    size_t n = 5 * TD + (size_t)T + fw;
+    const int mat = pol->softmax == TSC_SOFTMAX_MATERIALIZED;
+    size_t n = 5 * TD + 3 * (size_t)T + fw;
     if (bwd) n += 4 * TD + (size_t)T + bw;
     R *mem = malloc(n * sizeof(R));
     if (!mem) return -1;
-    R *q = mem, *kT = q + TD, *v = kT + TD, *o = v + TD, *kk = o + TD, *lse = kk + TD, *work = lse + T;
+    R *q = mem, *kT = q + TD, *v = kT + TD, *o = v + TD, *kk = o + TD, *lse = kk + TD;
+    R *mrow = mat ? lse + T : NULL, *lrow = mat ? lse + 2 * T : NULL, *work = lse + 3 * T;
     R *vT = NULL, *dO = NULL, *osrc = NULL, *dq = NULL, *delta = NULL, *bwork = NULL;
     if (bwd) {
         vT = work + fw; dO = vT + TD; osrc = dO + TD; dq = osrc + TD; delta = dq + TD; bwork = delta + T;
@@ -857,9 +960,14 @@ static int SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const 
     SFX(hctx_init)(&cx, pol, dims, b, h, 0);
     SFX(load)(io->q, io->dtype, qoff, TD, q, &cx.st[TSC_STAGE_Q]);
     SFX(load)(io->k, io->dtype, koff, TD, kk, &cx.st[TSC_STAGE_K]);
+    if (pol->scale == TSC_SCALE_QK) /* Q̃ = R_S(Q·√α), K̃ = R_S(K·√α); the scores then take no α */
+        for (size_t i = 0; i < TD; i++) {
+            q[i] = SFX(rnd)(q[i] * cx.qk_scale, &cx.st[TSC_STAGE_S]);
+            kk[i] = SFX(rnd)(kk[i] * cx.qk_scale, &cx.st[TSC_STAGE_S]);
+        }
     SFX(transpose)(kk, T, D, kT);
     SFX(load)(io->v, io->dtype, koff, TD, v, &cx.st[TSC_STAGE_V]);
-    SFX(fwd_head)(&cx, q, kT, v, o, lse, sink, work);
+    SFX(fwd_head)(&cx, q, kT, v, o, lse, mrow, lrow, sink, work);
     SFX(store)(o, TD, io->o, io->dtype, qoff);
     SFX(store)(lse, (size_t)T, io->lse, io->dtype, (size_t)b * dims->H * T + (size_t)h * T);
     if (!bwd) {
@@ -874,12 +982,12 @@ static int SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const 
     } else if (pol->delta_src == TSC_DELTA_HP_O) {
         SFX(hctx_t) hx;
         SFX(hctx_init)(&hx, hp, dims, b, h, 1);
-        SFX(fwd_head)(&hx, q, kT, v, osrc, NULL, NULL, work);
+        SFX(fwd_head)(&hx, q, kT, v, osrc, NULL, NULL, NULL, NULL, work);
         src = osrc;
     }
     SFX(hctx_t) bx;
     SFX(hctx_init)(&bx, pol, dims, b, h, 2);
-    SFX(bwd_head)(&bx, q, kk, kT, v, vT, dO, lse, src, delta, dk_h ? dq : NULL, dk_h, dv_h, bwork);
+    SFX(bwd_head)(&bx, q, kk, kT, v, vT, dO, lse, mrow, lrow, src, delta, dk_h ? dq : NULL, dk_h, dv_h, bwork);
     SFX(store)(delta, (size_t)T, io->delta, io->dtype, (size_t)b * dims->H * T + (size_t)h * T);
     if (dk_h) SFX(store)(dq, TD, io->dq, io->dtype, qoff);
     free(mem);

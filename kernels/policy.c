@@ -8,11 +8,31 @@
 #include <string.h>
 
 static const char *const preset_names[TSC_PRESET_COUNT] = {
-    "fp64", "fp32", "bf16-fa2", "bf16-torch", "fp16-fa2", "fp8-fa3"};
+    "fp64", "fp32", "bf16-fa2", "bf16-torch", "fp16-fa2", "fp8-fa3", "fp16-torch",
+    "bf16-eager-cpu", "bf16-eager-cuda", "fp16-eager-cuda", "bf16-sdpa-math", "fp16-sdpa-math"};
+
+static const char *const preset_desc[TSC_PRESET_COUNT] = {
+    "every stage FP64",
+    "every stage FP32",
+    "FlashAttention-2 CUDA kernel, BF16",
+    "the paper's pure-PyTorch FlashAttention-2 under CUDA BF16 autocast",
+    "FlashAttention-2 CUDA kernel, FP16",
+    "FlashAttention-3 FP8 (E4M3) forward, BF16 backward",
+    "the paper's pure-PyTorch FlashAttention-2 under CUDA FP16 autocast",
+    "eager PyTorch softmax(QK^T*scale) V under CPU BF16 autocast",
+    "eager PyTorch softmax(QK^T*scale) V under CUDA BF16 autocast",
+    "eager PyTorch softmax(QK^T*scale) V under CUDA FP16 autocast",
+    "PyTorch scaled_dot_product_attention math path (torch >= 2.5), BF16 inputs",
+    "PyTorch scaled_dot_product_attention math path (torch >= 2.5), FP16 inputs"};
+
+static const char *const scale_names[] = {"s", "s-lp", "qk"};
+static const char *const norm_names[] = {"div", "recip"};
+static const char *const gqa_names[] = {"once", "each"};
 
 static const char *const stage_names[TSC_STAGE_COUNT] = {
     "q", "k", "v", "do", "acc", "scores", "rowmax", "exparg", "pbar-pv", "pbar-l", "pv", "oacc",
-    "l", "o", "lse", "p", "dp", "ds", "delta", "dq", "dk", "dv", "grad"};
+    "l", "l-rescale", "o", "lse", "exparg-bwd", "p", "dp", "ds", "delta-prod", "delta", "dq", "dk",
+    "dv", "grad"};
 
 static const char *const stage_desc[TSC_STAGE_COUNT] = {
     "input Q", "input K", "input V", "input dO",
@@ -20,21 +40,30 @@ static const char *const stage_desc[TSC_STAGE_COUNT] = {
     "scores S = alpha*(Q K^T)", "row max (tile, running, stabilised)",
     "S - m as passed to exp", "P-bar as used in P-bar V", "P-bar as summed into l",
     "per-tile P-bar V result (fused: each step of the O-bar update)",
-    "O-bar accumulator across key tiles", "l, the running row sum", "output O = O-bar / l",
-    "LSE = m + log l", "P = exp(S - LSE) as used in P^T dO", "dP = dO V^T",
-    "dS = alpha*P*(dP - delta) as used in dS K and dS^T Q", "delta = rowsum(dO * O)",
+    "O-bar accumulator across key tiles", "l, the running row sum",
+    "c*l before the tile's row sum is added", "output O = O-bar / l",
+    "LSE = m + log l", "S - LSE as passed to exp in the backward",
+    "P = exp(S - LSE) as used in P^T dO (materialized: the softmax output)", "dP = dO V^T",
+    "dS = alpha*P*(dP - delta) as used in dS K and dS^T Q",
+    "each product dO*O before it is added into delta (lp delta)", "delta = rowsum(dO * O)",
     "dQ accumulator", "dK accumulator", "dV accumulator", "returned dQ, dK, dV"};
 
 static const char help_text[] =
-    "valid presets: fp64, fp32, bf16-fa2, bf16-torch, fp16-fa2, fp8-fa3; modifiers: "
+    "valid presets: fp64, fp32, bf16-fa2, fp16-fa2, fp8-fa3, bf16-torch, fp16-torch, "
+    "bf16-eager-cpu, bf16-eager-cuda, fp16-eager-cuda, bf16-sdpa-math, fp16-sdpa-math; modifiers: "
     "+stable[:beta=B,eps=E,gap=G], +hp-delta, +dpp-delta, +lp-delta, +sr[:seed=N][,STAGE...], "
     "+rz[:STAGE,...], +rne[:STAGE,...], +FMT:STAGE[,STAGE...] (FMT: fp64 fp32 tf32 bf16 fp16 "
-    "fp8-e4m3 fp8-e5m2), +fused, +unfused, +tile:q=BR,k=BC; stages: q k v do acc scores rowmax "
-    "exparg pbar-pv pbar-l pv oacc l o lse p dp ds delta dq dk dv grad "
+    "fp8-e4m3 fp8-e5m2), +fused, +unfused, +tile:q=BR,k=BC, +online, +materialized, "
+    "+ds-scale:last|first|rounded, +scale:s|s-lp|qk, +norm:div|recip, +gqa-sum:once|each; stages: q k v do acc scores rowmax exparg pbar-pv "
+    "pbar-l pv oacc l l-rescale o lse exparg-bwd p dp ds delta-prod delta dq dk dv grad "
     "(example: bf16-fa2+stable:beta=2,eps=1e-3)";
 
 const char *tsc_preset_name(tsc_preset_t preset) {
     return (unsigned)preset < TSC_PRESET_COUNT ? preset_names[preset] : "?";
+}
+
+const char *tsc_preset_describe(tsc_preset_t preset) {
+    return (unsigned)preset < TSC_PRESET_COUNT ? preset_desc[preset] : "?";
 }
 
 const char *tsc_stage_name(tsc_stage_t stage) {
@@ -71,6 +100,81 @@ static int fmt_is_low(tsc_format_t f) {
     return f != TSC_FMT_FP64 && f != TSC_FMT_FP32;
 }
 
+/* Sets the listed stages (a list ended by TSC_STAGE_COUNT) to fmt. */
+static void fmt_set(tsc_policy_t *p, tsc_format_t fmt, const tsc_stage_t *list) {
+    for (; *list != TSC_STAGE_COUNT; list++) p->fmt[*list] = fmt;
+}
+
+#define STAGES(...) ((const tsc_stage_t[]){__VA_ARGS__, TSC_STAGE_COUNT})
+#define INPUTS TSC_STAGE_Q, TSC_STAGE_K, TSC_STAGE_V, TSC_STAGE_DO
+
+/* FA2 CUDA: operands in lp, FP32 S/max/ℓ/Ō in registers; P̄ converted for the P̄V MMA; O
+ * rounded once when written. Backward: P and dS converted for their MMAs, dP and the dQ/dK/dV
+ * accumulators FP32, gradients written in lp. (FA3 FP8: E4M3 operands and P̄, BF16 O and
+ * backward; FA3 has no FP8 backward, it is modelled as FA2's on the E4M3 inputs.) */
+static void preset_fa(tsc_policy_t *p, tsc_format_t lp, tsc_format_t in) {
+    fmt_set(p, in, STAGES(TSC_STAGE_Q, TSC_STAGE_K, TSC_STAGE_V, TSC_STAGE_PBAR_PV));
+    fmt_set(p, lp, STAGES(TSC_STAGE_DO, TSC_STAGE_O, TSC_STAGE_P, TSC_STAGE_DS, TSC_STAGE_GRAD));
+}
+
+/* The official pure-PyTorch FA2 (attention.py) under CUDA autocast (docs/PRESETS.md): einsum
+ * outputs and `* scale` in lp; amax and S − m in lp tensors; exp in FP32; P̄ cast to lp for the
+ * P̄V einsum (FP32 accumulate, lp out); Ō an lp tensor updated in place (mul_, add_); the row
+ * sum c·ℓ + s computed in FP32 (FP32 exp and sum results) and rounded once into the lp ℓ
+ * tensor; O = Ō / ℓ in lp; LSE = log(ℓ) + m in FP32. Backward: S − LSE in FP32 (LSE is an
+ * FP32 tensor) before exp; δ = (dO ∘ O).sum() with the products in lp and the sum in FP32;
+ * dS = p * scale * (dP − δ) in FP32; dP and per-tile dQ/dK/dV chunks are lp einsum outputs
+ * added into lp gradient tensors; fully masked tiles are visited. */
+static void preset_torch(tsc_policy_t *p, tsc_format_t lp) {
+    fmt_set(p, lp, STAGES(INPUTS, TSC_STAGE_S, TSC_STAGE_ROWMAX, TSC_STAGE_EXPARG, TSC_STAGE_PBAR_PV,
+                          TSC_STAGE_PV, TSC_STAGE_OACC, TSC_STAGE_L, TSC_STAGE_O, TSC_STAGE_P, TSC_STAGE_DP,
+                          TSC_STAGE_DS, TSC_STAGE_DELTA_PROD, TSC_STAGE_DQ, TSC_STAGE_DK, TSC_STAGE_DV,
+                          TSC_STAGE_GRAD));
+    p->fused = 0;
+    p->torch_quirks = 1;
+    p->ds_scale = TSC_DS_SCALE_FIRST;
+    p->block_q = p->block_k = 512;
+}
+
+/* Materialized softmax, one tile over every key: eager attention and SDPA's math path. */
+static void preset_materialized(tsc_policy_t *p) {
+    p->softmax = TSC_SOFTMAX_MATERIALIZED;
+    p->delta_src = TSC_DELTA_DPP; /* softmax's backward: δ = Σ dP·P */
+    p->ds_scale = TSC_DS_SCALE_ROUNDED;
+    p->fused = 0;
+    p->block_q = p->block_k = 65536;
+}
+
+/* Eager `softmax((q @ kᵀ) * scale) @ v` under autocast (docs/PRESETS.md). Both autocast lists
+ * put matmul in lp (FP32 accumulate, lp out): S, the P V product, dP, dQ, dK, dV. CUDA puts
+ * softmax on its FP32 list: softmax runs on FP32 S and returns FP32 P (cast to lp for P V;
+ * its backward in FP32, dS cast back to lp at the autocast boundary). CPU autocast has no
+ * FP32 list entry for softmax: it runs on the lp S and returns lp P, its backward lp too. */
+static void preset_eager(tsc_policy_t *p, tsc_format_t lp, int cuda) {
+    preset_materialized(p);
+    fmt_set(p, lp, STAGES(INPUTS, TSC_STAGE_S, TSC_STAGE_PBAR_PV, TSC_STAGE_PV, TSC_STAGE_O, TSC_STAGE_DP,
+                          TSC_STAGE_DS, TSC_STAGE_GRAD));
+    if (!cuda) {
+        /* measured against torch 1.13's CPU kernels (tests/kernels/eager_torch_ref.py): α is
+         * rounded to BF16 (BF16 tensor × Python float), softmax computes in FP32 and returns
+         * R(P̄·(1/ℓ)); its backward rounds Σ dP·P to BF16 before dS = R(P·(dP − σ)); the GQA
+         * repeat_interleave backward sums BF16 gradients rounding after each add */
+        fmt_set(p, lp, STAGES(TSC_STAGE_P, TSC_STAGE_DELTA));
+        p->scale = TSC_SCALE_S_LP;
+        p->norm = TSC_SOFTMAX_NORM_RECIP;
+        p->gqa_sum = TSC_GQA_SUM_EACH;
+    }
+}
+
+/* SDPA math path, torch >= 2.5: lp inputs upcast to FP32, √α applied to q and k, FP32
+ * matmuls and softmax, O cast to lp once; autograd of the same in FP32, gradients cast to lp. */
+static void preset_sdpa_math(tsc_policy_t *p, tsc_format_t lp) {
+    preset_materialized(p);
+    p->scale = TSC_SCALE_QK;
+    p->ds_scale = TSC_DS_SCALE_LAST;
+    fmt_set(p, lp, STAGES(INPUTS, TSC_STAGE_O, TSC_STAGE_GRAD));
+}
+
 tsc_status_t tsc_policy_preset(tsc_preset_t preset, tsc_policy_t *out) {
     if ((unsigned)preset >= TSC_PRESET_COUNT)
         return tsc_error_set(TSC_ERR_ARG, "policy preset %d out of range; %s", (int)preset, help_text);
@@ -85,62 +189,25 @@ tsc_status_t tsc_policy_preset(tsc_preset_t preset, tsc_policy_t *out) {
     p.stable.beta = 2.0;
     p.stable.eps = 1e-3;
     p.stable.gap = 1.0;
+    p.softmax = TSC_SOFTMAX_ONLINE;
+    p.ds_scale = TSC_DS_SCALE_LAST;
     for (int s = 0; s < TSC_STAGE_COUNT; s++) {
-        p.fmt[s] = TSC_FMT_FP32;
+        p.fmt[s] = preset == TSC_PRESET_FP64 ? TSC_FMT_FP64 : TSC_FMT_FP32;
         p.mode[s] = TSC_ROUND_NEAREST_EVEN;
     }
-    tsc_format_t lp = TSC_FMT_BF16;
+    const tsc_format_t bf = TSC_FMT_BF16, hf = TSC_FMT_FP16;
     switch (preset) {
-    case TSC_PRESET_FP64:
-        for (int s = 0; s < TSC_STAGE_COUNT; s++) p.fmt[s] = TSC_FMT_FP64;
-        break;
-    case TSC_PRESET_FP32:
-        break;
-    case TSC_PRESET_FP16_FA2:
-        lp = TSC_FMT_FP16;
-        /* fall through */
-    case TSC_PRESET_BF16_FA2:
-        /* FA2 CUDA: BF16 operands, FP32 S/max/ℓ/Ō in registers; P̄ converted for the P̄V MMA;
-         * O rounded once when written. Backward: P and dS converted for their MMAs, dP and the
-         * dQ/dK/dV accumulators FP32, gradients written in BF16. */
-        p.fmt[TSC_STAGE_Q] = p.fmt[TSC_STAGE_K] = p.fmt[TSC_STAGE_V] = p.fmt[TSC_STAGE_DO] = lp;
-        p.fmt[TSC_STAGE_PBAR_PV] = lp;
-        p.fmt[TSC_STAGE_O] = lp;
-        p.fmt[TSC_STAGE_P] = p.fmt[TSC_STAGE_DS] = lp;
-        p.fmt[TSC_STAGE_GRAD] = lp;
-        break;
-    case TSC_PRESET_BF16_TORCH:
-        /* Official attention.py under BF16 autocast (docs/MECHANISM.md §3, our reading): einsum outputs
-         * and `* scale` in BF16; amax and S − m in BF16 tensors; exp in FP32; P̄ cast to BF16 for
-         * the P̄V einsum (FP32 accumulate, BF16 out); Ō a BF16 tensor updated in place (mul_,
-         * add_); ℓ copied into a BF16 tensor; O = Ō / ℓ in BF16; LSE = log(ℓ) + m in FP32.
-         * Backward: dP and per-tile dQ/dK/dV chunks are BF16 einsum outputs added into BF16
-         * gradient tensors. */
-        p.fmt[TSC_STAGE_Q] = p.fmt[TSC_STAGE_K] = p.fmt[TSC_STAGE_V] = p.fmt[TSC_STAGE_DO] = lp;
-        p.fmt[TSC_STAGE_S] = p.fmt[TSC_STAGE_ROWMAX] = p.fmt[TSC_STAGE_EXPARG] = lp;
-        p.fmt[TSC_STAGE_PBAR_PV] = lp;
-        p.fmt[TSC_STAGE_PV] = p.fmt[TSC_STAGE_OACC] = p.fmt[TSC_STAGE_L] = p.fmt[TSC_STAGE_O] = lp;
-        p.fmt[TSC_STAGE_P] = p.fmt[TSC_STAGE_DP] = p.fmt[TSC_STAGE_DS] = lp;
-        p.fmt[TSC_STAGE_DQ] = p.fmt[TSC_STAGE_DK] = p.fmt[TSC_STAGE_DV] = lp;
-        p.fmt[TSC_STAGE_GRAD] = lp;
-        p.fused = 0;
-        p.torch_quirks = 1;
-        p.block_q = p.block_k = 512;
-        break;
-    case TSC_PRESET_FP8_FA3:
-        /* FA3 FP8 forward: E4M3 Q, K, V and P̄ for the P̄V WGMMA, FP32 accumulators, BF16 O.
-         * FA3 has no FP8 backward: it is modelled as bf16-fa2's, on the E4M3 inputs. */
-        p.fmt[TSC_STAGE_Q] = p.fmt[TSC_STAGE_K] = p.fmt[TSC_STAGE_V] = TSC_FMT_FP8_E4M3;
-        p.fmt[TSC_STAGE_PBAR_PV] = TSC_FMT_FP8_E4M3;
-        p.fmt[TSC_STAGE_DO] = TSC_FMT_BF16;
-        p.fmt[TSC_STAGE_O] = TSC_FMT_BF16;
-        p.fmt[TSC_STAGE_P] = p.fmt[TSC_STAGE_DS] = TSC_FMT_BF16;
-        p.fmt[TSC_STAGE_GRAD] = TSC_FMT_BF16;
-        p.block_q = 128;
-        p.block_k = 128;
-        break;
-    default:
-        break;
+    case TSC_PRESET_BF16_FA2: preset_fa(&p, bf, bf); break;
+    case TSC_PRESET_FP16_FA2: preset_fa(&p, hf, hf); break;
+    case TSC_PRESET_FP8_FA3: preset_fa(&p, bf, TSC_FMT_FP8_E4M3); break;
+    case TSC_PRESET_BF16_TORCH: preset_torch(&p, bf); break;
+    case TSC_PRESET_FP16_TORCH: preset_torch(&p, hf); break;
+    case TSC_PRESET_BF16_EAGER_CPU: preset_eager(&p, bf, 0); break;
+    case TSC_PRESET_BF16_EAGER_CUDA: preset_eager(&p, bf, 1); break;
+    case TSC_PRESET_FP16_EAGER_CUDA: preset_eager(&p, hf, 1); break;
+    case TSC_PRESET_BF16_SDPA_MATH: preset_sdpa_math(&p, bf); break;
+    case TSC_PRESET_FP16_SDPA_MATH: preset_sdpa_math(&p, hf); break;
+    default: break; /* fp64, fp32 */
     }
     *out = p;
     return TSC_OK;
@@ -192,6 +259,15 @@ tsc_status_t tsc_policy_validate(const tsc_policy_t *p) {
     if (p->block_q < 1 || p->block_q > 65536 || p->block_k < 1 || p->block_k > 65536)
         return tsc_error_set(TSC_ERR_ARG, "policy: tile sizes %d x %d outside [1, 65536]",
                              p->block_q, p->block_k);
+    if ((unsigned)p->softmax > TSC_SOFTMAX_MATERIALIZED || (unsigned)p->ds_scale > TSC_DS_SCALE_ROUNDED ||
+        (unsigned)p->scale > TSC_SCALE_QK || (unsigned)p->norm > TSC_SOFTMAX_NORM_RECIP ||
+        (unsigned)p->gqa_sum > TSC_GQA_SUM_EACH)
+        return tsc_error_set(TSC_ERR_ARG, "policy: softmax %d, ds-scale %d, scale %d, norm %d or gqa-sum %d "
+                             "out of range", (int)p->softmax, (int)p->ds_scale, (int)p->scale, (int)p->norm,
+                             (int)p->gqa_sum);
+    if (p->softmax == TSC_SOFTMAX_MATERIALIZED && p->stable.enabled)
+        return tsc_error_set(TSC_ERR_ARG, "policy: +stable changes FlashAttention's running max; a "
+                             "materialized softmax has none (use +online)");
     if (!(p->stable.beta >= 1 && p->stable.beta <= 64) || !(p->stable.eps >= 0 && p->stable.eps <= 1) ||
         !(p->stable.gap > 0 && p->stable.gap <= 64))
         return tsc_error_set(TSC_ERR_ARG,
@@ -207,7 +283,8 @@ int tsc_policy_equal(const tsc_policy_t *a, const tsc_policy_t *b) {
         a->fused != b->fused || a->torch_quirks != b->torch_quirks || a->block_q != b->block_q ||
         a->block_k != b->block_k || a->stable.enabled != b->stable.enabled ||
         a->stable.beta != b->stable.beta || a->stable.eps != b->stable.eps ||
-        a->stable.gap != b->stable.gap)
+        a->stable.gap != b->stable.gap || a->softmax != b->softmax || a->ds_scale != b->ds_scale ||
+        a->scale != b->scale || a->norm != b->norm || a->gqa_sum != b->gqa_sum)
         return 0;
     for (int s = 0; s < TSC_STAGE_COUNT; s++)
         if (a->fmt[s] != b->fmt[s] || a->mode[s] != b->mode[s]) return 0;
@@ -299,6 +376,41 @@ static tsc_status_t apply_modifier(tsc_policy_t *p, char *mod, const char *whole
         else if (mod[0] == 'l') p->delta_src = TSC_DELTA_LP_O;
         else p->fused = mod[0] == 'f';
         return TSC_OK;
+    }
+    if (strcmp(mod, "online") == 0 || strcmp(mod, "materialized") == 0) {
+        if (args)
+            return tsc_error_set(TSC_ERR_ARG, "policy '%s': +%s takes no arguments; %s", whole, mod,
+                                 help_text);
+        p->softmax = mod[0] == 'o' ? TSC_SOFTMAX_ONLINE : TSC_SOFTMAX_MATERIALIZED;
+        return TSC_OK;
+    }
+    if (strcmp(mod, "ds-scale") == 0 || strcmp(mod, "scale") == 0) {
+        static const char *const ds_names[] = {"last", "first", "rounded"};
+        if (mod[0] == 'd')
+            for (int i = 0; args && i < 3; i++)
+                if (strcmp(args, ds_names[i]) == 0) {
+                    p->ds_scale = (tsc_ds_scale_t)i;
+                    return TSC_OK;
+                }
+        if (mod[0] == 's')
+            for (int i = 0; args && i < 3; i++)
+                if (strcmp(args, scale_names[i]) == 0) {
+                    p->scale = (tsc_scale_t)i;
+                    return TSC_OK;
+                }
+        return tsc_error_set(TSC_ERR_ARG, "policy '%s': +%s needs %s; %s", whole, mod,
+                             mod[0] == 'd' ? ":last, :first or :rounded" : ":s, :s-lp or :qk", help_text);
+    }
+    if (strcmp(mod, "norm") == 0 || strcmp(mod, "gqa-sum") == 0) {
+        const char *const *names = mod[0] == 'n' ? norm_names : gqa_names;
+        for (int i = 0; args && i < 2; i++)
+            if (strcmp(args, names[i]) == 0) {
+                if (mod[0] == 'n') p->norm = (tsc_softmax_norm_t)i;
+                else p->gqa_sum = (tsc_gqa_sum_t)i;
+                return TSC_OK;
+            }
+        return tsc_error_set(TSC_ERR_ARG, "policy '%s': +%s needs :%s or :%s; %s", whole, mod, names[0],
+                             names[1], help_text);
     }
     if (strcmp(mod, "sr") == 0) return apply_mode(p, mod, TSC_ROUND_STOCHASTIC, args, whole);
     if (strcmp(mod, "rz") == 0) return apply_mode(p, mod, TSC_ROUND_TOWARD_ZERO, args, whole);
@@ -450,6 +562,14 @@ tsc_status_t tsc_policy_format(const tsc_policy_t *p, char *buf, size_t size) {
     if (p->fused != base.fused) sb_printf(&sb, "+%s", p->fused ? "fused" : "unfused");
     if (p->block_q != base.block_q || p->block_k != base.block_k)
         sb_printf(&sb, "+tile:q=%d,k=%d", p->block_q, p->block_k);
+    if (p->softmax != base.softmax)
+        sb_printf(&sb, "+%s", p->softmax == TSC_SOFTMAX_ONLINE ? "online" : "materialized");
+    if (p->ds_scale != base.ds_scale)
+        sb_printf(&sb, "+ds-scale:%s", p->ds_scale == TSC_DS_SCALE_LAST ? "last" :
+                                       p->ds_scale == TSC_DS_SCALE_FIRST ? "first" : "rounded");
+    if (p->scale != base.scale) sb_printf(&sb, "+scale:%s", scale_names[p->scale]);
+    if (p->norm != base.norm) sb_printf(&sb, "+norm:%s", norm_names[p->norm]);
+    if (p->gqa_sum != base.gqa_sum) sb_printf(&sb, "+gqa-sum:%s", gqa_names[p->gqa_sum]);
     /* rounding modes: the modes relative to the preset (which is nearest-even everywhere),
      * after formats are set. A mode applied to exactly the low-precision stages prints bare. */
     static const char *const mode_names[] = {"rne", "rz", "sr"};

@@ -13,7 +13,9 @@
  *   tsc_policy_t hp_pv = p; tsc_policy_stage_set(&hp_pv, TSC_STAGE_PV, TSC_FMT_FP32);
  *
  * String grammar: PRESET { "+" MODIFIER }, case-sensitive, no spaces.
- *   presets:   fp64, fp32, bf16-fa2, bf16-torch, fp16-fa2, fp8-fa3
+ *   presets:   fp64, fp32, bf16-fa2, fp16-fa2, fp8-fa3, bf16-torch, fp16-torch,
+ *              bf16-eager-cpu, bf16-eager-cuda, fp16-eager-cuda, bf16-sdpa-math, fp16-sdpa-math
+ *              (docs/PRESETS.md: what each models, and where that knowledge comes from)
  *   modifiers: +stable[:beta=B,eps=E,gap=G]   Algorithm 3 (defaults beta=2, eps=1e-3, gap=1)
  *              +hp-delta        δ = rowsum(dO ∘ O_hp), O_hp from an all-FP32 forward
  *              +dpp-delta       δ = rowsum(dP ∘ P) (the paper's other fix)
@@ -29,14 +31,22 @@
  *                               accumulator (FA2 CUDA) / into a per-tile sum added afterwards
  *                               (PyTorch code)
  *              +tile:q=BR,k=BC  tile sizes (1..65536)
- *   stage names: q k v do acc scores rowmax exparg pbar-pv pbar-l pv oacc l o lse p dp ds
- *                delta dq dk dv grad   ("pbar" is accepted for pbar-pv, "s" for scores)
+ *              +online / +materialized   FlashAttention's online softmax / softmax(S) over the
+ *                               whole row, then P V (eager PyTorch, SDPA math)
+ *              +ds-scale:last|first|rounded   where α enters dS (tsc_ds_scale_t)
+ *              +scale:s|s-lp|qk   α on the scores / the same with α rounded to the scores'
+ *                               format first / √α on Q and on K (tsc_scale_t)
+ *              +norm:div|recip   materialized softmax: P̄ / ℓ or P̄ · (1/ℓ)
+ *              +gqa-sum:once|each   GQA: the group's dK, dV summed then rounded, or rounded per add
+ *   stage names: q k v do acc scores rowmax exparg pbar-pv pbar-l pv oacc l l-rescale o lse
+ *                exparg-bwd p dp ds delta-prod delta dq dk dv grad
+ *                ("pbar" is accepted for pbar-pv, "s" for scores)
  * Substitutions compose: the paper's "Ō computed in FP32" under bf16-torch is +fp32:pv,oacc,o
  * (raising pv alone changes nothing while the Ō accumulator and O stay BF16), its "δ from an
  * FP32 O" is +hp-delta, and "δ = rowsum(dP ∘ P)" is +dpp-delta.
  * Modifiers apply left to right. tsc_policy_format prints the canonical form: the preset,
- * then only what differs from it, in a fixed order (formats, delta, fused, tile, modes,
- * stable), so parse(format(p)) == p for every policy (the round trip).
+ * then only what differs from it, in a fixed order (formats, delta, fused, tile, softmax,
+ * ds-scale, scale, norm, gqa-sum, modes, stable), so parse(format(p)) == p for every policy (the round trip).
  */
 #ifndef TSC_POLICY_H
 #define TSC_POLICY_H
@@ -74,12 +84,19 @@ typedef enum {
     TSC_STAGE_PV,       /* per-tile P̄V result (unfused), or each step of the fused Ō update */
     TSC_STAGE_OACC,     /* Ō accumulator across key tiles (and its rescaling by e^{m_old−m_new}) */
     TSC_STAGE_L,        /* ℓ, the running row sum */
+    TSC_STAGE_L_RESCALE,/* c·ℓ before the tile's sum is added: at L's format the update rounds
+                         * twice, R_L(R_L(c·ℓ) + s); at FP32 once, R_L(c·ℓ + s) */
     TSC_STAGE_O,        /* output O = Ō / ℓ */
     TSC_STAGE_LSE,      /* LSE = m + log ℓ */
     /* backward */
-    TSC_STAGE_P,        /* P = exp(S − LSE) as used in Pᵀ dO (dS uses P before this rounding) */
+    TSC_STAGE_EXPARG_BWD, /* S − LSE as passed to exp in the backward */
+    TSC_STAGE_P,        /* P = exp(S − LSE) as used in Pᵀ dO (dS uses P before this rounding);
+                         * materialized softmax: the softmax output P = P̄ / ℓ */
     TSC_STAGE_DP,       /* dP = dO Vᵀ */
     TSC_STAGE_DS,       /* dS = α·P∘(dP − δ) as used in dS K and dSᵀ Q */
+    TSC_STAGE_DELTA_PROD, /* each product dO·O of δ's row sum (lp δ) before it is added; FP32
+                         * (or wider): fused into the add, one fma per term. hp δ (FP32 O) and
+                         * dpp δ always form their products in the compute type */
     TSC_STAGE_DELTA,    /* δ = rowsum(dO ∘ O_src), see tsc_delta_src_t */
     TSC_STAGE_DQ,       /* dQ accumulator across key tiles */
     TSC_STAGE_DK,       /* dK accumulator across query tiles */
@@ -95,13 +112,55 @@ typedef enum {
     TSC_DELTA_DPP       /* rowsum(dP ∘ P) over keys, in the ACC format, sequential by key */
 } tsc_delta_src_t;
 
+/* How the softmax is formed. */
+typedef enum {
+    TSC_SOFTMAX_ONLINE = 0,   /* FlashAttention: running max and ℓ over key tiles, O = Ō / ℓ */
+    TSC_SOFTMAX_MATERIALIZED  /* eager / SDPA math: P = softmax(S) over the whole row, then O = P V
+                               * (needs every key of a row in one tile: T <= tile k) */
+} tsc_softmax_t;
+
+/* Where the softmax scale α enters dS = α·P∘(dP − δ) (before dS is rounded to the DS stage). */
+typedef enum {
+    TSC_DS_SCALE_LAST = 0,    /* R_DS((P·(dP − δ))·α) */
+    TSC_DS_SCALE_FIRST,       /* R_DS((P·α)·(dP − δ)): the official PyTorch code's `p * scale * (dp - D)` */
+    TSC_DS_SCALE_ROUNDED      /* R_DS(R_DS(P·(dP − δ))·α): autograd of softmax, then of `* scale` */
+} tsc_ds_scale_t;
+
+/* How the softmax scale α is applied. */
+typedef enum {
+    TSC_SCALE_S = 0,  /* S = R_S(R_S(Q Kᵀ)·α), α in the compute type */
+    TSC_SCALE_S_LP,   /* the same with α itself rounded to the S format first (a BF16 tensor times
+                       * a Python float on the CPU); dS's α likewise rounded to the DS format */
+    TSC_SCALE_QK      /* √α applied to Q and to K (R_S each), no α on the scores; dQ and dK are
+                       * multiplied by √α before R_GRAD (SDPA math) */
+} tsc_scale_t;
+
+/* How a materialized softmax normalises. */
+typedef enum {
+    TSC_SOFTMAX_NORM_DIV = 0, /* P = R_P(P̄ / ℓ) */
+    TSC_SOFTMAX_NORM_RECIP    /* P = R_P(P̄ · (1/ℓ)), 1/ℓ in the compute type (PyTorch's CPU softmax) */
+} tsc_softmax_norm_t;
+
+/* How GQA sums the per-query-head dK, dV of one kv head (each already R_GRAD). */
+typedef enum {
+    TSC_GQA_SUM_ONCE = 0, /* in ACC in head order, then R_GRAD once (a reduction kernel) */
+    TSC_GQA_SUM_EACH      /* R_GRAD after each addition, heads in order (a BF16 CPU sum) */
+} tsc_gqa_sum_t;
+
+/* The presets: the kernels people run (docs/PRESETS.md has the sources of each model). */
 typedef enum {
     TSC_PRESET_FP64 = 0,
     TSC_PRESET_FP32,
     TSC_PRESET_BF16_FA2,   /* FA2 CUDA kernel: S, ℓ, Ō in FP32; P̄ BF16 for P̄V; O rounded once */
-    TSC_PRESET_BF16_TORCH, /* official PyTorch code under autocast: BF16 S, max, ℓ, per-tile P̄V, Ō */
+    TSC_PRESET_BF16_TORCH, /* official PyTorch FA2 code under CUDA autocast: BF16 S, max, Ō */
     TSC_PRESET_FP16_FA2,   /* bf16-fa2 with FP16 in place of BF16 */
     TSC_PRESET_FP8_FA3,    /* FA3 FP8 forward: Q, K, V, P̄ in E4M3; O in BF16; backward as bf16-fa2 */
+    TSC_PRESET_FP16_TORCH, /* bf16-torch with FP16 in place of BF16 */
+    TSC_PRESET_BF16_EAGER_CPU,  /* softmax(α Q Kᵀ) V in eager PyTorch under CPU BF16 autocast */
+    TSC_PRESET_BF16_EAGER_CUDA, /* the same under CUDA BF16 autocast (softmax in FP32) */
+    TSC_PRESET_FP16_EAGER_CUDA, /* the same under CUDA FP16 autocast */
+    TSC_PRESET_BF16_SDPA_MATH,  /* torch SDPA math path (torch >= 2.5) on BF16 inputs */
+    TSC_PRESET_FP16_SDPA_MATH,  /* the same on FP16 inputs */
     TSC_PRESET_COUNT
 } tsc_preset_t;
 
@@ -129,6 +188,11 @@ typedef struct {
                        * to >= 1e-10, as the official code does */
     int block_q, block_k;                   /* tile sizes Br × Bc */
     tsc_stable_t stable;
+    tsc_softmax_t softmax;                  /* online (FA) or materialized (eager, SDPA math) */
+    tsc_ds_scale_t ds_scale;                /* where α enters dS */
+    tsc_scale_t scale;                      /* how α is applied */
+    tsc_softmax_norm_t norm;                        /* materialized softmax: P̄ / ℓ or P̄ · (1/ℓ) */
+    tsc_gqa_sum_t gqa_sum;                  /* GQA: the group's dK, dV summed once or per add */
 } tsc_policy_t;
 
 /* Longest string tsc_policy_format writes, with its NUL. */
@@ -149,6 +213,7 @@ TSC_API int tsc_policy_equal(const tsc_policy_t *a, const tsc_policy_t *b);
 
 /* Canonical preset / stage names and their parsers (TSC_ERR_ARG listing valid names). */
 TSC_API const char *tsc_preset_name(tsc_preset_t preset);
+TSC_API const char *tsc_preset_describe(tsc_preset_t preset);  /* one line: the kernel it models */
 TSC_API tsc_status_t tsc_preset_parse(const char *name, tsc_preset_t *out);
 TSC_API const char *tsc_stage_name(tsc_stage_t stage);          /* "pv", "oacc", ...; "?" if out of range */
 TSC_API const char *tsc_stage_describe(tsc_stage_t stage);      /* one line, e.g. "per-tile P̄V result" */

