@@ -40,6 +40,7 @@ typedef struct {
     tsc_strbuf_t text;    /* "p1; p2; ..." (the first TSC_DUMP_MAX_PROBLEMS) */
     int n;                /* every problem, listed or not */
     tsc_status_t first;   /* the status of the first one */
+    const char *path;     /* a validator message's leading "<path>: " is dropped (the list names it once) */
 } problems_t;
 
 static void prob_add(problems_t *p, tsc_status_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -308,7 +309,10 @@ static uint64_t folder_size(const char *dir) {
 
 /* Validator reports of severity 2 become problems (the validator's callback). */
 static void prob_report(void *ctx, int severity, const char *message) {
-    if (severity >= 2) prob_add(ctx, TSC_ERR_FORMAT, "%s", message);
+    problems_t *p = ctx;
+    size_t n = p->path ? strlen(p->path) : 0;
+    if (n && !strncmp(message, p->path, n) && !strncmp(message + n, ": ", 2)) message += n + 2;
+    if (severity >= 2) prob_add(p, TSC_ERR_FORMAT, "%s", message);
 }
 
 /* One integer root attribute into *dst: 1 when read, 0 when absent (a problem when required) or bad. */
@@ -333,8 +337,14 @@ static int read_root_int(hid_t root, const char *name, int required, int *dst, p
 
 /* One optional string root attribute: 1 when read, 0 when absent (dst keeps its default) or bad. */
 static int read_root_str(hid_t root, const char *name, char *dst, size_t cap, problems_t *p) {
-    tsc_status_t st = tsc_h5_attr_read_str(root, name, dst, cap);
-    if (st == TSC_OK) return 1;
+    char v[256];
+    tsc_status_t st = tsc_h5_attr_read_str(root, name, v, sizeof v);
+    if (st == TSC_OK) {
+        size_t n = strlen(v) < cap ? strlen(v) : cap - 1; /* truncated to the field, as before */
+        memcpy(dst, v, n);
+        dst[n] = '\0';
+        return 1;
+    }
     if (st != TSC_ERR_MISSING) prob_add(p, st, "%s", tsc_error_last());
     return 0;
 }
@@ -541,6 +551,7 @@ static tsc_status_t dump_open(tsc_dump_t **out, const char *path) {
     if (st == TSC_OK) st = walk_dump(d);
     if (st == TSC_OK && p.n) {
         /* the root is wrong: with a usable geometry, the steps' errors join the same message */
+        p.path = d->path;
         if (geometry) dump_validate(d, 0, prob_report, &p);
         char where[8192];
         snprintf(where, sizeof where, "%s%s", d->dir[0] ? d->dir : path, d->dir[0] ? "/session.h5" : "");
