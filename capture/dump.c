@@ -59,7 +59,8 @@ static void prob_add(problems_t *p, tsc_status_t code, const char *fmt, ...) {
 /* The one error of all problems: "path: P" for one, "path: N problems: P1; P2; ...; and M more". */
 static tsc_status_t prob_fail(problems_t *p, const char *path) {
     tsc_status_t st;
-    if (tsc_strbuf_status(&p->text) != TSC_OK) st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory listing problems", path);
+    if (tsc_strbuf_status(&p->text) != TSC_OK)
+        st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory listing problems", path);
     else if (p->n == 1) st = tsc_error_set(p->first, "%s: %s", path, tsc_strbuf_str(&p->text));
     else if (p->n <= TSC_DUMP_MAX_PROBLEMS)
         st = tsc_error_set(p->first, "%s: %d problems: %s", path, p->n, tsc_strbuf_str(&p->text));
@@ -385,7 +386,8 @@ static tsc_status_t read_meta(hid_t root, const char *path, tsc_dump_meta_t *m, 
         {"d_model", &m->d_model}, {"seq_len", &m->seq_len}, {"batch", &m->batch}, {"causal", &m->causal},
         {"rank", &m->rank}, {"world_size", &m->world_size}};
     int have = 0;
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) have += read_root_int(root, ints[i].name, 1, ints[i].dst, p);
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        have += read_root_int(root, ints[i].name, 1, ints[i].dst, p);
     tsc_status_t ss = tsc_h5_attr_read_double(root, "softmax_scale", &m->softmax_scale);
     if (ss == TSC_ERR_MISSING) prob_add(p, TSC_ERR_MISSING, "root attribute 'softmax_scale' is missing");
     else if (ss != TSC_OK) prob_add(p, ss, "%s", tsc_error_last());
@@ -498,7 +500,8 @@ static tsc_status_t list_file_steps(tsc_dump_t *d, const char *path) {
     list_ctx_t c = {d, 0, TSC_OK};
     hsize_t idx = 0;
     if (H5Literate(d->root, H5_INDEX_NAME, H5_ITER_INC, &idx, list_steps_cb, &c) < 0)
-        return c.st != TSC_OK ? c.st : tsc_error_set(TSC_ERR_FORMAT, "%s: cannot list the root group (corrupt file)", path);
+        return c.st != TSC_OK ? c.st
+                              : tsc_error_set(TSC_ERR_FORMAT, "%s: cannot list the root group (corrupt file)", path);
     long inc;
     if (H5Aexists(d->root, "incomplete_step") > 0 && tsc_h5_attr_read_long(d->root, "incomplete_step", &inc) == TSC_OK &&
         inc >= 0 && (d->incomplete < 0 || inc < d->incomplete))
@@ -773,14 +776,11 @@ static tsc_status_t check_dtype(tsc_dump_t *d, const char *p, hid_t ds, hid_t ty
     if (has && tsc_h5_attr_read_str(ds, "dtype", attr, sizeof attr) != TSC_OK)
         return tsc_error_wrap(TSC_ERR_FORMAT, "%s: dataset %s: ", d->path, p);
     if (H5Tget_class(ty) != H5T_FLOAT) {
-        type_words(ty, words, sizeof words);
-        if (has)
-            return tsc_error_set(TSC_ERR_FORMAT, "%s: dataset %s: its dtype attribute says '%s' but the stored type is "
-                                 "not floating-point (%s); format v1 stores each dtype as a floating-point HDF5 type of "
-                                 "its own layout (docs/FORMAT.md §1.4)", d->path, p, attr, words);
-        return tsc_error_set(TSC_ERR_FORMAT, "%s: dataset %s: the stored type is not floating-point (%s); format v1 "
-                             "stores each dtype as a floating-point HDF5 type of its own layout (docs/FORMAT.md §1.4)",
-                             d->path, p, words);
+        char said[128] = "";
+        if (has) snprintf(said, sizeof said, "its dtype attribute says '%s' but ", attr);
+        return tsc_error_set(TSC_ERR_UNSUPPORTED, "%s: dataset %s: %sthe stored type is not floating-point (%s); "
+                             "format v1 stores each dtype as a floating-point HDF5 type of its own layout "
+                             "(docs/FORMAT.md §1.4)", d->path, p, said, type_words(ty, words, sizeof words));
     }
     tsc_status_t st = tsc_h5_type_format(ty, fmt);
     if (st != TSC_OK) return tsc_error_wrap(st, "%s: dataset %s: ", d->path, p);
@@ -806,7 +806,11 @@ static tsc_status_t check_values(tsc_dump_t *d, int b, int h, const void *raw, s
         double x;
         if (s == TSC_FMT_FP64) memcpy(&x, (const char *)raw + 8 * i, 8);
         else if (s == TSC_FMT_FP32 || s == TSC_FMT_TF32) { float f; memcpy(&f, (const char *)raw + 4 * i, 4); x = f; }
-        else if (tsc_format_size(s) == 2) { uint16_t u; memcpy(&u, (const char *)raw + 2 * i, 2); x = tsc_decode(u, s); }
+        else if (tsc_format_size(s) == 2) {
+            uint16_t u;
+            memcpy(&u, (const char *)raw + 2 * i, 2);
+            x = tsc_decode(u, s);
+        }
         else x = tsc_decode(((const uint8_t *)raw)[i], s);
         if (isnan(x) || tsc_round(x, a, TSC_ROUND_NEAREST_EVEN, NULL) == x) continue;
         return tsc_error_set(TSC_ERR_FORMAT, "%s: dataset %s: its dtype attribute says '%s' but it is stored as %s "
@@ -1045,6 +1049,8 @@ static int dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn fn, void *c
                "after the step's datasets); the step is ignored", d->no_complete[i]);
     if (d->n_steps == 0) report(fn, ctx, 1, &errors, "the dump holds no complete step");
     static const char *required[] = {"q", "k", "v"}, *expected[] = {"o", "do", "lse"};
+    static const char *why[] = {"analysis and explain compare it with their replay",
+                                "the backward replay and analysis need it", "no command reads it yet"};
     int *layers = NULL; /* [n_layers_cap], grown to each step's group count */
     int n_layers_cap = 0;
     size_t slice_max = (size_t)m->seq_len * (size_t)(m->head_dim > m->d_model ? m->head_dim : m->d_model) * 8 + 64;
@@ -1082,8 +1088,8 @@ static int dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn fn, void *c
                     report(fn, ctx, 2, &errors, "step %lld, layer %d: dataset '%s' is missing", step, layer, required[i]);
             for (int i = 0; i < 3; i++)
                 if (!tsc_dump_has_dataset(d, step, layer, expected[i]))
-                    report(fn, ctx, 1, &errors, "step %lld, layer %d: dataset '%s' is missing (replay and analysis "
-                           "need it)", step, layer, expected[i]);
+                    report(fn, ctx, 1, &errors, "step %lld, layer %d: dataset '%s' is missing (%s)", step, layer,
+                           expected[i], why[i]);
             char names[64][TSC_DUMP_NAME_MAX];
             int nn = 0;
             if (tsc_dump_dataset_names(d, step, layer, names, 64, &nn) != TSC_OK) {
