@@ -3,6 +3,7 @@
 #include "tsc_h5.h"
 #include "capture_internal.h"
 #include "tsc_mem.h"
+#include "tsc_strbuf.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -29,25 +30,82 @@ void tsc_dump_meta_init(tsc_dump_meta_t *m) {
     snprintf(m->producer, sizeof m->producer, "tilescope");
 }
 
-tsc_status_t tsc_dump_meta_check(const tsc_dump_meta_t *m) {
+/* ---- problems: every problem of a file in one message ------------------------------------------
+ * Opening a dump collects each problem of its root (and, when the geometry is readable, of its
+ * steps, layers and datasets) instead of stopping at the first: a writer fixes them all at once. */
+
+#define TSC_DUMP_MAX_PROBLEMS 50
+
+typedef struct {
+    tsc_strbuf_t text;    /* "p1; p2; ..." (the first TSC_DUMP_MAX_PROBLEMS) */
+    int n;                /* every problem, listed or not */
+    tsc_status_t first;   /* the status of the first one */
+    const char *path;     /* a validator message's leading "<path>: " is dropped (the list names it once) */
+} problems_t;
+
+static void prob_add(problems_t *p, tsc_status_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void prob_add(problems_t *p, tsc_status_t code, const char *fmt, ...) {
+    if (p->n == 0) p->first = code;
+    if (p->n < TSC_DUMP_MAX_PROBLEMS) {
+        va_list ap;
+        va_start(ap, fmt);
+        if (p->n) tsc_strbuf_puts(&p->text, "; ");
+        tsc_strbuf_vprintf(&p->text, fmt, ap);
+        va_end(ap);
+    }
+    p->n++;
+}
+
+/* The one error of all problems: "path: P" for one, "path: N problems: P1; P2; ...; and M more". */
+static tsc_status_t prob_fail(problems_t *p, const char *path) {
+    tsc_status_t st;
+    if (tsc_strbuf_status(&p->text) != TSC_OK)
+        st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory listing problems", path);
+    else if (p->n == 1) st = tsc_error_set(p->first, "%s: %s", path, tsc_strbuf_str(&p->text));
+    else if (p->n <= TSC_DUMP_MAX_PROBLEMS)
+        st = tsc_error_set(p->first, "%s: %d problems: %s", path, p->n, tsc_strbuf_str(&p->text));
+    else
+        st = tsc_error_set(p->first, "%s: %d problems: %s; and %d more", path, p->n, tsc_strbuf_str(&p->text),
+                           p->n - TSC_DUMP_MAX_PROBLEMS);
+    tsc_strbuf_free(&p->text);
+    return st;
+}
+
+/* Every inconsistency of m, each added to p. */
+static void meta_problems(const tsc_dump_meta_t *m, problems_t *p) {
     struct { const char *name; int v; } pos[] = {
         {"n_layer", m->n_layer}, {"n_head", m->n_head}, {"n_kv_head", m->n_kv_head}, {"head_dim", m->head_dim},
         {"d_model", m->d_model}, {"seq_len", m->seq_len}, {"batch", m->batch}, {"tile_q", m->tile_q},
         {"tile_k", m->tile_k}, {"world_size", m->world_size}};
+    int positive = 1;
     for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
-        if (pos[i].v <= 0) return tsc_error_set(TSC_ERR_SHAPE, "metadata: %s = %d, expected a positive integer",
-                                                pos[i].name, pos[i].v);
-    if (m->n_head % m->n_kv_head)
-        return tsc_error_set(TSC_ERR_SHAPE, "metadata: n_head = %d is not a multiple of n_kv_head = %d", m->n_head,
-                             m->n_kv_head);
-    if (m->rank < 0 || m->rank >= m->world_size)
-        return tsc_error_set(TSC_ERR_SHAPE, "metadata: rank = %d outside [0, world_size = %d)", m->rank, m->world_size);
+        if (pos[i].v <= 0) {
+            prob_add(p, TSC_ERR_SHAPE, "metadata: %s = %d, expected a positive integer", pos[i].name, pos[i].v);
+            positive = 0;
+        }
+    if (positive && m->n_head % m->n_kv_head)
+        prob_add(p, TSC_ERR_SHAPE, "metadata: n_head = %d is not a multiple of n_kv_head = %d", m->n_head,
+                 m->n_kv_head);
+    if (positive && (m->rank < 0 || m->rank >= m->world_size))
+        prob_add(p, TSC_ERR_SHAPE, "metadata: rank = %d outside [0, world_size = %d)", m->rank, m->world_size);
     if (!(m->softmax_scale > 0) || !isfinite(m->softmax_scale))
-        return tsc_error_set(TSC_ERR_SHAPE, "metadata: softmax_scale = %g, expected a positive finite number",
-                             m->softmax_scale);
+        prob_add(p, TSC_ERR_SHAPE, "metadata: softmax_scale = %g, expected a positive finite number", m->softmax_scale);
     if (m->causal != 0 && m->causal != 1)
-        return tsc_error_set(TSC_ERR_SHAPE, "metadata: causal = %d, expected 0 or 1", m->causal);
-    return TSC_OK;
+        prob_add(p, TSC_ERR_SHAPE, "metadata: causal = %d, expected 0 or 1", m->causal);
+}
+
+tsc_status_t tsc_dump_meta_check(const tsc_dump_meta_t *m) {
+    problems_t p = {0};
+    tsc_strbuf_init(&p.text);
+    meta_problems(m, &p);
+    tsc_status_t st = TSC_OK;
+    if (p.n) {
+        /* the first problem alone, as before (callers prefix their own context) */
+        const char *t = tsc_strbuf_str(&p.text), *semi = strstr(t, "; ");
+        st = tsc_error_set(p.first, "%.*s", semi ? (int)(semi - t) : (int)strlen(t), t);
+    }
+    tsc_strbuf_free(&p.text);
+    return st;
 }
 
 static int is_per_head_name(const char *name) {
@@ -131,6 +189,8 @@ struct tsc_dump {
     int n_steps;
     long long *steps;
     long long incomplete;
+    long long *no_complete;  /* step groups without the attribute 'complete' (ignored; validator errors) */
+    int n_no_complete;
     uint64_t size;
     /* the open step file of a session (one at a time) */
     long long step_open;
@@ -139,6 +199,8 @@ struct tsc_dump {
     char ds_path[256];
     hid_t ds;
     tsc_dump_dataset_info_t ds_info;
+    tsc_format_t ds_attr_fmt;  /* the open dataset's dtype attribute, when it differs from its storage */
+    int ds_check_values;       /* 1: every value read must be one of ds_attr_fmt (docs/FORMAT.md §1.4) */
     void *buf;               /* one slice of raw bits, for conversion to float */
     size_t buf_cap;
 };
@@ -183,8 +245,16 @@ static herr_t list_steps_cb(hid_t g, const char *name, const H5L_info_t *info, v
     hid_t sg = H5Gopen2(g, name, tsc_h5_gapl());
     if (sg < 0) { c->st = tsc_error_set(TSC_ERR_FORMAT, "%s: group %s is unreadable (corrupt file)", c->d->path, name); return -1; }
     long done = 0;
-    int complete = H5Aexists(sg, "complete") > 0 && tsc_h5_attr_read_long(sg, "complete", &done) == TSC_OK && done == 1;
+    int has = H5Aexists(sg, "complete") > 0;
+    int complete = has && tsc_h5_attr_read_long(sg, "complete", &done) == TSC_OK && done == 1;
     H5Gclose(sg);
+    if (!has) { /* a writer that never marks its steps, not one that stopped: the validator names it */
+        long long *grown = realloc(c->d->no_complete, sizeof *grown * (size_t)(c->d->n_no_complete + 1));
+        if (!grown) { c->st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory listing steps", c->d->path); return -1; }
+        c->d->no_complete = grown;
+        c->d->no_complete[c->d->n_no_complete++] = s;
+        return 0;
+    }
     if (!complete) {
         if (c->d->incomplete < 0 || s < c->d->incomplete) c->d->incomplete = s;
         return 0;
@@ -238,43 +308,103 @@ static uint64_t folder_size(const char *dir) {
     return total;
 }
 
-/* Reads and checks the root attributes of the dump. */
-static tsc_status_t read_meta(hid_t root, const char *path, tsc_dump_meta_t *m) {
+/* Validator reports of severity 2 become problems (the validator's callback). */
+static void prob_report(void *ctx, int severity, const char *message) {
+    problems_t *p = ctx;
+    size_t n = p->path ? strlen(p->path) : 0;
+    if (n && !strncmp(message, p->path, n) && !strncmp(message + n, ": ", 2)) message += n + 2;
+    if (severity >= 2) prob_add(p, TSC_ERR_FORMAT, "%s", message);
+}
+
+/* One integer root attribute into *dst: 1 when read, 0 when absent (a problem when required) or bad. */
+static int read_root_int(hid_t root, const char *name, int required, int *dst, problems_t *p) {
+    long v;
+    tsc_status_t st = tsc_h5_attr_read_long(root, name, &v);
+    if (st == TSC_ERR_MISSING) {
+        if (required) prob_add(p, TSC_ERR_MISSING, "root attribute '%s' is missing", name);
+        return 0;
+    }
+    if (st != TSC_OK) {
+        prob_add(p, st, "%s", tsc_error_last());
+        return 0;
+    }
+    if (v < -2147483647L || v > 2147483647L) {
+        prob_add(p, TSC_ERR_SHAPE, "root attribute %s = %ld is out of range", name, v);
+        return 0;
+    }
+    *dst = (int)v;
+    return 1;
+}
+
+/* One optional string root attribute: 1 when read, 0 when absent (dst keeps its default) or bad. */
+static int read_root_str(hid_t root, const char *name, char *dst, size_t cap, problems_t *p) {
+    char v[256];
+    tsc_status_t st = tsc_h5_attr_read_str(root, name, v, sizeof v);
+    if (st == TSC_OK) {
+        size_t n = strlen(v) < cap ? strlen(v) : cap - 1; /* truncated to the field, as before */
+        memcpy(dst, v, n);
+        dst[n] = '\0';
+        return 1;
+    }
+    if (st != TSC_ERR_MISSING) prob_add(p, st, "%s", tsc_error_last());
+    return 0;
+}
+
+/* The format name and version: TSC_OK with problems added when absent or unreadable; a wrong name
+ * or version fails at once (another file or another format: its other attributes mean nothing). */
+static tsc_status_t read_format(hid_t root, const char *path, problems_t *p) {
     char fmt[128];
     tsc_status_t st = tsc_h5_attr_read_str(root, "format", fmt, sizeof fmt);
     if (st == TSC_ERR_MISSING)
-        return tsc_error_set(TSC_ERR_FORMAT, "%s: not a tilescope dump (root attribute 'format' is missing; expected "
-                             "'%s')", path, TSC_DUMP_FORMAT_NAME);
-    if (st != TSC_OK) return tsc_error_wrap(TSC_ERR_FORMAT, "%s: not a tilescope dump: ", path);
-    if (strcmp(fmt, TSC_DUMP_FORMAT_NAME) != 0)
+        prob_add(p, TSC_ERR_FORMAT, "not a tilescope dump (root attribute 'format' is missing; expected '%s')",
+                 TSC_DUMP_FORMAT_NAME);
+    else if (st != TSC_OK) prob_add(p, TSC_ERR_FORMAT, "not a tilescope dump: %s", tsc_error_last());
+    else if (strcmp(fmt, TSC_DUMP_FORMAT_NAME) != 0)
         return tsc_error_set(TSC_ERR_FORMAT, "%s: not a tilescope dump (root attribute format = '%s', expected '%s')",
                              path, fmt, TSC_DUMP_FORMAT_NAME);
     long v;
     st = tsc_h5_attr_read_long(root, "format_version", &v);
-    if (st != TSC_OK) return tsc_error_wrap(st == TSC_ERR_MISSING ? TSC_ERR_MISSING : TSC_ERR_FORMAT, "%s: ", path);
-    if (v != TSC_DUMP_FORMAT_VERSION)
+    if (st == TSC_ERR_MISSING) prob_add(p, TSC_ERR_MISSING, "root attribute 'format_version' is missing");
+    else if (st != TSC_OK) prob_add(p, TSC_ERR_FORMAT, "%s", tsc_error_last());
+    else if (v != TSC_DUMP_FORMAT_VERSION)
         return tsc_error_set(TSC_ERR_VERSION, "%s: dump format version %ld, this build of tilescope reads version %d; "
                              "use a tilescope that matches the writer (or re-export the dump)", path, v,
                              TSC_DUMP_FORMAT_VERSION);
+    return TSC_OK;
+}
+
+/* Reads and checks the root attributes of the dump (docs/FORMAT.md §1.1), adding every problem
+ * to p; *geometry 1 when every required attribute was read and they are consistent (the shapes
+ * of the datasets can then be checked). Fails at once only for another format or version. */
+static tsc_status_t read_meta(hid_t root, const char *path, tsc_dump_meta_t *m, problems_t *p, int *geometry) {
+    *geometry = 0;
     tsc_dump_meta_init(m);
-    m->format_version = (int)v;
+    tsc_status_t st = read_format(root, path, p);
+    if (st != TSC_OK) return st;
     struct { const char *name; int *dst; } ints[] = {
         {"n_layer", &m->n_layer}, {"n_head", &m->n_head}, {"n_kv_head", &m->n_kv_head}, {"head_dim", &m->head_dim},
         {"d_model", &m->d_model}, {"seq_len", &m->seq_len}, {"batch", &m->batch}, {"causal", &m->causal},
-        {"tile_q", &m->tile_q}, {"tile_k", &m->tile_k}, {"rank", &m->rank}, {"world_size", &m->world_size}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        st = tsc_h5_attr_read_long(root, ints[i].name, &v);
-        if (st != TSC_OK) return tsc_error_wrap(st, "%s: ", path);
-        if (v < -2147483647L || v > 2147483647L)
-            return tsc_error_set(TSC_ERR_SHAPE, "%s: root attribute %s = %ld is out of range", path, ints[i].name, v);
-        *ints[i].dst = (int)v;
+        {"rank", &m->rank}, {"world_size", &m->world_size}};
+    int have = 0;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        have += read_root_int(root, ints[i].name, 1, ints[i].dst, p);
+    tsc_status_t ss = tsc_h5_attr_read_double(root, "softmax_scale", &m->softmax_scale);
+    if (ss == TSC_ERR_MISSING) prob_add(p, TSC_ERR_MISSING, "root attribute 'softmax_scale' is missing");
+    else if (ss != TSC_OK) prob_add(p, ss, "%s", tsc_error_last());
+    /* optional, with their defaults: one tile of T rows and T keys (an untiled kernel), no
+     * policy recorded (""), producer "unknown" */
+    m->tile_q = m->tile_k = m->seq_len;
+    read_root_int(root, "tile_q", 0, &m->tile_q, p);
+    read_root_int(root, "tile_k", 0, &m->tile_k, p);
+    m->policy[0] = '\0';
+    read_root_str(root, "policy", m->policy, sizeof m->policy, p);
+    snprintf(m->producer, sizeof m->producer, "unknown");
+    read_root_str(root, "producer", m->producer, sizeof m->producer, p);
+    if (have == (int)(sizeof ints / sizeof ints[0]) && ss == TSC_OK) {
+        int before = p->n;
+        meta_problems(m, p);
+        *geometry = p->n == before;
     }
-    st = tsc_h5_attr_read_double(root, "softmax_scale", &m->softmax_scale);
-    if (st == TSC_OK) st = tsc_h5_attr_read_str(root, "policy", m->policy, sizeof m->policy);
-    if (st == TSC_OK) st = tsc_h5_attr_read_str(root, "producer", m->producer, sizeof m->producer);
-    if (st != TSC_OK) return tsc_error_wrap(st, "%s: ", path);
-    st = tsc_dump_meta_check(m);
-    if (st != TSC_OK) return tsc_error_wrap(st, "%s: ", path);
     return TSC_OK;
 }
 
@@ -362,6 +492,43 @@ static tsc_status_t walk_dump(tsc_dump_t *d) {
     return st;
 }
 
+static int dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn fn, void *ctx);
+
+/* Lists the steps of the open root (a single file): complete ones, the incomplete one, the ones
+ * without 'complete'. */
+static tsc_status_t list_file_steps(tsc_dump_t *d, const char *path) {
+    list_ctx_t c = {d, 0, TSC_OK};
+    hsize_t idx = 0;
+    if (H5Literate(d->root, H5_INDEX_NAME, H5_ITER_INC, &idx, list_steps_cb, &c) < 0)
+        return c.st != TSC_OK ? c.st
+                              : tsc_error_set(TSC_ERR_FORMAT, "%s: cannot list the root group (corrupt file)", path);
+    long inc;
+    if (H5Aexists(d->root, "incomplete_step") > 0 && tsc_h5_attr_read_long(d->root, "incomplete_step", &inc) == TSC_OK &&
+        inc >= 0 && (d->incomplete < 0 || inc < d->incomplete))
+        d->incomplete = inc;
+    d->size = file_size(path);
+    return TSC_OK;
+}
+
+/* Opens the root file (the dump, or the session's session.h5) and lists the steps; root problems
+ * go to p. */
+static tsc_status_t open_root(tsc_dump_t *d, const char *path, problems_t *p, int *geometry) {
+    tsc_status_t st;
+    if (d->dir[0]) {
+        char sp[8192];
+        snprintf(sp, sizeof sp, "%s/session.h5", d->dir);
+        st = tsc_h5_open(&d->root, sp, 0);
+        if (st != TSC_OK) return tsc_error_wrap(st, "capture session %s: ", d->dir);
+        st = read_meta(d->root, sp, &d->meta, p, geometry);
+        if (st == TSC_OK) st = list_session(d);
+        d->size = folder_size(d->dir);
+        return st;
+    }
+    st = tsc_h5_open(&d->root, path, 0);
+    if (st == TSC_OK) st = read_meta(d->root, path, &d->meta, p, geometry);
+    return st == TSC_OK ? list_file_steps(d, path) : st;
+}
+
 static tsc_status_t dump_open(tsc_dump_t **out, const char *path) {
     *out = NULL;
     if (!path || !*path) return tsc_error_set(TSC_ERR_ARG, "no dump path given");
@@ -372,50 +539,34 @@ static tsc_status_t dump_open(tsc_dump_t **out, const char *path) {
     snprintf(d->path, sizeof d->path, "%s", path);
     struct stat sb;
     char alt[4200];
-    tsc_status_t st;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         snprintf(d->dir, sizeof d->dir, "%s", path);
     } else if (stat(path, &sb) != 0 && errno == ENOENT &&
                (snprintf(alt, sizeof alt, "%s.capture", path), stat(alt, &sb) == 0 && S_ISDIR(sb.st_mode))) {
         snprintf(d->dir, sizeof d->dir, "%s", alt);
     }
-    if (d->dir[0]) {
-        char sp[8192];
-        snprintf(sp, sizeof sp, "%s/session.h5", d->dir);
-        st = tsc_h5_open(&d->root, sp, 0);
-        if (st != TSC_OK) { tsc_error_wrap(st, "capture session %s: ", d->dir); goto fail; }
-        st = read_meta(d->root, sp, &d->meta);
-        if (st != TSC_OK) goto fail;
-        st = list_session(d);
-        if (st != TSC_OK) goto fail;
-        d->size = folder_size(d->dir);
-    } else {
-        st = tsc_h5_open(&d->root, path, 0);
-        if (st != TSC_OK) goto fail;
-        st = read_meta(d->root, path, &d->meta);
-        if (st != TSC_OK) goto fail;
-        list_ctx_t c = {d, 0, TSC_OK};
-        hsize_t idx = 0;
-        if (H5Literate(d->root, H5_INDEX_NAME, H5_ITER_INC, &idx, list_steps_cb, &c) < 0) {
-            st = c.st != TSC_OK ? c.st
-                                : tsc_error_set(TSC_ERR_FORMAT, "%s: cannot list the root group (corrupt file)", path);
-            goto fail;
-        }
-        long inc;
-        if (H5Aexists(d->root, "incomplete_step") > 0 && tsc_h5_attr_read_long(d->root, "incomplete_step", &inc) == TSC_OK &&
-            inc >= 0 && (d->incomplete < 0 || inc < d->incomplete))
-            d->incomplete = inc;
-        d->size = file_size(path);
-    }
+    problems_t p = {0};
+    tsc_strbuf_init(&p.text);
+    int geometry = 0;
+    tsc_status_t st = open_root(d, path, &p, &geometry);
     /* steps is NULL when there is none (qsort must not be handed NULL) */
-    if (d->n_steps > 1) qsort(d->steps, (size_t)d->n_steps, sizeof *d->steps, tsc_cmp_ll);
-    st = walk_dump(d);
-    if (st != TSC_OK) goto fail;
+    if (st == TSC_OK && d->n_steps > 1) qsort(d->steps, (size_t)d->n_steps, sizeof *d->steps, tsc_cmp_ll);
+    if (st == TSC_OK) st = walk_dump(d);
+    if (st == TSC_OK && p.n) {
+        /* the root is wrong: with a usable geometry, the steps' errors join the same message */
+        p.path = d->path;
+        if (geometry) dump_validate(d, 0, prob_report, &p);
+        char where[8192];
+        snprintf(where, sizeof where, "%s%s", d->dir[0] ? d->dir : path, d->dir[0] ? "/session.h5" : "");
+        st = prob_fail(&p, where);
+    }
+    tsc_strbuf_free(&p.text);
+    if (st != TSC_OK) {
+        tsc_dump_close(d);
+        return st;
+    }
     *out = d;
     return TSC_OK;
-fail:
-    tsc_dump_close(d);
-    return st;
 }
 
 tsc_status_t tsc_dump_open_direct(tsc_dump_t **out, const char *path) {
@@ -443,6 +594,7 @@ static void dump_close(tsc_dump_t *d) {
     if (d->step_fid >= 0) H5Fclose(d->step_fid);
     if (d->root >= 0) H5Fclose(d->root);
     free(d->steps);
+    free(d->no_complete);
     free(d->buf);
     free(d);
 }
@@ -593,6 +745,81 @@ tsc_status_t tsc_dump_dataset_names(tsc_dump_t *d, long long step, int layer, ch
     TSC_H5_SCOPED(tsc_status_t, dump_dataset_names(d, step, layer, names, cap, n));
 }
 
+/* ---- the dtype attribute against the storage (docs/FORMAT.md §1.4) -------------------------------
+ * A dataset's values are stored in an HDF5 floating-point type; its optional string attribute
+ * `dtype` names the number format the values are in. They agree when the attribute names the
+ * stored format, or a format the stored one holds exactly (fewer or equal mantissa and exponent
+ * bits: bf16 values in float32, say) and then every stored value must be one of that format
+ * (checked as the data is read). Anything else contradicts: an unknown name, a storage that is
+ * not floating-point, a storage that cannot hold every value of the named format. */
+
+/* "uint16", "int64", "a string", ... for a stored type that is not floating-point. */
+static const char *type_words(hid_t ty, char *buf, size_t cap) {
+    H5T_class_t cls = H5Tget_class(ty);
+    if (cls == H5T_INTEGER)
+        snprintf(buf, cap, "%sint%zu", H5Tget_sign(ty) == H5T_SGN_NONE ? "u" : "", 8 * H5Tget_size(ty));
+    else if (cls == H5T_STRING) snprintf(buf, cap, "a string");
+    else snprintf(buf, cap, "HDF5 type class %d", (int)cls);
+    return buf;
+}
+
+/* 1 when every value of format a is a value of format s. */
+static int format_holds(tsc_format_t s, tsc_format_t a) {
+    return tsc_format_mant_bits(s) >= tsc_format_mant_bits(a) && tsc_format_exp_bits(s) >= tsc_format_exp_bits(a);
+}
+
+/* The stored format of dataset p (type ty) into *fmt, checked against its dtype attribute. */
+static tsc_status_t check_dtype(tsc_dump_t *d, const char *p, hid_t ds, hid_t ty, tsc_format_t *fmt) {
+    char attr[64] = "", words[64];
+    int has = H5Aexists(ds, "dtype") > 0;
+    d->ds_check_values = 0;
+    if (has && tsc_h5_attr_read_str(ds, "dtype", attr, sizeof attr) != TSC_OK)
+        return tsc_error_wrap(TSC_ERR_FORMAT, "%s: dataset %s: ", d->path, p);
+    if (H5Tget_class(ty) != H5T_FLOAT) {
+        char said[128] = "";
+        if (has) snprintf(said, sizeof said, "its dtype attribute says '%s' but ", attr);
+        return tsc_error_set(TSC_ERR_UNSUPPORTED, "%s: dataset %s: %sthe stored type is not floating-point (%s); "
+                             "format v1 stores each dtype as a floating-point HDF5 type of its own layout "
+                             "(docs/FORMAT.md §1.4)", d->path, p, said, type_words(ty, words, sizeof words));
+    }
+    tsc_status_t st = tsc_h5_type_format(ty, fmt);
+    if (st != TSC_OK) return tsc_error_wrap(st, "%s: dataset %s: ", d->path, p);
+    if (!has) return TSC_OK;
+    tsc_format_t a;
+    if (tsc_format_parse(attr, &a) != TSC_OK || strcmp(attr, tsc_format_name(a)) != 0)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: dataset %s: its dtype attribute '%s' is not a number format name "
+                             "(fp64, fp32, tf32, bf16, fp16, fp8-e4m3, fp8-e5m2)", d->path, p, attr);
+    if (a == *fmt) return TSC_OK;
+    if (!format_holds(*fmt, a))
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: dataset %s: its dtype attribute says '%s' but it is stored as %s, "
+                             "which cannot hold every %s value", d->path, p, attr, tsc_format_name(*fmt), attr);
+    d->ds_attr_fmt = a;
+    d->ds_check_values = 1;
+    return TSC_OK;
+}
+
+/* n stored values (bits of the open dataset's storage format) are all values of its dtype
+ * attribute's format; else TSC_ERR_FORMAT naming the dataset, both formats and the first value. */
+static tsc_status_t check_values(tsc_dump_t *d, int b, int h, const void *raw, size_t n) {
+    tsc_format_t s = d->ds_info.dtype, a = d->ds_attr_fmt;
+    for (size_t i = 0; i < n; i++) {
+        double x;
+        if (s == TSC_FMT_FP64) memcpy(&x, (const char *)raw + 8 * i, 8);
+        else if (s == TSC_FMT_FP32 || s == TSC_FMT_TF32) { float f; memcpy(&f, (const char *)raw + 4 * i, 4); x = f; }
+        else if (tsc_format_size(s) == 2) {
+            uint16_t u;
+            memcpy(&u, (const char *)raw + 2 * i, 2);
+            x = tsc_decode(u, s);
+        }
+        else x = tsc_decode(((const uint8_t *)raw)[i], s);
+        if (isnan(x) || tsc_round(x, a, TSC_ROUND_NEAREST_EVEN, NULL) == x) continue;
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: dataset %s: its dtype attribute says '%s' but it is stored as %s "
+                             "holding values that are not %s (batch %d, head %d, element %zu = %.9g)", d->path,
+                             d->ds_path, tsc_format_name(a), tsc_format_name(s), tsc_format_name(a), b, h, i, x);
+    }
+    return TSC_OK;
+}
+
 /* Opens (or reuses) the dataset and fills d->ds_info, checking the shape against the metadata. */
 static tsc_status_t open_ds(tsc_dump_t *d, long long step, int layer, const char *name) {
     char p[256];
@@ -625,8 +852,7 @@ static tsc_status_t open_ds(tsc_dump_t *d, long long step, int layer, const char
     st = TSC_OK;
     if (sp < 0 || ty < 0 || rank < 0 || rank > 8 || H5Sget_simple_extent_dims(sp, hd, NULL) < 0) {
         st = tsc_error_set(TSC_ERR_FORMAT, "%s: dataset %s has an unreadable shape or type", d->path, p);
-    } else if ((st = tsc_h5_type_format(ty, &in->dtype)) != TSC_OK) {
-        tsc_error_wrap(st, "%s: dataset %s: ", d->path, p);
+    } else if ((st = check_dtype(d, p, ds, ty, &in->dtype)) != TSC_OK) {
     } else {
         in->rank = rank;
         for (int i = 0; i < rank && i < 4; i++) in->dims[i] = hd[i];
@@ -734,6 +960,12 @@ static tsc_status_t read_slice_raw(tsc_dump_t *d, const char *name, int b, int h
     if (mt < 0) return tsc_error_wrap(TSC_ERR_INTERNAL, "%s: %s: ", d->path, d->ds_path);
     tsc_status_t st = read_slice(d, name, b, h, mt, out);
     H5Tclose(mt);
+    if (st == TSC_OK && d->ds_check_values) {
+        const tsc_dump_dataset_info_t *in = &d->ds_info;
+        size_t n = 1;
+        for (int i = in->per_head ? 2 : (!strcmp(name, "x") ? 1 : 0); i < in->rank; i++) n *= (size_t)in->dims[i];
+        st = check_values(d, b, h, out, n);
+    }
     return st;
 }
 
@@ -747,7 +979,7 @@ static tsc_status_t dump_read(tsc_dump_t *d, long long step, int layer, const ch
     tsc_status_t st = open_ds(d, step, layer, name);
     if (st != TSC_OK) return st;
     tsc_format_t f = d->ds_info.dtype;
-    if (f == TSC_FMT_FP32 || f == TSC_FMT_FP64 || f == TSC_FMT_TF32)
+    if ((f == TSC_FMT_FP32 || f == TSC_FMT_FP64 || f == TSC_FMT_TF32) && !d->ds_check_values)
         return read_slice(d, name, b, h, H5T_NATIVE_FLOAT, out);
     /* Read the stored bits and widen them ourselves: exact, and far faster than HDF5's soft
      * (bit-by-bit) conversion of custom floating-point types. */
@@ -762,7 +994,11 @@ static tsc_status_t dump_read(tsc_dump_t *d, long long step, int layer, const ch
         d->buf_cap = need;
     }
     st = read_slice_raw(d, name, b, h, d->buf);
-    if (st == TSC_OK) tsc_convert_to_f32(f, d->buf, out, (size_t)n);
+    if (st != TSC_OK) return st;
+    if (f == TSC_FMT_FP64)
+        for (uint64_t i = 0; i < n; i++) out[i] = (float)((const double *)d->buf)[i];
+    else if (f == TSC_FMT_FP32 || f == TSC_FMT_TF32) memcpy(out, d->buf, (size_t)n * sizeof(float));
+    else tsc_convert_to_f32(f, d->buf, out, (size_t)n);
     return st;
 }
 
@@ -808,8 +1044,13 @@ static int dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn fn, void *c
     if (d->incomplete >= 0)
         report(fn, ctx, 1, &errors, "step %lld is incomplete (the writer stopped during it); it is ignored",
                d->incomplete);
+    for (int i = 0; i < d->n_no_complete; i++)
+        report(fn, ctx, 2, &errors, "step_%08lld: group attribute 'complete' is missing (a writer sets complete = 1 "
+               "after the step's datasets); the step is ignored", d->no_complete[i]);
     if (d->n_steps == 0) report(fn, ctx, 1, &errors, "the dump holds no complete step");
     static const char *required[] = {"q", "k", "v"}, *expected[] = {"o", "do", "lse"};
+    static const char *why[] = {"analysis and explain compare it with their replay",
+                                "the backward replay and analysis need it", "no command reads it yet"};
     int *layers = NULL; /* [n_layers_cap], grown to each step's group count */
     int n_layers_cap = 0;
     size_t slice_max = (size_t)m->seq_len * (size_t)(m->head_dim > m->d_model ? m->head_dim : m->d_model) * 8 + 64;
@@ -847,8 +1088,8 @@ static int dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn fn, void *c
                     report(fn, ctx, 2, &errors, "step %lld, layer %d: dataset '%s' is missing", step, layer, required[i]);
             for (int i = 0; i < 3; i++)
                 if (!tsc_dump_has_dataset(d, step, layer, expected[i]))
-                    report(fn, ctx, 1, &errors, "step %lld, layer %d: dataset '%s' is missing (replay and analysis "
-                           "need it)", step, layer, expected[i]);
+                    report(fn, ctx, 1, &errors, "step %lld, layer %d: dataset '%s' is missing (%s)", step, layer,
+                           expected[i], why[i]);
             char names[64][TSC_DUMP_NAME_MAX];
             int nn = 0;
             if (tsc_dump_dataset_names(d, step, layer, names, 64, &nn) != TSC_OK) {

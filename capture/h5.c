@@ -629,17 +629,24 @@ static tsc_status_t h5_attr_read_str(hid_t obj, const char *name, char *value, s
             snprintf(value, cap, "%s", p ? p : "");
         if (p) H5free_memory(p);
     } else {
+        /* Fixed length: read the stored bytes with the file's own type (no conversion: HDF5's
+         * string conversion between paddings drops the last character of a NULLPAD string that
+         * fills its size, h5py's np.bytes_), then apply the padding ourselves: the text ends at
+         * the first NUL (NULLTERM, NULLPAD), and SPACEPAD's trailing spaces are padding. */
         size_t n = H5Tget_size(t);
         char *buf = calloc(n + 1, 1);
-        m = H5Tcopy(H5T_C_S1);
+        m = H5Tcopy(t);
         if (!buf) st = tsc_error_set(TSC_ERR_NOMEM, "attribute '%s': out of memory", name);
-        /* n + 1: a null-padded string of n characters (h5py's fixed-length strings) keeps its last
-         * one when converted to our null-terminated type */
-        else if (m < 0 || H5Tset_size(m, n + 1) < 0 || H5Tset_cset(m, H5Tget_cset(t)) < 0 || H5Aread(a, m, buf) < 0)
+        else if (m < 0 || H5Aread(a, m, buf) < 0)
             st = tsc_error_set(TSC_ERR_FORMAT, "%s: cannot read string attribute '%s'",
                                tsc_h5_where(obj, where, sizeof where), name);
-        else if (cap)
-            snprintf(value, cap, "%s", buf);
+        else if (cap) {
+            const char *nul = memchr(buf, '\0', n);
+            size_t len = nul ? (size_t)(nul - buf) : n;
+            if (H5Tget_strpad(t) == H5T_STR_SPACEPAD)
+                while (len > 0 && buf[len - 1] == ' ') len--;
+            snprintf(value, cap, "%.*s", (int)len, buf);
+        }
         free(buf);
     }
     if (m >= 0) H5Tclose(m);

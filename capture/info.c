@@ -22,6 +22,7 @@ static void collect(void *ctx, int severity, const char *message) {
     tsc_info_t *in = c->in;
     if (severity >= 2) in->n_errors++;
     else in->n_warnings++;
+    if (in->n_problems >= TSC_INFO_MAX_PROBLEMS) return; /* counted, not listed */
     if (in->n_problems == c->cap) {
         int nc = c->cap ? 2 * c->cap : 16;
         tsc_info_problem_t *p = realloc(in->problems, sizeof *p * (size_t)nc);

@@ -52,10 +52,10 @@ typedef struct {
     int batch;              /* B, sequences per captured step */
     int causal;             /* 1 causal mask, 0 none */
     double softmax_scale;   /* alpha (1/sqrt(D) usually) */
-    int tile_q, tile_k;     /* the run's FA tile sizes (rows of Q, keys per tile) */
-    char policy[128];       /* the run's precision policy string, e.g. "bf16-torch" */
+    int tile_q, tile_k;     /* the run's FA tile sizes (rows of Q, keys per tile); read: seq_len when absent */
+    char policy[128];       /* the run's precision policy string, e.g. "bf16-torch"; read: "" when absent */
     int rank, world_size;   /* this file's rank among world_size writers */
-    char producer[128];     /* "tilescope-synth 0.1.0", "capture_loop", ... */
+    char producer[128];     /* "tilescope-synth 0.1.0", "capture_loop", ...; read: "unknown" when absent */
 } tsc_dump_meta_t;
 
 /* Fills m with a consistent default: 1 layer, 1 head and kv head, D 1, C 1, T 1, B 1, causal,
@@ -78,7 +78,11 @@ typedef struct tsc_dump tsc_dump_t;
 /* Opens a dump (a file or a capture-session folder; a path "X" whose file is absent but whose
  * session folder "X.capture" exists opens the folder) and validates its root: the format name
  * (TSC_ERR_FORMAT), the version (TSC_ERR_VERSION: "wrote version N, this build reads 1; ...")
- * and the geometry attributes (TSC_ERR_MISSING / TSC_ERR_SHAPE). A missing file is TSC_ERR_IO, a
+ * and the geometry attributes (TSC_ERR_MISSING / TSC_ERR_SHAPE; tile_q, tile_k, policy and
+ * producer are optional, docs/FORMAT.md §1.1). Every root problem is collected, and when the
+ * geometry is usable the validator's errors (tsc_dump_validate, quick) join them: one error,
+ * "X: P" for a single problem, "X: N problems: P1; P2; ...; and M more" (the first 50 listed),
+ * with the status of the first. Another format name or version fails at once. A missing file is TSC_ERR_IO, a
  * file that is not HDF5 or is truncated/corrupt TSC_ERR_FORMAT. Lists the steps (cheap: no
  * dataset is read). A dump is untrusted input (docs/SECURITY.md): before any data is read, every
  * step, layer and format dataset is checked (tsc_h5_check_link, tsc_h5_check_dataset), and a
@@ -133,7 +137,9 @@ typedef struct {
 
 /* Presence, shape and dtype of step/layer/name. TSC_ERR_MISSING (naming file, step, layer and
  * dataset) when absent; TSC_ERR_SHAPE when its shape contradicts the metadata (the message gives
- * both shapes); TSC_ERR_UNSUPPORTED for a stored type that is none of tsc_format_t's. */
+ * both shapes); TSC_ERR_UNSUPPORTED for a stored type that is none of tsc_format_t's (an integer
+ * type included, named with the dataset's dtype attribute); TSC_ERR_FORMAT when the dtype
+ * attribute is not a format name or names a format the storage cannot hold (docs/FORMAT.md §1.4). */
 TSC_API tsc_status_t tsc_dump_dataset_info(tsc_dump_t *d, long long step, int layer, const char *name,
                                    tsc_dump_dataset_info_t *info);
 TSC_API int tsc_dump_has_dataset(tsc_dump_t *d, long long step, int layer, const char *name);
@@ -146,7 +152,9 @@ TSC_API int tsc_dump_has_dataset(tsc_dump_t *d, long long step, int layer, const
  *   x:          b in [0,B), h ignored    -> out [T, C]
  *   w_*:        b, h ignored             -> out [out, in], whole
  * Errors as tsc_dump_dataset_info, plus TSC_ERR_ARG for b/h out of range and TSC_ERR_FORMAT when
- * HDF5 cannot read the slice (a corrupt or truncated file). out is unspecified on failure. */
+ * HDF5 cannot read the slice (a corrupt or truncated file) or when the dataset's dtype attribute
+ * names a narrower format than its storage and a value of the slice is not one of that format
+ * (docs/FORMAT.md §1.4). out is unspecified on failure. */
 TSC_API tsc_status_t tsc_dump_read(tsc_dump_t *d, long long step, int layer, const char *name, int b, int h,
                            float *out);
 /* Same slice as stored bits (tsc_format_size(info.dtype) bytes per element, little-endian). */
@@ -162,8 +170,10 @@ TSC_API tsc_status_t tsc_dump_attr_str(tsc_dump_t *d, const char *name, char *va
 
 /* Validator: walks every step, layer and dataset (reading every chunk when deep = 1, which
  * catches corrupt data blocks) and calls report(ctx, severity, message) for each problem:
- * severity 2 error (a missing q/k/v, a wrong shape, an unreadable chunk, a wrong dtype),
- * 1 warning (a missing o/do/lse, an incomplete step, a step without layers). Returns the number
+ * severity 2 error (a missing q/k/v, a wrong shape, an unreadable chunk, a stored type that is not
+ * floating-point, a dtype attribute that contradicts the storage (its values checked only when
+ * deep), a step group without the attribute 'complete'), 1 warning (a missing o/do/lse, an
+ * incomplete step (complete = 0, or the writer stopped), a step without layers). Returns the number
  * of errors (>= 0). report may be NULL (count only). */
 typedef void (*tsc_dump_report_fn)(void *ctx, int severity, const char *message);
 TSC_API int tsc_dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn report, void *ctx);

@@ -67,6 +67,9 @@ typedef struct {
     char *message;
 } tsc_info_problem_t;
 
+/* The most problems a tsc_info_t lists (n_errors + n_warnings counts every one). */
+#define TSC_INFO_MAX_PROBLEMS 50
+
 typedef struct {
     char *path;
     int is_session;                  /* a capture-session folder */
@@ -80,7 +83,7 @@ typedef struct {
     tsc_info_step_t *listed;
     int n_planted;
     tsc_info_attr_t *planted;
-    int n_errors, n_warnings, n_problems;
+    int n_errors, n_warnings, n_problems; /* problems lists the first TSC_INFO_MAX_PROBLEMS of them */
     tsc_info_problem_t *problems;
 } tsc_info_t;
 

@@ -166,7 +166,8 @@ static void print_text(FILE *o, const tsc_info_t *in) {
     char hb[64];
     fprintf(o, "%s: tilescope dump v%d, %s, %s\n", in->path, m->format_version,
             in->is_session ? "capture-session folder" : "single file", human(in->size_bytes, hb, sizeof hb));
-    fprintf(o, "  producer %s, policy %s, rank %d of %d\n", m->producer, m->policy, m->rank, m->world_size);
+    fprintf(o, "  producer %s, policy %s, rank %d of %d\n", m->producer, m->policy[0] ? m->policy : "(none recorded)",
+            m->rank, m->world_size);
     fprintf(o, "  geometry: %d layers, %d heads (%d kv heads%s), head_dim %d, d_model %d, seq_len %d, batch %d\n",
             m->n_layer, m->n_head, m->n_kv_head, m->n_kv_head < m->n_head ? ", grouped-query" : "", m->head_dim,
             m->d_model, m->seq_len, m->batch);
@@ -198,6 +199,8 @@ static void print_text(FILE *o, const tsc_info_t *in) {
                 in->n_warnings, in->n_warnings == 1 ? "" : "s");
     for (int i = 0; i < in->n_problems; i++)
         fprintf(o, "    %s: %s\n", in->problems[i].severity >= 2 ? "error" : "warning", in->problems[i].message);
+    if (in->n_errors + in->n_warnings > in->n_problems)
+        fprintf(o, "    and %d more\n", in->n_errors + in->n_warnings - in->n_problems);
 }
 
 int tsc_cmd_info(int argc, char **argv) {

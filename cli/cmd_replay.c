@@ -81,7 +81,8 @@ static int parse_args(int argc, char **argv, tsc_replay_opts_t *o, const char **
 static void print_plan(const tsc_replay_t *r) {
     const tsc_dump_meta_t *m = &r->meta;
     printf("replay %s: B=%d H=%d Hkv=%d T=%d D=%d causal=%d scale=%g, run policy '%s'\n", r->dump_path, m->batch,
-           m->n_head, m->n_kv_head, m->seq_len, m->head_dim, m->causal, m->softmax_scale, m->policy);
+           m->n_head, m->n_kv_head, m->seq_len, m->head_dim, m->causal, m->softmax_scale,
+           m->policy[0] ? m->policy : "(none recorded)");
     printf("  selection %s: %d (step, layer) pairs, %d heads, %d batch rows; %s\n", r->selection, r->n_pairs,
            r->n_heads, r->n_batches, r->backward ? "forward and backward" : "forward only");
     for (int p = 0; p < r->n_policies; p++)

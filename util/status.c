@@ -5,7 +5,7 @@
 #include <string.h>
 
 /* One detail buffer per thread: OpenMP workers reporting errors must not overwrite each other. */
-static _Thread_local char tsc_err_buf[1024];
+static _Thread_local char tsc_err_buf[8192];  /* room for a dump's list of problems (capture/dump.c) */
 
 const char *tsc_status_str(tsc_status_t st) {
     switch (st) {

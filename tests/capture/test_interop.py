@@ -151,7 +151,7 @@ with tempfile.TemporaryDirectory() as tmp:
             dcpl.set_chunk((1, 1) + bits.shape[2:])
             ds = h5py.h5d.create(layer.id, name.encode(), ftype, sid, dcpl=dcpl)
             ds.write(h5py.h5s.ALL, h5py.h5s.ALL, bits, mtype=ftype)
-            layer[name].attrs["dtype"] = {2: "bf16", 1: "fp8"}[ftype.get_size()]
+            layer[name].attrs["dtype"] = {2: "bf16", 1: "fp8-e4m3"}[ftype.get_size()]  # format names, §1.3
             layer[name].attrs["dims"] = dims
             layer[name].attrs["units"] = "activation"
 
