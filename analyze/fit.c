@@ -18,6 +18,7 @@ typedef struct {
     tsc_fit_policy_t pub;
     tsc_policy_t pol;
     int order;   /* position as given (the last ranking key) */
+    int recorded;/* equal to the policy the dump records (wins ties) */
     int f64;     /* the policy computes in double */
 } fit_pol_t;
 
@@ -27,6 +28,8 @@ typedef struct {
     const tsc_fit_opts_t *o;
     tsc_dump_t *d;
     fit_pol_t *pols;
+    tsc_policy_t run_pol; /* the dump's recorded policy, tiles applied as to the others */
+    int run_pol_ok;
     int *heads, *batches, *layers;
     int T, D, G;
     size_t TD;
@@ -90,16 +93,24 @@ static void free_run(fit_run_t *R) {
     free(R->out);
 }
 
-/* Parses one policy string into slot k, applying the dump's tiles unless it names its own. */
-static tsc_status_t add_policy(fit_run_t *R, int k, const char *s) {
-    fit_pol_t *p = &R->pols[k];
+/* Parses s into *pol, applying the dump's tiles unless s names its own (or keep_tiles). */
+static tsc_status_t parse_tiled(fit_run_t *R, const char *s, tsc_policy_t *pol) {
     const tsc_dump_meta_t *m = tsc_dump_meta(R->d);
-    if (tsc_policy_parse(s, &p->pol) != TSC_OK) return tsc_error_wrap(TSC_ERR_ARG, "fit: policy '%s': ", s);
+    if (tsc_policy_parse(s, pol) != TSC_OK) return tsc_error_wrap(TSC_ERR_ARG, "fit: policy '%s': ", s);
     if (!R->o->keep_tiles && !strstr(s, "+tile:") && m->tile_q >= 1 && m->tile_q <= 65536 && m->tile_k >= 1 &&
         m->tile_k <= 65536) {
-        p->pol.block_q = R->f->tile_q = m->tile_q;
-        p->pol.block_k = R->f->tile_k = m->tile_k;
+        pol->block_q = R->f->tile_q = m->tile_q;
+        pol->block_k = R->f->tile_k = m->tile_k;
     }
+    return TSC_OK;
+}
+
+/* Parses one policy string into slot k. */
+static tsc_status_t add_policy(fit_run_t *R, int k, const char *s) {
+    fit_pol_t *p = &R->pols[k];
+    tsc_status_t st = parse_tiled(R, s, &p->pol);
+    if (st != TSC_OK) return st;
+    p->recorded = R->run_pol_ok && tsc_policy_equal(&p->pol, &R->run_pol);
     snprintf(p->pub.name, sizeof p->pub.name, "%s", s);
     tsc_policy_format(&p->pol, p->pub.canonical, sizeof p->pub.canonical);
     p->order = k;
@@ -112,6 +123,10 @@ static tsc_status_t add_policy(fit_run_t *R, int k, const char *s) {
 static tsc_status_t plan_policies(fit_run_t *R) {
     const tsc_fit_opts_t *o = R->o;
     const int n = o->policies && o->n_policies > 0 ? o->n_policies : TSC_PRESET_COUNT + 1;
+    const int tq = R->f->tile_q, tk = R->f->tile_k;
+    R->run_pol_ok = parse_tiled(R, R->f->run_policy, &R->run_pol) == TSC_OK;  /* free text: may not parse */
+    if (!R->run_pol_ok) tsc_error_clear();
+    R->f->tile_q = tq, R->f->tile_k = tk;  /* tiles count as applied once a checked policy gets them */
     if (!(R->pols = calloc((size_t)n, sizeof *R->pols))) return tsc_error_set(TSC_ERR_NOMEM, "fit: out of memory");
     tsc_fit_t *f = R->f;
     if (o->policies && o->n_policies > 0) {
@@ -306,6 +321,7 @@ static int by_fit(const void *x, const void *y) {
     if (!c) c = cmp_nan_last(-ao->identical, -bo->identical);
     if (!c) c = cmp_nan_last(-ao->within1, -bo->within1);
     if (!c) c = cmp_nan_last(ao->max_ulp, bo->max_ulp);
+    if (!c) c = b->recorded - a->recorded;
     return c ? c : (a->order > b->order) - (a->order < b->order);
 }
 
@@ -408,13 +424,14 @@ const char *tsc_fit_sentence(const char *policy, int checked, double o_identical
     char pc[32];
     if (!checked) snprintf(buf, size, "no captured O: the fit of the replay could not be checked");
     else
-        snprintf(buf, size, "replay under %s reproduces the captured O on %s of elements%s", policy,
-                 tsc_fit_percent(o_identical, pc, sizeof pc),
-                 o_identical < TSC_FIT_WARN_SHARE || isnan(o_identical)
-                     ? "; warning: below 99%, the replay does not reproduce this run, so the diagnosis may not "
-                       "describe it"
-                     : "");
+        snprintf(buf, size, "replay under %s reproduces the captured O on %s of elements", policy,
+                 tsc_fit_percent(o_identical, pc, sizeof pc));
     return buf;
+}
+
+const char *tsc_fit_warning(double o_identical) {
+    if (o_identical >= TSC_FIT_WARN_SHARE) return NULL;
+    return "warning: below 99%: the replay does not reproduce this run, so the diagnosis may not describe this run";
 }
 
 #define FC_F(m) TSC_JSON_FIELD(tsc_fit_cmp_t, m, #m)

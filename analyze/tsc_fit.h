@@ -21,7 +21,8 @@
  *               number of F values between them when both lie in one binade;
  *   non-finite  not identical and x or c is NaN or Inf (counted, never folded into max_ulp).
  * Ranking: by score (descending), then O's identical share, then O's share within 1 ULP, then O's
- * max ULP (ascending; NaN last), then the order given. score = O's identical share, or, when the
+ * max ULP (ascending; NaN last), then the policy the dump records (`policy` attribute) before
+ * the others, then the order given. score = O's identical share, or, when the
  * dump holds captured gradients, the mean identical share over O and every compared gradient. */
 #ifndef TSC_FIT_H
 #define TSC_FIT_H
@@ -105,11 +106,12 @@ TSC_API void tsc_fit_free(tsc_fit_t *f);
 TSC_API int tsc_fit_find(const tsc_fit_t *f, const char *name);
 
 /* The sentence diagnose and the report print: "replay under P reproduces the captured O on
- * 99.97% of elements", followed, when o_identical < TSC_FIT_WARN_SHARE, by "; warning: below 99%,
- * the replay does not reproduce this run, so the diagnosis may not describe it"; with checked 0:
- * "no captured O: the fit of the replay could not be checked". The percentage is rounded down to
- * two decimals ("100%" only when every element is identical). Returns buf. */
+ * 99.97% of elements"; with checked 0: "no captured O: the fit of the replay could not be checked".
+ * The percentage is rounded down to two decimals ("100%" only when every element is identical).
+ * Returns buf. */
 TSC_API const char *tsc_fit_sentence(const char *policy, int checked, double o_identical, char *buf, size_t size);
+/* The warning that goes with it when o_identical is below TSC_FIT_WARN_SHARE (or NaN), else NULL. */
+TSC_API const char *tsc_fit_warning(double o_identical);
 /* The share as the sentence prints it, e.g. "99.97%" (rounded down; "100%" only for 1). */
 TSC_API const char *tsc_fit_percent(double share, char *buf, size_t size);
 
