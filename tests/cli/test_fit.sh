@@ -35,10 +35,11 @@ assert o["n"] == 1 * 4 * 64 * 16 * 2 and o["n_identical"] == o["n"] and o["ident
 assert o["max_ulp"] == 0 and o["n_nonfinite"] == 0, o
 assert r["steps"] == [0] and r["pairs"] == 2 and r["dtype"] == {"o": "bf16"} and r["warning"] is False
 assert [p["rank"] for p in r["policies"]] == list(range(1, len(r["policies"]) + 1))
-# every preset is checked, each at most once; the others fall short of 100%
+# every preset is checked (later presets too), each once; the other five of these fall short of 100%
+six = {"fp64", "fp32", "bf16-fa2", "bf16-torch", "fp16-fa2", "fp8-fa3"}
 names = [p["policy"] for p in r["policies"]]
-assert len(names) == len(set(names)) >= 6 and {"fp64", "fp32", "bf16-fa2", "bf16-torch", "fp16-fa2", "fp8-fa3"} <= set(names)
-assert all(p["o"]["identical"] < 1 for p in r["policies"][1:])
+assert len(names) == len(set(names)) >= 6 and six <= set(names)
+assert all(p["o"]["identical"] < 1 for p in r["policies"] if p["policy"] in six - {want})
 EOF
 done
 "$TSC" fit bf16-torch.h5 >text.txt; ok test $? -eq 0
