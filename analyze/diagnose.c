@@ -655,6 +655,30 @@ static tsc_status_t examine_all(tsc_diagnosis_t *dg, const char *dump_path, cons
     return st;
 }
 
+/* The fit of lp (the policy the diagnosis replays, tiles as it uses them) on the first selected step.
+ * A dump without o, or a fit that cannot run, is noted, never an error of the diagnosis. */
+static void check_fit(tsc_diagnosis_t *dg, const char *dump_path, const tsc_diagnose_opts_t *opts) {
+    const char *pol[1] = {dg->an->lp};
+    tsc_fit_opts_t fo;
+    tsc_fit_opts_init(&fo);
+    fo.dump_path = dump_path;
+    fo.policies = pol;
+    fo.n_policies = 1;
+    fo.sel = opts->an.sel;
+    fo.keep_tiles = 1;
+    tsc_fit_t *f = NULL;
+    tsc_status_t st = tsc_fit_run(&fo, &f);
+    dg->fit_checked = st == TSC_OK;
+    if (st == TSC_OK) {
+        dg->fit = f->policies[0].t[TSC_FIT_O];
+        dg->fit_step = f->steps[0];
+    } else {
+        snprintf(dg->fit_note, sizeof dg->fit_note, "%s", tsc_error_last());
+        tsc_error_clear();
+    }
+    tsc_fit_free(f);
+}
+
 tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const tsc_diagnose_opts_t *opts,
                               tsc_diagnosis_t **out) {
     *out = NULL;
@@ -684,6 +708,7 @@ tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const 
     tsc_policy_format(&stable, dg->stable_policy, sizeof dg->stable_policy);
     diag_pols_t P = {&hp, &lp, &stable,
                      tsc_format_mant_bits(lp.fmt[TSC_STAGE_PV]) < 23 ? lp.fmt[TSC_STAGE_PV] : lp.fmt[TSC_STAGE_O]};
+    check_fit(dg, dump_path, opts);
     if ((st = at_risk(dg)) == TSC_OK) st = examine_all(dg, dump_path, &P, opts);
     if (st != TSC_OK) {
         tsc_diagnose_free(dg);
@@ -778,6 +803,28 @@ static const tsc_json_field_t event_fields[] = {
     TSC_JSON_FIELD(tsc_diag_head_t, ev_sum, "sum_fp32"), TSC_JSON_CHARS(tsc_diag_head_t, ev_fmt, "out_format"),
     TSC_JSON_FIELD(tsc_diag_head_t, ev_rounded, "rounded"), TSC_JSON_FIELD(tsc_diag_head_t, ev_err, "error")};
 
+/* "fit": the fit of lp's replay (docs/FORMAT.md §3). */
+static void fit_json(tsc_json_t *j, const tsc_diagnosis_t *d) {
+    char sentence[TSC_POLICY_STR_MAX + 96];
+    const double ident = d->fit_checked ? d->fit.identical : NAN;
+    tsc_json_key(j, "fit");
+    tsc_json_object_begin(j);
+    tsc_json_kv_string(j, "policy", d->an->lp);
+    tsc_json_kv_bool(j, "checked", d->fit_checked);
+    if (d->fit_checked) {
+        tsc_json_kv_int(j, "step", d->fit_step);
+        tsc_json_kv_int(j, "n", d->fit.n);
+        tsc_json_kv_number(j, "o_identical", d->fit.identical);
+        tsc_json_kv_number(j, "o_within1", d->fit.within1);
+        tsc_json_kv_number(j, "o_max_ulp", d->fit.max_ulp);
+        tsc_json_kv_int(j, "o_n_nonfinite", d->fit.n_nonfinite);
+    }
+    tsc_json_kv_bool(j, "warning", !d->fit_checked || tsc_fit_warning(ident) != NULL);
+    tsc_json_kv_string(j, "sentence", tsc_fit_sentence(d->an->lp, d->fit_checked, ident, sentence, sizeof sentence));
+    tsc_json_kv_string(j, "note", d->fit_checked ? NULL : d->fit_note);
+    tsc_json_object_end(j);
+}
+
 static void diag_json(void *ctx, tsc_json_t *j) {
     const tsc_diagnosis_t *d = ctx;
     tsc_json_key(j, "diagnosis");
@@ -785,6 +832,7 @@ static void diag_json(void *ctx, tsc_json_t *j) {
     tsc_json_kv_string(j, "stable_policy", d->stable_policy);
     tsc_json_kv_numbers(j, "betas", d->betas, (size_t)d->n_betas);
     tsc_json_kv_number(j, "removed_frac", d->removed_frac);
+    fit_json(j, d);
     tsc_json_kv_int(j, "n_at_risk", (int64_t)d->n);
     tsc_json_key(j, "at_risk");
     tsc_json_array_begin(j);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "replay_internal.h"
 #include "tsc_attention.h"
 #include "tsc_h5.h"
 #include "tsc_mem.h"
@@ -200,6 +201,40 @@ typedef struct {
     double *ref, *cur;   /* policy 0's and the current policy's o then delta, as double [nq + nr] */
 } bufs_t;
 
+tsc_status_t replay_read_head(tsc_dump_t *d, const char *path, long long step, int layer, const char *name, int b,
+                              int h, int kv, size_t n, float *out) {
+    tsc_status_t st = tsc_dump_read(d, step, layer, name, b, h, out);
+    if (st != TSC_OK) return tsc_error_wrap(st, "%s: ", path);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(out[i]))
+            return tsc_error_set(TSC_ERR_NONFINITE, "%s: step %lld layer %d dataset '%s' batch %d %s %d holds "
+                                 "a non-finite value at element %zu (%g); a head never captured reads as NaN: "
+                                 "select captured heads with --heads", path, step, layer, name, b,
+                                 kv ? "kv head" : "head", h, i, (double)out[i]);
+    return TSC_OK;
+}
+
+tsc_status_t replay_attn(const tsc_policy_t *pol, const tsc_attn_dims_t *dims, const tsc_attn_io_t *io) {
+    if (io->dtype != TSC_ATTN_F64) return tsc_attn_run(pol, dims, io, NULL, 0);
+    const size_t TD = (size_t)dims->T * (size_t)dims->D, nq = (size_t)dims->B * (size_t)dims->H * TD,
+                 nkv = (size_t)dims->B * (size_t)dims->Hkv * TD, n = 2 * nq + 2 * nkv;
+    double *qd = malloc(sizeof(double) * n);
+    if (!qd) return tsc_error_set(TSC_ERR_NOMEM, "replay: out of memory widening the inputs of an FP64 policy");
+    const float *src[4] = {io->q, io->k, io->v, io->dout};
+    const size_t len[4] = {nq, nkv, nkv, nq};
+    double *dst[4];
+    size_t off = 0;
+    for (int a = 0; a < 4; off += len[a], a++) {
+        dst[a] = qd + off;
+        for (size_t i = 0; src[a] && i < len[a]; i++) dst[a][i] = src[a][i];
+    }
+    tsc_attn_io_t w = *io;
+    w.q = dst[0]; w.k = dst[1]; w.v = dst[2]; w.dout = io->dout ? dst[3] : NULL;
+    tsc_status_t st = tsc_attn_run(pol, dims, &w, NULL, 0);
+    free(qd);
+    return st;
+}
+
 /* Reads one per-head dataset slice for the selected batches and heads into dst [B', H', T, X]
  * (kv datasets map query head h to its kv head). Checks values are finite. */
 static tsc_status_t load(tsc_replay_t *r, long long step, int layer, const char *name, int kv, size_t slice,
@@ -209,14 +244,8 @@ static tsc_status_t load(tsc_replay_t *r, long long step, int layer, const char 
         for (int hi = 0; hi < r->n_heads; hi++) {
             const int h = kv ? r->heads[hi] / G : r->heads[hi], b = r->batches[bi];
             float *out = dst + ((size_t)bi * r->n_heads + hi) * slice;
-            tsc_status_t st = tsc_dump_read(r->priv->dump, step, layer, name, b, h, out);
-            if (st != TSC_OK) return tsc_error_wrap(st, "%s: ", r->dump_path);
-            for (size_t i = 0; i < slice; i++)
-                if (!isfinite(out[i]))
-                    return tsc_error_set(TSC_ERR_NONFINITE, "%s: step %lld layer %d dataset '%s' batch %d %s %d holds "
-                                         "a non-finite value at element %zu (%g); a head never captured reads as NaN: "
-                                         "select captured heads with --heads", r->dump_path, step, layer, name, b,
-                                         kv ? "kv head" : "head", h, i, (double)out[i]);
+            tsc_status_t st = replay_read_head(r->priv->dump, r->dump_path, step, layer, name, b, h, kv, slice, out);
+            if (st != TSC_OK) return st;
         }
     return TSC_OK;
 }
@@ -287,14 +316,7 @@ static tsc_status_t run_policy(tsc_replay_t *r, hid_t fid, bufs_t *b, int p, lon
     tsc_attn_io_t io = {f64 ? TSC_ATTN_F64 : TSC_ATTN_F32, q, q + nq, q + 2 * nq, bwd ? q + 3 * nq : NULL,
                         ob, ob + nq * es, ob + (nq + nr) * es, ob + (nq + 2 * nr) * es,
                         ob + (2 * nq + 2 * nr) * es, ob + (3 * nq + 2 * nr) * es};
-    double *qd = NULL;
-    if (f64) {
-        if (!(qd = malloc(sizeof(double) * 4 * nq))) return tsc_error_set(TSC_ERR_NOMEM, "replay: out of memory");
-        for (size_t i = 0; i < 4 * nq; i++) qd[i] = q[i];
-        io.q = qd; io.k = qd + nq; io.v = qd + 2 * nq; io.dout = bwd ? qd + 3 * nq : NULL;
-    }
-    tsc_status_t st = tsc_attn_run(&r->priv->pol[p], &dims, &io, NULL, 0);
-    free(qd);
+    tsc_status_t st = replay_attn(&r->priv->pol[p], &dims, &io);
     if (st != TSC_OK)
         return tsc_error_wrap(st, "step %lld layer %d policy %s: ", step, L, r->policies[p].name);
     char path[96];

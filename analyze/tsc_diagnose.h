@@ -34,6 +34,7 @@
 #include <stddef.h>
 
 #include "tsc_analysis.h"
+#include "tsc_fit.h"
 #include "tsc_policy.h"
 
 #ifdef __cplusplus
@@ -118,6 +119,12 @@ typedef struct {
     double betas[TSC_DIAG_MAX_BETAS];
     int n_betas;
     double removed_frac;
+    /* the fit of lp's replay (tsc_fit.h) on the first selected step: does the diagnosed policy
+     * reproduce the captured O? fit_checked 0 when the dump has no o (fit_note: why) */
+    int fit_checked;
+    long long fit_step;
+    tsc_fit_cmp_t fit;                 /* O compared, in ULPs of its captured format */
+    char fit_note[512];                /* "" when checked, else the reason it was not */
 } tsc_diagnosis_t;
 
 /* Runs the workflow (writes out_dir/analysis.h5 through the analysis). Errors as

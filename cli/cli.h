@@ -102,6 +102,7 @@ int tsc_cmd_info(int argc, char **argv);
 int tsc_cmd_synth(int argc, char **argv);
 int tsc_cmd_pack(int argc, char **argv);
 int tsc_cmd_replay(int argc, char **argv);
+int tsc_cmd_fit(int argc, char **argv);
 int tsc_cmd_analyze(int argc, char **argv);
 int tsc_cmd_diagnose(int argc, char **argv);
 int tsc_cmd_explain(int argc, char **argv);

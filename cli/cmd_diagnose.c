@@ -15,7 +15,9 @@ const char tsc_usage_diagnose[] =
     "substitution (each low-precision stage of lp raised to FP32 in turn, and delta from an FP32 O),\n"
     "the accumulation verdict, the largest rounding event at the head's probe, and the mitigation\n"
     "(lp+stable, beta = 2 and a sweep). Writes DIR/analysis.h5 and DIR/summary.json; prints one line per\n"
-    "at-risk head (evidence, verdict, recommendation), ranked by the accumulated delta bias.\n"
+    "at-risk head (evidence, verdict, recommendation), ranked by the accumulated delta bias. First it\n"
+    "states how well lp's replay reproduces the dump's captured O on the first selected step (the\n"
+    "fit, see `tilescope help fit`) and warns below 99%: the diagnosis may then not describe the run.\n"
     "  -o, --out DIR       output folder, created if missing (required)\n"
     "  --hp POLICY, --lp POLICY, --select SPEC, --steps/--layers/--heads/--batches SET,\n"
     "  --alpha A, --min-ulp U, --tie-eps E, --terms N   as for analyze\n"
@@ -85,6 +87,9 @@ int tsc_cmd_diagnose(int argc, char **argv) {
                "(flags: Bonferroni t-test of delta contributions, family-wise false-positive bound %g, |bias| >= %g ulp)\n",
                dump, a->hp, a->lp, a->n_heads, a->n_steps, dg->n, a->rule.alpha, a->rule.min_ulp);
         char line[1024], ev[2048];
+        printf("%s\n", tsc_fit_sentence(a->lp, dg->fit_checked, dg->fit.identical, line, sizeof line));
+        if (dg->fit_checked && tsc_fit_warning(dg->fit.identical)) printf("%s\n", tsc_fit_warning(dg->fit.identical));
+        if (!dg->fit_checked && !strstr(dg->fit_note, "no dataset 'o'")) printf("  (%s)\n", dg->fit_note);
         for (size_t i = 0; i < dg->n; i++) {
             printf("%zu. %s\n", i + 1, tsc_diagnose_line(dg, i, line, sizeof line));
             fputs(tsc_diagnose_event_text(dg, i, ev, sizeof ev), stdout);

@@ -19,6 +19,7 @@
 #include "report_internal.h"
 #include "tsc_accum.h"
 #include "tsc_file.h"
+#include "tsc_fit.h"
 #include "tsc_surface.h"
 
 #define BODY_PT 9.0
@@ -238,6 +239,7 @@ typedef struct {
     tsc_rp_fig_t figs[MAX_FIGS];
     int nf;
     char verdict[1024], meta[2048], event[2048], mitig[2048];
+    char fit[TSC_POLICY_STR_MAX + 128], fit_warn[256];  /* the diagnosed policy's fit; "" without one */
     int has_event;
     const tsc_jv_t *top;
     tsc_strbuf_t repro;
@@ -301,6 +303,20 @@ static void verdict_text(const tsc_jv_t *sm, const tsc_jv_t *top, char *verdict,
 
 static const char *str_or(const tsc_jv_t *v, const char *path, const char *dflt) {
     return tsc_jv_str(v, path) ? tsc_jv_str(v, path) : dflt;
+}
+
+/* The fit of the diagnosed policy's replay (summary.json diagnosis.fit, docs/FORMAT.md §3) and its
+ * warning below 99%; both "" when the summary has no fit (analyze only, or an older diagnosis). */
+static void fit_text(const tsc_jv_t *sm, content_t *c) {
+    c->fit[0] = c->fit_warn[0] = 0;
+    const tsc_jv_t *f = tsc_jv_path(sm, "diagnosis.fit");
+    if (!f) return;
+    const int checked = tsc_jv_num(f, "checked") == 1;
+    const double ident = tsc_jv_num(f, "o_identical");
+    char s[sizeof c->fit - 8];
+    tsc_fit_sentence(str_or(f, "policy", "?"), checked, ident, s, sizeof s);
+    snprintf(c->fit, sizeof c->fit, "Fit: %s.", s);
+    if (checked && tsc_fit_warning(ident)) snprintf(c->fit_warn, sizeof c->fit_warn, "%s.", tsc_fit_warning(ident));
 }
 
 static void meta_text(const tsc_jv_t *sm, const char *dir, char *meta, size_t cap) {
@@ -438,6 +454,7 @@ static tsc_status_t build_content(tsc_figure_src_t *src, const tsc_figure_opts_t
     collect_figures(src, fo, o, c, info);
     c->top = tsc_jv_path(sm, "diagnosis.at_risk.0");
     verdict_text(sm, c->top, c->verdict, sizeof c->verdict);
+    fit_text(sm, c);
     meta_text(sm, dir, c->meta, sizeof c->meta);
     c->has_event = event_text(c->top, tsc_jv_int(c->top, "step", 0), c->event, sizeof c->event);
     mitig_text(sm, dir, c->mitig, sizeof c->mitig);
@@ -493,6 +510,8 @@ static void doc_front(tsc_rdoc_t *d, const content_t *c) {
                                      "accumulates (the workflow of Qiu & Yao, ICLR 2026, Appendix F).", 8, TSC_RH_P);
     add_heading(d, "Verdict", NULL, NULL, -1, 0);
     add_para(d, 0, SANS, 10.5, 1, c->verdict, 6, TSC_RH_P_BOLD);
+    if (c->fit[0]) add_para(d, 0, SANS, BODY_PT, 0, c->fit, c->fit_warn[0] ? 2 : 6, TSC_RH_P);
+    if (c->fit_warn[0]) add_para(d, 0, SANS, BODY_PT, 1, c->fit_warn, 6, TSC_RH_P_BOLD);
     add_para(d, 0, SANS, SMALL_PT + 0.5, 0, c->meta, 6, TSC_RH_PRE);
     add_heading(d, "At-risk heads, ranked by the accumulated delta bias", NULL, NULL, -1, 0);
     if (c->n_ar) add_table(d, 9, ar_w, ar_hdr, c->ar_cells, c->n_ar);
