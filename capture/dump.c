@@ -110,7 +110,8 @@ tsc_status_t tsc_dump_meta_check(const tsc_dump_meta_t *m) {
 
 static int is_per_head_name(const char *name) {
     return !strcmp(name, "q") || !strcmp(name, "k") || !strcmp(name, "v") || !strcmp(name, "o") ||
-           !strcmp(name, "do") || !strcmp(name, "lse") || !strncmp(name, "tiles/", 6);
+           !strcmp(name, "do") || !strcmp(name, "lse") || !strcmp(name, "dq") || !strcmp(name, "dk") ||
+           !strcmp(name, "dv") || !strncmp(name, "tiles/", 6);
 }
 
 tsc_status_t tsc_dump_expected_shape(const tsc_dump_meta_t *m, const char *name, int *rank, uint64_t dims[4],
@@ -119,9 +120,9 @@ tsc_status_t tsc_dump_expected_shape(const tsc_dump_meta_t *m, const char *name,
              D = (uint64_t)m->head_dim, C = (uint64_t)m->d_model;
     *per_head = is_per_head_name(name);
     dims[0] = dims[1] = dims[2] = dims[3] = 0;
-    if (!strcmp(name, "q") || !strcmp(name, "o") || !strcmp(name, "do")) {
+    if (!strcmp(name, "q") || !strcmp(name, "o") || !strcmp(name, "do") || !strcmp(name, "dq")) {
         *rank = 4; dims[0] = B; dims[1] = H; dims[2] = T; dims[3] = D;
-    } else if (!strcmp(name, "k") || !strcmp(name, "v")) {
+    } else if (!strcmp(name, "k") || !strcmp(name, "v") || !strcmp(name, "dk") || !strcmp(name, "dv")) {
         *rank = 4; dims[0] = B; dims[1] = K; dims[2] = T; dims[3] = D;
     } else if (!strcmp(name, "lse")) {
         *rank = 3; dims[0] = B; dims[1] = H; dims[2] = T;
@@ -136,15 +137,17 @@ tsc_status_t tsc_dump_expected_shape(const tsc_dump_meta_t *m, const char *name,
     } else if (!strncmp(name, "tiles/", 6) && name[6] && !strchr(name + 6, '/')) {
         *rank = 4; dims[0] = B; dims[1] = H; dims[2] = T; dims[3] = (T + (uint64_t)m->tile_k - 1) / (uint64_t)m->tile_k;
     } else {
-        return tsc_error_set(TSC_ERR_ARG, "unknown dataset name '%s' (expected q, k, v, o, do, lse, x, w_q, w_k, w_v, "
+        return tsc_error_set(TSC_ERR_ARG, "unknown dataset name '%s' (expected q, k, v, o, do, lse, dq, dk, dv, x, w_q, w_k, w_v, "
                              "w_o or tiles/<stat>)", name);
     }
     return TSC_OK;
 }
 
 static const char *dim_labels_of(const char *name) {
-    if (!strcmp(name, "q") || !strcmp(name, "o") || !strcmp(name, "do")) return "batch,head,token,feature";
-    if (!strcmp(name, "k") || !strcmp(name, "v")) return "batch,kv_head,token,feature";
+    if (!strcmp(name, "q") || !strcmp(name, "o") || !strcmp(name, "do") || !strcmp(name, "dq"))
+        return "batch,head,token,feature";
+    if (!strcmp(name, "k") || !strcmp(name, "v") || !strcmp(name, "dk") || !strcmp(name, "dv"))
+        return "batch,kv_head,token,feature";
     if (!strcmp(name, "lse")) return "batch,head,token";
     if (!strcmp(name, "x")) return "batch,token,channel";
     if (!strcmp(name, "w_o")) return "out_channel,in_feature";
@@ -155,6 +158,7 @@ static const char *dim_labels_of(const char *name) {
 static const char *units_of(const char *name) {
     if (!strcmp(name, "lse")) return "nats";
     if (!strcmp(name, "do")) return "dloss/do";
+    if (!strcmp(name, "dq") || !strcmp(name, "dk") || !strcmp(name, "dv")) return "gradient";
     if (!strncmp(name, "tiles/", 6)) return "per tile";
     if (!strncmp(name, "w_", 2)) return "weight";
     return "activation";

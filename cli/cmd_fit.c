@@ -73,7 +73,7 @@ static void put_cmp(const tsc_fit_cmp_t *c) {
 
 static void print_result(const tsc_fit_t *f) {
     static const char *tn[TSC_FIT_NT] = {"O", "dQ", "dK", "dV"};
-    printf("fit %s: run policy '%s', %d (step, layer) pairs of step%s", f->dump_path, f->run_policy, f->n_pairs,
+    printf("fit %s: run policy %s%s%s, %d (step, layer) pairs of step%s", f->dump_path, f->run_policy[0] ? "'" : "", f->run_policy[0] ? f->run_policy : "(none recorded)", f->run_policy[0] ? "'" : "", f->n_pairs,
            f->n_steps > 1 ? "s" : "");
     for (int i = 0; i < f->n_steps && i < 8; i++) printf("%s%lld", i ? "," : " ", f->steps[i]);
     printf("%s, %d heads, %d batch rows", f->n_steps > 8 ? ",..." : "", f->n_heads, f->n_batches);

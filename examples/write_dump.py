@@ -28,10 +28,12 @@ FORMAT_NAME = "tilescope-dump"
 FORMAT_VERSION = 1
 PER_HEAD = {"q": "batch,head,token,feature", "o": "batch,head,token,feature",
             "do": "batch,head,token,feature", "k": "batch,kv_head,token,feature",
-            "v": "batch,kv_head,token,feature", "lse": "batch,head,token"}
+            "v": "batch,kv_head,token,feature", "lse": "batch,head,token",
+            "dq": "batch,head,token,feature", "dk": "batch,kv_head,token,feature",
+            "dv": "batch,kv_head,token,feature"}
 OTHER = {"x": "batch,token,channel", "w_q": "out_feature,in_channel", "w_k": "out_feature,in_channel",
          "w_v": "out_feature,in_channel", "w_o": "out_channel,in_feature"}
-UNITS = {"lse": "nats", "do": "dloss/do"}
+UNITS = {"lse": "nats", "do": "dloss/do", "dq": "gradient", "dk": "gradient", "dv": "gradient"}
 
 
 def bf16_type():
@@ -123,7 +125,7 @@ def write_dump(path, steps, *, n_layer=None, causal=True, softmax_scale=None, d_
                 lg.attrs["layer"] = np.int64(layer)
                 for name, data in tensors.items():
                     if name not in PER_HEAD and name not in OTHER:
-                        raise ValueError(f"{name!r} is not a dataset of format v1 (q, k, v, o, do, lse, x, w_q, "
-                                         f"w_k, w_v, w_o; replay computes dq, dk, dv itself)")
+                        raise ValueError(f"{name!r} is not a dataset of format v1 (q, k, v, o, do, lse, dq, dk, "
+                                         f"dv, x, w_q, w_k, w_v, w_o)")
                     _put(lg, name, np.asarray(data), dtype, PER_HEAD.get(name) or OTHER[name])
             g.attrs["complete"] = np.int64(1)        # last: the step is whole
