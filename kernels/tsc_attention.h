@@ -15,7 +15,8 @@
  * short), R_X(x) = x rounded to stage X's format and mode, fma(a,b,c) = a·b + c rounded once
  * to the ACC format (FP32 in every preset but fp64). Arithmetic not named below runs in the
  * compute type (FP32, or FP64 when any stage is FP64; tsc_policy_uses_fp64) and exp is
- * tsc_attn_expf (FP32, ≤ 2 ulp, exp(0) = 1 exactly) or libm exp (FP64).
+ * tsc_attn_expf (FP32; at most 1.0103 ulp from exp wherever the result is a normal number, measured
+ * over every such input; exp(0) = 1 exactly) or libm exp (FP64).
  *
  * Forward, per row t, m = −inf, ℓ = 0, Ō = 0, then for each key tile j' holding unmasked keys:
  *   S_j   = R_S(R_S(Σ_d fma q[t,d]·k[j,d]) · α)                    (causal: j > t is masked)
@@ -24,20 +25,32 @@
  *   m_new = max(m, m_tile);  c = exp(R_EXPARG(m − m_new)) (0 on the first tile)
  *   P̄_j   = exp(R_EXPARG(S_j − m_new));  a_j = R_PBAR_PV(P̄_j);  b_j = R_PBAR_L(P̄_j)
  *   unfused (PyTorch):  pv = R_PV(Σ_j fma a_j·v[j,:]);   Ō = R_OACC(R_OACC(c·Ō) + pv)
- *                       s  = Σ_j b_j (ACC, from 0);      ℓ = R_L(R_L(c·ℓ) + s)
+ *                       s  = Σ_j b_j (ACC, from 0);      ℓ = R_L(R_L_RESCALE(c·ℓ) + s)
  *   fused (FA2 CUDA):   Ō = R_OACC(c·Ō); then per key Ō = R_PV(fma(a_j, v[j,:], Ō))
- *                       ℓ = R_L(c·ℓ);    then per key ℓ = R_L(ℓ + b_j)
+ *                       ℓ = R_L_RESCALE(c·ℓ); then per key ℓ = R_L(ℓ + b_j)
  *   m = m_new.  At the end O = R_O(Ō / ℓ), LSE = R_LSE(m + log ℓ).
- * Backward, δ first (per row): δ = R_DELTA(Σ_d fma dO[t,d]·O_src[t,d]) with O_src the returned
- * O (lp), an all-FP32 forward's O (hp), or δ = R_DELTA(Σ_j fma dP_j·P_j) over keys (dpp).
- * Then per query tile i', key tile j', row t in i', key j in j' (unmasked):
- *   S_j as forward;  P_j = exp(R_EXPARG(S_j − LSE_t));  p_j = R_P(P_j)
- *   dP_j = R_DP(Σ_d fma dO[t,d]·v[j,d]);  dS_j = R_DS((P_j·(dP_j − δ_t))·α)
+ * The scale (tsc_scale_t): α as written (+scale:s); +scale:s-lp uses R_S(α) in S and R_DS(α) in
+ * dS; +scale:qk replaces q, k by R_S(q·√α), R_S(k·√α) on entry, S takes no α, dS no α, and dQ, dK
+ * are multiplied by √α just before R_GRAD.
+ * Materialized softmax (+materialized: eager PyTorch, SDPA math; every key of a row in one tile),
+ * per row t: S_j as above, m = R_ROWMAX(max_j S_j), P̄_j = exp(R_EXPARG(S_j − m)),
+ *   ℓ = R_L(Σ_j R_PBAR_L(P̄_j)) (ACC, from 0), P_j = R_P(P̄_j / ℓ) (+norm:div) or R_P(P̄_j · (1/ℓ))
+ *   (+norm:recip), a_j = R_PBAR_PV(P_j), O = R_O(R_PV(Σ_j fma a_j·v[j,:])), LSE = R_LSE(m + log ℓ).
+ * Backward, δ first (per row): lp: δ = R_DELTA(Σ_d fma dO[t,d]·O[t,d]), or, when the
+ * delta-prod stage is narrower than the compute type, δ = R_DELTA(Σ_d R_DELTA_PROD(dO·O)) (ACC);
+ * hp: δ = R_DELTA(Σ_d fma dO·O_hp) with O_hp an all-FP32 forward's O; dpp: δ = R_DELTA(Σ_j fma
+ * dP_j·P_j) over keys. Then per query tile i', key tile j', row t in i', key j in j' (unmasked):
+ *   S_j as forward;  P_j = exp(R_EXPARG_BWD(S_j − LSE_t));  p_j = R_P(P_j)
+ *   (materialized: P_j = the forward's R_P(P̄_j / ℓ) recomputed bit for bit, p_j = R_PBAR_PV(P_j))
+ *   dP_j = R_DP(Σ_d fma dO[t,d]·v[j,d]);
+ *   dS_j = R_DS((P_j·(dP_j − δ_t))·α) (+ds-scale:last), R_DS((P_j·α)·(dP_j − δ_t)) (first), or
+ *          R_DS(R_DS(P_j·(dP_j − δ_t))·α) (rounded)
  *   dV[j,:] gets p_j·dO[t,:],  dK[j,:] gets dS_j·q[t,:],  dQ[t,:] gets dS_j·k[j,:]:
  *   fused: straight into the accumulator, G = R_G(fma(x, y, G)) per product (G = DQ/DK/DV);
  *   unfused: a per-(i',j') tile sum from 0 (ACC), then G = R_G(G + R_G(tile sum)).
  *   At the end each gradient is R_GRAD(G). GQA: a kv head's dK/dV are the R_GRAD-rounded
- *   per-query-head results summed in ACC in head order, then R_GRAD again.
+ *   per-query-head results summed in ACC in head order, then R_GRAD again (+gqa-sum:once), or
+ *   rounded to GRAD after each addition (+gqa-sum:each).
  *
  * Algorithm 3 (+stable, docs/MECHANISM.md §6), per row and key tile, and its edge cases:
  *   r_s = #{j in tile : S_j ≥ R_ROWMAX(r_m − ε)} (the official code's ≥ test in S's format);

@@ -43,6 +43,35 @@ int main(void) {
     round_trip("bf16-fa2+stable:beta=20,gap=64", "bf16-fa2+stable:beta=20,eps=1e-3,gap=64");
     round_trip("bf16-fa2+stable:beta=60.5,eps=1", "bf16-fa2+stable:beta=60.5,eps=1");
     round_trip("fp64", "fp64");
+    /* the kernels' structure modifiers and stages */
+    for (int i = 0; i < TSC_PRESET_COUNT; i++) round_trip(tsc_preset_name((tsc_preset_t)i), tsc_preset_name((tsc_preset_t)i));
+    round_trip("bf16-fa2+gqa-sum:each+norm:recip+scale:qk+ds-scale:first+materialized+bf16:l-rescale,delta-prod",
+               "bf16-fa2+bf16:l-rescale,delta-prod+materialized+ds-scale:first+scale:qk+norm:recip+gqa-sum:each");
+    round_trip("bf16-eager-cpu+online+ds-scale:last+scale:s+norm:div+gqa-sum:once",
+               "bf16-eager-cpu+online+ds-scale:last+scale:s+norm:div+gqa-sum:once");
+    round_trip("bf16-torch+bf16:exparg-bwd,l-rescale+fp32:delta-prod", "bf16-torch+fp32:delta-prod+bf16:l-rescale,exparg-bwd");
+    rejected("bf16-fa2+scale:x", "+scale needs :s, :s-lp or :qk");
+    rejected("bf16-fa2+ds-scale", "+ds-scale needs :last, :first or :rounded");
+    rejected("bf16-fa2+norm:half", "+norm needs :div or :recip");
+    rejected("bf16-eager-cpu+stable", "a materialized softmax has none");
+    rejected("bf16-fa2+online:1", "+online takes no arguments");
+    {
+        /* the presets' distinguishing choices (docs/PRESETS.md) */
+        tsc_policy_t t, e, g, m;
+        tsc_policy_parse("bf16-torch", &t);
+        tsc_policy_parse("bf16-eager-cpu", &e);
+        tsc_policy_parse("bf16-eager-cuda", &g);
+        tsc_policy_parse("bf16-sdpa-math", &m);
+        CHECK(t.fmt[TSC_STAGE_EXPARG] == TSC_FMT_BF16 && t.fmt[TSC_STAGE_EXPARG_BWD] == TSC_FMT_FP32 &&
+              t.fmt[TSC_STAGE_DELTA_PROD] == TSC_FMT_BF16 && t.fmt[TSC_STAGE_L] == TSC_FMT_BF16 &&
+              t.fmt[TSC_STAGE_L_RESCALE] == TSC_FMT_FP32 && t.ds_scale == TSC_DS_SCALE_FIRST);
+        CHECK(e.softmax == TSC_SOFTMAX_MATERIALIZED && e.fmt[TSC_STAGE_P] == TSC_FMT_BF16 &&
+              e.fmt[TSC_STAGE_DELTA] == TSC_FMT_BF16 && e.norm == TSC_SOFTMAX_NORM_RECIP &&
+              e.scale == TSC_SCALE_S_LP && e.gqa_sum == TSC_GQA_SUM_EACH && e.delta_src == TSC_DELTA_DPP);
+        CHECK(g.softmax == TSC_SOFTMAX_MATERIALIZED && g.fmt[TSC_STAGE_P] == TSC_FMT_FP32 &&
+              g.fmt[TSC_STAGE_PBAR_PV] == TSC_FMT_BF16 && g.norm == TSC_SOFTMAX_NORM_DIV);
+        CHECK(m.scale == TSC_SCALE_QK && m.fmt[TSC_STAGE_S] == TSC_FMT_FP32 && m.fmt[TSC_STAGE_O] == TSC_FMT_BF16);
+    }
     round_trip("fp32", "fp32");
     round_trip("fp16-fa2", "fp16-fa2");
     round_trip("fp8-fa3", "fp8-fa3");
