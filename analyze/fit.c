@@ -153,42 +153,20 @@ static tsc_status_t plan_policies(fit_run_t *R) {
 
 /* Selected heads, batch rows and steps (the first one unless all_steps). */
 static tsc_status_t plan_selection(fit_run_t *R) {
-    const tsc_dump_meta_t *m = tsc_dump_meta(R->d);
-    const tsc_select_t *sel = &R->o->sel;
     tsc_fit_t *f = R->f;
-    const int n_all = tsc_dump_n_steps(R->d);
-    R->heads = malloc(sizeof(int) * (size_t)m->n_head);
-    R->batches = malloc(sizeof(int) * (size_t)m->batch);
-    f->steps = malloc(sizeof(long long) * (size_t)(n_all + 1));
-    const size_t lbytes = sizeof(int) * ((size_t)m->n_layer + 1);
-    tsc_status_t st = tsc_mem_check(lbytes, "the fit's layer list");
-    if (st != TSC_OK) return tsc_error_wrap(st, "fit %s: ", f->dump_path);
-    R->layers = malloc(lbytes);
-    if (!R->heads || !R->batches || !f->steps || !R->layers)
-        return tsc_error_set(TSC_ERR_NOMEM, "fit: out of memory planning %s", f->dump_path);
-    for (int h = 0; h < m->n_head; h++)
-        if (tsc_select_set_has(&sel->heads, h)) R->heads[f->n_heads++] = h;
-    for (int b = 0; b < m->batch; b++)
-        if (tsc_select_set_has(&sel->batches, b)) R->batches[f->n_batches++] = b;
-    for (int i = 0; i < n_all && (R->o->all_steps || f->n_steps == 0); i++)
-        if (tsc_select_set_has(&sel->steps, tsc_dump_step_at(R->d, i))) f->steps[f->n_steps++] = tsc_dump_step_at(R->d, i);
-    if (f->n_heads == 0 || f->n_batches == 0 || f->n_steps == 0)
-        return tsc_error_set(TSC_ERR_MISSING, "%s: the selection leaves nothing to compare (%d steps, %d heads, %d batch "
-                             "rows selected; the dump has %d steps, %d heads, B=%d)", f->dump_path, f->n_steps,
-                             f->n_heads, f->n_batches, n_all, m->n_head, m->batch);
-    return TSC_OK;
+    replay_sel_t rs = {0};
+    tsc_status_t st = replay_sel_resolve(R->d, f->dump_path, &R->o->sel, !R->o->all_steps, "fit", "compare", &rs);
+    f->steps = rs.steps, f->n_steps = rs.n_steps;
+    R->heads = rs.heads, f->n_heads = rs.n_heads;
+    R->batches = rs.batches, f->n_batches = rs.n_batches;
+    R->layers = rs.layers;
+    return st;
 }
 
 /* The selected layers of step s into R->layers. */
 static tsc_status_t step_layers(fit_run_t *R, long long s, int *n) {
-    const int n_layer = tsc_dump_meta(R->d)->n_layer;
-    int n_l = 0, k = 0;
-    tsc_status_t st = tsc_dump_layers(R->d, s, R->layers, n_layer, &n_l);
-    if (st != TSC_OK) return st;
-    for (int li = 0; li < n_l && li < n_layer; li++)
-        if (tsc_select_set_has(&R->o->sel.layers, R->layers[li])) R->layers[k++] = R->layers[li];
-    *n = k;
-    return TSC_OK;
+    replay_sel_t rs = {.layers = R->layers};
+    return replay_step_layers(R->d, &R->o->sel, s, &rs, n);
 }
 
 /* 1 when the pair holds captured tensor t (gradients also need do); its format into *fmt. */

@@ -98,42 +98,60 @@ static tsc_status_t plan_policies(tsc_replay_t *r, const tsc_replay_opts_t *o) {
     return TSC_OK;
 }
 
+tsc_status_t replay_sel_resolve(tsc_dump_t *d, const char *path, const tsc_select_t *sel, int first_only,
+                                const char *who, const char *verb, replay_sel_t *out) {
+    const tsc_dump_meta_t *m = tsc_dump_meta(d);
+    const int n_all = tsc_dump_n_steps(d);
+    out->heads = malloc(sizeof(int) * (size_t)m->n_head);
+    out->batches = malloc(sizeof(int) * (size_t)m->batch);
+    out->steps = malloc(sizeof(long long) * (size_t)(n_all + 1));
+    const size_t layers_bytes = sizeof(int) * ((size_t)m->n_layer + 1);  /* size_t: n_layer may be INT_MAX */
+    char label[64];
+    snprintf(label, sizeof label, "the %s's layer list", who);
+    tsc_status_t mst = tsc_mem_check(layers_bytes, label);
+    if (mst != TSC_OK) return tsc_error_wrap(mst, "%s %s: ", who, path);
+    out->layers = malloc(layers_bytes);
+    if (!out->heads || !out->batches || !out->steps || !out->layers)
+        return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory planning %s", who, path);
+    for (int h = 0; h < m->n_head; h++)
+        if (tsc_select_set_has(&sel->heads, h)) out->heads[out->n_heads++] = h;
+    for (int b = 0; b < m->batch; b++)
+        if (tsc_select_set_has(&sel->batches, b)) out->batches[out->n_batches++] = b;
+    for (int i = 0; i < n_all && (!first_only || out->n_steps == 0); i++)
+        if (tsc_select_set_has(&sel->steps, tsc_dump_step_at(d, i))) out->steps[out->n_steps++] = tsc_dump_step_at(d, i);
+    if (out->n_heads == 0 || out->n_batches == 0 || out->n_steps == 0)
+        return tsc_error_set(TSC_ERR_MISSING, "%s: the selection leaves nothing to %s (%d steps, %d heads, %d batch "
+                             "rows selected; the dump has %d steps, %d heads, B=%d)", path, verb, out->n_steps,
+                             out->n_heads, out->n_batches, n_all, m->n_head, m->batch);
+    return TSC_OK;
+}
+
+tsc_status_t replay_step_layers(tsc_dump_t *d, const tsc_select_t *sel, long long s, replay_sel_t *rs, int *n) {
+    const int n_layer = tsc_dump_meta(d)->n_layer;
+    int n_l = 0, k = 0;
+    tsc_status_t st = tsc_dump_layers(d, s, rs->layers, n_layer, &n_l);
+    if (st != TSC_OK) return st;
+    for (int li = 0; li < n_l && li < n_layer; li++)
+        if (tsc_select_set_has(&sel->layers, rs->layers[li])) rs->layers[k++] = rs->layers[li];
+    *n = k;
+    return TSC_OK;
+}
+
 /* The selected heads, batch rows and steps present in the dump. */
 static tsc_status_t plan_selection(tsc_replay_t *r, const tsc_select_t *sel) {
-    const tsc_dump_meta_t *m = &r->meta;
-    tsc_dump_t *d = r->priv->dump;
-    const int n_all = tsc_dump_n_steps(d);
-    r->heads = malloc(sizeof(int) * (size_t)m->n_head);
-    r->batches = malloc(sizeof(int) * (size_t)m->batch);
-    r->steps = malloc(sizeof(long long) * (size_t)(n_all + 1));
-    const size_t layers_bytes = sizeof(int) * ((size_t)m->n_layer + 1);  /* size_t: n_layer may be INT_MAX */
-    tsc_status_t mst = tsc_mem_check(layers_bytes, "the replay's layer list");
-    if (mst != TSC_OK) return tsc_error_wrap(mst, "replay %s: ", r->dump_path);
-    r->priv->layers = malloc(layers_bytes);
-    if (!r->heads || !r->batches || !r->steps || !r->priv->layers)
-        return tsc_error_set(TSC_ERR_NOMEM, "replay: out of memory planning %s", r->dump_path);
-    for (int h = 0; h < m->n_head; h++)
-        if (tsc_select_set_has(&sel->heads, h)) r->heads[r->n_heads++] = h;
-    for (int b = 0; b < m->batch; b++)
-        if (tsc_select_set_has(&sel->batches, b)) r->batches[r->n_batches++] = b;
-    for (int i = 0; i < n_all; i++)
-        if (tsc_select_set_has(&sel->steps, tsc_dump_step_at(d, i))) r->steps[r->n_steps++] = tsc_dump_step_at(d, i);
-    if (r->n_heads == 0 || r->n_batches == 0 || r->n_steps == 0)
-        return tsc_error_set(TSC_ERR_MISSING, "%s: the selection leaves nothing to replay (%d steps, %d heads, %d batch "
-                             "rows selected; the dump has %d steps, %d heads, B=%d)", r->dump_path, r->n_steps,
-                             r->n_heads, r->n_batches, n_all, m->n_head, m->batch);
-    return TSC_OK;
+    replay_sel_t rs = {0};
+    tsc_status_t st = replay_sel_resolve(r->priv->dump, r->dump_path, sel, 0, "replay", "replay", &rs);
+    r->steps = rs.steps, r->n_steps = rs.n_steps;
+    r->heads = rs.heads, r->n_heads = rs.n_heads;
+    r->batches = rs.batches, r->n_batches = rs.n_batches;
+    r->priv->layers = rs.layers;
+    return st;
 }
 
 /* The selected layers of step s (into r->priv->layers). */
 static tsc_status_t step_layers(tsc_replay_t *r, const tsc_select_t *sel, long long s, int *n) {
-    int n_l = 0, k = 0;
-    tsc_status_t st = tsc_dump_layers(r->priv->dump, s, r->priv->layers, r->meta.n_layer, &n_l);
-    if (st != TSC_OK) return st;
-    for (int li = 0; li < n_l && li < r->meta.n_layer; li++)
-        if (tsc_select_set_has(&sel->layers, r->priv->layers[li])) r->priv->layers[k++] = r->priv->layers[li];
-    *n = k;
-    return TSC_OK;
+    replay_sel_t rs = {.layers = r->priv->layers};
+    return replay_step_layers(r->priv->dump, sel, s, &rs, n);
 }
 
 /* Every (step, layer) to replay, checked up front so a missing dataset fails before any work. */
