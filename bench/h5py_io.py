@@ -13,6 +13,9 @@ import time
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from write_dump import bf16_type  # noqa: E402  the documented writer's BF16 file type
+
 src, out_dir = sys.argv[1], sys.argv[2]
 B, H, T, D, reps = (int(x) for x in sys.argv[3:8])
 shape = (B, H, T, D)
@@ -21,12 +24,7 @@ raw = np.fromfile(src, dtype="<u2")
 names = ["q", "k", "v", "o", "do"]
 arrays = {nm: raw[i * n:(i + 1) * n].reshape(shape) for i, nm in enumerate(names)}
 
-bf16 = h5py.h5t.IEEE_F32LE.copy()
-bf16.set_fields(15, 7, 8, 0, 7)
-bf16.set_offset(0)
-bf16.set_precision(16)
-bf16.set_size(2)
-bf16.set_ebias(127)
+bf16 = bf16_type()
 
 path = os.path.join(out_dir, "h5py_layer.h5")
 best = {"write_s": 1e30, "read_raw_s": 1e30, "read_f32_s": 1e30}
