@@ -469,12 +469,27 @@ typedef struct {
     R *S, *PA, *PB, *OACC, *pv, *side;
 } SFX(fwork_t);
 
-/* The materialized softmax's probability of one key: R_P(P̄ / ℓ) or R_P(P̄ · (1/ℓ))
- * (the policy's norm), P̄ = exp(R_EXPARG(S − m)). The
- * forward and the backward's recomputation both call this, so they agree bit for bit. */
-static inline R SFX(mat_prob)(rst_t *st, R s, R m, R l, R inv_l, int recip) {
-    const R e = EXPR(SFX(rnd)(s - m, &st[TSC_STAGE_EXPARG]));
-    return SFX(rnd)(recip ? e * inv_l : e / l, &st[TSC_STAGE_P]);
+/* The materialized softmax's probability of one key from its P̄ = exp(R_EXPARG(S − m)):
+ * R_P(P̄ / ℓ) or R_P(P̄ · (1/ℓ)) (the policy's norm). The forward and the backward's
+ * recomputation both call this, so they agree bit for bit. */
+static inline R SFX(mat_norm)(rst_t *st, R pbar, R l, R inv_l, int recip) {
+    return SFX(rnd)(recip ? pbar * inv_l : pbar / l, &st[TSC_STAGE_P]);
+}
+
+/* S of row r's tile finished, its max r_m (R_ROWMAX) and the tie counts #{S_j == r_m},
+ * #{S_j >= R_ROWMAX(r_m − eps)} into bk; returns r_m. */
+static R SFX(tile_max)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, R *s, int n, double eps) {
+    rst_t *st = cx->st;
+    SFX(scores_finish)(cx, s, n);
+    const R mx = SFX(rnd)(SFX(rowmax)(s, n), &st[TSC_STAGE_ROWMAX]);
+    const R thr = SFX(rnd)(mx - (R)eps, &st[TSC_STAGE_ROWMAX]);
+    bk->ties[r] = bk->r_s[r] = 0;
+    for (int jj = 0; jj < n; jj++) {
+        bk->ties[r] += s[jj] == mx;
+        bk->r_s[r] += s[jj] >= thr;
+    }
+    bk->r_m[r] = mx;
+    return mx;
 }
 
 /* Materialized softmax for row r (every key of the row in this one tile, see tsc_attention.h):
@@ -486,24 +501,18 @@ static void SFX(fwd_row_mat)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, co
     rst_t *st = cx->st;
     R *s = w->S + (size_t)r * Bc, *pa = w->PA + (size_t)r * Bc, *pb = w->PB + (size_t)r * Bc;
     R *oacc = w->OACC + (size_t)r * D;
-    SFX(scores_finish)(cx, s, n);
-    const R mx = SFX(rnd)(SFX(rowmax)(s, n), &st[TSC_STAGE_ROWMAX]);
-    const R thr = SFX(rnd)(mx - (R)1e-3, &st[TSC_STAGE_ROWMAX]);
-    bk->ties[r] = bk->r_s[r] = 0;
-    for (int jj = 0; jj < n; jj++) {
-        bk->ties[r] += s[jj] == mx;
-        bk->r_s[r] += s[jj] >= thr;
-    }
-    bk->r_m[r] = bk->m_new[r] = bk->m[r] = mx;
+    const R mx = SFX(tile_max)(cx, bk, r, s, n, 1e-3);
+    bk->m_new[r] = bk->m[r] = mx;
     bk->c[r] = 0;
-    for (int jj = 0; jj < n; jj++) pb[jj] = EXPR(SFX(rnd)(s[jj] - mx, &st[TSC_STAGE_EXPARG]));
+    for (int jj = 0; jj < n; jj++) pa[jj] = EXPR(SFX(rnd)(s[jj] - mx, &st[TSC_STAGE_EXPARG]));
+    for (int jj = 0; jj < n; jj++) pb[jj] = pa[jj];
     SFX(rnd_arr)(pb, n, &st[TSC_STAGE_PBAR_L]);
     R sum = 0;
     for (int jj = 0; jj < n; jj++) sum = SFX(rnd)(sum + pb[jj], &st[TSC_STAGE_ACC]);
     const R l = SFX(rnd)(sum, &st[TSC_STAGE_L]);
     bk->l[r] = l;
     const int recip = cx->pol->norm == TSC_SOFTMAX_NORM_RECIP;
-    for (int jj = 0; jj < n; jj++) pa[jj] = SFX(mat_prob)(st, s[jj], mx, l, (R)1 / l, recip);
+    for (int jj = 0; jj < n; jj++) pa[jj] = SFX(mat_norm)(st, pa[jj], l, (R)1 / l, recip);
     SFX(rnd_arr)(pa, n, &st[TSC_STAGE_PBAR_PV]);
     for (int d = 0; d < D; d++) oacc[d] = 0;
     SFX(axpy_rows)(oacc, pa, v + (size_t)j0 * D, n, D, &st[TSC_STAGE_ACC], &st[TSC_STAGE_ACC]);
@@ -530,14 +539,7 @@ static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
     }
     R m_tile;
     if (n > 0) {
-        SFX(scores_finish)(cx, s, n);
-        R mx = SFX(rnd)(SFX(rowmax)(s, n), &st[TSC_STAGE_ROWMAX]);
-        const R thr = SFX(rnd)(mx - (R)eps, &st[TSC_STAGE_ROWMAX]);
-        for (int jj = 0; jj < n; jj++) {
-            bk->ties[r] += s[jj] == mx;
-            bk->r_s[r] += s[jj] >= thr;
-        }
-        bk->r_m[r] = mx;
+        const R mx = SFX(tile_max)(cx, bk, r, s, n, eps);
         m_tile = pol->stable.enabled ? SFX(stable_max)(cx, mx, bk->r_s[r]) : mx;
     } else {
         /* torch_quirks: a fully masked tile; under +stable a repeated negative max */
@@ -792,7 +794,8 @@ static void SFX(bwd_head)(SFX(hctx_t) *cx, const R *q, const R *k, const R *kT, 
             if (mrow) { \
                 const R mt_ = mrow[(t0) + r_], lt_ = lrow[(t0) + r_]; \
                 const int rc_ = pol->norm == TSC_SOFTMAX_NORM_RECIP; \
-                for (int jj = 0; jj < n_; jj++) pf_[jj] = SFX(mat_prob)(st, s_[jj], mt_, lt_, (R)1 / lt_, rc_); \
+                for (int jj = 0; jj < n_; jj++) pf_[jj] = EXPR(SFX(rnd)(s_[jj] - mt_, &st[TSC_STAGE_EXPARG])); \
+                for (int jj = 0; jj < n_; jj++) pf_[jj] = SFX(mat_norm)(st, pf_[jj], lt_, (R)1 / lt_, rc_); \
                 for (int jj = 0; jj < n_; jj++) pr_[jj] = pf_[jj]; \
                 SFX(rnd_arr)(pr_, n_, &st[TSC_STAGE_PBAR_PV]); \
             } else { \
