@@ -97,7 +97,8 @@ static void free_run(fit_run_t *R) {
 static tsc_status_t parse_tiled(fit_run_t *R, const char *s, tsc_policy_t *pol) {
     const tsc_dump_meta_t *m = tsc_dump_meta(R->d);
     if (tsc_policy_parse(s, pol) != TSC_OK) return tsc_error_wrap(TSC_ERR_ARG, "fit: policy '%s': ", s);
-    if (!R->o->keep_tiles && !strstr(s, "+tile:") && m->tile_q >= 1 && m->tile_q <= 65536 && m->tile_k >= 1 &&
+    /* a materialized softmax models an untiled kernel: the run's tiles are not its */
+    if (!R->o->keep_tiles && !strstr(s, "+tile:") && pol->softmax == TSC_SOFTMAX_ONLINE && m->tile_q >= 1 && m->tile_q <= 65536 && m->tile_k >= 1 &&
         m->tile_k <= 65536) {
         pol->block_q = R->f->tile_q = m->tile_q;
         pol->block_k = R->f->tile_k = m->tile_k;

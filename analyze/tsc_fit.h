@@ -75,7 +75,8 @@ typedef struct {
     tsc_select_t sel;                 /* default all */
     int all_steps;                    /* 0 (default): only the first selected step; 1: every one */
     int keep_tiles;                   /* 0 (default): a policy without "+tile:" gets the dump's
-                                         tile_q x tile_k when the dump records usable ones; 1: never */
+                                         tile_q x tile_k when the dump records usable ones, except a
+                                         materialized-softmax policy (an untiled kernel); 1: never */
 } tsc_fit_opts_t;
 
 typedef struct {

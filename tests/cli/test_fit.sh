@@ -42,6 +42,20 @@ assert len(names) == len(set(names)) >= 6 and six <= set(names)
 assert all(p["o"]["identical"] < 1 for p in r["policies"] if p["policy"] in six - {want})
 EOF
 done
+# the default tiny dump records tiles of 16 < T: tiled presets get them, materialized-softmax
+# presets (untiled kernels) keep one tile of T instead of failing on a split row
+"$TSC" synth -o tiled.h5 --quiet || bad "synth tiled"
+"$TSC" fit tiled.h5 --json >tiled.json 2>err.txt; ok test $? -eq 0
+ok "$py" - tiled.json <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+byname = {p["policy"]: p for p in r["policies"]}
+assert r["tiles"] == {"q": 16, "k": 16}, r
+assert byname["bf16-torch"]["canonical"] == "bf16-torch+tile:q=16,k=16" and byname["bf16-torch"]["rank"] == 1
+assert byname["bf16-torch"]["o"]["identical"] == 1.0
+for p in ("bf16-eager-cpu", "bf16-eager-cuda", "bf16-sdpa-math"):
+    assert byname[p]["canonical"] == p and byname[p]["o"]["n"] > 0, byname[p]
+EOF
 "$TSC" fit bf16-torch.h5 >text.txt; ok test $? -eq 0
 ok grep -q "^best fit: bf16-torch (O bit-identical on 100% of elements)$" text.txt
 ok grep -q "^   1  bf16-torch  " text.txt
