@@ -219,7 +219,8 @@ void tsc_analysis_summary_json_ex(const tsc_analysis_t *a, tsc_json_t *j, tsc_su
     if (a->run_id[0]) tsc_json_kv_string(j, "run_id", a->run_id);
     static const tsc_json_field_t src[] = {
         TSC_JSON_STR(tsc_analysis_t, dump_path, "dump"), TSC_JSON_CHARS(tsc_analysis_t, hp, "hp"),
-        TSC_JSON_CHARS(tsc_analysis_t, lp, "lp"), TSC_JSON_STR(tsc_analysis_t, selection, "selection")};
+        TSC_JSON_CHARS(tsc_analysis_t, lp, "lp"), TSC_JSON_CHARS(tsc_analysis_t, lp_source, "lp_source"),
+        TSC_JSON_STR(tsc_analysis_t, selection, "selection")};
     tsc_json_kv_fields(j, a, src, TSC_JSON_NFIELDS(src));
 
     geometry_json(a, j);

@@ -59,7 +59,9 @@ extern "C" {
 
 typedef struct {
     char hp[TSC_POLICY_STR_MAX];  /* "" -> fp32 */
-    char lp[TSC_POLICY_STR_MAX];  /* "" -> the dump's policy if it parses, else bf16-fa2 */
+    char lp[TSC_POLICY_STR_MAX];  /* "" -> the dump's policy if it parses, else the preset whose
+                                   * replay best reproduces the captured O (tsc_fit.h, first step),
+                                   * else bf16-fa2 */
     tsc_select_t sel;             /* steps/layers/heads/batches */
     tsc_flag_rule_t rule;         /* default TSC_FLAG_RULE_DEFAULT */
     double tie_eps;               /* "within eps" ties, default 1e-3 */
@@ -134,6 +136,9 @@ typedef struct {
 typedef struct {
     char *dump_path;             /* owned, as given */
     char hp[TSC_POLICY_STR_MAX], lp[TSC_POLICY_STR_MAX];
+    char lp_source[192];         /* where lp came from: "--lp", "the dump's policy", the best fit of
+                                  * the captured O when the dump records no usable policy, or the
+                                  * bf16-fa2 default when it has no O either */
     char *selection;             /* owned: the selection's canonical text (tsc_select_format) */
     int B, H, Hkv, T, D, C, n_layer;
     double scale;

@@ -17,7 +17,8 @@ const char tsc_usage_analyze[] =
     "(arrays for figures) and DIR/summary.json (every metric; keys in docs/FORMAT.md section 3).\n"
     "  -o, --out DIR       output folder, created if missing (required)\n"
     "  --hp POLICY         reference policy (string, default fp32)\n"
-    "  --lp POLICY         low-precision policy (string, default: the dump's policy, else bf16-fa2)\n"
+    "  --lp POLICY         low-precision policy (string, default: the dump's policy, else the preset\n"
+    "                      whose replay best reproduces the captured O (tilescope fit), else bf16-fa2)\n"
     "  --select SPEC       steps=A:B:S,layers=...,heads=...,batches=... (default all)\n"
     "  --steps SET, --layers SET, --heads SET, --batches SET   (e.g. 1,3 or 0:12:2 or all)\n"
     "  --probe B,T,I       also record O-bar_error(t) at batch B, row T, feature I (integers)\n"
@@ -125,7 +126,7 @@ int tsc_cmd_analyze(int argc, char **argv) {
         char sel[512];
         fprintf(stderr, "analyze: dump %s -> %s/analysis.h5, %s/summary.json\n", dump, outdir, outdir);
         fprintf(stderr, "analyze: hp %s, lp %s, selection %s, alpha %g, min-ulp %g, tie-eps %g\n",
-                o.hp[0] ? o.hp : "fp32", o.lp[0] ? o.lp : "(the dump's policy, else bf16-fa2)",
+                o.hp[0] ? o.hp : "fp32", o.lp[0] ? o.lp : "(the dump's policy, else the best-fitting preset)",
                 tsc_select_format(&o.sel, sel, sizeof sel), o.rule.alpha, o.rule.min_ulp, o.tie_eps);
     }
     tsc_analysis_t *res;
@@ -144,6 +145,8 @@ int tsc_cmd_analyze(int argc, char **argv) {
         int nflag = 0;
         printf("analysed %zu heads (%d steps; %lld rows each), hp %s, lp %s\n", res->n_heads, res->n_steps,
                res->n_heads ? (long long)res->heads[0].n_rows : 0LL, res->hp, res->lp);
+        if (strcmp(res->lp_source, "--lp") != 0 && strcmp(res->lp_source, "the dump's policy") != 0)
+            printf("lp: %s\n", res->lp_source);
         printf("%-8s %-5s %-4s %-9s %-11s %-9s %-12s %-8s %s\n", "step", "layer", "head", "O ulp", "delta sum",
                "ties", "flagged", "feature", "sinks");
         for (size_t i = 0; i < res->n_heads; i++) {

@@ -66,7 +66,7 @@ int tsc_cmd_diagnose(int argc, char **argv) {
     if (!quiet) {
         char sel[512];
         fprintf(stderr, "diagnose: dump %s -> %s; hp %s, lp %s, selection %s, stable eps %g, %d betas\n", dump,
-                outdir, o.an.hp[0] ? o.an.hp : "fp32", o.an.lp[0] ? o.an.lp : "(the dump's policy, else bf16-fa2)",
+                outdir, o.an.hp[0] ? o.an.hp : "fp32", o.an.lp[0] ? o.an.lp : "(the dump's policy, else the best-fitting preset)",
                 tsc_select_format(&o.an.sel, sel, sizeof sel), o.eps, o.n_betas);
     }
     tsc_diagnosis_t *dg;
@@ -86,6 +86,8 @@ int tsc_cmd_diagnose(int argc, char **argv) {
         printf("diagnose %s: hp %s, lp %s; %zu head records over %d steps; %zu at-risk layer/heads "
                "(flags: Bonferroni t-test of delta contributions, family-wise false-positive bound %g, |bias| >= %g ulp)\n",
                dump, a->hp, a->lp, a->n_heads, a->n_steps, dg->n, a->rule.alpha, a->rule.min_ulp);
+        if (strcmp(a->lp_source, "--lp") != 0 && strcmp(a->lp_source, "the dump's policy") != 0)
+            printf("lp: %s\n", a->lp_source);
         char line[1024], ev[2048];
         printf("%s\n", tsc_fit_sentence(a->lp, dg->fit_checked, dg->fit.identical, line, sizeof line));
         if (dg->fit_checked && tsc_fit_warning(dg->fit.identical)) printf("%s\n", tsc_fit_warning(dg->fit.identical));

@@ -6,7 +6,8 @@ Eager attention (softmax((q @ kᵀ) * scale) @ v, GQA by repeat_interleave) runs
 python3-torch under CPU BF16 autocast, forward and backward (tests/kernels/eager_torch_ref.py).
 Its q, k, v, dO, O, dQ, dK, dV go into a dump written by examples/write_dump.py (no policy, no
 tiles recorded: an untiled kernel). `tilescope fit --json` must rank bf16-eager-cpu first, with at
-least 99.9% of O and of every gradient bit-identical, ahead of every FlashAttention-style preset.
+least 99.9% of O and of every gradient bit-identical, ahead of every FlashAttention-style preset,
+and `tilescope analyze` on that dump (no policy recorded) replays bf16-eager-cpu and says why.
 """
 import json
 import os
@@ -60,6 +61,23 @@ def main():
         r2 = subprocess.run([tsc, "fit", path], capture_output=True, text=True)
         c.check("best fit: bf16-eager-cpu" in r2.stdout, "table names the best fit: " + r2.stdout[-400:])
         print(r2.stdout)
+        # analyze on a dump that records no policy replays the best-fitting preset, and says so;
+        # without an O to fit it falls back to bf16-fa2 and says that
+        r3 = subprocess.run([tsc, "analyze", path, "-o", os.path.join(tmp, "an"), "--quiet"], capture_output=True,
+                            text=True)
+        c.check(r3.returncode == 0, "analyze exit %d: %s" % (r3.returncode, r3.stderr))
+        s = json.load(open(os.path.join(tmp, "an", "summary.json")))
+        c.check(s["lp"] == "bf16-eager-cpu", "analyze lp %s" % s["lp"])
+        c.check(s["lp_source"].startswith("the dump records no policy: the best fit of its captured O ("),
+                "lp_source: " + s["lp_source"])
+        noo = os.path.join(tmp, "noo.h5")
+        write_dump(noo, {0: {0: dict(q=q, k=k, v=v, do=dO)}})
+        r4 = subprocess.run([tsc, "analyze", noo, "-o", os.path.join(tmp, "an2")], capture_output=True, text=True)
+        c.check(r4.returncode == 0, "analyze (no o) exit %d: %s" % (r4.returncode, r4.stderr))
+        s = json.load(open(os.path.join(tmp, "an2", "summary.json")))
+        c.check(s["lp"] == "bf16-fa2" and s["lp_source"] == "the dump records no policy and no O to fit: the "
+                "bf16-fa2 default (pass --lp)", "no-o lp %s / %s" % (s["lp"], s["lp_source"]))
+        c.check("lp: the dump records no policy and no O to fit" in r4.stdout, "printed: " + r4.stdout[:300])
     c.finish()
 
 
