@@ -166,8 +166,8 @@ static void test_hooks(void) {
 }
 
 static void *hold_lock(void *arg) {
-    (void)arg;
     tsc_h5_lock();
+    __atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE); /* the fork below must find it holding the lock */
     usleep(300000);
     tsc_h5_unlock();
     return NULL;
@@ -184,8 +184,11 @@ static void test_lock_across_fork(void) {
     tsc_h5_unlock();
     CHECKF(s < 10, "%.1f s", s);
     pthread_t t;
-    pthread_create(&t, NULL, hold_lock, NULL);
-    usleep(50000);
+    int held = 0;
+    pthread_create(&t, NULL, hold_lock, &held);
+    /* wait for the lock itself, not a fixed time: a thread still starting up (its sanitizer
+     * bookkeeping under a lock) when the process forks would leave the child that lock held */
+    while (!__atomic_load_n(&held, __ATOMIC_ACQUIRE)) usleep(1000);
     CHECK_EQ_INT(try_open(sound, &s), TSC_OK);
     pthread_join(t, NULL);
     unsetenv("TSC_CONTAIN_TIMEOUT");
