@@ -22,17 +22,20 @@ demo: setup
 	@$(MAKE) --no-print-directory build
 	bash scripts/demo.sh $(BUILD)
 
-test: setup
+test:
+	@bash scripts/setup.sh --test
 	@$(MAKE) --no-print-directory build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # The same tests under AddressSanitizer and UndefinedBehaviorSanitizer.
-asan: setup
+asan:
+	@bash scripts/setup.sh --test
 	@$(MAKE) --no-print-directory BUILD=build-asan CMAKE_FLAGS="-DTSC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)" build
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
 # The same tests built with clang (a second compiler's warnings and code generation).
-clang: setup
+clang:
+	@bash scripts/setup.sh --test
 	@command -v clang >/dev/null || bash scripts/setup.sh --ci
 	@$(MAKE) --no-print-directory BUILD=build-clang CMAKE_FLAGS="-DCMAKE_C_COMPILER=clang $(CMAKE_FLAGS)" build
 	cd build-clang && ctest --output-on-failure -j $(JOBS)

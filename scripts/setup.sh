@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tilescope needs that are missing. Idempotent:
 # prints what it installs, or nothing to do. Uses apt-get as root, sudo otherwise.
-# --ci adds clang (CI builds with a second compiler). --bench adds the benchmarks' baselines (python3-torch, large), which tests and the demo do not need.
+# --test adds what only the tests need: python3-torch (the PyTorch presets are checked against real
+# torch) and chromium (the HTML viewer is tested in a real headless browser). --ci is --test plus
+# clang (CI builds with a second compiler). --bench adds the benchmarks' baselines (python3-torch).
 set -euo pipefail
 pkgs=(
   build-essential cmake pkg-config
@@ -13,8 +15,13 @@ pkgs=(
   python3-h5py python3-numpy             # interop tests and baselines
   python3-matplotlib                     # the heatmap benchmark's baseline
 )
-[ "${1:-}" = "--bench" ] && pkgs+=(python3-torch)  # the attention and diagnose benchmarks' baselines
-[ "${1:-}" = "--ci" ] && pkgs+=(clang)              # CI builds and tests with a second compiler too
+case "${1:-}" in
+  --bench) pkgs+=(python3-torch) ;;                  # the attention and diagnose benchmarks' baselines
+  --test) pkgs+=(python3-torch chromium) ;;
+  --ci) pkgs+=(python3-torch chromium clang) ;;      # CI builds and tests with a second compiler too
+  "") ;;
+  *) echo "setup: unknown option '$1' (expected --test, --ci or --bench)" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
