@@ -107,6 +107,8 @@ int tsc_cmd_analyze(int argc, char **argv);
 int tsc_cmd_diagnose(int argc, char **argv);
 int tsc_cmd_explain(int argc, char **argv);
 int tsc_cmd_figure(int argc, char **argv);
+int tsc_cmd_figure_attn(int argc, char **argv, int grid);
+int tsc_cmd_view(int argc, char **argv);
 int tsc_cmd_report(int argc, char **argv);
 int tsc_cmd_demo(int argc, char **argv);
 

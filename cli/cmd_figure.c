@@ -10,6 +10,8 @@
 const char tsc_usage_figure[] =
     "usage: tilescope figure FIG --from DIR -o FILE [options]\n"
     "       tilescope figure --list\n"
+    "       tilescope figure attn|attn-grid SOURCE --layer L [--head H|all] [--step S] [--batch B]\n"
+    "              [--rows A:B] [--policy P] -o FILE   (attention patterns of a dump; docs/VIEW.md)\n"
     "Draws one of the paper's figures (docs/MECHANISM.md section 7) from an analysis folder (DIR/summary.json and\n"
     "DIR/analysis.h5, written by `tilescope analyze` or `tilescope diagnose`) and training logs. The output\n"
     "type follows the extension of FILE: .png, .svg or .pdf. Prints the figure's caption (what was\n"
@@ -30,6 +32,8 @@ const char tsc_usage_figure[] =
     "Exit: 0 written, 1 the data is missing or the job failed (the message names what), 2 usage error.\n";
 
 int tsc_cmd_figure(int argc, char **argv) {
+    if (argc > 0 && (strcmp(argv[0], "attn") == 0 || strcmp(argv[0], "attn-grid") == 0))
+        return tsc_cmd_figure_attn(argc - 1, argv + 1, strcmp(argv[0], "attn-grid") == 0);
     const char *cmd = "figure", *fig = NULL, *dir = NULL, *out = NULL;
     tsc_cli_list_t logs = {{NULL}, 0};
     int json = 0, rc;

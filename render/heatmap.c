@@ -337,6 +337,10 @@ static void compose_notes(const tsc_heatmap_opts_t *o, const tsc_heatmap_panel_t
         if (tl < sizeof L->notes_text)
             snprintf(L->notes_text + tl, sizeof L->notes_text - tl, "%s%s%s.", tl ? "  " : "", letter, b);
     }
+    /* the same note on every panel (a grid of like matrices) is said once */
+    int same = n > 1 && ps[0].note[0];
+    for (int i = 1; same && i < n; i++) same = strcmp(ps[i].note, ps[0].note) == 0;
+    if (same) snprintf(L->notes_text, sizeof L->notes_text, "Every panel: %s.", ps[0].note);
 }
 
 /* Lays out panels and colour bars in points. scale > 0: raster pixels per point (snap the plot

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "figure_internal.h"
+#include "render_internal.h"
 #include "tsc_surface.h"
 
 #define PAGE_W TSC_RP_PAGE_W
@@ -228,7 +229,7 @@ static void html_esc(tsc_strbuf_t *b, const char *s) {
     }
 }
 
-static void base64(tsc_strbuf_t *b, const unsigned char *d, size_t n) {
+void tsc_render_base64(tsc_strbuf_t *b, const unsigned char *d, size_t n) {
     static const char tb[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char q[4];
     for (size_t i = 0; i < n; i += 3) {
@@ -263,7 +264,7 @@ static void html_block(tsc_strbuf_t *h, const tsc_rblock_t *b) {
         tsc_strbuf_puts(h, "<figure");
         if (b->html_id) tsc_strbuf_puts(h, " id=\""), html_esc(h, b->html_id), tsc_strbuf_puts(h, "\"");
         tsc_strbuf_puts(h, "><img alt=\""), html_esc(h, b->alt), tsc_strbuf_puts(h, "\" src=\"data:image/png;base64,");
-        base64(h, (const unsigned char *)b->fig->png.p, b->fig->png.len);
+        tsc_render_base64(h, (const unsigned char *)b->fig->png.p, b->fig->png.len);
         tsc_strbuf_puts(h, "\"><figcaption>"), html_esc(h, b->fig->caption), tsc_strbuf_puts(h, "</figcaption></figure>\n");
         break;
     case TSC_RB_LIST:

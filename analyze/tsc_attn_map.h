@@ -1,0 +1,71 @@
+/* tsc_attn_map.h: the attention pattern of one head, recomputed from a dump (docs/VIEW.md).
+ *
+ * For one (step, layer, query head, batch row) of a dump, the scores S = α·q·kᵀ are computed by the
+ * attention reference (kernels/tsc_attention.h) under a precision policy (default "fp32"), as
+ * rounded to the policy's S stage, from the dump's q and the k of the head's kv head (GQA: query
+ * head h reads kv head h / (H / Hkv)). The probabilities are P = softmax(S) per row, exponentials
+ * and normalisation in double, 0 at masked keys (causal: j > i). On these:
+ *   - tied row: a row with at least 2 visible keys whose score is within ε of the row's maximum
+ *     (S_ij ≥ max_j S_ij − ε; ε = tie_eps, default 1e-3, the analysis' default), the analysis'
+ *     `rows_multi_max_eps` rule; exact ties (S_ij == max) are counted too;
+ *   - sink key: a key j whose column receives at least 10% of the probability mass of all rows
+ *     (Σ_i P_ij ≥ 0.1·T) and at least twice what uniform attention over each row's visible keys
+ *     would give it (Σ_i P_ij ≥ 2·Σ_{i: j visible} 1/n_visible(i)).
+ *
+ *   tsc_attn_map_t m;
+ *   if (tsc_attn_map_compute(d, 0, 1, 3, 0, NULL, 0, &m) != TSC_OK) puts(tsc_error_last());
+ *   ... m.p[i * m.T + j], m.tie_eps_count[i], m.is_sink[j] ...
+ *   tsc_attn_map_free(&m);
+ */
+#ifndef TSC_ATTN_MAP_H
+#define TSC_ATTN_MAP_H
+
+#include "tsc_export.h"
+
+#include <stdint.h>
+
+#include "tsc_dump.h"
+#include "tsc_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TSC_ATTN_MAP_TIE_EPS 1e-3      /* default ε of a tie */
+#define TSC_ATTN_MAP_SINK_SHARE 0.10   /* a sink's least share of all rows' probability mass */
+#define TSC_ATTN_MAP_SINK_UNIFORM 2.0  /* ... and least multiple of its mass under uniform attention */
+
+typedef struct {
+    int T, causal;
+    int head, kv_head, batch, layer;
+    long long step;
+    double tie_eps;
+    char policy[128];        /* the policy S was rounded under (canonical string) */
+    float *p;                /* [T, T] P; 0 where masked */
+    int32_t *tie_eps_count;  /* [T] visible keys within ε of the row max */
+    int32_t *tie_exact_count;/* [T] visible keys equal to the row max */
+    double *col_mass;        /* [T] Σ_i P_ij */
+    double *col_uniform;     /* [T] Σ_{i: j visible} 1 / n_visible(i) */
+    uint8_t *is_sink;        /* [T] 1 for a sink key (rule above) */
+    int n_tied_rows;         /* rows with tie_eps_count >= 2 */
+    int n_sinks;
+} tsc_attn_map_t;
+
+/* Computes the map of (step, layer, head, batch) of an open dump under policy (NULL or "": fp32;
+ * any policy string of tsc_policy_parse) with tie ε tie_eps (<= 0: the default). *m is the
+ * caller's (tsc_attn_map_free, also after a failure). Errors: TSC_ERR_ARG (head, batch out of
+ * range, a bad policy; the message lists the valid range), TSC_ERR_MISSING (no such step or
+ * layer, no q or k), TSC_ERR_NONFINITE (q or k holds NaN/Inf), the dump reader's errors,
+ * TSC_ERR_NOMEM or the memory budget's error (O(T²) doubles). */
+TSC_API tsc_status_t tsc_attn_map_compute(tsc_dump_t *d, long long step, int layer, int head, int batch,
+                                          const char *policy, double tie_eps, tsc_attn_map_t *m);
+TSC_API void tsc_attn_map_free(tsc_attn_map_t *m);
+
+/* The step, layer, head and batch choices of a dump as one line for messages ("steps 0, 1, 2;
+ * layers 0-3; heads 0-7 (2 kv heads); batch rows 0-0"), into buf. */
+TSC_API void tsc_attn_map_choices(tsc_dump_t *d, char *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

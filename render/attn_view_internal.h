@@ -1,0 +1,25 @@
+/* attn_view_internal.h: the source shared by figure_attn.c and view.c (tsc_attn_view.h): a dump
+ * opened directly or through the analysis folder that names it. Not installed. */
+#ifndef TSC_ATTN_VIEW_INTERNAL_H
+#define TSC_ATTN_VIEW_INTERNAL_H
+
+#include "tsc_attn_map.h"
+#include "tsc_dump.h"
+#include "tsc_figure.h"
+
+typedef struct {
+    tsc_dump_t *d;
+    tsc_figure_src_t *an;   /* the analysis folder, or NULL when the source is a dump */
+    char dump_path[2048];
+} attn_src_t;
+
+/* Opens source (a dump, a session folder, or an analysis folder holding summary.json) and its dump
+ * (dump overrides the one summary.json names). On failure nothing stays open. */
+tsc_status_t attn_src_open(const char *source, const char *dump, attn_src_t *s);
+void attn_src_close(attn_src_t *s);
+/* summary.json's record of (step, layer, head), or NULL (no analysis folder, head not analysed). */
+const tsc_jv_t *attn_src_record(const attn_src_t *s, long long step, int layer, int head);
+/* The base name of a path (captions never show absolute paths). */
+const char *attn_base(const char *path);
+
+#endif
