@@ -128,7 +128,7 @@ int tsc_cmd_view(int argc, char **argv) {
                                     {"--steps", NULL, TSC_CLI_STR, &o.steps, 0, 0},
                                     {"--max-steps", NULL, TSC_CLI_INT, &o.max_steps, 1, 100000},
                                     {"--overview", NULL, TSC_CLI_INT, &o.overview, 16, 1024},
-                                    {"--max-mb", NULL, TSC_CLI_DOUBLE, &o.max_mb, 0.1, 4096},
+                                    {"--max-mb", NULL, TSC_CLI_DOUBLE, &o.max_mb, 0.01, 4096},
                                     {"--batch", NULL, TSC_CLI_INT, &o.batch, 0, 100000000},
                                     {"--policy", NULL, TSC_CLI_STR, &o.policy, 0, 0},
                                     {"--dump", NULL, TSC_CLI_STR, &o.dump, 0, 0}};

@@ -342,9 +342,9 @@ tsc_status_t tsc_view_write(const tsc_view_opts_t *o, const char *path, tsc_view
     if (st == TSC_OK) st = collect(&v);
     if (st == TSC_OK) st = page(&v, &html);
     if (st == TSC_OK && html.len > (size_t)(o->max_mb * 1e6))
-        st = tsc_error_set(TSC_ERR_UNSUPPORTED, "view: the overviews alone take %.1f MB, above the budget of %g MB: "
-                           "pass --max-mb %d, fewer --steps, or a smaller --overview", html.len / 1e6, o->max_mb,
-                           (int)ceil(html.len / 1e6) + 1);
+        st = tsc_error_set(TSC_ERR_UNSUPPORTED, "view: the overviews alone take %.3g MB, above the budget of %g MB: "
+                           "pass --max-mb %.2g or more, fewer --steps, or a smaller --overview", html.len / 1e6,
+                           o->max_mb, ceil(html.len / 1e4) / 100);
     if (st == TSC_OK) st = add_full(&v, html.len, &n_full);
     if (st == TSC_OK && n_full) st = page(&v, &html);
     if (st == TSC_OK) st = tsc_out_write_all(path, html.p, html.len);
