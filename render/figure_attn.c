@@ -220,7 +220,8 @@ static void heat_opts(const attn_fig_t *f, double w_in, tsc_heatmap_opts_t *ho) 
     tsc_norm_init(&ho->norm, TSC_NORM_LOG, TSC_ATTN_P_MIN, 1.0);
     ho->cbar_label = "P (log scale)";
     ho->panel_letters = 0;
-    ho->equal_aspect = 1;
+    double ratio = (double)(f->r1 - f->r0) / f->cols; /* square cells unless a zoom is a thin strip */
+    ho->equal_aspect = ratio >= 0.5 && ratio <= 2;
     if (f->n > 1) {
         int cols = G > 1 && G <= 8 ? G : (int)ceil(sqrt((double)f->n));
         ho->grid_cols = cols;

@@ -237,12 +237,40 @@ def check_view(tmp, dump, q, k):
             "a broken pattern image is reported: %s" % got)
 
 
+def check_analysis_folder(tmp):
+    """With an analysis folder as SOURCE: the analysis' sink counts of each head beside its pattern."""
+    dump, out = os.path.join(tmp, "tiny.h5"), os.path.join(tmp, "an")
+    r = subprocess.run([TSC, "synth", "-o", dump, "--steps", "0", "--quiet"], capture_output=True, text=True)
+    r2 = r.returncode == 0 and subprocess.run([TSC, "analyze", dump, "-o", out], capture_output=True, text=True)
+    if not c.check(r2 and r2.returncode == 0, "synth + analyze: %s" % (r2.stderr if r2 else r.stderr)):
+        return
+    html = os.path.join(tmp, "an.html")
+    r = subprocess.run([TSC, "view", out, "-o", html], capture_output=True, text=True)
+    if not c.check(r.returncode == 0, "view of an analysis folder: %s" % r.stderr):
+        return
+    data = json.loads(re.search(r'<script id="data" type="application/json">\n(.*?)</script>', open(html).read(),
+                                re.S).group(1))
+    summ = json.load(open(os.path.join(out, "summary.json")))
+    n = 0
+    for rec in summ["heads"]:
+        h = [x for x in data["heads"] if (x["s"], x["l"], x["h"]) == (rec["step"], rec["layer"], rec["head"])]
+        want = "; ".join("key %g: %g rows" % (a, b) for a, b in zip(rec["ties"]["sink_keys"], rec["ties"]["sink_counts"])
+                         if a >= 0)
+        got = dict(h[0]["rec"]).get("row max at key (analysis sink counts)") if h else None
+        n += c.check(got == want, "head %s: analysis sink counts %r, summary.json %r" % (rec["head"], got, want))
+    c.check(n == len(summ["heads"]) > 0, "every analysed head carries its numbers (%d)" % n)
+    r = subprocess.run([TSC, "figure", "attn", out, "--layer", "1", "--head", "1", "--json", "-o",
+                        os.path.join(tmp, "an.png")], capture_output=True, text=True)
+    c.check(r.returncode == 0 and json.loads(r.stdout)["dump"] == "tiny.h5", "figure attn of an analysis folder")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="tsc_attn_view_")
     try:
         dump = os.path.join(tmp, "d.h5")
         q, k = make_dump(dump)
         check_figure(tmp, dump, q, k)
+        check_analysis_folder(tmp)
         check_view(tmp, dump, q, k)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
