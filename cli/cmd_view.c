@@ -140,5 +140,7 @@ int tsc_cmd_view(int argc, char **argv) {
     if (tsc_view_write(&o, out, &info) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
     printf("%s: %d steps x %d layers x %d heads (%d at full resolution), %.1f MB\n", out, info.n_steps, info.n_layers,
            info.n_heads, info.n_full, (double)info.bytes / 1e6);
+    if (info.n_skipped)
+        fprintf(stderr, "tilescope view: %d heads left out: their q or k holds NaN/Inf (not captured)\n", info.n_skipped);
     return 0;
 }

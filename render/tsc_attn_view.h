@@ -75,6 +75,8 @@ TSC_API void tsc_view_opts_init(tsc_view_opts_t *o);
 typedef struct {
     int n_steps, n_layers, n_heads;   /* patterns embedded (heads = per layer) */
     int n_full;                       /* patterns embedded at full resolution */
+    int n_skipped;                    /* (step, layer, head)s left out: q or k holds NaN/Inf (a head
+                                         the capture did not keep reads as NaN) */
     size_t bytes;                     /* size of the HTML written */
 } tsc_view_info_t;
 

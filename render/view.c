@@ -40,7 +40,7 @@ typedef struct {
     const tsc_view_opts_t *o;
     attn_src_t src;
     vhead_t *h;
-    int n, cap, n_steps, n_layers;
+    int n, cap, n_steps, n_layers, n_skipped;
 } view_t;
 
 /* The level of P on the page's log scale: 1 + round(254 · (log10 P − log10 P_MIN) / −log10 P_MIN). */
@@ -153,7 +153,13 @@ static tsc_status_t collect(view_t *v) {
             for (int h = 0; st == TSC_OK && h < mt->n_head; h++) {
                 tsc_attn_map_t m;
                 st = tsc_attn_map_compute(v->src.d, steps[si], layers[li], h, v->o->batch, v->o->policy, 0, &m);
-                if (st == TSC_OK) st = add_head(v, &m);
+                if (st == TSC_ERR_NONFINITE) { /* a head the capture did not keep (NaN) has no tile */
+                    tsc_error_clear();
+                    st = TSC_OK;
+                    v->n_skipped++;
+                } else if (st == TSC_OK) {
+                    st = add_head(v, &m);
+                }
                 tsc_attn_map_free(&m);
             }
     }
@@ -351,7 +357,7 @@ tsc_status_t tsc_view_write(const tsc_view_opts_t *o, const char *path, tsc_view
     if (st == TSC_OK && info) {
         const tsc_dump_meta_t *mt = tsc_dump_meta(v.src.d);
         info->n_steps = v.n_steps, info->n_layers = v.n_layers, info->n_heads = mt->n_head;
-        info->n_full = n_full, info->bytes = html.len;
+        info->n_full = n_full, info->bytes = html.len, info->n_skipped = v.n_skipped;
     }
     tsc_strbuf_free(&html);
     view_free(&v);

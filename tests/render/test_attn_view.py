@@ -194,6 +194,15 @@ def check_view(tmp, dump, q, k):
     c.check(not re.search(r'(src|href)\s*=\s*["\']?(https?:|//)', text) and "<link" not in text,
             "the page loads nothing from elsewhere")
     c.check(len(re.findall(r"<script", text)) == 2 and "<script src" not in text, "inline scripts only")
+    r = subprocess.run([TSC, "view", dump, "--steps", "5", "-o", os.path.join(tmp, "none.html")], capture_output=True,
+                       text=True)
+    c.check(r.returncode == 1 and "selects no step" in r.stderr and "steps 0" in r.stderr,
+            "an empty step selection is an error listing the steps: %s" % r.stderr.strip())
+    r = subprocess.run([TSC, "figure", "attn", dump, "--layer", "0", "--head", "2", "--policy", "bf16-fa2", "--json",
+                        "-o", os.path.join(tmp, "pol.png")], capture_output=True, text=True)
+    c.check(r.returncode == 0 and json.loads(r.stdout)["policy"].startswith("bf16") and
+            json.loads(r.stdout)["heads"][0]["tied_rows"] == expected(q, k, 2)[1],
+            "--policy bf16-fa2: S rounded under it (exact integer scores: the same ties) %s" % r.stderr)
     # budget: a tiny one keeps the overviews and drops the full patterns
     small = os.path.join(tmp, "small.html")
     r = subprocess.run([TSC, "view", dump, "--overview", "16", "--max-mb", "0.03", "-o", small], capture_output=True,
