@@ -10,6 +10,7 @@
 
 #include "tsc_attention.h"
 #include "tsc_dump.h"
+#include "tsc_select.h"
 
 const char *tsc_explain_round_name(tsc_round_t m) {
     return m == TSC_ROUND_NEAREST_EVEN ? "nearest-even" : m == TSC_ROUND_TOWARD_ZERO ? "toward-zero" : "stochastic";
@@ -216,9 +217,15 @@ static tsc_status_t resolve(tsc_dump_t *d, const tsc_explain_dump_opts_t *o, tsc
         if (tsc_dump_n_steps(d) < 1) return tsc_error_set(TSC_ERR_MISSING, "%s: no complete step in the dump", o->dump_path);
         e->step = tsc_dump_step_at(d, 0);
     }
-    if (!tsc_dump_has_step(d, e->step))
-        return tsc_error_set(TSC_ERR_MISSING, "%s: no step %lld in the dump (tilescope info %s lists them)",
-                             o->dump_path, e->step, o->dump_path);
+    if (!tsc_dump_has_step(d, e->step)) {
+        long long have[64];
+        int n = tsc_dump_n_steps(d) < 64 ? tsc_dump_n_steps(d) : 64;
+        char list[512];
+        for (int i = 0; i < n; i++) have[i] = tsc_dump_step_at(d, i);
+        return tsc_error_set(TSC_ERR_MISSING, "%s: no step %lld in the dump; it has %d steps: %s%s", o->dump_path,
+                             e->step, tsc_dump_n_steps(d), tsc_select_runs_text(have, n, list, sizeof list),
+                             n < tsc_dump_n_steps(d) ? ", ... (tilescope info lists them)" : "");
+    }
     const struct { const char *name, *what; int v, n; } ix[] = {{"layer", "layers", o->layer, m->n_layer},
         {"head", "query heads", o->head, m->n_head}, {"row", "rows (tokens)", o->row, m->seq_len},
         {"feature", "features per head", o->feature, m->head_dim}, {"batch", "batch rows", o->batch, m->batch}};
