@@ -357,7 +357,7 @@ static tsc_status_t run_all(fit_run_t *R) {
         st = step_layers(R, R->f->steps[si], &n_l);
         for (int li = 0; li < n_l && st == TSC_OK; li++) {
             st = run_pair(R, R->f->steps[si], R->layers[li]);
-            tsc_progress_tick(R->o->progress, ++done); /* (step, layer) pairs compared */
+            if (st == TSC_OK) tsc_progress_tick(R->o->progress, ++done); /* (step, layer) pairs compared */
         }
     }
     return st == TSC_OK ? rank_policies(R) : st;
