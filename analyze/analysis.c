@@ -442,6 +442,13 @@ static tsc_status_t run_setup(an_run_t *R, const char *dump_path) {
     const tsc_dump_meta_t *m = R->m;
     tsc_analysis_t *a = R->a;
     tsc_status_t st;
+    /* a chosen probe inside the dump (B, T, I), never clamped or dropped */
+    const struct { const char *name, *what; int v, n; } pr[] = {{"batch", "batch rows", o->probe_b, m->batch},
+        {"row", "rows (tokens)", o->probe_t, m->seq_len}, {"feature", "features per head", o->probe_i, m->head_dim}};
+    for (size_t i = 0; i < sizeof pr / sizeof pr[0] && o->probe_t >= 0; i++)
+        if (pr[i].v >= pr[i].n)
+            return tsc_error_set(TSC_ERR_ARG, "%s: the probe's %s %d is out of range: the dump has %d %s (0 to %d)",
+                                 dump_path, pr[i].name, pr[i].v, pr[i].n, pr[i].what, pr[i].n - 1);
     snprintf(a->hp, sizeof a->hp, "%s", o->hp[0] ? o->hp : "fp32");
     if ((st = tsc_policy_parse(a->hp, &R->hp)) != TSC_OK) return tsc_error_wrap(st, "--hp '%s': ", a->hp);
     if (o->lp[0]) {

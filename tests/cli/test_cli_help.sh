@@ -147,6 +147,11 @@ expect 1 "head 4 is out of range: the dump has 4 query heads (0 to 3)" \
   "$TSC" explain "$tmp/t.h5" --layer 1 --head 4 --row 0 --feature 0
 expect 1 "row 64 is out of range: the dump has 64 rows (tokens) (0 to 63)" \
   "$TSC" explain "$tmp/t.h5" --layer 1 --head 0 --row 64 --feature 0
+expect 1 "the probe's row 64 is out of range: the dump has 64 rows (tokens) (0 to 63)" \
+  "$TSC" analyze "$tmp/t.h5" -o "$tmp/fresh3" --probe 0,64,0
+expect 1 "the probe's feature 16 is out of range: the dump has 16 features per head (0 to 15)" \
+  "$TSC" analyze "$tmp/t.h5" -o "$tmp/fresh3" --probe 0,3,16
+[ ! -e "$tmp/fresh3" ] && ok || bad "the refused analyze left its folder"
 expect 1 "no step 5 in the dump; it has 3 steps: 0, 10, 20" \
   "$TSC" explain "$tmp/t.h5" --step 5 --layer 1 --head 0 --row 0 --feature 0
 
