@@ -49,11 +49,12 @@ static void consider(nearest_t *s, const char *cand, size_t clen) {
         snprintf(s->prefix, sizeof s->prefix, "%s", s->prefix[0] ? "\1" : c);
 }
 
-/* The suggestion of s, or NULL: within 1 edit for words up to 4 characters, 2 up to 8, else 3. */
+/* The suggestion of s, or NULL: within 1 edit for words of 2 to 4 characters (dashes aside), 2 up to
+ * 8, else 3; none for one letter (any other letter is one edit away). */
 static const char *pick(const nearest_t *s) {
     size_t n = s->len;
     while (n && s->word[s->len - n] == '-') n--; /* dashes do not count towards the length */
-    int max = n <= 4 ? 1 : n <= 8 ? 2 : 3;
+    int max = n <= 1 ? 0 : n <= 4 ? 1 : n <= 8 ? 2 : 3;
     if (s->best[0] && s->dist > 0 && s->dist <= max) return s->best;
     if (s->prefix[0] && s->prefix[0] != '\1') return s->prefix;
     return s->best[0] && s->dist == 0 ? s->best : NULL;

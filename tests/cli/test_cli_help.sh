@@ -109,6 +109,8 @@ expect 2 "unknown option '--all-step'; did you mean '--all-steps'?" "$TSC" fit "
 expect 2 "unknown option '--steps=1': write '--steps 1'" "$TSC" analyze "$tmp/t.h5" -o "$tmp/x" --steps=1
 expect 2 "unknown option '--frobnicate'" "$TSC" analyze "$tmp/t.h5" -o "$tmp/x" --frobnicate
 grep -q "did you mean" "$tmp/err" && bad "a suggestion for a word near no option" || ok
+expect 2 "unknown option '-x'" "$TSC" analyze "$tmp/t.h5" -o "$tmp/x" -x
+grep -q "did you mean" "$tmp/err" && bad "a suggestion for a one-letter option" || ok
 [ ! -e "$tmp/x" ] && ok || bad "a usage error created the output folder"
 
 # ---- an empty selection names what the dump has; the fresh output folder does not stay
