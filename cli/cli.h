@@ -102,7 +102,8 @@ void tsc_cli_analysis_unlock(const char *outdir, int lock_fd);
 int tsc_cli_summary_out(const char *cmd, const char *outdir, tsc_json_t *j, int print, int lock_fd);
 
 /* "did you mean" (suggest.c): the command name / the option of cmd's usage text (or one every
- * command accepts) nearest to word by edit distance (a transposition is one edit), when close
+ * command accepts; cmd NULL: the options of `tilescope` itself, --help and --version) nearest to
+ * word by edit distance (a transposition is one edit), when close
  * enough to be a typo, or the one that word begins; the part of word after a '=' is ignored.
  * Returns buf, or NULL when none is near. */
 const char *tsc_cli_nearest_command(const char *word, char *buf, size_t cap);

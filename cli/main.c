@@ -144,8 +144,10 @@ static int unknown_command(const char *cmd, const char *name) {
     char near[64];
     if (cmd) fprintf(stderr, "tilescope %s: ", cmd);
     else fputs("tilescope: ", stderr);
-    fprintf(stderr, "unknown command '%s'", name);
-    if (tsc_cli_nearest_command(name, near, sizeof near)) fprintf(stderr, "; did you mean '%s'?", near);
+    fprintf(stderr, "unknown %s '%s'", name[0] == '-' ? "option" : "command", name);
+    if (name[0] == '-' ? tsc_cli_nearest_option(NULL, name, near, sizeof near) != NULL
+                       : tsc_cli_nearest_command(name, near, sizeof near) != NULL)
+        fprintf(stderr, "; did you mean '%s'?", near);
     fputs("\n\n", stderr);
     tsc_cli_print_usage(NULL, stderr);
     return 2;

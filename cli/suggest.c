@@ -94,9 +94,9 @@ static void consider_usage(nearest_t *s, const char *text) {
 const char *tsc_cli_nearest_option(const char *cmd, const char *word, char *buf, size_t cap) {
     nearest_t s;
     nearest_init(&s, word);
-    const tsc_cli_cmd_t *c = tsc_cli_find(cmd);
+    const tsc_cli_cmd_t *c = cmd ? tsc_cli_find(cmd) : NULL;
     if (c) consider_usage(&s, c->usage);
-    consider_usage(&s, "--trust-links --max-memory --help -h");
+    consider_usage(&s, cmd ? "--trust-links --max-memory --help -h" : "--help -h --version");
     const char *p = pick(&s);
     if (!p) return NULL;
     snprintf(buf, cap, "%s", p);

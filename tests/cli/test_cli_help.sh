@@ -99,6 +99,7 @@ expect 2 "unknown command 'analyse'; did you mean 'analyze'?" "$TSC" analyse "$t
 expect 2 "unknown command 'repaly'; did you mean 'replay'?" "$TSC" repaly "$tmp/t.h5"
 expect 2 "unknown command 'diag'; did you mean 'diagnose'?" "$TSC" diag
 expect 2 "unknown command 'figur'; did you mean 'figure'?" "$TSC" help figur
+expect 2 "unknown option '--verison'; did you mean '--version'?" "$TSC" --verison
 expect 2 "unknown option '--step'; did you mean '--steps'?" "$TSC" diagnose "$tmp/t.h5" -o "$tmp/x" --step 1
 expect 2 "unknown option '--layer'; did you mean '--layers'?" "$TSC" analyze "$tmp/t.h5" -o "$tmp/x" --layer 1
 expect 2 "unknown option '--qiuet'; did you mean '--quiet'?" "$TSC" analyze "$tmp/t.h5" -o "$tmp/x" --qiuet
