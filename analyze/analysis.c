@@ -413,6 +413,7 @@ static tsc_status_t lp_from_fit(an_run_t *R, const char *dump_path) {
     tsc_fit_opts_init(&fo);
     fo.dump_path = dump_path;
     fo.sel = R->o->sel;
+    fo.progress = R->o->progress;
     tsc_fit_t *f = NULL;
     tsc_status_t st = tsc_fit_run(&fo, &f);
     if (st == TSC_OK && f->n_policies > 0) {
@@ -441,6 +442,13 @@ static tsc_status_t run_setup(an_run_t *R, const char *dump_path) {
     const tsc_dump_meta_t *m = R->m;
     tsc_analysis_t *a = R->a;
     tsc_status_t st;
+    /* a chosen probe inside the dump (B, T, I), never clamped or dropped */
+    const struct { const char *name, *what; int v, n; } pr[] = {{"batch", "batch rows", o->probe_b, m->batch},
+        {"row", "rows (tokens)", o->probe_t, m->seq_len}, {"feature", "features per head", o->probe_i, m->head_dim}};
+    for (size_t i = 0; i < sizeof pr / sizeof pr[0] && o->probe_t >= 0; i++)
+        if (pr[i].v >= pr[i].n)
+            return tsc_error_set(TSC_ERR_ARG, "%s: the probe's %s %d is out of range: the dump has %d %s (0 to %d)",
+                                 dump_path, pr[i].name, pr[i].v, pr[i].n, pr[i].what, pr[i].n - 1);
     snprintf(a->hp, sizeof a->hp, "%s", o->hp[0] ? o->hp : "fp32");
     if ((st = tsc_policy_parse(a->hp, &R->hp)) != TSC_OK) return tsc_error_wrap(st, "--hp '%s': ", a->hp);
     if (o->lp[0]) {
@@ -558,9 +566,11 @@ static tsc_status_t run_select(an_run_t *R, pairs_t *p) {
         if (any) a->steps[a->n_steps++] = step;
     }
     if (R->nL > 1) qsort(R->layers, (size_t)R->nL, sizeof(int), cmp_int);
-    if (p->n == 0 || R->nh == 0 || R->nb == 0)
-        return tsc_error_set(TSC_ERR_ARG, "%s: the selection '%s' matches no step/layer/head/batch of the dump",
-                             a->dump_path, a->selection);
+    if (p->n == 0 || R->nh == 0 || R->nb == 0) {
+        char why[1024];
+        return tsc_error_set(TSC_ERR_ARG, "%s: the selection '%s' %s", a->dump_path, a->selection,
+                             tsc_select_miss_text(sel, R->d, why, sizeof why));
+    }
     return TSC_OK;
 }
 
@@ -685,7 +695,6 @@ static tsc_status_t run_pair(run_t *u, int p) {
     hid_t g;
     tsc_status_t st = tsc_h5_group_create(u->f.fid, gname, &g);
     if (st != TSC_OK) return st;
-    if (R->o->progress) fprintf(stderr, "\ranalyze: step %lld layer %d (%d/%d)   ", step, layer, p + 1, u->pairs.n);
     size_t h0 = a->n_heads;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(u->nthr)
     for (int hi = 0; hi < R->nh; hi++) {
@@ -724,9 +733,11 @@ static tsc_status_t run_all(run_t *u, const char *dump_path, const char *out_dir
     if ((st = run_alloc(u)) != TSC_OK) return st;
     if ((st = open_output(u, out_dir, &u->path)) != TSC_OK) return st;
     const char *path = u->path;
-    for (int p = 0; p < u->pairs.n; p++)
+    tsc_progress_begin(R->o->progress, "head records analysed", (long long)u->pairs.n * R->nh);
+    for (int p = 0; p < u->pairs.n; p++) {
         if ((st = run_pair(u, p)) != TSC_OK) return st;
-    if (R->o->progress) fprintf(stderr, "\n");
+        tsc_progress_tick(R->o->progress, (long long)(p + 1) * R->nh); /* head records done */
+    }
     /* a: the flags, pooled per (layer, head, feature) over the analysed steps and batch rows */
     if ((st = an_flags_pool(R, &u->pool, u->f.fid)) != TSC_OK) return st;
     if ((st = an_write_cumulative(R, &u->ac, u->f.fid, path)) != TSC_OK) return st;

@@ -624,6 +624,8 @@ static tsc_status_t examine_all(tsc_diagnosis_t *dg, const char *dump_path, cons
     char (*hmsg)[512] = calloc(dg->n ? dg->n : 1, sizeof *hmsg);
     if (!rs || !hst || !hmsg) st = tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
     for (int t = 0; t < nthr && st == TSC_OK; t++) st = rep_init(&rs[t], d, a, P->lp, &opts->an.sel.batches);
+    long long n_done = 0;
+    if (st == TSC_OK) tsc_progress_begin(opts->an.progress, "at-risk heads examined", (long long)n_exam);
     if (st == TSC_OK) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
         for (size_t k = 0; k < dg->n; k++) {
@@ -645,6 +647,8 @@ static tsc_status_t examine_all(tsc_diagnosis_t *dg, const char *dump_path, cons
                         a->heads[i].top_feature == dh->features[0])
                         dh->feature_mean_ulp = a->heads[i].top_feature_mean_ulp;
             }
+#pragma omp critical(tsc_diagnose_progress)
+            tsc_progress_tick(opts->an.progress, ++n_done);
         }
         for (size_t k = 0; k < dg->n && st == TSC_OK; k++)
             if (hst[k] != TSC_OK) st = tsc_error_set(hst[k], "%s", hmsg[k]);
@@ -666,6 +670,7 @@ static void check_fit(tsc_diagnosis_t *dg, const char *dump_path, const tsc_diag
     fo.n_policies = 1;
     fo.sel = opts->an.sel;
     fo.keep_tiles = 1;
+    fo.progress = opts->an.progress;
     tsc_fit_t *f = NULL;
     tsc_status_t st = tsc_fit_run(&fo, &f);
     dg->fit_checked = st == TSC_OK;

@@ -10,6 +10,7 @@
 
 #include "tsc_attention.h"
 #include "tsc_dump.h"
+#include "tsc_select.h"
 
 const char *tsc_explain_round_name(tsc_round_t m) {
     return m == TSC_ROUND_NEAREST_EVEN ? "nearest-even" : m == TSC_ROUND_TOWARD_ZERO ? "toward-zero" : "stochastic";
@@ -216,14 +217,22 @@ static tsc_status_t resolve(tsc_dump_t *d, const tsc_explain_dump_opts_t *o, tsc
         if (tsc_dump_n_steps(d) < 1) return tsc_error_set(TSC_ERR_MISSING, "%s: no complete step in the dump", o->dump_path);
         e->step = tsc_dump_step_at(d, 0);
     }
-    if (!tsc_dump_has_step(d, e->step))
-        return tsc_error_set(TSC_ERR_MISSING, "%s: no step %lld in the dump (tilescope info %s lists them)",
-                             o->dump_path, e->step, o->dump_path);
-    if (o->layer < 0 || o->head < 0 || o->row < 0 || o->feature < 0 || o->batch < 0 || o->layer >= m->n_layer ||
-        o->head >= m->n_head || o->row >= m->seq_len || o->feature >= m->head_dim || o->batch >= m->batch)
-        return tsc_error_set(TSC_ERR_ARG, "%s: out of range: layer %d of %d, head %d of %d, row %d of %d, feature %d "
-                             "of %d, batch %d of %d", o->dump_path, o->layer, m->n_layer, o->head, m->n_head, o->row,
-                             m->seq_len, o->feature, m->head_dim, o->batch, m->batch);
+    if (!tsc_dump_has_step(d, e->step)) {
+        long long have[64];
+        int n = tsc_dump_n_steps(d) < 64 ? tsc_dump_n_steps(d) : 64;
+        char list[512];
+        for (int i = 0; i < n; i++) have[i] = tsc_dump_step_at(d, i);
+        return tsc_error_set(TSC_ERR_MISSING, "%s: no step %lld in the dump; it has %d steps: %s%s", o->dump_path,
+                             e->step, tsc_dump_n_steps(d), tsc_select_runs_text(have, n, list, sizeof list),
+                             n < tsc_dump_n_steps(d) ? ", ... (tilescope info lists them)" : "");
+    }
+    const struct { const char *name, *what; int v, n; } ix[] = {{"layer", "layers", o->layer, m->n_layer},
+        {"head", "query heads", o->head, m->n_head}, {"row", "rows (tokens)", o->row, m->seq_len},
+        {"feature", "features per head", o->feature, m->head_dim}, {"batch", "batch rows", o->batch, m->batch}};
+    for (size_t i = 0; i < sizeof ix / sizeof ix[0]; i++)
+        if (ix[i].v < 0 || ix[i].v >= ix[i].n)
+            return tsc_error_set(TSC_ERR_ARG, "%s: %s %d is out of range: the dump has %d %s (0 to %d)", o->dump_path,
+                                 ix[i].name, ix[i].v, ix[i].n, ix[i].what, ix[i].n - 1);
     e->layer = o->layer;
     e->head = o->head;
     e->kv_head = o->head / (m->n_head / m->n_kv_head);

@@ -205,7 +205,11 @@ static tsc_status_t plan_pairs(fit_run_t *R) {
             f->n_pairs++;
         }
     }
-    if (f->n_pairs == 0) return tsc_error_set(TSC_ERR_MISSING, "%s: no selected layer in the selected steps", f->dump_path);
+    if (f->n_pairs == 0) {
+        char why[1024];
+        return tsc_error_set(TSC_ERR_MISSING, "%s: the selection %s", f->dump_path,
+                             tsc_select_miss_text(&R->o->sel, R->d, why, sizeof why));
+    }
     return TSC_OK;
 }
 
@@ -346,10 +350,15 @@ static tsc_status_t alloc_bufs(fit_run_t *R) {
 
 static tsc_status_t run_all(fit_run_t *R) {
     tsc_status_t st = alloc_bufs(R);
+    long long done = 0;
+    tsc_progress_begin(R->o->progress, "(step, layer) pairs fitted", R->f->n_pairs);
     for (int si = 0; si < R->f->n_steps && st == TSC_OK; si++) {
         int n_l = 0;
         st = step_layers(R, R->f->steps[si], &n_l);
-        for (int li = 0; li < n_l && st == TSC_OK; li++) st = run_pair(R, R->f->steps[si], R->layers[li]);
+        for (int li = 0; li < n_l && st == TSC_OK; li++) {
+            st = run_pair(R, R->f->steps[si], R->layers[li]);
+            if (st == TSC_OK) tsc_progress_tick(R->o->progress, ++done); /* (step, layer) pairs compared */
+        }
     }
     return st == TSC_OK ? rank_policies(R) : st;
 }

@@ -119,10 +119,11 @@ tsc_status_t replay_sel_resolve(tsc_dump_t *d, const char *path, const tsc_selec
         if (tsc_select_set_has(&sel->batches, b)) out->batches[out->n_batches++] = b;
     for (int i = 0; i < n_all && (!first_only || out->n_steps == 0); i++)
         if (tsc_select_set_has(&sel->steps, tsc_dump_step_at(d, i))) out->steps[out->n_steps++] = tsc_dump_step_at(d, i);
-    if (out->n_heads == 0 || out->n_batches == 0 || out->n_steps == 0)
-        return tsc_error_set(TSC_ERR_MISSING, "%s: the selection leaves nothing to %s (%d steps, %d heads, %d batch "
-                             "rows selected; the dump has %d steps, %d heads, B=%d)", path, verb, out->n_steps,
-                             out->n_heads, out->n_batches, n_all, m->n_head, m->batch);
+    if (out->n_heads == 0 || out->n_batches == 0 || out->n_steps == 0) {
+        char why[1024];
+        return tsc_error_set(TSC_ERR_MISSING, "%s: the selection leaves nothing to %s: it %s", path, verb,
+                             tsc_select_miss_text(sel, d, why, sizeof why));
+    }
     return TSC_OK;
 }
 
@@ -173,7 +174,11 @@ static tsc_status_t plan_pairs(tsc_replay_t *r, const tsc_select_t *sel) {
             r->n_pairs++;
         }
     }
-    if (r->n_pairs == 0) return tsc_error_set(TSC_ERR_MISSING, "%s: no selected layer in the selected steps", r->dump_path);
+    if (r->n_pairs == 0) {
+        char why[1024];
+        return tsc_error_set(TSC_ERR_MISSING, "%s: the selection %s", r->dump_path,
+                             tsc_select_miss_text(sel, r->priv->dump, why, sizeof why));
+    }
     return TSC_OK;
 }
 

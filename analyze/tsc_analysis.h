@@ -44,6 +44,7 @@
 
 #include "tsc_json.h"
 #include "tsc_policy.h"
+#include "tsc_progress.h"
 #include "tsc_select.h"
 #include "tsc_stats.h"
 #include "tsc_status.h"
@@ -69,7 +70,7 @@ typedef struct {
     int n_terms;                  /* rank-1 terms per head and step (largest |coefficient|), 32 */
     int census;                   /* 1 (default): rounding census of P-bar V */
     int identity;                 /* 1 (default): identity (1) via an lp+hp-delta backward */
-    int progress;                 /* 1: a progress line on stderr */
+    tsc_progress_t *progress;     /* head records analysed (tsc_progress.h), or NULL (default) */
 } tsc_analysis_opts_t;
 
 TSC_API void tsc_analysis_opts_init(tsc_analysis_opts_t *o);

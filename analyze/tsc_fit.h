@@ -34,6 +34,7 @@
 
 #include "tsc_json.h"
 #include "tsc_policy.h"
+#include "tsc_progress.h"
 #include "tsc_select.h"
 #include "tsc_status.h"
 
@@ -77,6 +78,7 @@ typedef struct {
     int keep_tiles;                   /* 0 (default): a policy without "+tile:" gets the dump's
                                          tile_q x tile_k when the dump records usable ones, except a
                                          materialized-softmax policy (an untiled kernel); 1: never */
+    tsc_progress_t *progress;         /* (step, layer) pairs compared (tsc_progress.h), or NULL (default) */
 } tsc_fit_opts_t;
 
 typedef struct {

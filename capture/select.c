@@ -1,6 +1,8 @@
 /* select.c: the selection spec (tsc_select.h). */
 #include "tsc_select.h"
 
+#include "tsc_dump.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,5 +184,114 @@ const char *tsc_select_format(const tsc_select_t *s, char *buf, size_t cap) {
     snprintf(buf, cap, "steps=%s,layers=%s,heads=%s,batches=%s", tsc_select_set_format(&s->steps, a, sizeof a),
              tsc_select_set_format(&s->layers, b, sizeof b), tsc_select_set_format(&s->heads, c, sizeof c),
              tsc_select_set_format(&s->batches, d, sizeof d));
+    return buf;
+}
+
+/* ---------------------------------------------------------------- what a dump offers */
+
+/* Appends to b (at *len of cap) the ascending values v[0..n) as runs: "0-11", "0-99000 every 1000",
+ * "3, 7"; ", ... (N in all)" once cap is nearly full. */
+static void runs_text(const long long *v, int n, char *b, size_t cap, size_t *len) {
+    for (int i = 0; i < n && *len < cap;) {
+        int j = i + 1;
+        long long stride = j < n ? v[j] - v[i] : 0;
+        while (j < n && v[j] - v[j - 1] == stride) j++;
+        int w, run = j - i >= (stride == 1 ? 3 : 4);
+        const char *sep = i ? ", " : "";
+        if (*len + 48 >= cap) {
+            snprintf(b + *len, cap - *len, "%s... (%d in all)", sep, n);
+            *len = cap;
+            return;
+        }
+        if (run && stride == 1) w = snprintf(b + *len, cap - *len, "%s%lld-%lld", sep, v[i], v[j - 1]);
+        else if (run) w = snprintf(b + *len, cap - *len, "%s%lld-%lld every %lld", sep, v[i], v[j - 1], stride);
+        else w = snprintf(b + *len, cap - *len, "%s%lld", sep, v[i]), j = i + 1;
+        *len += w > 0 ? (size_t)w : 0;
+        i = j;
+    }
+}
+
+const char *tsc_select_runs_text(const long long *v, int n, char *buf, size_t cap) {
+    size_t len = 0;
+    if (cap) buf[0] = '\0';
+    runs_text(v, n, buf, cap, &len);
+    return buf;
+}
+
+static int cmp_ll(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* The dump's layers over all its steps, ascending, into *out (n_layer + 1 slots); their count, or -1
+ * out of memory. */
+static int dump_layers_all(tsc_dump_t *d, long long **out) {
+    int n_layer = tsc_dump_meta(d)->n_layer, n = 0, nl;
+    long long *u = *out = malloc(sizeof *u * ((size_t)(n_layer > 0 ? n_layer : 0) + 1));
+    int *ls = malloc(sizeof *ls * ((size_t)(n_layer > 0 ? n_layer : 0) + 1));
+    if (!u || !ls) {
+        free(ls);
+        return -1;
+    }
+    for (int si = 0; si < tsc_dump_n_steps(d); si++) {
+        if (tsc_dump_layers(d, tsc_dump_step_at(d, si), ls, n_layer, &nl) != TSC_OK) continue;
+        for (int i = 0; i < nl && i < n_layer; i++) {
+            int seen = 0;
+            for (int k = 0; k < n && !seen; k++) seen = u[k] == ls[i];
+            if (!seen) u[n++] = ls[i];
+        }
+    }
+    free(ls);
+    qsort(u, (size_t)n, sizeof *u, cmp_ll);
+    return n;
+}
+
+/* 1 when set holds one of v[0..n). */
+static int set_hits(const tsc_select_set_t *set, const long long *v, int n) {
+    for (int i = 0; i < n; i++)
+        if (tsc_select_set_has(set, v[i])) return 1;
+    return 0;
+}
+
+const char *tsc_select_miss_text(const tsc_select_t *sel, tsc_dump_t *d, char *buf, size_t cap) {
+    const tsc_dump_meta_t *m = tsc_dump_meta(d);
+    int ns = tsc_dump_n_steps(d), nmax = m->n_head > m->batch ? m->n_head : m->batch;
+    long long *steps = malloc(sizeof *steps * ((size_t)(ns > 0 ? ns : 0) + 1)), *layers = NULL;
+    long long *idx = malloc(sizeof *idx * ((size_t)(nmax > 0 ? nmax : 0) + 1));
+    int nl = steps && idx ? dump_layers_all(d, &layers) : -1;
+    if (nl < 0) {
+        snprintf(buf, cap, "the selection matches nothing in the dump (`tilescope info` lists what it has)");
+        free(steps), free(idx), free(layers);
+        return buf;
+    }
+    for (int i = 0; i < ns; i++) steps[i] = tsc_dump_step_at(d, i);
+    for (int i = 0; i < nmax; i++) idx[i] = i;
+    const struct { const char *name; const tsc_select_set_t *set; const long long *v; int n; } part[4] = {
+        {"steps", &sel->steps, steps, ns}, {"layers", &sel->layers, layers, nl},
+        {"heads", &sel->heads, idx, m->n_head}, {"batch rows", &sel->batches, idx, m->batch}};
+    size_t len = 0;
+    char s[512];
+    for (int k = 0; k < 4 && len < cap; k++) {
+        if (set_hits(part[k].set, part[k].v, part[k].n)) continue;
+        int w = snprintf(buf + len, cap - len, "%s%s (%s=%s)", len ? ", nor of its " : "matches none of the dump's ",
+                         part[k].name, k == 3 ? "batches" : part[k].name, tsc_select_set_format(part[k].set, s, sizeof s));
+        len += w > 0 ? (size_t)w : 0;
+    }
+    if (len == 0 && cap) {
+        int w = snprintf(buf, cap, "matches no (step, layer) that the dump holds");
+        len = w > 0 ? (size_t)w : 0;
+    }
+    for (int k = 0; k < 4 && len < cap; k++) {
+        int w = snprintf(buf + len, cap - len, k ? "; %s " : "; the dump has %s ", part[k].name);
+        len += w > 0 ? (size_t)w : 0;
+        if (len >= cap) break;
+        if (part[k].n == 0) {
+            w = snprintf(buf + len, cap - len, "none");
+            len += w > 0 ? (size_t)w : 0;
+        } else {
+            runs_text(part[k].v, part[k].n, buf, cap, &len);
+        }
+    }
+    free(steps), free(idx), free(layers);
     return buf;
 }

@@ -74,6 +74,16 @@ long long tsc_select_set_count(const tsc_select_set_t *set, long long n);
 TSC_API const char *tsc_select_set_format(const tsc_select_set_t *set, char *buf, size_t cap);
 TSC_API const char *tsc_select_format(const tsc_select_t *s, char *buf, size_t cap);
 
+/* Why sel matches nothing in dump d, and what d holds, for an error message ("the selection
+ * '...' " goes before it): "matches none of the dump's steps (steps=99); the dump has steps 0-2; layers
+ * 0-11; heads 0-11; batch rows 0-3" (each part of sel that matches none of d's values is named;
+ * runs print as "0-11" or "0-99000 every 1000"). Truncated to cap, always NUL-terminated. Returns buf. */
+struct tsc_dump;
+/* The ascending values v[0..n) as runs for a message: "0-11", "0-99000 every 1000", "3, 7", ending
+ * in ", ... (N in all)" when cap runs out. Always NUL-terminated. Returns buf. */
+TSC_API const char *tsc_select_runs_text(const long long *v, int n, char *buf, size_t cap);
+TSC_API const char *tsc_select_miss_text(const tsc_select_t *sel, struct tsc_dump *d, char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -74,8 +74,12 @@ int tsc_cli_args(const char *cmd, int argc, char **argv, const tsc_cli_flag_t *f
                  void *ctx, int lone_dash, const char **operand);
 
 /* Creates folder dir unless it exists as a folder. 0 on success; -1 with errno set otherwise
- * (ENOTDIR when dir exists and is not a folder). */
+ * (ENOTDIR when dir exists and is not a folder). A folder it created is removed again when the
+ * command fails (exit status not 0) while the folder holds nothing but TSC_CLI_DIR_LOCK. */
 int tsc_cli_make_dir(const char *dir);
+
+/* The lock file of an analysis folder (tsc_cli_analysis_ready). */
+#define TSC_CLI_DIR_LOCK ".tilescope.lock"
 
 /* The analysis flags analyze and diagnose share (--hp --lp --select --steps --layers --heads
  * --batches --alpha --min-ulp --tie-eps --terms): parses argv[*i] (and its value) into o.
@@ -86,8 +90,8 @@ int tsc_cli_analysis_check(const char *cmd, const tsc_analysis_opts_t *o);
 
 /* What analyze and diagnose share after their flags: DUMP and -o DIR given, o's policies parse,
  * DIR exists (made if missing) and is locked for this writer (DIR/.tilescope.lock, tsc_dir_lock:
- * *lock_fd, released by tsc_cli_summary_out or tsc_cli_analysis_unlock); sets o->progress (not
- * quiet and stderr a terminal). 0, or the exit code after printing the error ("DIR is being
+ * *lock_fd, released by tsc_cli_summary_out or tsc_cli_analysis_unlock); sets o->progress to
+ * the progress on stderr unless quiet (tsc_cli_progress_init). 0, or the exit code after printing the error ("DIR is being
  * written by another tilescope analysis (pid N)": 1). */
 int tsc_cli_analysis_ready(const char *cmd, const char *dump, const char *outdir, int quiet, tsc_analysis_opts_t *o,
                            int *lock_fd);
@@ -96,6 +100,33 @@ void tsc_cli_analysis_unlock(const char *outdir, int lock_fd);
 /* Writes the summary j to DIR/summary.json and, when print, to stdout; frees j; releases the
  * folder lock lock_fd. 0, or 1 after printing the error. */
 int tsc_cli_summary_out(const char *cmd, const char *outdir, tsc_json_t *j, int print, int lock_fd);
+
+/* "did you mean" (suggest.c): the command name / the option of cmd's usage text (or one every
+ * command accepts; cmd NULL: the options of `tilescope` itself, --help and --version) nearest to
+ * word by edit distance (a transposition is one edit), when close
+ * enough to be a typo, or the one that word begins; the part of word after a '=' is ignored.
+ * Returns buf, or NULL when none is near. */
+const char *tsc_cli_nearest_command(const char *word, char *buf, size_t cap);
+const char *tsc_cli_nearest_option(const char *cmd, const char *word, char *buf, size_t cap);
+/* The usage error "unknown option 'WORD'; did you mean '--x'?" (or without the question): 2. */
+int tsc_cli_unknown_option(const char *cmd, const char *word);
+
+/* Progress of a long job on stderr (progress.c): a bar redrawn with \r when stderr is a terminal,
+ * else a plain line each tenth of a phase or every few seconds, with the time elapsed and an
+ * estimate of the time left. tsc_cli_progress_init returns the callback to hand to the library
+ * (NULL when quiet); tsc_cli_progress_report feeds it by hand (a library callback of another
+ * shape). tsc_cli_progress_done ends the line of a bar left unfinished (a failed job: every
+ * message of tsc_cli_fail / tsc_cli_usage_error calls it first). */
+typedef struct {
+    tsc_progress_t p;
+    const char *cmd;
+    char phase[64];
+    int tty, bar_open, last_tenth;
+    double t0, last, prev; /* the phase's start, the last line drawn, the last call (or the start) */
+} tsc_cli_progress_t;
+tsc_progress_t *tsc_cli_progress_init(tsc_cli_progress_t *r, const char *cmd, int quiet);
+void tsc_cli_progress_report(tsc_cli_progress_t *r, const char *phase, long long done, long long total);
+void tsc_cli_progress_done(void);
 
 /* Subcommands. */
 int tsc_cmd_info(int argc, char **argv);

@@ -1,6 +1,7 @@
 /* cmd_analyze.c: `tilescope analyze DUMP -o DIR`: error/bias statistics, ties and sinks, rounding
  * census, O-bar_error curves, gradient-error decomposition, spectral norms (analyze/tsc_analysis.h). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,8 @@ const char tsc_usage_analyze[] =
     "                      whose replay best reproduces the captured O (tilescope fit), else bf16-fa2)\n"
     "  --select SPEC       steps=A:B:S,layers=...,heads=...,batches=... (default all)\n"
     "  --steps SET, --layers SET, --heads SET, --batches SET   (e.g. 1,3 or 0:12:2 or all)\n"
-    "  --probe B,T,I       also record O-bar_error(t) at batch B, row T, feature I (integers)\n"
+    "  --probe B,T,I       also record O-bar_error(t) at batch B, row T, feature I (integers inside the\n"
+    "                      dump: one out of range is an error naming the range)\n"
     "  --alpha A           family-wise false-positive bound of the flags (number, default 0.01)\n"
     "  --min-ulp U         minimum |mean bias| of a flagged feature in ULPs (number, default 0.05)\n"
     "  --tie-eps E         tolerance of 'within eps' ties (number, default 1e-3)\n"
@@ -29,7 +31,11 @@ const char tsc_usage_analyze[] =
     "  --no-census         skip the rounding census of P-bar V\n"
     "  --no-identity       skip identity (1) (saves one backward per head)\n"
     "  --json              also print summary.json to stdout\n"
+    "  --top N             rows of the per-head table: the N head records most at risk (skipped, then\n"
+    "                      flagged, then largest |delta sum|; integer, default 10)\n"
+    "  -v, --verbose       print every head record in the table (one row per step, layer and head)\n"
     "  -q, --quiet         no configuration, progress or table on stderr/stdout\n"
+    "Progress (with the time left) goes to stderr: a bar on a terminal, else a line every 10%.\n"
     "Exit: 0 done, 1 the job failed (bad dump, unwritable DIR), 2 usage error.\n";
 
 int tsc_cli_analysis_flag(const char *cmd, int argc, char **argv, int *i, tsc_analysis_opts_t *o) {
@@ -64,8 +70,6 @@ int tsc_cli_analysis_check(const char *cmd, const tsc_analysis_opts_t *o) {
     return 0;
 }
 
-#define TSC_CLI_DIR_LOCK ".tilescope.lock"
-
 int tsc_cli_analysis_ready(const char *cmd, const char *dump, const char *outdir, int quiet, tsc_analysis_opts_t *o,
                            int *lock_fd) {
     int rc;
@@ -80,7 +84,8 @@ int tsc_cli_analysis_ready(const char *cmd, const char *dump, const char *outdir
         if (holder[0]) return tsc_cli_fail(cmd, "%s is being written by another tilescope analysis (pid %s)", outdir, holder);
         return tsc_cli_fail(cmd, "%s", tsc_error_last());
     }
-    o->progress = !quiet && isatty(2);
+    static tsc_cli_progress_t progress; /* one job per process */
+    o->progress = tsc_cli_progress_init(&progress, cmd, quiet);
     return 0;
 }
 
@@ -110,15 +115,53 @@ static int analyze_flag(const char *cmd, int argc, char **argv, int *i, void *ct
     return 0;
 }
 
+/* The table order without --verbose: skipped records first, then flagged ones, then the largest |delta sum|. */
+static int by_risk(const void *x, const void *y) {
+    const tsc_head_result_t *a = *(const tsc_head_result_t *const *)x, *b = *(const tsc_head_result_t *const *)y;
+    if (a->skipped != b->skipped) return b->skipped - a->skipped;
+    if (a->flagged != b->flagged) return b->flagged - a->flagged;
+    double da = fabs(a->delta_sum), db = fabs(b->delta_sum);
+    return da < db ? 1 : da > db ? -1 : 0;
+}
+
+/* One row per head record: every record in the analysis' order (top 0), or the top most at risk
+ * (by_risk) and a line saying how many were left out. 0, or -1 out of memory. */
+static int print_table(const tsc_analysis_t *res, size_t top) {
+    size_t n = res->n_heads, shown = top && top < n ? top : n;
+    const tsc_head_result_t **rows = malloc((n ? n : 1) * sizeof *rows);
+    if (!rows) return -1;
+    for (size_t i = 0; i < n; i++) rows[i] = &res->heads[i];
+    if (shown < n) qsort(rows, n, sizeof *rows, by_risk);
+    printf("%-8s %-5s %-4s %-9s %-11s %-9s %-12s %-8s %s\n", "step", "layer", "head", "O ulp", "delta sum",
+           "ties", "flagged", "feature", "sinks");
+    for (size_t i = 0; i < shown; i++) {
+        const tsc_head_result_t *r = rows[i];
+        if (r->skipped)
+            printf("%-8lld %-5d %-4d skipped: %lld non-finite inputs, first %s\n", r->step, r->layer, r->head,
+                   (long long)r->n_nonfinite, r->first_nonfinite);
+        else
+            printf("%-8lld %-5d %-4d %+9.4f %+11.4g %-9lld %-12s %-8d %d\n", r->step, r->layer, r->head,
+                   r->o_err.mean_ulp, r->delta_sum, (long long)r->rows_multi_max, r->flagged ? "BIASED" : "-",
+                   r->top_feature, r->n_sinks_flagged ? r->sinks_flagged[0] : -1);
+    }
+    if (shown < n)
+        printf("(%zu of %zu head records shown: skipped, then flagged, then the largest |delta sum|; %zu omitted: "
+               "--verbose prints all, --top N more, summary.json has every one)\n", shown, n, n - shown);
+    free(rows);
+    return 0;
+}
+
 int tsc_cmd_analyze(int argc, char **argv) {
     const char *cmd = "analyze", *dump = NULL, *outdir = NULL;
-    int json = 0, quiet = 0, rc, lock_fd;
+    int json = 0, quiet = 0, verbose = 0, top = 10, rc, lock_fd;
     tsc_analysis_opts_t o;
     tsc_analysis_opts_init(&o);
     const tsc_cli_flag_t flags[] = {{"--out", "-o", TSC_CLI_STR, &outdir, 0, 0},
                                     {"--no-census", NULL, TSC_CLI_OFF, &o.census, 0, 0},
                                     {"--no-identity", NULL, TSC_CLI_OFF, &o.identity, 0, 0},
                                     {"--json", NULL, TSC_CLI_ON, &json, 0, 0},
+                                    {"--top", NULL, TSC_CLI_INT, &top, 1, 1000000},
+                                    {"--verbose", "-v", TSC_CLI_ON, &verbose, 0, 0},
                                     {"--quiet", "-q", TSC_CLI_ON, &quiet, 0, 0}};
     if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), analyze_flag, &o, 1, &dump))) return rc;
     if ((rc = tsc_cli_analysis_ready(cmd, dump, outdir, quiet, &o, &lock_fd))) return rc;
@@ -147,20 +190,11 @@ int tsc_cmd_analyze(int argc, char **argv) {
                res->n_heads ? (long long)res->heads[0].n_rows : 0LL, res->hp, res->lp);
         if (strcmp(res->lp_source, "--lp") != 0 && strcmp(res->lp_source, "the dump's policy") != 0)
             printf("lp: %s\n", res->lp_source);
-        printf("%-8s %-5s %-4s %-9s %-11s %-9s %-12s %-8s %s\n", "step", "layer", "head", "O ulp", "delta sum",
-               "ties", "flagged", "feature", "sinks");
-        for (size_t i = 0; i < res->n_heads; i++) {
-            const tsc_head_result_t *r = &res->heads[i];
-            if (r->skipped) {
-                printf("%-8lld %-5d %-4d skipped: %lld non-finite inputs, first %s\n", r->step, r->layer, r->head,
-                       (long long)r->n_nonfinite, r->first_nonfinite);
-                continue;
-            }
-            nflag += r->flagged;
-            printf("%-8lld %-5d %-4d %+9.4f %+11.4g %-9lld %-12s %-8d %d\n", r->step, r->layer, r->head,
-                   r->o_err.mean_ulp, r->delta_sum, (long long)r->rows_multi_max,
-                   r->flagged ? "BIASED" : "-", r->top_feature, r->n_sinks_flagged ? r->sinks_flagged[0] : -1);
+        if (print_table(res, verbose ? 0 : (size_t)top) != 0) {
+            tsc_analysis_free(res);
+            return tsc_cli_fail(cmd, "out of memory");
         }
+        for (size_t i = 0; i < res->n_heads; i++) nflag += !res->heads[i].skipped && res->heads[i].flagged;
         printf("%d flagged heads (family-wise false-positive bound %g, Bonferroni over %lld feature tests)\n", nflag,
                res->rule.alpha, (long long)res->n_feature_tests);
         for (size_t i = 0; i < res->n_layers_res; i++) {

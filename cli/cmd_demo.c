@@ -56,7 +56,7 @@ int tsc_cmd_demo(int argc, char **argv) {
             if ((rc = tsc_cli_parse_long(cmd, a, v, 0, 1L << 62, &s))) return rc;
             seed = v;
         } else {
-            return tsc_cli_usage_error(cmd, "unknown argument '%s'", a);
+            return a[0] == '-' ? tsc_cli_unknown_option(cmd, a) : tsc_cli_usage_error(cmd, "unknown argument '%s'", a);
         }
     }
     if (strlen(dir) > 900) return tsc_cli_usage_error(cmd, "-o: path too long");

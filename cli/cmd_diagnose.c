@@ -26,7 +26,10 @@ const char tsc_usage_diagnose[] =
     "  --max-heads N       at-risk heads examined in depth (integer, default 16)\n"
     "  --max-steps N       steps replayed per head, those with the largest bias (integer, default 4; 0 all)\n"
     "  --json              print summary.json to stdout instead of the text\n"
-    "  -q, --quiet         no configuration line on stderr\n"
+    "  --top N             at-risk heads printed, most at risk first (integer, default 10)\n"
+    "  -v, --verbose       print every at-risk head (summary.json always lists every one)\n"
+    "  -q, --quiet         no configuration line and no progress on stderr\n"
+    "Progress (with the time left) goes to stderr: a bar on a terminal, else a line every 10%.\n"
     "Exit: 0 done (whether or not anything is at risk), 1 the job failed, 2 usage error.\n";
 
 /* The analysis flags and --betas B1,B2,... */
@@ -50,7 +53,7 @@ static int diagnose_flag(const char *cmd, int argc, char **argv, int *i, void *c
 
 int tsc_cmd_diagnose(int argc, char **argv) {
     const char *cmd = "diagnose", *dump = NULL, *outdir = NULL;
-    int json = 0, quiet = 0, rc, lock_fd;
+    int json = 0, quiet = 0, verbose = 0, top = 10, rc, lock_fd;
     tsc_diagnose_opts_t o;
     tsc_diagnose_opts_init(&o);
     o.an.census = 0;   /* the census is analyze's; diagnose looks at the largest event per head */
@@ -60,6 +63,8 @@ int tsc_cmd_diagnose(int argc, char **argv) {
                                     {"--max-heads", NULL, TSC_CLI_INT, &o.max_heads, 0, 1000000},
                                     {"--max-steps", NULL, TSC_CLI_INT, &o.max_steps, 0, 1000000},
                                     {"--json", NULL, TSC_CLI_ON, &json, 0, 0},
+                                    {"--top", NULL, TSC_CLI_INT, &top, 1, 1000000},
+                                    {"--verbose", "-v", TSC_CLI_ON, &verbose, 0, 0},
                                     {"--quiet", "-q", TSC_CLI_ON, &quiet, 0, 0}};
     if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), diagnose_flag, &o, 1, &dump))) return rc;
     if ((rc = tsc_cli_analysis_ready(cmd, dump, outdir, quiet, &o.an, &lock_fd))) return rc;
@@ -92,10 +97,14 @@ int tsc_cmd_diagnose(int argc, char **argv) {
         printf("%s\n", tsc_fit_sentence(a->lp, dg->fit_checked, dg->fit.identical, line, sizeof line));
         if (dg->fit_checked && tsc_fit_warning(dg->fit.identical)) printf("%s\n", tsc_fit_warning(dg->fit.identical));
         if (!dg->fit_checked && !strstr(dg->fit_note, "no dataset 'o'")) printf("  (%s)\n", dg->fit_note);
-        for (size_t i = 0; i < dg->n; i++) {
+        size_t shown = verbose || (size_t)top >= dg->n ? dg->n : (size_t)top;
+        for (size_t i = 0; i < shown; i++) {
             printf("%zu. %s\n", i + 1, tsc_diagnose_line(dg, i, line, sizeof line));
             fputs(tsc_diagnose_event_text(dg, i, ev, sizeof ev), stdout);
         }
+        if (shown < dg->n)
+            printf("(%zu of %zu at-risk heads shown, most at risk first; %zu omitted: --verbose prints all, --top N "
+                   "more, %s/summary.json has every one)\n", shown, dg->n, dg->n - shown, outdir);
         if (dg->n == 0) printf("nothing at risk: no head shows a significant bias\n");
     }
     tsc_diagnose_free(dg);

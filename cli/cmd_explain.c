@@ -172,7 +172,7 @@ static int parse_add(int argc, char **argv, tsc_explain_add_t *o, const char *po
         } else if (strcmp(a, "--json") == 0) {
             *json = 1;
         } else {
-            return tsc_cli_usage_error(CMD, "unknown option '%s'", a);
+            return tsc_cli_unknown_option(CMD, a);
         }
     }
     if (npos != 2) return tsc_cli_usage_error(CMD, "add needs two numbers A and B");
@@ -291,7 +291,7 @@ static int parse_dump(int argc, char **argv, tsc_explain_dump_opts_t *o, const c
         } else if (strcmp(a, "--json") == 0) {
             *json = 1;
         } else {
-            return tsc_cli_usage_error(CMD, "unknown option '%s'", a);
+            return tsc_cli_unknown_option(CMD, a);
         }
     }
     if (layer < 0 || head < 0 || row < 0 || feat < 0)

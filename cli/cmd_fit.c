@@ -9,7 +9,7 @@
 
 const char tsc_usage_fit[] =
     "usage: tilescope fit DUMP [--policy P ...] [--steps SET] [--layers SET] [--heads SET] [--batches SET]\n"
-    "                     [--all-steps] [--keep-tiles] [--json]\n"
+    "                     [--all-steps] [--keep-tiles] [--json] [--quiet]\n"
     "\n"
     "Replays captured steps under precision policies and compares the replayed O (and dQ, dK, dV\n"
     "where the dump holds them) with the captured tensors, element by element, in ULPs of the\n"
@@ -25,12 +25,14 @@ const char tsc_usage_fit[] =
     "                   dump's tile_q x tile_k, except materialized-softmax presets such as\n"
     "                   bf16-eager-cpu, which model untiled kernels)\n"
     "  --json           print the result as one JSON object (docs/FORMAT.md section 2.1)\n"
+    "  -q, --quiet      no progress on stderr (by default a bar with the time left on a terminal,\n"
+    "                   else a line every 10% of the (step, layer) pairs)\n"
     "\n"
     "Columns: identical = same bits after rounding the replay to the captured format (NaN == NaN);\n"
     "<=1 ULP = |replay - captured| / ulp(max magnitude) <= 1; max ULP over elements finite on both sides.\n"
     "Exit status: 0 done, 1 the dump cannot be read or has no captured o, 2 usage error.\n";
 
-static int parse_args(int argc, char **argv, tsc_fit_opts_t *o, const char **pol, int *json) {
+static int parse_args(int argc, char **argv, tsc_fit_opts_t *o, const char **pol, int *json, int *quiet) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         tsc_select_set_t *set = NULL;
@@ -47,7 +49,8 @@ static int parse_args(int argc, char **argv, tsc_fit_opts_t *o, const char **pol
         else if (strcmp(a, "--all-steps") == 0) o->all_steps = 1;
         else if (strcmp(a, "--keep-tiles") == 0) o->keep_tiles = 1;
         else if (strcmp(a, "--json") == 0) *json = 1;
-        else if (a[0] == '-' && a[1]) return tsc_cli_usage_error("fit", "unknown flag '%s'", a);
+        else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) *quiet = 1;
+        else if (a[0] == '-' && a[1]) return tsc_cli_unknown_option("fit", a);
         else if (!o->dump_path) o->dump_path = a;
         else return tsc_cli_usage_error("fit", "more than one DUMP ('%s' and '%s')", o->dump_path, a);
         if (set) {
@@ -113,11 +116,13 @@ static void print_result(const tsc_fit_t *f) {
 int tsc_cmd_fit(int argc, char **argv) {
     tsc_fit_opts_t o;
     tsc_fit_opts_init(&o);
-    int json = 0;
+    int json = 0, quiet = 0;
     const char **pol = malloc(sizeof(char *) * (size_t)(argc + 1));
     if (!pol) return tsc_cli_fail("fit", "out of memory");
-    int rc = parse_args(argc, argv, &o, pol, &json);
+    int rc = parse_args(argc, argv, &o, pol, &json, &quiet);
     o.policies = pol;
+    tsc_cli_progress_t pr;
+    o.progress = tsc_cli_progress_init(&pr, "fit", quiet);
     tsc_fit_t *f = NULL;
     if (rc == 0 && tsc_fit_run(&o, &f) != TSC_OK) rc = tsc_cli_fail("fit", "%s", tsc_error_last());
     if (rc == 0 && json) {

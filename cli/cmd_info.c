@@ -211,7 +211,7 @@ int tsc_cmd_info(int argc, char **argv) {
         else if (!strcmp(argv[i], "--quick")) deep = 0;
         else if (!strcmp(argv[i], "--steps")) { if (!(steps_s = tsc_cli_value("info", argc, argv, &i))) return 2; }
         else if (!strcmp(argv[i], "--layers")) { if (!(layers_s = tsc_cli_value("info", argc, argv, &i))) return 2; }
-        else if (argv[i][0] == '-' && argv[i][1]) return tsc_cli_usage_error("info", "unknown option '%s'", argv[i]);
+        else if (argv[i][0] == '-' && argv[i][1]) return tsc_cli_unknown_option("info", argv[i]);
         else if (path) return tsc_cli_usage_error("info", "more than one FILE ('%s' and '%s')", path, argv[i]);
         else path = argv[i];
     }

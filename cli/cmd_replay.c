@@ -38,7 +38,8 @@ const char tsc_usage_replay[] =
     "  --dump-tiles     use the dump's tile sizes (root tile_q, tile_k) in every policy instead of\n"
     "                   each preset's own (default: the preset's, or the policy's +tile)\n"
     "  --json           print the configuration and comparison as one JSON object on stdout\n"
-    "  --quiet          print only the comparison table\n"
+    "  -q, --quiet      print only the comparison table (no plan, no progress on stderr)\n"
+    "Progress (with the time left) goes to stderr: a bar on a terminal, else a line every 10%.\n"
     "\n"
     "Exit status: 0 done, 1 the dump cannot be read or lacks a dataset the replay needs (do for\n"
     "the backward), 2 usage error.\n";
@@ -59,10 +60,10 @@ static int parse_args(int argc, char **argv, tsc_replay_opts_t *o, const char **
         else if (strcmp(a, "--heads") == 0) set = &o->sel.heads;
         else if (strcmp(a, "--batches") == 0) set = &o->sel.batches;
         else if (strcmp(a, "--json") == 0) *json = 1;
-        else if (strcmp(a, "--quiet") == 0) *quiet = 1;
+        else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) *quiet = 1;
         else if (strcmp(a, "--forward-only") == 0) o->forward_only = 1;
         else if (strcmp(a, "--dump-tiles") == 0) o->dump_tiles = 1;
-        else if (a[0] == '-' && a[1]) return tsc_cli_usage_error("replay", "unknown flag '%s'", a);
+        else if (a[0] == '-' && a[1]) return tsc_cli_unknown_option("replay", a);
         else if (!o->dump_path) o->dump_path = a;
         else return tsc_cli_usage_error("replay", "more than one DUMP ('%s' and '%s')", o->dump_path, a);
         if (set) {
@@ -119,18 +120,19 @@ static void print_table(const tsc_replay_t *r) {
     }
 }
 
+/* The replay's callback into the progress on stderr: (step, layer) pairs replayed. */
 static void progress(void *ctx, int job, int n_jobs, long long step, int layer) {
-    (void)ctx;
-    fprintf(stderr, "\rreplay: %d/%d (step %lld, layer %d)", job, n_jobs, step, layer);
-    if (job == n_jobs) fputc('\n', stderr);
+    (void)step, (void)layer;
+    tsc_cli_progress_report(ctx, "(step, layer) pairs replayed", job, n_jobs);
 }
 
 static int run(tsc_replay_opts_t *o, int json, int quiet) {
     tsc_replay_t *r = NULL;
     if (tsc_replay_plan(o, &r) != TSC_OK) return tsc_cli_fail("replay", "%s", tsc_error_last());
     if (!json && !quiet) print_plan(r);
-    const int tty = isatty(2) && !json;
-    if (tsc_replay_run(r, tty ? progress : NULL, NULL) != TSC_OK) {
+    tsc_cli_progress_t pr;
+    if (tsc_cli_progress_init(&pr, "replay", quiet)) tsc_cli_progress_report(&pr, "(step, layer) pairs replayed", 0, r->n_pairs);
+    if (tsc_replay_run(r, quiet ? NULL : progress, &pr) != TSC_OK) {
         tsc_replay_free(r);
         return tsc_cli_fail("replay", "%s", tsc_error_last());
     }

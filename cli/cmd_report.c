@@ -19,7 +19,8 @@ const char tsc_usage_report[] =
     "  --dump FILE         the dump for the figures that need raw tensors (default: as summary.json names it)\n"
     "  --no-html           do not write the HTML\n"
     "  --dpi N             resolution of the embedded figures (integer 50..600, default 150)\n"
-    "  -q, --quiet         print only the output paths\n"
+    "  -q, --quiet         print only the output paths (no progress on stderr: by default a bar with\n"
+    "                      the time left on a terminal, else a line every 10% of the figures)\n"
     "Exit: 0 written, 1 the job failed (the message names the file), 2 usage error.\n";
 
 int tsc_cmd_report(int argc, char **argv) {
@@ -44,6 +45,8 @@ int tsc_cmd_report(int argc, char **argv) {
     if (!quiet) fprintf(stderr, "report: %s -> %s (%d logs, figures at %g dpi%s)\n", dir, out, logs.n, o.fig_dpi,
                         o.html ? ", with HTML" : "");
     tsc_report_info_t info;
+    tsc_cli_progress_t pr;
+    o.progress = tsc_cli_progress_init(&pr, cmd, quiet);
     tsc_status_t st = tsc_report_write(src, out, &o, &info);
     tsc_figure_src_close(src);
     if (st != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());

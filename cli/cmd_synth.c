@@ -25,7 +25,8 @@ const char tsc_usage_synth[] =
     "  --policy P       precision policy o and lse are computed under (default bf16-torch with\n"
     "                   the shape's tiles); stored in the root attribute 'policy'\n"
     "  --deflate N      lossless compression level 0..9 (default 0, none)\n"
-    "  --quiet          do not print the configuration line\n"
+    "  -q, --quiet      do not print the configuration line or the progress\n"
+    "Progress (with the time left) goes to stderr: a bar on a terminal, else a line every 10%.\n"
     "\n"
     "Shapes (layers and heads 0-based):\n"
     "  tiny        B=1, 2 layers, 4 heads, T=64, D=16, C=64, tiles 16, steps 0:3.\n"
@@ -55,14 +56,8 @@ const char tsc_usage_synth[] =
     "planted_sink_keys, planted_tie_keys, planted_rows_start, planted_rows_stride,\n"
     "planted_x_channels (see `tilescope info`).\n";
 
-/* A progress bar on stderr, only when it is a terminal. */
-static void progress(void *ctx, int done, int total) {
-    (void)ctx;
-    int width = 30, fill = total ? done * width / total : width;
-    fprintf(stderr, "\r  [%.*s%*s] %d/%d layers", fill, "##############################", width - fill, "", done, total);
-    if (done == total) fputc('\n', stderr);
-    fflush(stderr);
-}
+/* The synthesis' callback into the progress on stderr: (step, layer) pairs written. */
+static void progress(void *ctx, int done, int total) { tsc_cli_progress_report(ctx, "(step, layer) pairs written", done, total); }
 
 int tsc_cmd_synth(int argc, char **argv) {
     tsc_synth_opts_t o;
@@ -103,7 +98,7 @@ int tsc_cmd_synth(int argc, char **argv) {
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
             quiet = 1;
         } else {
-            return tsc_cli_usage_error("synth", "unknown argument '%s'", a);
+            return a[0] == '-' ? tsc_cli_unknown_option("synth", a) : tsc_cli_usage_error("synth", "unknown argument '%s'", a);
         }
     }
     if (!out) return tsc_cli_usage_error("synth", "no output file (-o FILE)");
@@ -113,7 +108,8 @@ int tsc_cmd_synth(int argc, char **argv) {
         fprintf(stderr, "tilescope synth: %s, shape %s, seed %llu, steps %s, layers %s, %s%s\n", out, sh.name,
                 (unsigned long long)o.seed, o.steps ? o.steps : sh.default_steps, o.layers ? o.layers : "all",
                 o.plant ? "planted" : "no planted structure", o.deflate ? ", deflate" : "");
-    if (!quiet && isatty(2)) o.progress = progress;
+    tsc_cli_progress_t pr;
+    if (tsc_cli_progress_init(&pr, "synth", quiet)) o.progress = progress, o.progress_ctx = &pr;
     tsc_status_t st = tsc_synth_write(out, &o);
     if (st == TSC_ERR_ARG) return tsc_cli_usage_error("synth", "%s", tsc_error_last());
     if (st != TSC_OK) return tsc_cli_fail("synth", "%s", tsc_error_last());

@@ -43,7 +43,7 @@ int tsc_cli_flag(const char *cmd, int argc, char **argv, int *i, const tsc_cli_f
 }
 
 int tsc_cli_operand(const char *cmd, const char *a, int lone_dash, const char **slot) {
-    if (a[0] == '-' && (a[1] || !lone_dash)) return tsc_cli_usage_error(cmd, "unknown option '%s'", a);
+    if (a[0] == '-' && (a[1] || !lone_dash)) return tsc_cli_unknown_option(cmd, a);
     if (*slot) return tsc_cli_usage_error(cmd, "unexpected argument '%s'", a);
     *slot = a;
     return 0;

@@ -1,6 +1,7 @@
 /* main.c: `tilescope <command> [options]`: dispatch and the shared argument helpers. */
 #include "cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -66,6 +67,7 @@ void tsc_cli_print_usage(const char *cmd, FILE *to) {
 
 /* "tilescope CMD: <message>" and a newline on stderr. */
 static void vmessage(const char *cmd, const char *fmt, va_list ap) {
+    tsc_cli_progress_done(); /* a message starts on a line of its own */
     fprintf(stderr, "tilescope %s: ", cmd);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
@@ -120,8 +122,18 @@ const char *tsc_cli_value(const char *cmd, int argc, char **argv, int *i) {
     return argv[++*i];
 }
 
+/* The folders this process created (tsc_cli_make_dir), removed again by remove_made_dirs when the
+ * job fails and they hold nothing but a folder lock. */
+#define TSC_CLI_MAX_MADE 4
+static char *made_dirs[TSC_CLI_MAX_MADE];
+static int n_made;
+
 int tsc_cli_make_dir(const char *dir) {
-    if (mkdir(dir, 0777) == 0 || errno == EEXIST) {
+    if (mkdir(dir, 0777) == 0) {
+        if (n_made < TSC_CLI_MAX_MADE && (made_dirs[n_made] = strdup(dir))) n_made++;
+        return 0;
+    }
+    if (errno == EEXIST) {
         struct stat sb;
         if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
         errno = ENOTDIR;
@@ -129,10 +141,49 @@ int tsc_cli_make_dir(const char *dir) {
     return -1;
 }
 
+/* "unknown command 'X'; did you mean 'Y'?" and the list of commands on stderr (from `help` when cmd): 2. */
+static int unknown_command(const char *cmd, const char *name) {
+    char near[64];
+    if (cmd) fprintf(stderr, "tilescope %s: ", cmd);
+    else fputs("tilescope: ", stderr);
+    fprintf(stderr, "unknown %s '%s'", name[0] == '-' ? "option" : "command", name);
+    if (name[0] == '-' ? tsc_cli_nearest_option(NULL, name, near, sizeof near) != NULL
+                       : tsc_cli_nearest_command(name, near, sizeof near) != NULL)
+        fprintf(stderr, "; did you mean '%s'?", near);
+    fputs("\n\n", stderr);
+    tsc_cli_print_usage(NULL, stderr);
+    return 2;
+}
+
+/* 1 when folder dir holds nothing, or only the lock file of an analysis (cli.h). */
+static int only_lock(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int other = 0;
+    for (struct dirent *e; !other && (e = readdir(d));)
+        other = strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, TSC_CLI_DIR_LOCK);
+    closedir(d);
+    return !other;
+}
+
+/* A failed job leaves no empty folder behind: each folder it created (newest first) that holds at most
+ * its lock file goes. A folder that existed before, or holds anything else, stays as it is. */
+static void remove_made_dirs(void) {
+    for (int i = n_made - 1; i >= 0; i--) {
+        if (only_lock(made_dirs[i])) {
+            char lock[4096];
+            if (snprintf(lock, sizeof lock, "%s/%s", made_dirs[i], TSC_CLI_DIR_LOCK) < (int)sizeof lock) unlink(lock);
+            rmdir(made_dirs[i]);
+        }
+        free(made_dirs[i]);
+    }
+    n_made = 0;
+}
+
 static int cmd_help(int argc, char **argv) {
     if (argc > 1) return tsc_cli_usage_error("help", "too many arguments");
     if (argc == 1 && !tsc_cli_find(argv[0]))
-        return tsc_cli_usage_error("help", "unknown command '%s'", argv[0]);
+        return unknown_command("help", argv[0]);
     tsc_cli_print_usage(argc == 1 ? argv[0] : NULL, stdout);
     return 0;
 }
@@ -163,9 +214,7 @@ int main(int argc, char **argv) {
     tsc_dump_set_containment(1); /* a dump's metadata is read first in a child (docs/SECURITY.md) */
     const tsc_cli_cmd_t *c = tsc_cli_find(argv[1]);
     if (!c) {
-        fprintf(stderr, "tilescope: unknown command '%s'\n\n", argv[1]);
-        tsc_cli_print_usage(NULL, stderr);
-        return 2;
+        return unknown_command(NULL, argv[1]);
     }
     for (int i = 2; i < argc; i++)
         if (tsc_cli_is_help(argv[i])) {
@@ -191,6 +240,7 @@ int main(int argc, char **argv) {
     }
     int rc = c->run(n - 2, argv + 2);
     if (rc != 0) {
+        remove_made_dirs();
         /* A failed job (a full disk above all) can leave an HDF5 file id whose close failed: libhdf5
          * 1.10's exit handler then flushes it again into the removed temporary and crashes. Every
          * output was already aborted (util/tsc_file.h), so leave without the exit handlers. */

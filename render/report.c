@@ -261,12 +261,12 @@ static void content_free(content_t *c) {
 /* Every figure whose data exists, as PNG in memory (the absent ones with the reason). */
 static void collect_figures(tsc_figure_src_t *src, const tsc_figure_opts_t *fo, const tsc_report_opts_t *o, content_t *c,
                             tsc_report_info_t *info) {
+    tsc_progress_begin(o->progress, "figures drawn", tsc_figure_count() < MAX_FIGS ? tsc_figure_count() : MAX_FIGS);
     for (int i = 0; i < tsc_figure_count() && c->nf < MAX_FIGS; i++) {
         tsc_rp_fig_t *f = &c->figs[c->nf++];
         tsc_figure_info_t fi;
         tsc_strbuf_init(&f->png);
         snprintf(f->id, sizeof f->id, "%s", tsc_figure_id(i));
-        if (o->progress) fprintf(stderr, "report: %s ...\n", f->id);
         if (tsc_figure_png(src, f->id, fo, &f->png, &fi) == TSC_OK) {
             f->ok = 1;
             snprintf(f->caption, sizeof f->caption, "%s", fi.caption);
@@ -283,6 +283,7 @@ static void collect_figures(tsc_figure_src_t *src, const tsc_figure_opts_t *fo, 
         }
         info->n_figures += f->ok;
         info->n_skipped += !f->ok;
+        tsc_progress_tick(o->progress, i + 1);
     }
 }
 

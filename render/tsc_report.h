@@ -23,6 +23,7 @@
 #include <stddef.h>
 
 #include "tsc_figure.h"
+#include "tsc_progress.h"
 #include "tsc_status.h"
 
 #ifdef __cplusplus
@@ -36,7 +37,7 @@ typedef struct {
     double fig_dpi;        /* resolution of the figures embedded as PNG (150) */
     const char *dump;      /* the dump for the figures that need it; NULL: as summary.json names it */
     const char *command;   /* how the report was invoked, for the reproduction section (or NULL) */
-    int progress;          /* 1: one line per figure on stderr (0) */
+    tsc_progress_t *progress; /* figures drawn (tsc_progress.h), or NULL (default) */
 } tsc_report_opts_t;
 
 typedef struct {

@@ -52,5 +52,21 @@ int main(void) {
     CHECK(tsc_select_set_parse(&set, "") == TSC_ERR_ARG);
     CHECK(tsc_select_set_parse(&set, "1,,2") == TSC_ERR_ARG);
     CHECK(tsc_select_parse(&s, NULL) == TSC_OK && s.steps.all);
+
+    /* the runs of an error message that lists what a dump has */
+    long long v[100];
+    for (int i = 0; i < 12; i++) v[i] = i;
+    CHECK_STREQ(tsc_select_runs_text(v, 12, buf, sizeof buf), "0-11");
+    for (int i = 0; i < 100; i++) v[i] = 1000LL * i;
+    CHECK_STREQ(tsc_select_runs_text(v, 100, buf, sizeof buf), "0-99000 every 1000");
+    const long long mixed[] = {0, 1, 2, 5, 9, 10, 11, 20, 30, 40, 50, 7000};
+    CHECK_STREQ(tsc_select_runs_text(mixed, 12, buf, sizeof buf), "0-2, 5, 9-11, 20-50 every 10, 7000");
+    const long long few[] = {3, 7, 11};
+    CHECK_STREQ(tsc_select_runs_text(few, 3, buf, sizeof buf), "3, 7, 11"); /* 3 values: no 'every' */
+    CHECK_STREQ(tsc_select_runs_text(few, 0, buf, sizeof buf), "");
+    for (int i = 0; i < 100; i++) v[i] = i * i; /* no runs: cut, with the count */
+    char small[80];
+    tsc_select_runs_text(v, 100, small, sizeof small);
+    CHECKF(strstr(small, ", ... (100 in all)") && strncmp(small, "0, 1, 4, 9, ", 12) == 0, "cut list '%s'", small);
     return tsc_test_done();
 }

@@ -54,7 +54,7 @@ expect 1 "nodir/x.h5: cannot create" "$TSC" synth -o "$tmp/nodir/x.h5" -q
 
 # bad flags: usage errors
 expect 2 "unknown option '--frobnicate'" "$TSC" info "$tmp/good.h5" --frobnicate
-expect 2 "unknown argument '--frobnicate'" "$TSC" synth -o "$tmp/x.h5" --frobnicate
+expect 2 "unknown option '--frobnicate'" "$TSC" synth -o "$tmp/x.h5" --frobnicate
 expect 2 "--seed expects an integer" "$TSC" synth -o "$tmp/x.h5" --seed abc
 expect 2 "needs a value" "$TSC" synth -o
 

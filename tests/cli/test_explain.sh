@@ -105,7 +105,7 @@ ok has "$err" "none.h5"
 err=$("$TSC" explain "$tmp/t.h5" --step 99 --layer 0 --head 0 --row 0 --feature 0 2>&1); ok test $? = 1
 ok has "$err" "no step 99"
 err=$("$TSC" explain "$tmp/t.h5" --layer 0 --head 0 --row 64 --feature 0 2>&1); ok test $? = 1
-ok has "$err" "row 64 of 64"
+ok has "$err" "row 64 is out of range: the dump has 64 rows (tokens) (0 to 63)"
 err=$("$TSC" explain "$tmp/t.h5" --layer 0 --head 0 --row 1 2>&1); ok test $? = 2
 err=$("$TSC" explain "$tmp/t.h5" --layer 0 --head 0 --row 1 --feature 0 --policy bf17 2>&1); ok test $? = 2
 ok has "$err" "bf16-torch"
