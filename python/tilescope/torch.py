@@ -138,7 +138,7 @@ def _host(t):
 def side_lse(q, k, scale, causal):
     """log-sum-exp of each query row's scaled scores, in FP32 (for kernels that do not return it):
     q [B, H, T, D], k [B, Hkv, T, D] -> [B, H, T] float32."""
-    with torch.no_grad():
+    with torch.no_grad(), torch.autocast(device_type=q.device.type, enabled=False):  # FP32 even under autocast
         qf, kf = q.detach().float(), k.detach().float()
         if kf.shape[1] != qf.shape[1]:
             kf = kf.repeat_interleave(qf.shape[1] // kf.shape[1], dim=1)
@@ -272,7 +272,9 @@ class capture:
             self._begin(self._step + 1)
 
     def _layer_wanted(self, layer):
-        return self._want_step and self._sel.has(self._step, layer)
+        """Sampled step and layer, in a forward that builds a graph (evaluation under no_grad is
+        not recorded)."""
+        return self._want_step and torch.is_grad_enabled() and self._sel.has(self._step, layer)
 
     def _slot(self, layer):
         return self._pending.setdefault(layer, {"call": {}, "proj": {}, "extra": {}, "info": {}})
@@ -343,6 +345,8 @@ class capture:
 
     # -- attention calls ----------------------------------------------------------------------
     def _on_call(self, kind, q, k, v, o, lse, causal, scale, policy):
+        if not torch.is_grad_enabled():
+            return
         if not self._want_step:
             self._calls += 1
             return
@@ -350,7 +354,7 @@ class capture:
             layer = self._stack[-1]
         else:
             layer, self._calls = self._calls, self._calls + 1
-        if not self._sel.has(self._step, layer):
+        if not self._layer_wanted(layer):
             return
         slot = self._slot(layer)
         module = self.modules[layer] if layer < len(self.modules) else None
