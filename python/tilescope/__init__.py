@@ -5,4 +5,5 @@ from ._lib import TilescopeError, Selection, canonical_policy, library_path, pro
 from .attention import reference_attention  # noqa: F401
 from .capture import Capture, pack  # noqa: F401
 from .dump import Dump, info  # noqa: F401
+from .importer import import_tensors  # noqa: F401
 from .jobs import analyze, diagnose, fit, replay, report  # noqa: F401
