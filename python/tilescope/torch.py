@@ -65,7 +65,7 @@ def attention(q, k, v, causal=True, policy=DEFAULT_POLICY, scale=None):
     o, lse = _Attention.apply(q, k, v, bool(causal), policy, scale)
     for rec in list(_ACTIVE):
         rec._on_call("tilescope.torch.attention", q, k, v, o, lse, causal,
-                     scale if scale else 1.0 / math.sqrt(q.shape[-1]), _lib.canonical_policy(policy))
+                     scale if scale else 1.0 / math.sqrt(q.shape[-1]), policy)
     return o
 
 
@@ -366,7 +366,8 @@ class capture:
             lse = side_lse(q, k, scale, causal)
         slot["call"].update(q=_host(q.contiguous()), k=_host(k.contiguous()), v=_host(v.contiguous()),
                             o=_host(o.contiguous()), lse=_host(lse))
-        slot["info"].update(kind=kind, causal=bool(causal), scale=float(scale), policy=policy,
+        slot["info"].update(kind=kind, causal=bool(causal), scale=float(scale),
+                            policy=_lib.canonical_policy(policy) if policy else None,
                             dtype=q.dtype, device=q.device.type)
         if o.requires_grad:
             o.register_hook(lambda g: self._grad(layer, "call", g))
