@@ -201,7 +201,7 @@ class capture:
         self._cap = None
         self._q = queue.Queue(maxsize=2)
         self._errors = []
-        self._thread = None
+        self._thread, self._open_ctx = None, False
         self.steps_written = []
 
     # -- context ------------------------------------------------------------------------------
@@ -216,8 +216,7 @@ class capture:
                 self._hooks.append(m.c_proj.register_forward_pre_hook(self._proj_o(m)))
             elif style == "llama":
                 self._hooks.append(m.o_proj.register_forward_pre_hook(self._proj_o(m)))
-        self._thread = threading.Thread(target=self._writer, name="tilescope-capture", daemon=True)
-        self._thread.start()
+        self._open_ctx = True
         _ACTIVE.append(self)
         _patch_sdpa(True)
         return self
@@ -227,8 +226,9 @@ class capture:
 
     def close(self):
         """Writes the last step, stops the writer and packs the dump (raises the first writer error)."""
-        if self._thread is None:
+        if not self._open_ctx:
             return
+        self._open_ctx = False
         if self in _ACTIVE:
             _ACTIVE.remove(self)
         if not _ACTIVE:
@@ -237,9 +237,10 @@ class capture:
             h.remove()
         self._hooks = []
         self._finish_step()
-        self._q.put(None)
-        self._thread.join()
-        self._thread = None
+        if self._thread is not None:
+            self._q.put(None)
+            self._thread.join()
+            self._thread = None
         if self._cap is not None:
             try:
                 self._cap.close()
@@ -388,6 +389,9 @@ class capture:
             if t:
                 layers[layer] = t
         if layers:
+            if self._thread is None:  # started by the first sampled step: none before costs anything
+                self._thread = threading.Thread(target=self._writer, name="tilescope-capture", daemon=True)
+                self._thread.start()
             self._q.put((self._step, layers))
 
     def _layer_tensors(self, layer, slot):
@@ -453,7 +457,7 @@ class capture:
                                     ev.synchronize()
                                 self._cap.put(layer, name, tensor)
                     self.steps_written.append(step)
-                except _lib.TilescopeError as e:
+                except Exception as e:  # noqa: BLE001 -- the writer must outlive any one step
                     self._warn_once("write%d" % step, "step %d not captured: %s" % (step, e))
             finally:
                 self._q.task_done()
