@@ -13,6 +13,7 @@ last forward, which the test saves at the sampled steps and compares with the du
    within 1e-5 of a float64 logsumexp of the scores, or for the drop-in the kernel's own lse bit for bit;
 2. exactly the sampled steps and selected layers, the selected heads only, and nothing else;
    automatic step counting counts training forwards only (an eval forward under no_grad does not);
+   a step the library refuses (another batch size) is dropped with a warning, the others kept;
 3. the recorded policy: fp32, bf16-eager-cpu, the drop-in's policy, none for BF16 SDPA; the
    producer names the path; rank and world size from torch.distributed (two gloo processes write
    run.rank0.h5 and run.rank1.h5).
@@ -282,6 +283,19 @@ with tempfile.TemporaryDirectory(prefix="tsc-hooks-") as tmp:
     p = os.path.join(tmp, "given.h5")
     train(m, m.blocks, p, "steps=0", 1, {0}, [0], policy="bf16-fa2")
     check(tilescope.info(p)["meta"]["policy"] == "bf16-fa2", "policy= is recorded as given")
+
+    # a sampled step whose batch differs from the first is dropped with a warning; later steps are kept
+    import warnings
+    m = NanoGPT(L=1)
+    p = os.path.join(tmp, "ragged.h5")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with tt.capture(m, p) as cap:
+            for step, bsz in enumerate((2, 3, 2)):
+                cap.step(step)
+                m(torch.randint(0, 50, (bsz, 12))).sum().backward()
+    check(tilescope.Dump(p).steps == [0, 2] and any("step 1 not captured" in str(x.message) for x in w),
+          "a step of another batch size is dropped with a warning: %s" % [str(x.message)[:120] for x in w])
 
     # torch.distributed: rank and world size in the metadata, one dump per rank
     child = r'''
