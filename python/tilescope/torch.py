@@ -14,7 +14,6 @@ import queue
 import threading
 import warnings
 
-import numpy as np
 import torch
 
 from . import _lib
@@ -200,7 +199,6 @@ class capture:
         self._pending, self._calls = {}, 0
         self._cap = None
         self._q = queue.Queue(maxsize=2)
-        self._errors = []
         self._thread, self._open_ctx = None, False
         self.steps_written = []
 
@@ -225,7 +223,9 @@ class capture:
         self.close()
 
     def close(self):
-        """Writes the last step, stops the writer and packs the dump (raises the first writer error)."""
+        """Writes the last step, stops the writer and packs the dump (TilescopeError when packing
+        fails: the session folder is then left as it is). Steps the writer could not write were
+        dropped with a warning each."""
         if not self._open_ctx:
             return
         self._open_ctx = False
@@ -242,12 +242,8 @@ class capture:
             self._thread.join()
             self._thread = None
         if self._cap is not None:
-            try:
-                self._cap.close()
-            except _lib.TilescopeError as e:
-                self._errors.append(str(e))
-        if self._errors:
-            raise _lib.TilescopeError("capture %s: %s" % (self.path, "; ".join(self._errors)))
+            cap, self._cap = self._cap, None
+            cap.close()
 
     # -- steps --------------------------------------------------------------------------------
     def step(self, n):
@@ -258,7 +254,7 @@ class capture:
 
     def flush(self):
         """Hands the current step to the writer and waits until every step handed over is on disk
-        (it then survives a SIGKILL). The next step must be started with step()."""
+        (it then survives a SIGKILL). Call it between steps, after the backward."""
         self._finish_step()
         self._q.join()
 
