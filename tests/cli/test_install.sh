@@ -28,4 +28,10 @@ PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" cc $cflags -o "$tmp/consumer_pc" "$T
   $(PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --cflags --libs --static tilescope)
 out=$(LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/consumer_pc" "$tmp/b.h5")
 [ "$out" = "q[b=0,h=1,t=2,d=3] = 5.75" ] || { echo "FAIL: pkg-config consumer printed '$out'"; exit 1; }
+# the Python package, installed beside the library, finds it and the program without any variable
+py=$(bash "$TSC_SRC/scripts/find_python.sh") && {
+  out=$(cd "$tmp" && env -u TILESCOPE_LIB -u TILESCOPE_BIN PYTHONPATH="$tmp/prefix/lib/python3/dist-packages" "$py" -c \
+    'import tilescope as t; d = t.Dump("a.h5"); print(d.read_float(d.steps[0], d.layers(d.steps[0])[0], "q")[0, 1, 2, 3], t.program())')
+  [ "$out" = "5.75 $tmp/prefix/bin/tilescope" ] || { echo "FAIL: the installed Python package printed '$out'"; exit 1; }
+}
 echo "1 passed, 0 failed"

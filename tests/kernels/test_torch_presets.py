@@ -27,7 +27,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tsc_testlib import Checks, load_library  # noqa: E402
+from tsc_testlib import Checks  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -37,7 +37,7 @@ except ImportError:
     print("SKIP: torch not importable (apt-get install python3-torch)")
     sys.exit(77)
 
-from tsc_attn_py import attention  # noqa: E402
+from tilescope.attention import reference_attention  # noqa: E402  (the package, python/tilescope)
 import eager_torch_ref as ref  # noqa: E402
 
 bf = torch.bfloat16
@@ -130,7 +130,6 @@ def bits_equal(a, b):
 
 def main():
     c = Checks()
-    lib = load_library()
     outs = ("o", "dq", "dk", "dv")
     print("%-16s %-22s %-20s" % ("preset", "peer", "shape B,H,Hkv,T,D") +
           "".join("%10s" % (n + " bit%") for n in outs))
@@ -150,9 +149,9 @@ def main():
                                            (1, 4, 2, 1024, 64, 3, 99.9), (1, 2, 1, 600, 128, 4, 99.8)]:
         q, k, v, dO = ref.make_inputs(B, H, Hkv, T, D, seed=seed)
         want = official(q, k, v, dO)
-        got = attention(lib, "bf16-torch", q, k, v, dO, causal=True)
+        got = reference_attention("bf16-torch", q, k, v, dO, causal=True)
         row("bf16-torch", "official code (emul.)", (B, H, Hkv, T, D), got, want, need)
-        old = attention(lib, OLD_BF16_TORCH, q, k, v, dO, causal=True)
+        old = reference_attention(OLD_BF16_TORCH, q, k, v, dO, causal=True)
         worst_old = min(worst_old, min(row("(former model)", "official code (emul.)", (B, H, Hkv, T, D), old,
                                            want, None)[1:]))
     c.check(worst_old < 90.0, "the former bf16-torch model should miss the gradients (worst %.2f%%)" % worst_old)
@@ -161,7 +160,7 @@ def main():
                                              (1, 2, 2, 300, 64, False, 7), (2, 4, 1, 129, 64, True, 8)]:
         q, k, v, dO = ref.make_inputs(B, H, Hkv, T, D, seed=seed)
         want = ref.torch_eager(q, k, v, dO, causal, Hkv, leaves="bf16")
-        got = attention(lib, "bf16-eager-cpu", q, k, v, dO, causal=causal)
+        got = reference_attention("bf16-eager-cpu", q, k, v, dO, causal=causal)
         row("bf16-eager-cpu", "torch %s CPU" % torch.__version__.split("+")[0], (B, H, Hkv, T, D), got, want, 99.9)
     c.finish()
 

@@ -1,0 +1,38 @@
+"""python3 -m tilescope import FILE -o DUMP [--map PATTERN[=NAME] ...] [options]: tensors saved by
+another program (.safetensors, .npz, .npy, torch .pt) into a dump (tilescope.importer)."""
+import argparse
+import sys
+
+from . import _lib
+from .importer import DEFAULT_MAPS, import_tensors
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m tilescope")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    im = sub.add_parser("import", help="tensors from .safetensors/.npz/.npy/.pt into a dump")
+    im.add_argument("file")
+    im.add_argument("-o", "--out", required=True, help="the dump to write")
+    im.add_argument("--map", action="append", dest="maps",
+                    help="PATTERN[=NAME] with {step} {layer} {name} * (repeatable; default: %s)" % " ".join(DEFAULT_MAPS))
+    im.add_argument("--step", type=int, default=0, help="the step of tensors whose map has no {step} (default 0)")
+    im.add_argument("--no-causal", action="store_true", help="the attention had no causal mask")
+    im.add_argument("--scale", type=float, help="softmax scale (default 1/sqrt(D))")
+    im.add_argument("--policy", default="", help="the kernel's precision policy, recorded in the dump")
+    im.add_argument("--layout", choices=("bhtd", "bthd"), default="bhtd",
+                    help="axis order of q k v o do in the file (default bhtd: [B, H, T, D])")
+    a = ap.parse_args(argv)
+    try:
+        r = import_tensors(a.file, a.out, maps=a.maps, step=a.step, causal=not a.no_causal, scale=a.scale,
+                           policy=a.policy, layout=a.layout)
+    except (_lib.TilescopeError, ValueError) as e:
+        print("tilescope import: %s" % e, file=sys.stderr)
+        return 1
+    print("import: %s -> %s: %d datasets, steps %s, layers %s%s" % (
+        a.file, r["path"], r["datasets"], r["steps"], r["layers"],
+        "; skipped %d tensors no map selects: %s" % (len(r["skipped"]), ", ".join(r["skipped"][:8])) if r["skipped"] else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
