@@ -73,6 +73,11 @@ typedef int (*tsc_cli_flag_fn)(const char *cmd, int argc, char **argv, int *i, v
 int tsc_cli_args(const char *cmd, int argc, char **argv, const tsc_cli_flag_t *f, size_t n, tsc_cli_flag_fn more,
                  void *ctx, int lone_dash, const char **operand);
 
+/* Warns on stderr for each training log of src whose steps do not cover the analysed steps
+ * (tsc_figure_src_log_cover; cmd_figure.c). */
+struct tsc_figure_src;
+void tsc_cli_warn_log_cover(const char *cmd, const struct tsc_figure_src *src);
+
 /* Creates folder dir unless it exists as a folder. 0 on success; -1 with errno set otherwise
  * (ENOTDIR when dir exists and is not a folder). */
 int tsc_cli_make_dir(const char *dir);

@@ -1,4 +1,4 @@
-/* cmd_figure.c: `tilescope figure figN --from DIR [--log NAME=FILE ...] -o FILE` (render/tsc_figure.h). */
+/* cmd_figure.c: `tilescope figure figN [--from DIR] [--log NAME=FILE ...] -o FILE` (render/tsc_figure.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,14 +9,18 @@
 
 const char tsc_usage_figure[] =
     "usage: tilescope figure FIG --from DIR -o FILE [options]\n"
+    "       tilescope figure fig2|fig7|fig10 --log NAME=FILE[:COLUMN] ... -o FILE\n"
     "       tilescope figure --list\n"
     "Draws one of the paper's figures (docs/MECHANISM.md section 7) from an analysis folder (DIR/summary.json and\n"
     "DIR/analysis.h5, written by `tilescope analyze` or `tilescope diagnose`) and training logs. The output\n"
     "type follows the extension of FILE: .png, .svg or .pdf. Prints the figure's caption (what was\n"
     "plotted, from which file). FIG: fig1 (evidence map) ... fig13; fig5a/b/c, fig6a/b/c (fig5 = fig5a).\n"
-    "  --from DIR          the analysis folder (required)\n"
+    "  --from DIR          the analysis folder (required, except for the loss figures fig2, fig7, fig10)\n"
     "  -o, --out FILE      output file (required)\n"
-    "  --log NAME=FILE     a training log (CSV/TSV with a step column, or nanoGPT output); repeatable\n"
+    "  --log NAME=FILE[:COLUMN]  a training log: CSV/TSV with a step column, a TensorBoard or W&B CSV\n"
+    "                      export, nanoGPT or llm.c output (docs/LOGS.md); COLUMN: the loss column to\n"
+    "                      draw (a header name); repeatable. A warning when it does not cover the\n"
+    "                      analysed steps\n"
     "  --dump FILE         the dump, for fig4, fig5b, fig6a, fig9 (default: the one summary.json names)\n"
     "  --step N            step (integer; default: the top at-risk head's step, else the last analysed)\n"
     "  --layer L, --head H layer and head, 0-based (integers; default: the top at-risk head)\n"
@@ -28,6 +32,21 @@ const char tsc_usage_figure[] =
     "  --json              print {id, file, caption, layer, head, step} as JSON\n"
     "  --list              list the figures and exit\n"
     "Exit: 0 written, 1 the data is missing or the job failed (the message names what), 2 usage error.\n";
+
+void tsc_cli_warn_log_cover(const char *cmd, const tsc_figure_src_t *src) {
+    for (int i = 0; i < tsc_figure_src_n_logs(src); i++) {
+        tsc_log_cover_t cv;
+        if (tsc_figure_src_log_cover(src, i, &cv) != TSC_OK) {
+            tsc_error_clear();
+            return;
+        }
+        const tsc_log_t *lg = tsc_figure_src_log(src, i);
+        if (cv.n_outside)
+            fprintf(stderr, "tilescope %s: warning: log '%s' (%s) has values for steps %g..%g; %zu of the %zu analysed "
+                            "steps lie outside (first: step %lld), so it does not cover the analysed steps\n",
+                    cmd, lg->name, lg->path, cv.first, cv.last, cv.n_outside, cv.n_steps, cv.first_outside);
+    }
+}
 
 int tsc_cmd_figure(int argc, char **argv) {
     const char *cmd = "figure", *fig = NULL, *dir = NULL, *out = NULL;
@@ -63,13 +82,17 @@ int tsc_cmd_figure(int argc, char **argv) {
     }
     if (!fig) return tsc_cli_usage_error(cmd, "which figure? (FIG, e.g. fig3; --list shows them)");
     if (!tsc_figure_canonical(fig)) return tsc_cli_usage_error(cmd, "unknown figure '%s' (--list shows them)", fig);
-    if (!dir) return tsc_cli_usage_error(cmd, "--from DIR is required");
+    int logs_only = !strcmp(tsc_figure_canonical(fig), "fig2") || !strcmp(tsc_figure_canonical(fig), "fig7") ||
+                    !strcmp(tsc_figure_canonical(fig), "fig10");
+    if (!dir && !(logs_only && logs.n))
+        return tsc_cli_usage_error(cmd, "--from DIR is required%s", logs_only ? " (or at least one --log)" : "");
     if (!out) return tsc_cli_usage_error(cmd, "-o FILE is required");
     tsc_image_format_t fmt;
     if (tsc_image_format_from_path(out, &fmt) != TSC_OK)
         return tsc_cli_usage_error(cmd, "-o %s: the extension must be .png, .svg or .pdf", out);
     tsc_figure_src_t *src;
     if (tsc_figure_src_open_logs(dir, logs.v, logs.n, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    tsc_cli_warn_log_cover(cmd, src);
     tsc_figure_info_t info;
     tsc_status_t st = tsc_figure_write(src, fig, &o, out, fmt, &info);
     tsc_figure_src_close(src);
