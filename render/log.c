@@ -543,6 +543,11 @@ int tsc_log_loss_column(const tsc_log_t *lg, int val) {
     for (size_t i = 0; i < n; i++) {
         int c = tsc_log_column(lg, names[i]);
         if (c >= 0) return c;
+        /* W&B's "<run> - train/loss" */
+        char suffix[32];
+        snprintf(suffix, sizeof suffix, " - %s", names[i]);
+        for (c = 0; c < lg->n_cols; c++)
+            if (ends_with(lg->cols[c], suffix)) return c;
     }
     return -1;
 }

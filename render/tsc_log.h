@@ -81,7 +81,7 @@ TSC_API int tsc_log_column(const tsc_log_t *lg, const char *name);
 
 /* The loss column the figures draw: lg->pick when set, else the first of (val = 0, per-iteration
  * training loss) iter_loss, train_loss, train/loss, loss or (val = 1) val_loss, val/loss, val,
- * valid_loss, eval_loss; -1 when none. */
+ * valid_loss, eval_loss (also as W&B's "<run> - NAME"); -1 when none. */
 TSC_API int tsc_log_loss_column(const tsc_log_t *lg, int val);
 
 /* "the columns are: a, b, c" into buf (for messages). */

@@ -228,11 +228,12 @@ static void test_wandb(void) {
     CHECK_NEAR(lg->step[4], 40, 0);
     CHECK_NEAR(at(lg, 4, "gpt2-bf16 - train/loss__MAX"), 7.2502, 1e-12);
     tsc_log_free(lg);
-    /* two metrics: no default; the figures' names do not match either, so a column must be chosen */
+    /* two metrics: no default pick; the figures find "<run> - train/loss" by its name */
     lg = sample("wandb_two_metrics.csv", NULL);
     if (lg) {
         CHECK_EQ_INT(lg->pick, -1);
-        CHECK_EQ_INT(tsc_log_loss_column(lg, 0), -1);
+        CHECK_EQ_INT(tsc_log_loss_column(lg, 0), tsc_log_column(lg, "gpt2-bf16 - train/loss"));
+        CHECK_EQ_INT(tsc_log_loss_column(lg, 1), -1);
         tsc_log_free(lg);
     }
     lg = sample("wandb_two_metrics.csv", "gpt2-bf16 - lr");
