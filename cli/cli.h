@@ -112,6 +112,7 @@ int tsc_cmd_analyze(int argc, char **argv);
 int tsc_cmd_diagnose(int argc, char **argv);
 int tsc_cmd_explain(int argc, char **argv);
 int tsc_cmd_figure(int argc, char **argv);
+int tsc_cmd_compare(int argc, char **argv);
 int tsc_cmd_report(int argc, char **argv);
 int tsc_cmd_demo(int argc, char **argv);
 
