@@ -232,31 +232,6 @@ static void faint_color(const char *hex, char out[24]) {
              (b * 3 + 255 * 7) / 10 & 0xff);
 }
 
-/* The half-life of fig10's smoothing of one log, in steps: a 1-2-5 number >= 1% of its span and
- * >= its mean spacing, so the curve follows the loss within ~1.4 half-lives of lag. */
-static double smooth_half_life(const tsc_plot_series_t *ser) {
-    double span = ser->x[ser->n - 1] - ser->x[0];
-    double want = fmax(1, fmax(span / 100, ser->n > 1 ? span / (double)(ser->n - 1) : 1));
-    double p = pow(10, floor(log10(want)));
-    return want <= p ? p : want <= 2 * p ? 2 * p : want <= 5 * p ? 5 * p : 10 * p;
-}
-
-/* Bias-corrected exponential moving average over steps: each point's weight decays by half every
- * h steps (irregular spacing allowed; a repeated step counts as the mean spacing), normalised by
- * the weight so far, so the start is not pulled towards the first value. */
-static void ema_steps(const double *x, const double *y, size_t n, double h, double *out) {
-    double m = 0, w = 0, mean_dx = n > 1 ? (x[n - 1] - x[0]) / (double)(n - 1) : 1;
-    if (!(mean_dx > 0)) mean_dx = 1;
-    for (size_t i = 0; i < n; i++) {
-        double dx = i ? x[i] - x[i - 1] : mean_dx;
-        if (!(dx > 0)) dx = mean_dx;
-        double beta = pow(0.5, dx / h);
-        m = beta * m + (1 - beta) * y[i];
-        w = beta * w + (1 - beta);
-        out[i] = m / w;
-    }
-}
-
 /* Figure 10: every logged per-iteration loss drawn faint, and its smoothing bold, per run. */
 static tsc_status_t fig10(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const fig_out_t *out, tsc_figure_info_t *info) {
     tsc_plot_series_t ser[2 * TSC_FIG_MAX_LOGS];
@@ -268,12 +243,12 @@ static tsc_status_t fig10(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     tsc_status_t st = TSC_OK;
     double xlo = INFINITY, xhi = -INFINITY;
     for (int i = 0; i < k && st == TSC_OK; i++) {
-        double h = smooth_half_life(&ser[i]);
+        double h = tsc_log_half_life(ser[i].x, ser[i].n);
         if (!(sm[i] = malloc(ser[i].n * sizeof *sm[i]))) {
             st = tsc_error_set(TSC_ERR_NOMEM, "fig10: out of memory");
             break;
         }
-        ema_steps(ser[i].x, ser[i].y, ser[i].n, h, sm[i]);
+        tsc_log_smooth(ser[i].x, ser[i].y, ser[i].n, h, sm[i]);
         /* raw first (underneath, faint), then the smoothed curves on top */
         ser[k + i] = ser[i];
         ser[k + i].y = sm[i];

@@ -571,3 +571,22 @@ void tsc_log_cover(const tsc_log_t *lg, int c, const long long *steps, size_t n,
         }
     }
 }
+
+double tsc_log_half_life(const double *x, size_t n) {
+    double span = n ? x[n - 1] - x[0] : 0;
+    double want = fmax(1, fmax(span / 100, n > 1 ? span / (double)(n - 1) : 1));
+    double p = pow(10, floor(log10(want)));
+    return want <= p ? p : want <= 2 * p ? 2 * p : want <= 5 * p ? 5 * p : 10 * p;
+}
+
+void tsc_log_smooth(const double *x, const double *y, size_t n, double half_life, double *out) {
+    double m = 0, w = 0, mean_dx = n > 1 ? (x[n - 1] - x[0]) / (double)(n - 1) : 1;
+    if (!(mean_dx > 0)) mean_dx = 1;
+    for (size_t i = 0; i < n; i++) {
+        double dx = i ? x[i] - x[i - 1] : 0;
+        double decay = pow(0.5, fmax(dx, 0) / half_life), gain = 1 - pow(0.5, (dx > 0 ? dx : mean_dx) / half_life);
+        m = decay * m + gain * y[i];
+        w = decay * w + gain;
+        out[i] = m / w;
+    }
+}

@@ -95,6 +95,16 @@ typedef struct {
 } tsc_log_cover_t;
 TSC_API void tsc_log_cover(const tsc_log_t *lg, int c, const long long *steps, size_t n, tsc_log_cover_t *out);
 
+/* Figure 10's smoothing of a loss series x[n] (steps, increasing), y[n]: a bias-corrected
+ * exponential moving average over steps, out[i] = sum_j<=i w_j y_j / sum_j<=i w_j with
+ * w_j = (1 - 0.5^(d_j / half_life)) 0.5^((x_i - x_j) / half_life), d_j the spacing before point j
+ * (the first point and a repeated step count as the mean spacing): the weight of a point halves
+ * every half_life steps. Its lag is about 1.44 half-lives; out[0] = y[0]. */
+TSC_API void tsc_log_smooth(const double *x, const double *y, size_t n, double half_life, double *out);
+/* The half-life figure 10 uses for steps x[n]: 1% of the span, at least the mean spacing and 1,
+ * rounded up to 1, 2 or 5 x 10^k. */
+TSC_API double tsc_log_half_life(const double *x, size_t n);
+
 /* Copies the rows where column c is finite into x (steps) and y (values), each [n_rows] f64
  * allocated by the caller; returns the count. */
 TSC_API size_t tsc_log_series(const tsc_log_t *lg, int c, double *x, double *y);

@@ -21,6 +21,10 @@ grep -q "column val_loss of .*(3 points)" cap2.txt && ok || bad "fig2 should dra
   && is_png f7.png && ok || bad "fig7: $(cat err.txt)"
 "$T" figure fig10 --log "$LOGS/tensorboard_export.csv" -o tb.png > cap3.txt 2> err.txt && ok || bad "tensorboard: $(cat err.txt)"
 grep -q "column Value of .*tensorboard_export.csv (4 points)" cap3.txt && ok || bad "tensorboard caption: $(cat cap3.txt)"
+# nanoGPT: fig10 draws the per-iteration losses (iter lines), not the evaluation points (step lines)
+printf 'step 0: train loss 10.98, val loss 10.99\niter 0: loss 10.99, time 35.1ms, mfu -100.00%%\niter 1: loss 10.5, time 35.1ms, mfu 12.00%%\niter 2: loss 10.1, time 35.1ms, mfu 12.00%%\n' > nano.log
+"$T" figure fig10 --log nano.log -o nano.png > cap5.txt 2> err.txt && ok || bad "nanoGPT fig10: $(cat err.txt)"
+grep -q "column iter_loss of nano.log (3 points)" cap5.txt && ok || bad "fig10 should draw iter_loss: $(cat cap5.txt)"
 expect 2 "--from DIR is required" "$T" figure fig3 --log "$LOGS/tensorboard_export.csv" -o x.png
 
 # 2. FILE:COLUMN; an unknown column lists the columns

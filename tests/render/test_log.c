@@ -282,7 +282,37 @@ static void test_malformed_file(void) {
            tsc_error_last());
 }
 
+/* Figure 10's smoothing against the weights it is defined by (computed here directly, O(n^2)), a
+ * step in the loss (halfway after one half-life), and the half-life rule. */
+static void test_smooth(void) {
+    enum { N = 2000 };
+    static double x[N], y[N], out[N];
+    for (int i = 0; i < N; i++) x[i] = i, y[i] = i < 1000 ? 10 : 1;
+    x[5] = x[4]; /* a repeated step counts as the mean spacing */
+    for (int i = 5; i < N; i++) x[i] = i - 1;
+    double h = 50, mean_dx = (x[N - 1] - x[0]) / (N - 1);
+    tsc_log_smooth(x, y, N, h, out);
+    CHECK_NEAR(out[0], 10, 0); /* bias-corrected: no pull towards 0 */
+    for (int i = 0; i < N; i += 97) {
+        double num = 0, den = 0;
+        for (int j = 0; j <= i; j++) {
+            double d = j && x[j] > x[j - 1] ? x[j] - x[j - 1] : mean_dx;
+            double w = (1 - pow(0.5, d / h)) * pow(0.5, (x[i] - x[j]) / h);
+            num += w * y[j], den += w;
+        }
+        CHECK_NEAR(out[i], num / den, 1e-9);
+    }
+    /* the loss drops from 10 to 1 at index 1000 (step 999): one half-life later the average is
+     * halfway (5.5), not thousands of steps behind */
+    CHECK_NEAR(out[1000 + 49], 5.5, 1e-5);
+    CHECK(out[1000 + 200] < 1.6);
+    double xs[4] = {0, 100, 200, 300};
+    CHECK_NEAR(tsc_log_half_life(xs, 4), 100, 0); /* at least the spacing */
+    CHECK_NEAR(tsc_log_half_life(x, N), 20, 0);   /* 1% of 1998 steps, rounded up to 20 */
+}
+
 int main(void) {
+    test_smooth();
     test_llmc_console();
     test_llmc_main_log();
     test_wandb();
