@@ -221,7 +221,7 @@ static int console_line(const char *b, const char *e, double *next_val, console_
     c->msg = NULL;
     c->kind = TSC_LOG_NANOGPT;
     int r = 0;
-    const char *q = line + 5;
+    const char *q = line + (n < 5 ? n : 5);
     while (*q == ' ') q++;
     if (strncmp(line, "step ", 5) == 0 && isdigit((unsigned char)*q)) r = step_line((char *)q, c);
     else if (strncmp(line, "iter ", 5) == 0 && isdigit((unsigned char)line[5])) {
