@@ -82,10 +82,9 @@ typedef struct tsc_figure_src tsc_figure_src_t;
 TSC_API tsc_status_t tsc_figure_src_open(const char *dir, tsc_figure_src_t **out);
 /* The same, then reads and adds n training logs named by specs ("NAME=FILE" or "FILE", see
  * tsc_log_read_spec). Errors: those of the open, the log reader (naming file and line) or
- * add_log; on failure nothing stays open and *out is NULL. */
+ * add_log; on failure nothing stays open and *out is NULL. dir may be NULL: a source of training
+ * logs alone, for the loss figures (fig2, fig7, fig10); the others then fail with TSC_ERR_MISSING. */
 TSC_API tsc_status_t tsc_figure_src_open_logs(const char *dir, const char *const *specs, int n, tsc_figure_src_t **out);
-/* dir may be NULL: a source of training logs alone, for the loss figures (fig2, fig7, fig10);
- * the others then fail with TSC_ERR_MISSING. */
 TSC_API void tsc_figure_src_close(tsc_figure_src_t *s);
 /* Adds a training log; the source takes ownership (also on failure). At most 16. */
 TSC_API tsc_status_t tsc_figure_src_add_log(tsc_figure_src_t *s, tsc_log_t *lg);
