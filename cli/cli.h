@@ -73,6 +73,11 @@ typedef int (*tsc_cli_flag_fn)(const char *cmd, int argc, char **argv, int *i, v
 int tsc_cli_args(const char *cmd, int argc, char **argv, const tsc_cli_flag_t *f, size_t n, tsc_cli_flag_fn more,
                  void *ctx, int lone_dash, const char **operand);
 
+/* Warns on stderr for each training log of src whose steps do not cover the analysed steps
+ * (tsc_figure_src_log_cover; cmd_figure.c). */
+struct tsc_figure_src;
+void tsc_cli_warn_log_cover(const char *cmd, const struct tsc_figure_src *src);
+
 /* Creates folder dir unless it exists as a folder. 0 on success; -1 with errno set otherwise
  * (ENOTDIR when dir exists and is not a folder). A folder it created is removed again when the
  * command fails (exit status not 0) while the folder holds nothing but TSC_CLI_DIR_LOCK. */
@@ -140,6 +145,7 @@ int tsc_cmd_explain(int argc, char **argv);
 int tsc_cmd_figure(int argc, char **argv);
 int tsc_cmd_figure_attn(int argc, char **argv, int grid);
 int tsc_cmd_view(int argc, char **argv);
+int tsc_cmd_compare(int argc, char **argv);
 int tsc_cmd_report(int argc, char **argv);
 int tsc_cmd_demo(int argc, char **argv);
 

@@ -1,4 +1,4 @@
-/* cmd_figure.c: `tilescope figure figN --from DIR [--log NAME=FILE ...] -o FILE` (render/tsc_figure.h). */
+/* cmd_figure.c: `tilescope figure figN [--from DIR] [--log NAME=FILE ...] -o FILE` (render/tsc_figure.h). */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 
 const char tsc_usage_figure[] =
     "usage: tilescope figure FIG --from DIR -o FILE [options]\n"
+    "       tilescope figure fig2|fig7|fig10 --log NAME=FILE[:COLUMN] ... -o FILE\n"
     "       tilescope figure --list\n"
     "       tilescope figure attn|attn-grid SOURCE --layer L [--head H|all] [--step S] [--batch B]\n"
     "              [--rows A:B] [--policy P] -o FILE   (attention patterns of a dump; docs/VIEW.md)\n"
@@ -18,9 +19,12 @@ const char tsc_usage_figure[] =
     "DIR/analysis.h5, written by `tilescope analyze` or `tilescope diagnose`) and training logs. The output\n"
     "type follows the extension of FILE: .png, .svg or .pdf. Prints the figure's caption (what was\n"
     "plotted, from which file). FIG: fig1 (evidence map) ... fig13; fig5a/b/c, fig6a/b/c (fig5 = fig5a).\n"
-    "  --from DIR          the analysis folder (required)\n"
+    "  --from DIR          the analysis folder (required, except for the loss figures fig2, fig7, fig10)\n"
     "  -o, --out FILE      output file (required)\n"
-    "  --log NAME=FILE     a training log (CSV/TSV with a step column, or nanoGPT output); repeatable\n"
+    "  --log NAME=FILE[:COLUMN]  a training log: CSV/TSV with a step column, a TensorBoard or W&B CSV\n"
+    "                      export, nanoGPT or llm.c output (docs/LOGS.md); COLUMN: the loss column to\n"
+    "                      draw (a header name); repeatable. A warning when it does not cover the\n"
+    "                      analysed steps\n"
     "  --dump FILE         the dump, for fig4, fig5b, fig6a, fig9 (default: the one summary.json names)\n"
     "  --step N            step (integer; default: the top at-risk head's step, else the last analysed)\n"
     "  --layer L, --head H layer and head, 0-based (integers; default: the top at-risk head)\n"
@@ -87,6 +91,21 @@ static int check_selection(const char *cmd, const tsc_figure_src_t *src, const t
     return 0;
 }
 
+void tsc_cli_warn_log_cover(const char *cmd, const tsc_figure_src_t *src) {
+    for (int i = 0; i < tsc_figure_src_n_logs(src); i++) {
+        tsc_log_cover_t cv;
+        if (tsc_figure_src_log_cover(src, i, &cv) != TSC_OK) {
+            tsc_error_clear();
+            return;
+        }
+        const tsc_log_t *lg = tsc_figure_src_log(src, i);
+        if (cv.n_outside)
+            fprintf(stderr, "tilescope %s: warning: log '%s' (%s) has values for steps %g..%g; %zu of the %zu analysed "
+                            "steps lie outside (first: step %lld), so it does not cover the analysed steps\n",
+                    cmd, lg->name, lg->path, cv.first, cv.last, cv.n_outside, cv.n_steps, cv.first_outside);
+    }
+}
+
 int tsc_cmd_figure(int argc, char **argv) {
     if (argc > 0 && (strcmp(argv[0], "attn") == 0 || strcmp(argv[0], "attn-grid") == 0))
         return tsc_cmd_figure_attn(argc - 1, argv + 1, strcmp(argv[0], "attn-grid") == 0);
@@ -123,17 +142,21 @@ int tsc_cmd_figure(int argc, char **argv) {
     }
     if (!fig) return tsc_cli_usage_error(cmd, "which figure? (FIG, e.g. fig3; --list shows them)");
     if (!tsc_figure_canonical(fig)) return tsc_cli_usage_error(cmd, "unknown figure '%s' (--list shows them)", fig);
-    if (!dir) return tsc_cli_usage_error(cmd, "--from DIR is required");
+    int logs_only = !strcmp(tsc_figure_canonical(fig), "fig2") || !strcmp(tsc_figure_canonical(fig), "fig7") ||
+                    !strcmp(tsc_figure_canonical(fig), "fig10");
+    if (!dir && !(logs_only && logs.n))
+        return tsc_cli_usage_error(cmd, "--from DIR is required%s", logs_only ? " (or at least one --log)" : "");
     if (!out) return tsc_cli_usage_error(cmd, "-o FILE is required");
     tsc_image_format_t fmt;
     if (tsc_image_format_from_path(out, &fmt) != TSC_OK)
         return tsc_cli_usage_error(cmd, "-o %s: the extension must be .png, .svg or .pdf", out);
     tsc_figure_src_t *src;
     if (tsc_figure_src_open_logs(dir, logs.v, logs.n, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
-    if ((rc = check_selection(cmd, src, &o, dir))) {
+    if (dir && (rc = check_selection(cmd, src, &o, dir))) {
         tsc_figure_src_close(src);
         return rc;
     }
+    tsc_cli_warn_log_cover(cmd, src);
     tsc_figure_info_t info;
     tsc_status_t st = tsc_figure_write(src, fig, &o, out, fmt, &info);
     tsc_figure_src_close(src);

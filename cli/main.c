@@ -26,6 +26,7 @@ extern const char tsc_usage_analyze[], tsc_usage_diagnose[];
 extern const char tsc_usage_explain[];
 extern const char tsc_usage_figure[], tsc_usage_report[], tsc_usage_demo[];
 extern const char tsc_usage_view[];
+extern const char tsc_usage_compare[];
 
 static const char usage_help[] = "usage: tilescope help [COMMAND]\n";
 
@@ -41,6 +42,7 @@ const tsc_cli_cmd_t tsc_cli_commands[] = {
     {"figure", tsc_cmd_figure, "one of the paper's figures (fig1 evidence map ... fig13) from an analysis folder", tsc_usage_figure},
     {"view", tsc_cmd_view, "one offline HTML file to browse a dump's attention patterns by step, layer, head", tsc_usage_view},
     {"report", tsc_cmd_report, "multi-page PDF + offline HTML report (and summary.json) of an analysis folder", tsc_usage_report},
+    {"compare", tsc_cmd_compare, "two analysis folders side by side: per-head bias, spectral norms, losses; what changed", tsc_usage_compare},
     {"demo", tsc_cmd_demo, "synthesize a GPT-2-small-shaped dump, diagnose it, write the report and figures", tsc_usage_demo},
     {"help", cmd_help, "help on a command", usage_help},
     {NULL, NULL, NULL, NULL}

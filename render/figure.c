@@ -182,23 +182,14 @@ static tsc_status_t emit_heat(const fig_out_t *out, const tsc_heatmap_opts_t *ho
     return st;
 }
 
-/* Picks a column of a log: the first of names[] it has. */
-static int log_col(const tsc_log_t *lg, const char *const *names, int n, const char **used) {
-    for (int i = 0; i < n; i++) {
-        int c = tsc_log_column(lg, names[i]);
-        if (c >= 0) { if (used) *used = names[i]; return c; }
-    }
-    return -1;
-}
-
-/* Log series for figs 2, 7, 10, 13; returns the number of series made (arrays owned by bufs). */
-static int log_series(const tsc_figure_src_t *s, const char *const *cols, int ncols, tsc_plot_series_t *ser,
-                      double **bufs, tsc_figure_info_t *info, double ema) {
+/* Log series for figs 2, 7, 10, 13: each log's loss column (tsc_log_loss_column: val = 1 the
+ * validation loss, 0 the per-iteration training loss); returns the number of series made (arrays
+ * owned by bufs). */
+static int log_series(const tsc_figure_src_t *s, int val, tsc_plot_series_t *ser, double **bufs, tsc_figure_info_t *info) {
     int k = 0;
     for (int i = 0; i < s->n_logs; i++) {
         const tsc_log_t *lg = s->logs[i];
-        const char *used = NULL;
-        int c = log_col(lg, cols, ncols, &used);
+        int c = tsc_log_loss_column(lg, val);
         if (c < 0) continue;
         double *x = malloc(lg->n_rows * sizeof *x), *y = malloc(lg->n_rows * sizeof *y);
         if (!x || !y) { free(x); free(y); continue; }
@@ -207,11 +198,83 @@ static int log_series(const tsc_figure_src_t *s, const char *const *cols, int nc
         bufs[2 * k] = x, bufs[2 * k + 1] = y;
         memset(&ser[k], 0, sizeof ser[k]);
         ser[k].name = lg->name, ser[k].x = x, ser[k].y = y, ser[k].n = n, ser[k].style = TSC_PLOT_LINES;
-        ser[k].ema_alpha = ema;
-        cap_printf(info, "%s'%s' = column %s of %s (%zu points)", k ? "; " : "", lg->name, used, lg->path, n);
+        cap_printf(info, "%s'%s' = column %s of %s (%zu points)", k ? "; " : "", lg->name, lg->cols[c], lg->path, n);
         k++;
     }
     return k;
+}
+
+/* The error of a loss figure none of whose logs has the column it draws: each log's columns. */
+static tsc_status_t no_loss_column(const tsc_figure_src_t *s, const char *id, int val) {
+    char cols[1024] = "";
+    size_t k = 0;
+    for (int i = 0; i < s->n_logs && k < sizeof cols; i++) {
+        char one[600];
+        tsc_log_describe_columns(s->logs[i], one, sizeof one);
+        k += (size_t)snprintf(cols + k, sizeof cols - k, "%s%s: %s", i ? "; " : "", s->logs[i]->path, one);
+    }
+    return tsc_error_set(TSC_ERR_MISSING,
+                         "%s needs a %s column in a --log (%s); %s. Choose one with --log NAME=FILE:COLUMN", id,
+                         val ? "validation-loss" : "per-iteration training-loss",
+                         val ? "val_loss, val/loss, val, valid_loss or eval_loss"
+                             : "iter_loss, train_loss, train/loss or loss",
+                         cols);
+}
+
+/* Okabe-Ito (plot.c's default palette, colour-blind safe) and the same mixed 70% with white. */
+static const char *const run_color[8] = {"#0072b2", "#d55e00", "#009e73", "#cc79a7",
+                                         "#e69f00", "#56b4e9", "#f0e442", "#000000"};
+
+static void faint_color(const char *hex, char out[24]) {
+    unsigned r, g, b;
+    sscanf(hex + 1, "%2x%2x%2x", &r, &g, &b);
+    snprintf(out, 24, "#%02x%02x%02x", (r * 3 + 255 * 7) / 10 & 0xff, (g * 3 + 255 * 7) / 10 & 0xff,
+             (b * 3 + 255 * 7) / 10 & 0xff);
+}
+
+/* Figure 10: every logged per-iteration loss drawn faint, and its smoothing bold, per run. */
+static tsc_status_t fig10(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const fig_out_t *out, tsc_figure_info_t *info) {
+    tsc_plot_series_t ser[2 * TSC_FIG_MAX_LOGS];
+    double *bufs[2 * TSC_FIG_MAX_LOGS] = {0}, *sm[TSC_FIG_MAX_LOGS] = {0};
+    char faint[TSC_FIG_MAX_LOGS][24], names[TSC_FIG_MAX_LOGS][128];
+    snprintf(info->caption, sizeof info->caption, "fig10: training loss vs step: ");
+    int k = log_series(s, 0, ser, bufs, info);
+    if (k == 0) return no_loss_column(s, "fig10", 0);
+    tsc_status_t st = TSC_OK;
+    double xlo = INFINITY, xhi = -INFINITY;
+    for (int i = 0; i < k && st == TSC_OK; i++) {
+        double h = tsc_log_half_life(ser[i].x, ser[i].n);
+        if (!(sm[i] = malloc(ser[i].n * sizeof *sm[i]))) {
+            st = tsc_error_set(TSC_ERR_NOMEM, "fig10: out of memory");
+            break;
+        }
+        tsc_log_smooth(ser[i].x, ser[i].y, ser[i].n, h, sm[i]);
+        /* raw first (underneath, faint), then the smoothed curves on top */
+        ser[k + i] = ser[i];
+        ser[k + i].y = sm[i];
+        ser[k + i].color = run_color[i % 8];
+        snprintf(names[i], sizeof names[i], "%.60s (EMA, half-life %g steps)", ser[i].name, h);
+        cap_printf(info, "%s'%s' smoothed with half-life %g steps (lag about %g steps)", i ? "; " : ". ",
+                   ser[i].name, h, round(h / log(2)));
+        ser[k + i].name = names[i];
+        faint_color(run_color[i % 8], faint[i]);
+        ser[i].color = faint[i];
+        ser[i].name = i == 0 ? "every logged value (faint)" : NULL;
+        xlo = fmin(xlo, ser[i].x[0]), xhi = fmax(xhi, ser[i].x[ser[i].n - 1]);
+    }
+    if (st == TSC_OK) {
+        tsc_plot_opts_t po;
+        plot_defaults(&po, o, info);
+        po.title = "training loss of each run", po.xlabel = "step", po.ylabel = "training loss", po.logy = 1;
+        if (xhi > xlo) po.xmin = xlo, po.xmax = xhi;
+        po.max_points = (size_t)-1; /* every point, faint; no min-max envelope */
+        cap_printf(info, ". Faint: every logged value; bold: bias-corrected EMA over steps (each point's weight "
+                         "halves every half-life).");
+        st = emit_plot(out, &po, ser, 2 * k);
+    }
+    for (int i = 0; i < k; i++) free(sm[i]);
+    for (int i = 0; i < 2 * k; i++) free(bufs[i]);
+    return st;
 }
 
 /* ---------------------------------------------------------------- recipes */
@@ -259,30 +322,29 @@ const char *tsc_figure_canonical(const char *name) {
     return NULL;
 }
 
+/* Figures 2 and 7: the validation loss of each log (7: of several runs, log-log). */
 static tsc_status_t fig_logs(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const char *id, const fig_out_t *out,
                               tsc_figure_info_t *info) {
     if (s->n_logs == 0)
-        return tsc_error_set(TSC_ERR_MISSING, "%s needs a training log: pass --log NAME=FILE (CSV/TSV with a step "
-                                              "column, or nanoGPT output)", id);
-    static const char *val_cols[] = {"val_loss", "val", "valid_loss"};
-    static const char *train_cols[] = {"train_loss", "iter_loss", "loss", "val_loss"};
-    int is10 = strcmp(id, "fig10") == 0, is7 = strcmp(id, "fig7") == 0;
+        return tsc_error_set(TSC_ERR_MISSING, "%s needs a training log: pass --log NAME=FILE[:COLUMN] (CSV/TSV with a "
+                                              "step column, a TensorBoard or W&B CSV export, nanoGPT or llm.c output)", id);
+    if (!strcmp(id, "fig10")) return fig10(s, o, out, info);
+    int is7 = strcmp(id, "fig7") == 0;
     tsc_plot_series_t ser[TSC_FIG_MAX_LOGS];
     double *bufs[2 * TSC_FIG_MAX_LOGS] = {0};
     tsc_plot_opts_t po;
     plot_defaults(&po, o, info);
-    snprintf(info->caption, sizeof info->caption, "%s: %s vs step: ", id, is10 ? "training loss" : "validation loss");
-    int k = is10 ? log_series(s, train_cols, 4, ser, bufs, info, 0.1) : log_series(s, val_cols, 3, ser, bufs, info, 0);
+    snprintf(info->caption, sizeof info->caption, "%s: validation loss vs step: ", id);
+    int k = log_series(s, 1, ser, bufs, info);
     tsc_status_t st = TSC_OK;
     if (k == 0)
-        st = tsc_error_set(TSC_ERR_MISSING, "%s needs a %s column in a --log (none of the %d logs has one)", id,
-                           is10 ? "train_loss, iter_loss or loss" : "val_loss", s->n_logs);
+        st = no_loss_column(s, id, 1);
     else if (is7 && k < 2)
         st = tsc_error_set(TSC_ERR_MISSING, "fig7 compares runs: it needs at least two --log with val_loss (got %d)", k);
     if (st == TSC_OK) {
-        po.title = is10 ? "training loss of each run" : is7 ? "validation loss (log-log)" : "validation loss";
+        po.title = is7 ? "validation loss (log-log)" : "validation loss";
         po.xlabel = "step";
-        po.ylabel = is10 ? "training loss" : "validation loss";
+        po.ylabel = "validation loss";
         po.logy = 1;
         if (is7) {
             po.logx = 1;
@@ -295,7 +357,7 @@ static tsc_status_t fig_logs(tsc_figure_src_t *s, const tsc_figure_opts_t *o, co
                 ser[i].n = m;
             }
         }
-        cap_printf(info, is7 ? ". Log-log axes; steps <= 0 omitted." : is10 ? ". Faint: raw values; bold: EMA (alpha 0.1)." : ".");
+        cap_printf(info, is7 ? ". Log-log axes; steps <= 0 omitted." : ".");
         st = emit_plot(out, &po, ser, k);
     }
     for (int i = 0; i < 2 * k; i++) free(bufs[i]);
@@ -985,9 +1047,8 @@ static tsc_status_t fig13(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
         }
     tsc_plot_series_t ser[1 + TSC_FIG_MAX_LOGS];
     double *bufs[2 * TSC_FIG_MAX_LOGS] = {0};
-    static const char *val_cols[] = {"val_loss", "val", "valid_loss"};
     snprintf(info->caption, sizeof info->caption, "fig13: ");
-    int k = log_series(s, val_cols, 3, ser, bufs, info, 0);
+    int k = log_series(s, 1, ser, bufs, info);
     char cname[64];
     snprintf(cname, sizeof cname, "rows with >= 2 maxima, layer %d%s", sel->layer, k ? " (right axis)" : "");
     ser[k] = (tsc_plot_series_t){.name = cname, .x = c.steps, .y = cnt, .n = (size_t)c.S,
@@ -1058,6 +1119,9 @@ static tsc_status_t fig_begin(tsc_figure_src_t *s, const char *id, const tsc_fig
     snprintf(info->id, sizeof info->id, "%s", *cid);
     info->width_in = o->width_in > 0 ? o->width_in : rc->w;
     info->height_in = o->height_in > 0 ? o->height_in : rc->h;
+    if (!s->summary && strcmp(*cid, "fig2") && strcmp(*cid, "fig7") && strcmp(*cid, "fig10"))
+        return tsc_error_set(TSC_ERR_MISSING, "%s needs an analysis folder (--from DIR); only fig2, fig7 and fig10 "
+                                              "draw from training logs alone", *cid);
     tsc_fig_resolve(s, o, sel);
     info->layer = sel->layer, info->head = sel->head, info->step = sel->step;
     tsc_error_clear();

@@ -92,7 +92,9 @@ tsc_status_t tsc_figure_src_add_log(tsc_figure_src_t *s, tsc_log_t *lg) {
 tsc_status_t tsc_figure_src_open_logs(const char *dir, const char *const *specs, int n, tsc_figure_src_t **out) {
     if (!out) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_src_open_logs: NULL argument");
     *out = NULL;
-    tsc_status_t st = tsc_figure_src_open(dir, out);
+    tsc_status_t st = TSC_OK;
+    if (dir) st = tsc_figure_src_open(dir, out);
+    else if (!(*out = calloc(1, sizeof **out))) st = tsc_error_set(TSC_ERR_NOMEM, "figure source: out of memory");
     for (int k = 0; st == TSC_OK && k < n; k++) {
         tsc_log_t *lg;
         if ((st = tsc_log_read_spec(specs[k], &lg)) == TSC_OK) st = tsc_figure_src_add_log(*out, lg);
@@ -110,6 +112,21 @@ int tsc_figure_src_n_logs(const tsc_figure_src_t *s) { return s ? s->n_logs : 0;
 const tsc_log_t *tsc_figure_src_log(const tsc_figure_src_t *s, int i) {
     return s && i >= 0 && i < s->n_logs ? s->logs[i] : NULL;
 }
+tsc_status_t tsc_figure_src_log_cover(const tsc_figure_src_t *s, int i, tsc_log_cover_t *out) {
+    if (!s || !out || i < 0 || i >= s->n_logs) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_src_log_cover: bad argument");
+    const tsc_jv_t *sl = tsc_jv_path(s->summary, "computed_over.step_list");
+    size_t n = tsc_jv_len(sl, NULL);
+    if (!n) return tsc_error_set(TSC_ERR_MISSING, "no analysed steps (no analysis folder, or its summary lists none)");
+    long long *steps = malloc(n * sizeof *steps);
+    if (!steps) return tsc_error_set(TSC_ERR_NOMEM, "log coverage: out of memory");
+    for (size_t k = 0; k < n; k++) steps[k] = tsc_jv_int(sl->items[k], NULL, -1);
+    const tsc_log_t *lg = s->logs[i];
+    int c = tsc_log_loss_column(lg, 0);
+    tsc_log_cover(lg, c >= 0 ? c : tsc_log_loss_column(lg, 1), steps, n, out);
+    free(steps);
+    return TSC_OK;
+}
+
 const char *tsc_fig_analysis_path(const tsc_figure_src_t *s) { return s->analysis_path; }
 const char *tsc_fig_summary_path(const tsc_figure_src_t *s) { return s->summary_path; }
 

@@ -82,7 +82,8 @@ typedef struct tsc_figure_src tsc_figure_src_t;
 TSC_API tsc_status_t tsc_figure_src_open(const char *dir, tsc_figure_src_t **out);
 /* The same, then reads and adds n training logs named by specs ("NAME=FILE" or "FILE", see
  * tsc_log_read_spec). Errors: those of the open, the log reader (naming file and line) or
- * add_log; on failure nothing stays open and *out is NULL. */
+ * add_log; on failure nothing stays open and *out is NULL. dir may be NULL: a source of training
+ * logs alone, for the loss figures (fig2, fig7, fig10); the others then fail with TSC_ERR_MISSING. */
 TSC_API tsc_status_t tsc_figure_src_open_logs(const char *dir, const char *const *specs, int n, tsc_figure_src_t **out);
 TSC_API void tsc_figure_src_close(tsc_figure_src_t *s);
 /* Adds a training log; the source takes ownership (also on failure). At most 16. */
@@ -91,6 +92,10 @@ TSC_API const tsc_jv_t *tsc_figure_src_summary(const tsc_figure_src_t *s);
 TSC_API const char *tsc_figure_src_dir(const tsc_figure_src_t *s);
 TSC_API int tsc_figure_src_n_logs(const tsc_figure_src_t *s);
 TSC_API const tsc_log_t *tsc_figure_src_log(const tsc_figure_src_t *s, int i);
+/* How log i's loss (its per-iteration training loss, else validation loss, else any value) covers
+ * the analysed steps (summary.json's computed_over.step_list): out->n_outside > 0 means the log
+ * does not cover them. TSC_ERR_MISSING when the source has no analysed steps. */
+TSC_API tsc_status_t tsc_figure_src_log_cover(const tsc_figure_src_t *s, int i, tsc_log_cover_t *out);
 
 typedef struct {
     long long step;          /* -1: automatic (the top at-risk head's step, else the last analysed) */
