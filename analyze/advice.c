@@ -113,6 +113,13 @@ void adv_sweep_finish(const adv_sweep_acc_t *a, double beta, double ratio, tsc_d
              100 * out->frac_floor, (1.0 - beta) * a->rm_max, out->exparg_ulp);
 }
 
+const char *adv_left(double ratio, char *buf, size_t n) {
+    if (!isfinite(ratio)) snprintf(buf, n, "not measured");
+    else if (fabs(ratio) < 0.005) snprintf(buf, n, "less than 1%% left");
+    else snprintf(buf, n, "%+.0f%% left", 100 * ratio);
+    return buf;
+}
+
 const char *adv_effect(double ratio, double removed_frac, char *buf, size_t n) {
     if (!isfinite(ratio)) snprintf(buf, n, "was not measured");
     else if (fabs(ratio) < 0.005) snprintf(buf, n, "removes it (less than 1%% of the bias left)");
@@ -165,9 +172,9 @@ void adv_recommend(tsc_diag_head_t *dh, double removed_frac) {
         snprintf(mod, sizeof mod, "+stable:beta=%g", dh->sweep[cb].beta);
         add_fix(dh, removed_frac, nm, "forward kernel", mod, "O", dh->sweep[cb].ratio);
     }
-    add_fix(dh, removed_frac, "delta from an FP32 O", "backward kernel (delta preprocessing)", "+hp-delta", "delta",
+    add_fix(dh, removed_frac, "delta from an FP32 O", "backward kernel's delta preprocessing", "+hp-delta", "delta",
             dh->delta_src_ratio);
-    add_fix(dh, removed_frac, "delta = rowsum(dP o P)", "backward kernel (delta preprocessing)", "+dpp-delta",
+    add_fix(dh, removed_frac, "delta = rowsum(dP o P)", "backward kernel's delta preprocessing", "+dpp-delta",
             "delta", dh->dpp_ratio);
     add_fix(dh, removed_frac, "FP32 O (O-bar accumulated and O written in FP32)", "forward kernel",
             "+fp32:pv,oacc,o", "O", dh->fp32o_ratio);
@@ -191,8 +198,8 @@ void adv_recommend(tsc_diag_head_t *dh, double removed_frac) {
                              adv_effect(f->ratio, removed_frac, eff, sizeof eff));
         for (int i = first + 1, k = 0; i < dh->n_fixes && w < cap; i++)
             if (dh->fixes[i].removes)
-                w += (size_t)snprintf(dh->recommendation + w, cap - w, "%s%s (%s, %+.0f%% left)", k++ ? "; " : "; equally good: ",
-                                      dh->fixes[i].name, dh->fixes[i].where, 100 * dh->fixes[i].ratio);
+                w += (size_t)snprintf(dh->recommendation + w, cap - w, "%s%s in the %s (%s)", k++ ? "; " : "; equally good: ",
+                                      dh->fixes[i].name, dh->fixes[i].where, adv_left(dh->fixes[i].ratio, eff, sizeof eff));
     }
     if (strcmp(dh->culprit, "none") != 0)
         snprintf(dh->stage_note, sizeof dh->stage_note, "holding stages '%s' in FP32 %s", dh->culprit,

@@ -34,6 +34,8 @@ tsc_status_t adv_sweep_replay(adv_sweep_acc_t *a, const tsc_attn_dims_t *dims, c
 void adv_sweep_finish(const adv_sweep_acc_t *a, double beta, double ratio, tsc_diag_beta_t *out);
 
 /* "leaves +42% of the bias" / "reverses the bias to -42% of its size" / "removes it (-3% left)". */
+/* "+42% left", "-42% left", "less than 1% left". */
+const char *adv_left(double ratio, char *buf, size_t n);
 const char *adv_effect(double ratio, double removed_frac, char *buf, size_t n);
 /* The practitioner's fixes measured for the head (dh->fixes), the recommendation and the
  * stage-set note (appendix). */

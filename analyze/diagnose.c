@@ -124,7 +124,8 @@ static tsc_status_t bias_of(rep_t *r, const tsc_policy_t *pol, int layer, int h,
     return TSC_OK;
 }
 
-/* Σ over the head's steps of δ_pol − δ_hp (all features; backward replays). */
+/* Σ over the head's steps and tie rows (every row when it has none, as B) of δ_pol − δ_hp (all
+ * features; backward replays). */
 static tsc_status_t delta_sum_of(rep_t *r, const tsc_policy_t *hp, const tsc_policy_t *pol, int layer, int h,
                                  double *sum) {
     *sum = 0.0;
@@ -135,7 +136,9 @@ static tsc_status_t delta_sum_of(rep_t *r, const tsc_policy_t *hp, const tsc_pol
             if (st != TSC_OK) return st;
             for (int t = 0; t < r->T; t++) r->dl_hp[t] = r->dl[t];
             if ((st = run(r, pol, 1, NULL)) != TSC_OK) return st;
-            for (int t = 0; t < r->T; t++) *sum += (double)r->dl[t] - r->dl_hp[t];
+            const uint8_t *tie = r->tie + ((size_t)si * r->nb + bi) * r->T; /* tie rows, as B */
+            for (int t = 0; t < r->T; t++)
+                if (!r->use_mask || tie[t]) *sum += (double)r->dl[t] - r->dl_hp[t];
         }
     return TSC_OK;
 }

@@ -70,7 +70,7 @@ typedef struct {
 /* One practitioner's fix, replayed for the head: what to switch on in which kernel, and its effect. */
 typedef struct {
     char name[80];                     /* e.g. "stable softmax fix (beta 2, eps 0.001)" */
-    char where[64];                    /* "forward kernel", "backward kernel (delta preprocessing)" */
+    char where[64];                    /* "forward kernel", "backward kernel's delta preprocessing" */
     char modifier[64];                 /* the policy modifier replayed, e.g. "+hp-delta" */
     char metric[8];                    /* "O": B on the tie rows; "delta": sum_T(delta - delta_hp) */
     double ratio;                      /* effect: that measure under the fix over lp's */
