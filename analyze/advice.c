@@ -129,8 +129,13 @@ const char *adv_effect(double ratio, double removed_frac, char *buf, size_t n) {
     return buf;
 }
 
+/* Removed with confidence: |ratio| + 2·se within the threshold (a missing se counts as 0). */
+static int removes(double ratio, double se, double removed_frac) {
+    return isfinite(ratio) && fabs(ratio) + 2 * (isfinite(se) ? se : 0.0) <= removed_frac;
+}
+
 static void add_fix(tsc_diag_head_t *dh, double removed_frac, const char *name, const char *where,
-                    const char *modifier, const char *metric, double ratio) {
+                    const char *modifier, const char *metric, double ratio, double se) {
     if (dh->n_fixes >= TSC_DIAG_MAX_FIXES) return;
     tsc_diag_fix_t *f = &dh->fixes[dh->n_fixes++];
     snprintf(f->name, sizeof f->name, "%s", name);
@@ -138,7 +143,13 @@ static void add_fix(tsc_diag_head_t *dh, double removed_frac, const char *name, 
     snprintf(f->modifier, sizeof f->modifier, "%s", modifier);
     snprintf(f->metric, sizeof f->metric, "%s", metric);
     f->ratio = ratio;
-    f->removes = isfinite(ratio) && fabs(ratio) <= removed_frac;
+    f->ratio_se = se;
+    f->removes = removes(ratio, se, removed_frac);
+}
+
+/* The upper confidence bound of a fix's |ratio|. */
+static double upper(const tsc_diag_fix_t *f) {
+    return fabs(f->ratio) + 2 * (isfinite(f->ratio_se) ? f->ratio_se : 0.0);
 }
 
 /* A β of the sweep other than 2 that is inside the studied range, did what it says (m = β·r_m in
@@ -147,40 +158,45 @@ static int clean_beta(const tsc_diag_head_t *dh, int n_betas, double removed_fra
     for (int i = 0; i < n_betas; i++) {
         const tsc_diag_beta_t *b = &dh->sweep[i];
         if (b->beta != 2.0 && b->in_range && b->n_rows > 0 && b->frac_fix >= 0.9 && b->frac_guard == 0 &&
-            b->frac_floor == 0 && fabs(b->ratio) <= removed_frac)
+            b->frac_floor == 0 && removes(b->ratio, b->ratio_se, removed_frac))
             return i;
     }
     return -1;
 }
 
-/* The fixes in a fixed order of preference (forward-kernel switch first, then the backward's δ,
- * then holding O in FP32), each with its measured effect; the recommendation is the first that
- * removes the bias, and every other one that does is named as equally good. A rule of fixed
- * order and one threshold, not "the smallest ratio": two runs of the same data then differ
- * only when a fix's effect crosses the threshold. */
+/* The fixes in a fixed order (forward-kernel switch first, then the backward's δ, then holding O
+ * in FP32), each with its measured effect and standard error. A fix removes the bias when its
+ * upper confidence bound |ratio| + 2 se is <= removed_frac; the recommendation is the removing fix
+ * with the smallest bound, and any other within ADV_TIE of it is named as "either". Not "the
+ * smallest ratio": a fix whose effect is a per-row coin flip (the stable fix under the PyTorch
+ * code rescales the tied terms by e^((1-β)r_m), which rounds up or down row by row) has a wide
+ * interval and is not recommended on a lucky draw, so two runs of the same data agree. */
 void adv_recommend(tsc_diag_head_t *dh, double removed_frac) {
     char nm[80], eff[96];
     int n_betas = 0;
     while (n_betas < TSC_DIAG_MAX_BETAS && dh->sweep[n_betas].beta > 0) n_betas++;
     dh->n_fixes = 0;
     add_fix(dh, removed_frac, "stable softmax fix (beta 2, eps 0.001)", "forward kernel", "+stable:beta=2", "O",
-            dh->stable_ratio);
+            dh->stable_ratio, dh->stable_se);
     int cb = clean_beta(dh, n_betas, removed_frac);
     if (cb >= 0) {
         char mod[64];
         snprintf(nm, sizeof nm, "stable softmax fix (beta %g, eps 0.001)", dh->sweep[cb].beta);
         snprintf(mod, sizeof mod, "+stable:beta=%g", dh->sweep[cb].beta);
-        add_fix(dh, removed_frac, nm, "forward kernel", mod, "O", dh->sweep[cb].ratio);
+        add_fix(dh, removed_frac, nm, "forward kernel", mod, "O", dh->sweep[cb].ratio, dh->sweep[cb].ratio_se);
     }
     add_fix(dh, removed_frac, "delta from an FP32 O", "backward kernel's delta preprocessing", "+hp-delta", "delta",
-            dh->delta_src_ratio);
+            dh->delta_src_ratio, dh->delta_src_se);
     add_fix(dh, removed_frac, "delta = rowsum(dP o P)", "backward kernel's delta preprocessing", "+dpp-delta",
-            "delta", dh->dpp_ratio);
+            "delta", dh->dpp_ratio, dh->dpp_se);
     add_fix(dh, removed_frac, "FP32 O (O-bar accumulated and O written in FP32)", "forward kernel",
-            "+fp32:pv,oacc,o", "O", dh->fp32o_ratio);
+            "+fp32:pv,oacc,o", "O", dh->fp32o_ratio, dh->fp32o_se);
+    /* the surest: the smallest upper bound |ratio| + 2 se among the fixes that remove the bias;
+     * others within ADV_TIE of it are named as "either" (the fixed order breaks exact ties) */
     int first = -1;
-    for (int i = 0; i < dh->n_fixes && first < 0; i++)
-        if (dh->fixes[i].removes) first = i;
+    for (int i = 0; i < dh->n_fixes; i++)
+        if (dh->fixes[i].removes && (first < 0 || upper(&dh->fixes[i]) < upper(&dh->fixes[first]) - ADV_TIE))
+            first = i;
     size_t w = 0, cap = sizeof dh->recommendation;
     if (first < 0) {
         int best = 0;
@@ -196,10 +212,11 @@ void adv_recommend(tsc_diag_head_t *dh, double removed_frac) {
         const tsc_diag_fix_t *f = &dh->fixes[first];
         w = (size_t)snprintf(dh->recommendation, cap, "switch on the %s in the %s: %s", f->name, f->where,
                              adv_effect(f->ratio, removed_frac, eff, sizeof eff));
-        for (int i = first + 1, k = 0; i < dh->n_fixes && w < cap; i++)
-            if (dh->fixes[i].removes)
-                w += (size_t)snprintf(dh->recommendation + w, cap - w, "%s%s in the %s (%s)", k++ ? "; " : "; equally good: ",
-                                      dh->fixes[i].name, dh->fixes[i].where, adv_left(dh->fixes[i].ratio, eff, sizeof eff));
+        for (int i = 0, k = 0; i < dh->n_fixes && w < cap; i++)
+            if (i != first && dh->fixes[i].removes && upper(&dh->fixes[i]) <= upper(f) + ADV_TIE)
+                w += (size_t)snprintf(dh->recommendation + w, cap - w, "%s%s in the %s (%s)",
+                                      k++ ? "; or " : "; either that or the ", dh->fixes[i].name, dh->fixes[i].where,
+                                      adv_left(dh->fixes[i].ratio, eff, sizeof eff));
     }
     if (strcmp(dh->culprit, "none") != 0)
         snprintf(dh->stage_note, sizeof dh->stage_note, "holding stages '%s' in FP32 %s", dh->culprit,
@@ -238,20 +255,21 @@ const char *adv_sweep_explanation(const tsc_diagnosis_t *d, char *buf, size_t n)
         pooled(d, bi, &fix, &guard, &split, &fl, &rmin, &rmax, &ulp, &rows, &rlo, &rhi);
         if (rows <= 0) continue;
         double beta = d->betas[bi];
-        w += (size_t)snprintf(buf + w, n - w, "%sbeta %g%s (bias ratio %+.3g..%+.3g): ", w ? " " : "", beta,
-                              beta >= ADV_BETA_LO && beta <= ADV_BETA_HI ? "" : ", outside the studied 2-8", rlo,
-                              rhi);
+        w += (size_t)snprintf(buf + w, n - w, "%sbeta %g%s, bias left %+.0f%%", w ? " " : "", beta,
+                              beta >= ADV_BETA_LO && beta <= ADV_BETA_HI ? "" : " (outside the studied 2-8)", 100 * rlo);
+        if (w < n && rhi > rlo) w += (size_t)snprintf(buf + w, n - w, "..%+.0f%%", 100 * rhi);
+        if (w < n) w += (size_t)snprintf(buf + w, n - w, ": ");
         if (w >= n) break;
         if (guard >= 0.5)
             w += (size_t)snprintf(buf + w, n - w,
-                                  "e^((1-beta)*r_m) rounds to 0 in %.0f%% of the tie rows, so the kernel's edge case "
-                                  "took m = r_m + gap instead: this is the gap rule, not beta %g.",
+                                  "e^((1-beta)*r_m) rounds to 0 in %.0f%% of the tie rows, so the kernel fell back "
+                                  "to m = r_m + gap: the gap rule, not beta %g.",
                                   100 * guard, beta);
         else if (fl >= 0.5)
             w += (size_t)snprintf(buf + w, n - w,
-                                  "m = beta*r_m in %.0f%% of the tie rows; there every key tile's P-bar sum is below "
-                                  "the PyTorch code's 1e-10 floor (e^((1-beta)*r_m), r_m %.3g..%.3g), so the floor, "
-                                  "not the keys, makes l and O is scaled wrong.",
+                                  "m = beta*r_m in %.0f%% of the tie rows, where the PyTorch code's 1e-10 floor on "
+                                  "each key tile's P-bar sum (e^((1-beta)*r_m), r_m %.3g..%.3g) makes l, so O is "
+                                  "scaled wrong.",
                                   100 * fix, rmin, rmax);
         else if (split >= 0.5)
             w += (size_t)snprintf(buf + w, n - w,
@@ -260,9 +278,10 @@ const char *adv_sweep_explanation(const tsc_diagnosis_t *d, char *buf, size_t n)
                                   100 * split);
         else
             w += (size_t)snprintf(buf + w, n - w,
-                                  "m = beta*r_m in %.0f%% of the tie rows (r_m %.3g..%.3g, exp argument spaced %.3g "
-                                  "in the exparg format).",
-                                  100 * fix, rmin, rmax, ulp);
+                                  "m = beta*r_m in %.0f%% of the tie rows (r_m %.3g..%.3g; exp argument spaced %.3g)%s",
+                                  100 * fix, rmin, rmax, ulp, fl > 0 ? "" : ".");
+        if (guard < 0.5 && fl > 0 && fl < 0.5 && split < 0.5 && w < n)
+            w += (size_t)snprintf(buf + w, n - w, "; the 1e-10 floor moved l in %.0f%% of them.", 100 * fl);
     }
     if (w >= n && n > 4) memcpy(buf + n - 4, "...", 4);
     return buf;

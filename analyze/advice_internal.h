@@ -13,6 +13,8 @@
 /* The studied β range: a β outside it is never recommended without saying so. */
 #define ADV_BETA_LO 2.0
 #define ADV_BETA_HI 8.0
+/* Fixes whose upper confidence bounds of |ratio| differ by less than this are equally good. */
+#define ADV_TIE 0.01
 /* The row-sum floor of the PyTorch code (policies with torch_quirks): each key tile's P̄ sum is
  * clamped to >= this before it is added to ℓ. */
 #define ADV_TORCH_L_FLOOR 1e-10

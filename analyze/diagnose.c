@@ -48,7 +48,16 @@ typedef struct {
     int64_t n_tie_rows;
     const tsc_policy_t *lp;
     tsc_attn_trace_t tr;       /* tiles trace of lp (tie rows) */
+    double row_sq;             /* the last bias_of / delta_sum_of: sum of squared per-row terms, */
+    long long row_n;           /* and the rows summed (for the spread of the sum, row_se) */
 } rep_t;
+
+/* The standard error of the last bias_of / delta_sum_of sum, from its per-row terms. */
+static double row_se(const rep_t *r, double sum) {
+    if (r->row_n < 2) return NAN;
+    double n = (double)r->row_n, var = (r->row_sq - sum * sum / n) / (n - 1);
+    return sqrt(n * (var > 0 ? var : 0));
+}
 
 static tsc_status_t load(rep_t *r, long long step, int layer, int h, int b) {
     int kvh = h / (r->H / r->Hkv);
@@ -81,6 +90,7 @@ static tsc_status_t run(rep_t *r, const tsc_policy_t *pol, int backward, tsc_att
 static tsc_status_t bias_of(rep_t *r, const tsc_policy_t *pol, int layer, int h, int hp_pass, double *sum,
                             double *per_step) {
     *sum = 0.0;
+    r->row_sq = 0.0, r->row_n = 0;
     for (int si = 0; si < r->ns; si++) {
         double bs = 0.0;
         for (int bi = 0; bi < r->nb; bi++) {
@@ -106,7 +116,8 @@ static tsc_status_t bias_of(rep_t *r, const tsc_policy_t *pol, int layer, int h,
             if (st == TSC_OK) st = run(r, pol, 0, NULL);
             if (st != TSC_OK) return st;
             size_t base = ((size_t)si * r->nb + bi) * (size_t)r->T * r->nf;
-            for (int t = 0; t < r->T; t++)
+            for (int t = 0; t < r->T; t++) {
+                double b_row = 0.0;
                 for (int f = 0; f < r->nf; f++) {
                     if (!hp_pass && r->use_mask && !r->tie[mrow + t]) continue;
                     size_t x = base + (size_t)t * r->nf + f, e = (size_t)t * r->D + r->feats[f];
@@ -114,9 +125,15 @@ static tsc_status_t bias_of(rep_t *r, const tsc_policy_t *pol, int layer, int h,
                         r->ohp[x] = r->o[e];
                         r->dof[x] = r->dO[e];
                     } else {
-                        bs += (double)r->dof[x] * ((double)r->o[e] - (double)r->ohp[x]);
+                        b_row += (double)r->dof[x] * ((double)r->o[e] - (double)r->ohp[x]);
                     }
                 }
+                if (!hp_pass && (!r->use_mask || r->tie[mrow + t])) {
+                    bs += b_row;
+                    r->row_sq += b_row * b_row;
+                    r->row_n++;
+                }
+            }
         }
         if (per_step) per_step[si] = bs;
         *sum += bs;
@@ -129,6 +146,7 @@ static tsc_status_t bias_of(rep_t *r, const tsc_policy_t *pol, int layer, int h,
 static tsc_status_t delta_sum_of(rep_t *r, const tsc_policy_t *hp, const tsc_policy_t *pol, int layer, int h,
                                  double *sum) {
     *sum = 0.0;
+    r->row_sq = 0.0, r->row_n = 0;
     for (int si = 0; si < r->ns; si++)
         for (int bi = 0; bi < r->nb; bi++) {
             tsc_status_t st = load(r, r->steps[si], layer, h, r->bs[bi]);
@@ -138,7 +156,12 @@ static tsc_status_t delta_sum_of(rep_t *r, const tsc_policy_t *hp, const tsc_pol
             if ((st = run(r, pol, 1, NULL)) != TSC_OK) return st;
             const uint8_t *tie = r->tie + ((size_t)si * r->nb + bi) * r->T; /* tie rows, as B */
             for (int t = 0; t < r->T; t++)
-                if (!r->use_mask || tie[t]) *sum += (double)r->dl[t] - r->dl_hp[t];
+                if (!r->use_mask || tie[t]) {
+                    double dd = (double)r->dl[t] - r->dl_hp[t];
+                    *sum += dd;
+                    r->row_sq += dd * dd;
+                    r->row_n++;
+                }
         }
     return TSC_OK;
 }
@@ -433,9 +456,11 @@ static tsc_status_t substitutions(rep_t *r, const tsc_policy_t *hp, const tsc_po
     if ((st = delta_sum_of(r, hp, lp, dh->layer, dh->head, &s_lp)) != TSC_OK) return st;
     if ((st = delta_sum_of(r, hp, &q, dh->layer, dh->head, &s_q)) != TSC_OK) return st;
     dh->delta_src_ratio = s_lp != 0.0 ? s_q / s_lp : NAN;
+    dh->delta_src_se = row_se(r, s_q) / fabs(s_lp);
     q.delta_src = TSC_DELTA_DPP; /* the paper's other fix, delta = rowsum(dP o P) */
     if ((st = delta_sum_of(r, hp, &q, dh->layer, dh->head, &s_q)) != TSC_OK) return st;
     dh->dpp_ratio = s_lp != 0.0 ? s_q / s_lp : NAN;
+    dh->dpp_se = row_se(r, s_q) / fabs(s_lp);
     return TSC_OK;
 }
 
@@ -465,12 +490,15 @@ static tsc_status_t mitigation(rep_t *r, const tsc_policy_t *stable,
     tsc_status_t st = bias_of(r, stable, dh->layer, dh->head, 0, &sv, NULL);
     if (st != TSC_OK) return st;
     dh->stable_ratio = sv / base;
+    dh->stable_se = row_se(r, sv) / fabs(base);
     for (int bi = 0; bi < opts->n_betas; bi++) {
         tsc_policy_t q = *stable;
         q.stable.beta = opts->betas[bi];
         if ((st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL)) != TSC_OK) return st;
         dh->beta_ratio[bi] = sv / base;
+        double se = row_se(r, sv) / fabs(base);
         if ((st = sweep_stats(r, &q, dh->beta_ratio[bi], dh, &dh->sweep[bi])) != TSC_OK) return st;
+        dh->sweep[bi].ratio_se = se;
     }
     tsc_policy_t q = *r->lp;
     tsc_policy_stage_set(&q, TSC_STAGE_PV, TSC_FMT_FP32);
@@ -478,6 +506,7 @@ static tsc_status_t mitigation(rep_t *r, const tsc_policy_t *stable,
     tsc_policy_stage_set(&q, TSC_STAGE_O, TSC_FMT_FP32);
     if ((st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL)) != TSC_OK) return st;
     dh->fp32o_ratio = sv / base;
+    dh->fp32o_se = row_se(r, sv) / fabs(base);
     return TSC_OK;
 }
 
@@ -839,6 +868,7 @@ static void beta_sweep_json(tsc_json_t *j, const tsc_diagnosis_t *d, const tsc_d
         tsc_json_object_begin(j);
         tsc_json_kv_number(j, "beta", d->betas[b]);
         tsc_json_kv_number(j, "bias_ratio", h->beta_ratio[b]);
+        tsc_json_kv_number(j, "bias_ratio_se", x->ratio_se);
         tsc_json_kv_bool(j, "in_studied_range", d->betas[b] >= ADV_BETA_LO && d->betas[b] <= ADV_BETA_HI);
         tsc_json_kv_int(j, "n_tie_rows", x->n_rows);
         tsc_json_kv_number(j, "frac_fix", x->frac_fix);
@@ -866,6 +896,7 @@ static void fixes_json(tsc_json_t *j, const tsc_diag_head_t *h) {
         tsc_json_kv_string(j, "modifier", f->modifier);
         tsc_json_kv_string(j, "measure", f->metric);
         tsc_json_kv_number(j, "bias_ratio", f->ratio);
+        tsc_json_kv_number(j, "bias_ratio_se", f->ratio_se);
         tsc_json_kv_bool(j, "removes", f->removes);
         tsc_json_object_end(j);
     }

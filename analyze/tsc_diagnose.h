@@ -54,6 +54,7 @@ extern "C" {
 typedef struct {
     double beta;
     double ratio;                      /* B(lp+stable:beta) / B(lp) (= beta_ratio) */
+    double ratio_se;                   /* its standard error from the spread of the per-row terms */
     int in_range;                      /* 1: inside the studied range 2..8 */
     long long n_rows;                  /* tie rows counted (examined step, every selected batch row) */
     double frac_fix;                   /* m = β·r_m taken in the tile holding the row max */
@@ -74,7 +75,8 @@ typedef struct {
     char modifier[64];                 /* the policy modifier replayed, e.g. "+hp-delta" */
     char metric[8];                    /* "O": B on the tie rows; "delta": sum_T(delta - delta_hp) */
     double ratio;                      /* effect: that measure under the fix over lp's */
-    int removes;                       /* |ratio| <= removed_frac */
+    double ratio_se;                   /* its standard error (spread of the per-row terms) */
+    int removes;                       /* |ratio| + 2 ratio_se <= removed_frac: removed, with confidence */
 } tsc_diag_fix_t;
 #define TSC_DIAG_MAX_FIXES 6
 
@@ -129,6 +131,7 @@ typedef struct {
     tsc_diag_beta_t sweep[TSC_DIAG_MAX_BETAS]; /* what each β did */
     double dpp_ratio;                  /* sum(delta - delta_hp) with delta = rowsum(dP o P) (+dpp-delta) over lp's */
     double fp32o_ratio;                /* B with O-bar accumulated and O written in FP32 (+fp32:pv,oacc,o) */
+    double stable_se, delta_src_se, dpp_se, fp32o_se; /* standard errors of those ratios */
     int n_fixes;
     tsc_diag_fix_t fixes[TSC_DIAG_MAX_FIXES]; /* in the fixed order of preference */
     char stage_note[200];              /* the culprit stage set, in the tool's stage names (appendix) */
@@ -153,7 +156,7 @@ typedef struct {
     double betas[TSC_DIAG_MAX_BETAS];
     int n_betas;
     double removed_frac;
-    char sweep_explanation[1024];      /* what the β sweep did over the examined heads */
+    char sweep_explanation[2048];      /* what the β sweep did over the examined heads */
     /* the fit of lp's replay (tsc_fit.h) on the first selected step: does the diagnosed policy
      * reproduce the captured O? fit_checked 0 when the dump has no o (fit_note: why) */
     int fit_checked;

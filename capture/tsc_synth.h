@@ -84,8 +84,8 @@ TSC_API tsc_status_t tsc_synth_write(const char *path, const tsc_synth_opts_t *o
 /* The range of the tied score α·q·k the planted rows have at keys 0 and p (before rounding; drawn
  * per row, uniformly), and the least gap to every other visible score that synth guarantees
  * (after BF16 rounding of q and k). */
-#define TSC_SYNTH_TIE_SCORE_LO 15.0
-#define TSC_SYNTH_TIE_SCORE_HI 19.0
+#define TSC_SYNTH_TIE_SCORE_LO 14.0
+#define TSC_SYNTH_TIE_SCORE_HI 16.0
 #define TSC_SYNTH_MIN_GAP 11.0
 /* The least margin between the maximum and the second score of every other row. */
 #define TSC_SYNTH_MIN_MARGIN 1.0
