@@ -144,6 +144,7 @@ static void add_fix(tsc_diag_head_t *dh, double removed_frac, const char *name, 
     snprintf(f->metric, sizeof f->metric, "%s", metric);
     f->ratio = ratio;
     f->ratio_se = se;
+    f->recommended = 0;
     f->removes = removes(ratio, se, removed_frac);
 }
 
@@ -209,7 +210,8 @@ void adv_recommend(tsc_diag_head_t *dh, double removed_frac) {
                  dh->fixes[best].name, dh->fixes[best].where,
                  adv_effect(dh->fixes[best].ratio, removed_frac, eff, sizeof eff));
     } else {
-        const tsc_diag_fix_t *f = &dh->fixes[first];
+        tsc_diag_fix_t *f = &dh->fixes[first];
+        f->recommended = 1;
         w = (size_t)snprintf(dh->recommendation, cap, "switch on the %s in the %s: %s", f->name, f->where,
                              adv_effect(f->ratio, removed_frac, eff, sizeof eff));
         for (int i = 0, k = 0; i < dh->n_fixes && w < cap; i++)

@@ -898,6 +898,7 @@ static void fixes_json(tsc_json_t *j, const tsc_diag_head_t *h) {
         tsc_json_kv_number(j, "bias_ratio", f->ratio);
         tsc_json_kv_number(j, "bias_ratio_se", f->ratio_se);
         tsc_json_kv_bool(j, "removes", f->removes);
+        tsc_json_kv_bool(j, "recommended", f->recommended);
         tsc_json_object_end(j);
     }
     tsc_json_array_end(j);

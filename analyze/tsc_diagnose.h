@@ -77,6 +77,7 @@ typedef struct {
     double ratio;                      /* effect: that measure under the fix over lp's */
     double ratio_se;                   /* its standard error (spread of the per-row terms) */
     int removes;                       /* |ratio| + 2 ratio_se <= removed_frac: removed, with confidence */
+    int recommended;                   /* the fix the recommendation names first */
 } tsc_diag_fix_t;
 #define TSC_DIAG_MAX_FIXES 6
 

@@ -150,12 +150,12 @@ static void flagged_row(const tsc_jv_t *arr, size_t i, int k, char **r) {
     r[8] = cell("flagged");
 }
 
-/* The first fix of the head's list (summary.json "fixes", in the order of preference) that
- * removes the bias, with its signed effect; "none removes it" otherwise. */
+/* The fix the head's recommendation names (summary.json "fixes", `recommended`), with its signed
+ * effect; "none removes it" otherwise. */
 static char *first_fix(const tsc_jv_t *h) {
     const tsc_jv_t *fx = tsc_jv_get(h, "fixes");
     for (size_t k = 0; fx && k < fx->n; k++)
-        if (tsc_jv_num(fx->items[k], "removes") == 1)
+        if (tsc_jv_num(fx->items[k], "recommended") == 1)
             return cell("%s (%+.0f%% left)", str_of(fx->items[k], "fix"), pct(tsc_jv_num(fx->items[k], "bias_ratio")));
     return cell("none removes it");
 }
@@ -380,7 +380,7 @@ static void mitig_text(const tsc_jv_t *sm, const char *dir, char *mitig, size_t 
             addf_buf(mitig, cap, "  %s, %s (%s): %+.0f%% left%s\n", str_of(fx->items[k], "fix"),
                      str_of(fx->items[k], "where"), str_of(fx->items[k], "measure"),
                      pct(tsc_jv_num(fx->items[k], "bias_ratio")), tsc_jv_num(fx->items[k], "removes") == 1 ? ", removes it" : "");
-        for (size_t k = 0; bs && k < bs->n && i < 3; k++)
+        for (size_t k = 0; bs && k < bs->n && i == 0; k++) /* the top head's sweep in detail */
             addf_buf(mitig, cap, "  %s; bias left %+.0f%%\n", str_of(bs->items[k], "what"),
                      pct(tsc_jv_num(bs->items[k], "bias_ratio")));
     }

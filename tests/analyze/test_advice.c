@@ -123,6 +123,7 @@ static void test_recommend(void) {
     /* beta 1.5 (outside 2-8) and beta 8 (the fallback) are never offered, though their ratio is 0 */
     CHECK_EQ_INT(h.n_fixes, 4);
     CHECK(!h.fixes[0].removes && h.fixes[1].removes && h.fixes[2].removes && h.fixes[3].removes);
+    CHECK(h.fixes[1].recommended && !h.fixes[0].recommended && !h.fixes[2].recommended && !h.fixes[3].recommended);
     CHECK(strstr(h.stage_note, "pv+oacc+o") && strstr(h.stage_note, "-4%"));
     /* a reversed bias keeps its sign in the sentence */
     h.stable_ratio = -0.42, h.stable_se = 0.01;

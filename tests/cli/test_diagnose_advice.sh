@@ -32,6 +32,7 @@ for key, h in ra.items():
         r = g["recommendation"]
         assert not re.search(r"(?<![+\-0-9.])\d+%", r.replace("less than 1%", "")), r
         f = next(f for f in g["fixes"] if r.startswith("switch on the " + f["fix"]))
+        assert [x["recommended"] for x in g["fixes"]].count(True) == 1 and f["recommended"], g["fixes"]
         pct = 100 * f["bias_ratio"]
         assert abs(pct) < 0.5 and "less than 1%" in r or ("%+.0f%%" % pct) in r, (r, f)
         assert "beta 1.5" not in r and "hold '" not in r and ("+" not in g["culprit"] or g["culprit"] not in r) and g["stage_note"], r
