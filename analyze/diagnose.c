@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "advice_internal.h"
 #include "an_internal.h"
 #include "tsc_accum.h"
 #include "tsc_attention.h"
@@ -47,7 +48,16 @@ typedef struct {
     int64_t n_tie_rows;
     const tsc_policy_t *lp;
     tsc_attn_trace_t tr;       /* tiles trace of lp (tie rows) */
+    double row_sq;             /* the last bias_of / delta_sum_of: sum of squared per-row terms, */
+    long long row_n;           /* and the rows summed (for the spread of the sum, row_se) */
 } rep_t;
+
+/* The standard error of the last bias_of / delta_sum_of sum, from its per-row terms. */
+static double row_se(const rep_t *r, double sum) {
+    if (r->row_n < 2) return NAN;
+    double n = (double)r->row_n, var = (r->row_sq - sum * sum / n) / (n - 1);
+    return sqrt(n * (var > 0 ? var : 0));
+}
 
 static tsc_status_t load(rep_t *r, long long step, int layer, int h, int b) {
     int kvh = h / (r->H / r->Hkv);
@@ -61,9 +71,14 @@ static tsc_status_t load(rep_t *r, long long step, int layer, int h, int b) {
     return st;
 }
 
-static tsc_status_t run(rep_t *r, const tsc_policy_t *pol, int backward, tsc_attn_trace_t *tr) {
+static tsc_attn_dims_t rep_dims(const rep_t *r) {
     tsc_attn_dims_t dims = {.B = 1, .H = 1, .Hkv = 1, .T = r->T, .D = r->D, .causal = r->m->causal,
                             .scale = r->m->softmax_scale};
+    return dims;
+}
+
+static tsc_status_t run(rep_t *r, const tsc_policy_t *pol, int backward, tsc_attn_trace_t *tr) {
+    tsc_attn_dims_t dims = rep_dims(r);
     tsc_attn_io_t io = {.dtype = TSC_ATTN_F32, .q = r->q, .k = r->k, .v = r->v, .dout = backward ? r->dO : NULL,
                         .o = r->o, .lse = r->lse, .delta = backward ? r->dl : NULL};
     if (tr) tr->b = tr->h = 0;
@@ -75,6 +90,7 @@ static tsc_status_t run(rep_t *r, const tsc_policy_t *pol, int backward, tsc_att
 static tsc_status_t bias_of(rep_t *r, const tsc_policy_t *pol, int layer, int h, int hp_pass, double *sum,
                             double *per_step) {
     *sum = 0.0;
+    r->row_sq = 0.0, r->row_n = 0;
     for (int si = 0; si < r->ns; si++) {
         double bs = 0.0;
         for (int bi = 0; bi < r->nb; bi++) {
@@ -100,7 +116,8 @@ static tsc_status_t bias_of(rep_t *r, const tsc_policy_t *pol, int layer, int h,
             if (st == TSC_OK) st = run(r, pol, 0, NULL);
             if (st != TSC_OK) return st;
             size_t base = ((size_t)si * r->nb + bi) * (size_t)r->T * r->nf;
-            for (int t = 0; t < r->T; t++)
+            for (int t = 0; t < r->T; t++) {
+                double b_row = 0.0;
                 for (int f = 0; f < r->nf; f++) {
                     if (!hp_pass && r->use_mask && !r->tie[mrow + t]) continue;
                     size_t x = base + (size_t)t * r->nf + f, e = (size_t)t * r->D + r->feats[f];
@@ -108,9 +125,15 @@ static tsc_status_t bias_of(rep_t *r, const tsc_policy_t *pol, int layer, int h,
                         r->ohp[x] = r->o[e];
                         r->dof[x] = r->dO[e];
                     } else {
-                        bs += (double)r->dof[x] * ((double)r->o[e] - (double)r->ohp[x]);
+                        b_row += (double)r->dof[x] * ((double)r->o[e] - (double)r->ohp[x]);
                     }
                 }
+                if (!hp_pass && (!r->use_mask || r->tie[mrow + t])) {
+                    bs += b_row;
+                    r->row_sq += b_row * b_row;
+                    r->row_n++;
+                }
+            }
         }
         if (per_step) per_step[si] = bs;
         *sum += bs;
@@ -118,10 +141,12 @@ static tsc_status_t bias_of(rep_t *r, const tsc_policy_t *pol, int layer, int h,
     return TSC_OK;
 }
 
-/* Σ over the head's steps of δ_pol − δ_hp (all features; backward replays). */
+/* Σ over the head's steps and tie rows (every row when it has none, as B) of δ_pol − δ_hp (all
+ * features; backward replays). */
 static tsc_status_t delta_sum_of(rep_t *r, const tsc_policy_t *hp, const tsc_policy_t *pol, int layer, int h,
                                  double *sum) {
     *sum = 0.0;
+    r->row_sq = 0.0, r->row_n = 0;
     for (int si = 0; si < r->ns; si++)
         for (int bi = 0; bi < r->nb; bi++) {
             tsc_status_t st = load(r, r->steps[si], layer, h, r->bs[bi]);
@@ -129,7 +154,14 @@ static tsc_status_t delta_sum_of(rep_t *r, const tsc_policy_t *hp, const tsc_pol
             if (st != TSC_OK) return st;
             for (int t = 0; t < r->T; t++) r->dl_hp[t] = r->dl[t];
             if ((st = run(r, pol, 1, NULL)) != TSC_OK) return st;
-            for (int t = 0; t < r->T; t++) *sum += (double)r->dl[t] - r->dl_hp[t];
+            const uint8_t *tie = r->tie + ((size_t)si * r->nb + bi) * r->T; /* tie rows, as B */
+            for (int t = 0; t < r->T; t++)
+                if (!r->use_mask || tie[t]) {
+                    double dd = (double)r->dl[t] - r->dl_hp[t];
+                    *sum += dd;
+                    r->row_sq += dd * dd;
+                    r->row_n++;
+                }
         }
     return TSC_OK;
 }
@@ -424,27 +456,57 @@ static tsc_status_t substitutions(rep_t *r, const tsc_policy_t *hp, const tsc_po
     if ((st = delta_sum_of(r, hp, lp, dh->layer, dh->head, &s_lp)) != TSC_OK) return st;
     if ((st = delta_sum_of(r, hp, &q, dh->layer, dh->head, &s_q)) != TSC_OK) return st;
     dh->delta_src_ratio = s_lp != 0.0 ? s_q / s_lp : NAN;
+    dh->delta_src_se = row_se(r, s_q) / fabs(s_lp);
+    q.delta_src = TSC_DELTA_DPP; /* the paper's other fix, delta = rowsum(dP o P) */
+    if ((st = delta_sum_of(r, hp, &q, dh->layer, dh->head, &s_q)) != TSC_OK) return st;
+    dh->dpp_ratio = s_lp != 0.0 ? s_q / s_lp : NAN;
+    dh->dpp_se = row_se(r, s_q) / fabs(s_lp);
     return TSC_OK;
 }
 
-/* 5: mitigation: lp+stable and the beta sweep. */
-static tsc_status_t mitigation(rep_t *r, const tsc_policy_t *stable, const tsc_diagnose_opts_t *opts, double base,
-                               tsc_diag_head_t *dh, double *best_beta, double *best_br) {
+/* What Algorithm 3 did under q on the tie rows of the examined step (advice.c). */
+static tsc_status_t sweep_stats(rep_t *r, const tsc_policy_t *q, double ratio, tsc_diag_head_t *dh,
+                                tsc_diag_beta_t *out) {
+    adv_sweep_acc_t acc;
+    adv_sweep_init(&acc, q);
+    int si = 0;
+    while (si < r->ns - 1 && r->steps[si] != dh->step) si++;
+    tsc_attn_dims_t dims = rep_dims(r);
+    for (int bi = 0; bi < r->nb && r->ns && r->use_mask; bi++) {
+        tsc_status_t st = load(r, dh->step, dh->layer, dh->head, r->bs[bi]);
+        if (st == TSC_OK)
+            st = adv_sweep_replay(&acc, &dims, r->q, r->k, r->v, r->tie + ((size_t)si * r->nb + bi) * r->T);
+        if (st != TSC_OK) return st;
+    }
+    adv_sweep_finish(&acc, q->stable.beta, ratio, out);
+    return TSC_OK;
+}
+
+/* 5: mitigation: lp+stable, the beta sweep (with what each beta did), and the practitioner's
+ * FP32 O (+fp32:pv,oacc,o). */
+static tsc_status_t mitigation(rep_t *r, const tsc_policy_t *stable,
+                               const tsc_diagnose_opts_t *opts, double base, tsc_diag_head_t *dh) {
     double sv;
     tsc_status_t st = bias_of(r, stable, dh->layer, dh->head, 0, &sv, NULL);
     if (st != TSC_OK) return st;
     dh->stable_ratio = sv / base;
-    *best_beta = NAN, *best_br = INFINITY;
+    dh->stable_se = row_se(r, sv) / fabs(base);
     for (int bi = 0; bi < opts->n_betas; bi++) {
         tsc_policy_t q = *stable;
         q.stable.beta = opts->betas[bi];
         if ((st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL)) != TSC_OK) return st;
         dh->beta_ratio[bi] = sv / base;
-        if (fabs(dh->beta_ratio[bi]) < *best_br) {
-            *best_br = fabs(dh->beta_ratio[bi]);
-            *best_beta = opts->betas[bi];
-        }
+        double se = row_se(r, sv) / fabs(base);
+        if ((st = sweep_stats(r, &q, dh->beta_ratio[bi], dh, &dh->sweep[bi])) != TSC_OK) return st;
+        dh->sweep[bi].ratio_se = se;
     }
+    tsc_policy_t q = *r->lp;
+    tsc_policy_stage_set(&q, TSC_STAGE_PV, TSC_FMT_FP32);
+    tsc_policy_stage_set(&q, TSC_STAGE_OACC, TSC_FMT_FP32);
+    tsc_policy_stage_set(&q, TSC_STAGE_O, TSC_FMT_FP32);
+    if ((st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL)) != TSC_OK) return st;
+    dh->fp32o_ratio = sv / base;
+    dh->fp32o_se = row_se(r, sv) / fabs(base);
     return TSC_OK;
 }
 
@@ -484,27 +546,6 @@ static void verdict(const tsc_analysis_t *a, tsc_diag_head_t *dh) {
     else snprintf(dh->verdict, sizeof dh->verdict, "biased (no x)");
 }
 
-static void recommend(const tsc_policy_t *stable, double removed_frac, double best_beta, double best_br,
-                      tsc_diag_head_t *dh) {
-    char sp[TSC_POLICY_STR_MAX];
-    tsc_policy_format(stable, sp, sizeof sp);
-    if (fabs(dh->stable_ratio) <= removed_frac)
-        snprintf(dh->recommendation, sizeof dh->recommendation,
-                 "use %.100s (leaves %.0f%% of the bias; best beta of the sweep %g)", sp,
-                 100.0 * fabs(dh->stable_ratio), best_beta);
-    else if (strcmp(dh->culprit, "none") != 0)
-        snprintf(dh->recommendation, sizeof dh->recommendation,
-                 "hold '%s' in FP32 for this head (+stable:beta=2 leaves %.0f%% of the bias; best beta %g leaves %.0f%%)",
-                 dh->culprit, 100.0 * fabs(dh->stable_ratio), best_beta, 100.0 * best_br);
-    else if (fabs(dh->delta_src_ratio) <= removed_frac)
-        snprintf(dh->recommendation, sizeof dh->recommendation,
-                 "no set of up to 3 stages removes the bias; compute delta from an FP32 O (+hp-delta) for this head");
-    else
-        snprintf(dh->recommendation, sizeof dh->recommendation,
-                 "neither up to 3 stages nor delta from an FP32 O (leaves %.0f%%) removes the bias: run this head "
-                 "in the hp policy", 100.0 * fabs(dh->delta_src_ratio));
-}
-
 /* The policies one examination replays. */
 typedef struct {
     const tsc_policy_t *hp, *lp, *stable;
@@ -517,9 +558,9 @@ static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const diag_pols_t
     tsc_status_t st;
     if ((st = head_setup(r, a, dh)) != TSC_OK || (st = measure_lp(r, P->hp, P->lp, opts->max_steps, dh)) != TSC_OK)
         return st;
-    double base = dh->bias_lp != 0.0 ? dh->bias_lp : 1.0, best_beta, best_br;
+    double base = dh->bias_lp != 0.0 ? dh->bias_lp : 1.0;
     if ((st = substitutions(r, P->hp, P->lp, base, opts->removed_frac, dh)) != TSC_OK) return st;
-    if ((st = mitigation(r, P->stable, opts, base, dh, &best_beta, &best_br)) != TSC_OK) return st;
+    if ((st = mitigation(r, P->stable, opts, base, dh)) != TSC_OK) return st;
     verdict(a, dh);
     /* 4. the bit level at the examined step */
     double evbest = 0.0;
@@ -532,7 +573,7 @@ static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const diag_pols_t
             TSC_OK)
             return st;
     }
-    recommend(P->stable, opts->removed_frac, best_beta, best_br, dh);
+    adv_recommend(dh, opts->removed_frac);
     return TSC_OK;
 }
 
@@ -553,7 +594,7 @@ static tsc_status_t at_risk(tsc_diagnosis_t *dg) {
             dh->layer = x->layer;
             dh->head = x->head;
             dh->step = x->step;
-            dh->culprit_ratio = dh->stable_ratio = dh->delta_src_ratio = NAN;
+            dh->culprit_ratio = dh->stable_ratio = dh->delta_src_ratio = dh->dpp_ratio = dh->fp32o_ratio = NAN;
             dh->feature_mean_ulp = NAN;
             for (int b = 0; b < TSC_DIAG_MAX_BETAS; b++) dh->beta_ratio[b] = NAN;
             snprintf(dh->culprit, sizeof dh->culprit, "none");
@@ -715,6 +756,7 @@ tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const 
                      tsc_format_mant_bits(lp.fmt[TSC_STAGE_PV]) < 23 ? lp.fmt[TSC_STAGE_PV] : lp.fmt[TSC_STAGE_O]};
     check_fit(dg, dump_path, opts);
     if ((st = at_risk(dg)) == TSC_OK) st = examine_all(dg, dump_path, &P, opts);
+    if (st == TSC_OK) adv_sweep_explanation(dg, dg->sweep_explanation, sizeof dg->sweep_explanation);
     if (st != TSC_OK) {
         tsc_diagnose_free(dg);
         return st == TSC_ERR_NOMEM ? st : tsc_error_wrap(st, "diagnose %s: ", dump_path);
@@ -731,13 +773,7 @@ const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, siz
                  h->layer, h->head, h->delta_cumsum);
         return buf;
     }
-    char feats[128] = "all", gain[48] = "", alts[200] = "", cul[300];
-    for (int a = 0, n = 0; a < h->n_alt && n < (int)sizeof alts - 60; a++)
-        n += snprintf(alts + n, sizeof alts - (size_t)n, "%s%s", a ? ", " : "; also removed by ", h->alt_stage[a]);
-    if (isfinite(h->culprit_ratio))
-        snprintf(cul, sizeof cul, "%s (leaves %.0f%%%s)", h->culprit, 100.0 * fabs(h->culprit_ratio), alts);
-    else
-        snprintf(cul, sizeof cul, "none (no stage, pair or triple of stages removes the bias)");
+    char feats[128] = "all", gain[48] = "";
     if (isfinite(h->accum_gain)) snprintf(gain, sizeof gain, " (accumulation gain %.1f)", h->accum_gain);
     if (h->n_features > 0) {
         size_t n = 0;
@@ -748,10 +784,8 @@ const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, siz
     }
     snprintf(buf, size,
              "layer %d head %d: evidence: features %s biased (B %+.3g over %d steps), accumulated "
-             "sum_T(delta_lp-delta_hp) %+.3g; culprit stage %s, delta from FP32 O leaves %.0f%%; "
-             "verdict: %s%s; recommendation: %s",
-             h->layer, h->head, feats, h->bias_lp, h->n_steps, h->delta_cumsum, cul, 100.0 * fabs(h->delta_src_ratio),
-             h->verdict, gain,
+             "sum_T(delta_lp-delta_hp) %+.3g; verdict: %s%s; recommendation: %s",
+             h->layer, h->head, feats, h->bias_lp, h->n_steps, h->delta_cumsum, h->verdict, gain,
              h->recommendation[0] ? h->recommendation : "-");
     return buf;
 }
@@ -830,6 +864,51 @@ static void fit_json(tsc_json_t *j, const tsc_diagnosis_t *d) {
     tsc_json_object_end(j);
 }
 
+/* "beta_sweep": what each beta did (docs/FORMAT.md §3). */
+static void beta_sweep_json(tsc_json_t *j, const tsc_diagnosis_t *d, const tsc_diag_head_t *h) {
+    tsc_json_key(j, "beta_sweep");
+    tsc_json_array_begin(j);
+    for (int b = 0; b < d->n_betas; b++) {
+        const tsc_diag_beta_t *x = &h->sweep[b];
+        tsc_json_object_begin(j);
+        tsc_json_kv_number(j, "beta", d->betas[b]);
+        tsc_json_kv_number(j, "bias_ratio", h->beta_ratio[b]);
+        tsc_json_kv_number(j, "bias_ratio_se", x->ratio_se);
+        tsc_json_kv_bool(j, "in_studied_range", d->betas[b] >= ADV_BETA_LO && d->betas[b] <= ADV_BETA_HI);
+        tsc_json_kv_int(j, "n_tie_rows", x->n_rows);
+        tsc_json_kv_number(j, "frac_fix", x->frac_fix);
+        tsc_json_kv_number(j, "frac_fallback", x->frac_guard);
+        tsc_json_kv_number(j, "frac_split", x->frac_split);
+        tsc_json_kv_number(j, "frac_floor", x->frac_floor);
+        tsc_json_kv_number(j, "r_m_min", x->r_m_min);
+        tsc_json_kv_number(j, "r_m_max", x->r_m_max);
+        tsc_json_kv_number(j, "exparg_ulp", x->exparg_ulp);
+        tsc_json_kv_string(j, "what", x->what);
+        tsc_json_object_end(j);
+    }
+    tsc_json_array_end(j);
+}
+
+/* "fixes": the practitioner's fixes in the order of preference (docs/FORMAT.md §3). */
+static void fixes_json(tsc_json_t *j, const tsc_diag_head_t *h) {
+    tsc_json_key(j, "fixes");
+    tsc_json_array_begin(j);
+    for (int i = 0; i < h->n_fixes; i++) {
+        const tsc_diag_fix_t *f = &h->fixes[i];
+        tsc_json_object_begin(j);
+        tsc_json_kv_string(j, "fix", f->name);
+        tsc_json_kv_string(j, "where", f->where);
+        tsc_json_kv_string(j, "modifier", f->modifier);
+        tsc_json_kv_string(j, "measure", f->metric);
+        tsc_json_kv_number(j, "bias_ratio", f->ratio);
+        tsc_json_kv_number(j, "bias_ratio_se", f->ratio_se);
+        tsc_json_kv_bool(j, "removes", f->removes);
+        tsc_json_kv_bool(j, "recommended", f->recommended);
+        tsc_json_object_end(j);
+    }
+    tsc_json_array_end(j);
+}
+
 static void diag_json(void *ctx, tsc_json_t *j) {
     const tsc_diagnosis_t *d = ctx;
     tsc_json_key(j, "diagnosis");
@@ -837,6 +916,9 @@ static void diag_json(void *ctx, tsc_json_t *j) {
     tsc_json_kv_string(j, "stable_policy", d->stable_policy);
     tsc_json_kv_numbers(j, "betas", d->betas, (size_t)d->n_betas);
     tsc_json_kv_number(j, "removed_frac", d->removed_frac);
+    double range[2] = {ADV_BETA_LO, ADV_BETA_HI};
+    tsc_json_kv_numbers(j, "beta_studied_range", range, 2);
+    tsc_json_kv_string(j, "sweep_explanation", d->sweep_explanation);
     fit_json(j, d);
     tsc_json_kv_int(j, "n_at_risk", (int64_t)d->n);
     tsc_json_key(j, "at_risk");
@@ -860,7 +942,12 @@ static void diag_json(void *ctx, tsc_json_t *j) {
         tsc_json_kv_numbers(j, "beta_ratios", h->beta_ratio, (size_t)d->n_betas);
         tsc_json_kv_number(j, "accum_gain", h->accum_gain);
         tsc_json_kv_string(j, "verdict", h->verdict);
+        tsc_json_kv_number(j, "dpp_delta_ratio", h->dpp_ratio);
+        tsc_json_kv_number(j, "fp32_o_ratio", h->fp32o_ratio);
+        beta_sweep_json(j, d, h);
+        fixes_json(j, h);
         tsc_json_kv_string(j, "recommendation", h->recommendation);
+        tsc_json_kv_string(j, "stage_note", h->stage_note);
         tsc_json_key(j, "event");
         tsc_json_object_begin(j);
         tsc_json_kv_bool(j, "found", h->ev_found);

@@ -50,6 +50,37 @@ extern "C" {
 #define TSC_DIAG_MAX_SUBST (TSC_STAGE_COUNT + 2)
 #define TSC_DIAG_MAX_ALT 4 /* alternative culprit sets reported (smallest |ratio| first) */
 
+/* What one β of the +stable sweep did on the tie rows of the examined step (docs/MECHANISM.md §6). */
+typedef struct {
+    double beta;
+    double ratio;                      /* B(lp+stable:beta) / B(lp) (= beta_ratio) */
+    double ratio_se;                   /* its standard error from the spread of the per-row terms */
+    int in_range;                      /* 1: inside the studied range 2..8 */
+    long long n_rows;                  /* tie rows counted (examined step, every selected batch row) */
+    double frac_fix;                   /* m = β·r_m taken in the tile holding the row max */
+    double frac_guard;                 /* the edge case fell back to m = r_m + gap (e^((1-β)r_m) rounds to 0 or 1) */
+    double frac_split;                 /* no tile holding the max has r_s > 1: the tied maxima sit in different
+                                          key tiles (r_s counts per tile), the fix never triggers */
+    double frac_floor;                 /* the PyTorch code's 1e-10 floor on each tile's P̄ sum moved ℓ by more
+                                          than half an ULP of ℓ's format (policies with torch_quirks) */
+    double r_m_min, r_m_max;           /* the row maxima of those rows */
+    double exparg_ulp;                 /* spacing of the exp argument (1-β)·r_m_max in the exparg format */
+    char what[400];                    /* one sentence */
+} tsc_diag_beta_t;
+
+/* One practitioner's fix, replayed for the head: what to switch on in which kernel, and its effect. */
+typedef struct {
+    char name[80];                     /* e.g. "stable softmax fix (beta 2, eps 0.001)" */
+    char where[64];                    /* "forward kernel", "backward kernel's delta preprocessing" */
+    char modifier[64];                 /* the policy modifier replayed, e.g. "+hp-delta" */
+    char metric[8];                    /* "O": B on the tie rows; "delta": sum_T(delta - delta_hp) */
+    double ratio;                      /* effect: that measure under the fix over lp's */
+    double ratio_se;                   /* its standard error (spread of the per-row terms) */
+    int removes;                       /* |ratio| + 2 ratio_se <= removed_frac: removed, with confidence */
+    int recommended;                   /* the fix the recommendation names first */
+} tsc_diag_fix_t;
+#define TSC_DIAG_MAX_FIXES 6
+
 typedef struct {
     tsc_analysis_opts_t an;            /* the analysis' options (policies, selection, flag rule) */
     double betas[TSC_DIAG_MAX_BETAS];  /* the β sweep of +stable (default 1.5, 2, 4, 8); ε = eps */
@@ -98,10 +129,17 @@ typedef struct {
     double delta_src_ratio;            /* sum(delta - delta_hp) with delta from an FP32 O (+hp-delta) over lp's */
     double stable_ratio;               /* lp+stable:beta=2,eps=... */
     double beta_ratio[TSC_DIAG_MAX_BETAS];
+    tsc_diag_beta_t sweep[TSC_DIAG_MAX_BETAS]; /* what each β did */
+    double dpp_ratio;                  /* sum(delta - delta_hp) with delta = rowsum(dP o P) (+dpp-delta) over lp's */
+    double fp32o_ratio;                /* B with O-bar accumulated and O written in FP32 (+fp32:pv,oacc,o) */
+    double stable_se, delta_src_se, dpp_se, fp32o_se; /* standard errors of those ratios */
+    int n_fixes;
+    tsc_diag_fix_t fixes[TSC_DIAG_MAX_FIXES]; /* in the fixed order of preference */
+    char stage_note[200];              /* the culprit stage set, in the tool's stage names (appendix) */
     char verdict[32];                  /* "accumulates", "biased", "biased (no x)", "not biased" */
     double mean_cos, top_energy;       /* from the analysis (NaN without x) */
     double accum_gain;                 /* rank1_accum_gain pooled over the head's steps (NaN without x) */
-    char recommendation[240];
+    char recommendation[480];
     /* the single largest rounding event at the examined step (flagged features, every row) */
     int ev_found;
     int ev_b, ev_t, ev_i, ev_key;
@@ -119,6 +157,7 @@ typedef struct {
     double betas[TSC_DIAG_MAX_BETAS];
     int n_betas;
     double removed_frac;
+    char sweep_explanation[2048];      /* what the β sweep did over the examined heads */
     /* the fit of lp's replay (tsc_fit.h) on the first selected step: does the diagnosed policy
      * reproduce the captured O? fit_checked 0 when the dump has no o (fit_note: why) */
     int fit_checked;

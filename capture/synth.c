@@ -198,7 +198,9 @@ static void gen_values(const gen_t *g, long long step, int layer, int b, int kh,
     }
 }
 
-/* A planted query row t into qt: q = (a, n): α·q·k = 14 at keys 0 and p, α·n·r ~ N(0,1)
+/* A planted query row t into qt: q = (c, n): α·q·k = r at keys 0 and p, r drawn for the row
+ * uniformly in [TSC_SYNTH_TIE_SCORE_LO, TSC_SYNTH_TIE_SCORE_HI] (varied maxima: one shared value
+ * would make every row's stable-softmax rescaling e^((1-β)r) round the same way), α·n·r ~ N(0,1)
  * elsewhere; shrink n until every other visible score is >= TSC_SYNTH_MIN_GAP below. qv [D] is
  * scratch. 1 when the row reached its regime, else 0. */
 static int planted_query(const gen_t *g, rng_t *rq, const double *R, const float *kb, int t, double a,
@@ -206,8 +208,9 @@ static int planted_query(const gen_t *g, rng_t *rq, const double *R, const float
     int D = g->sh->head_dim, p = g->sh->tie_key;
     double alpha = g->alpha;
     double sig_n = 1.0 / (alpha * sqrt((double)(D - 1))); /* other planted-row scores ~ N(0, 1) */
+    double r = TSC_SYNTH_TIE_SCORE_LO + (TSC_SYNTH_TIE_SCORE_HI - TSC_SYNTH_TIE_SCORE_LO) * unif(rq);
     for (int d = 1; d < D; d++) qv[d] = sig_n * gauss(rq);
-    qv[0] = a;
+    qv[0] = r / (alpha * a);
     int ok = 0;
     for (int it = 0; it < 40 && !ok; it++) {
         rotate_round(R, D, qv, qt);
@@ -304,7 +307,8 @@ static int gen_qkvdo(const gen_t *g, long long step, int layer, float *q, float 
     int B = s->batch, H = s->n_head, Hkv = s->n_kv_head, T = s->seq_len, D = s->head_dim;
     int group = H / Hkv;
     int layer_planted = g->plant && in_list(layer, s->planted_layers, s->n_planted_layers);
-    double a = sqrt(TSC_SYNTH_TIE_SCORE / g->alpha);      /* tied score α·a·a = 14 */
+    /* the tied keys' length: a row's query sets its tied score α·q·k within the planted range */
+    double a = sqrt(0.5 * (TSC_SYNTH_TIE_SCORE_LO + TSC_SYNTH_TIE_SCORE_HI) / g->alpha);
     int fail = 0;
     double *k0 = malloc(sizeof(double) * (size_t)T * D);
     double *R = malloc(sizeof(double) * (size_t)D * D);

@@ -81,9 +81,11 @@ TSC_API void tsc_synth_opts_init(tsc_synth_opts_t *o);
  * TSC_ERR_IO naming path when it cannot be written; nothing is left at path on failure. */
 TSC_API tsc_status_t tsc_synth_write(const char *path, const tsc_synth_opts_t *opts);
 
-/* The tied score α·q·k the planted rows have at keys 0 and p (before rounding), and the least
- * gap to every other visible score that synth guarantees (after BF16 rounding of q and k). */
-#define TSC_SYNTH_TIE_SCORE 14.0
+/* The range of the tied score α·q·k the planted rows have at keys 0 and p (before rounding; drawn
+ * per row, uniformly), and the least gap to every other visible score that synth guarantees
+ * (after BF16 rounding of q and k). */
+#define TSC_SYNTH_TIE_SCORE_LO 14.0
+#define TSC_SYNTH_TIE_SCORE_HI 16.0
 #define TSC_SYNTH_MIN_GAP 11.0
 /* The least margin between the maximum and the second score of every other row. */
 #define TSC_SYNTH_MIN_MARGIN 1.0

@@ -14,7 +14,8 @@ const char tsc_usage_diagnose[] =
     "Runs the analysis (see `tilescope help analyze`), then for each at-risk layer/head: attribution by\n"
     "substitution (each low-precision stage of lp raised to FP32 in turn, and delta from an FP32 O),\n"
     "the accumulation verdict, the largest rounding event at the head's probe, and the mitigation\n"
-    "(lp+stable, beta = 2 and a sweep). Writes DIR/analysis.h5 and DIR/summary.json; prints one line per\n"
+    "(lp+stable, beta = 2 and a sweep, with what each beta did) and the kernel options that remove the\n"
+    "bias (stable fix, delta from an FP32 O, delta = rowsum(dP o P), FP32 O). Writes DIR/analysis.h5 and DIR/summary.json; prints one line per\n"
     "at-risk head (evidence, verdict, recommendation), ranked by the accumulated delta bias. First it\n"
     "states how well lp's replay reproduces the dump's captured O on the first selected step (the\n"
     "fit, see `tilescope help fit`) and warns below 99%: the diagnosis may then not describe the run.\n"
@@ -93,7 +94,7 @@ int tsc_cmd_diagnose(int argc, char **argv) {
                dump, a->hp, a->lp, a->n_heads, a->n_steps, dg->n, a->rule.alpha, a->rule.min_ulp);
         if (strcmp(a->lp_source, "--lp") != 0 && strcmp(a->lp_source, "the dump's policy") != 0)
             printf("lp: %s\n", a->lp_source);
-        char line[1024], ev[2048];
+        char line[2048], ev[2048];
         printf("%s\n", tsc_fit_sentence(a->lp, dg->fit_checked, dg->fit.identical, line, sizeof line));
         if (dg->fit_checked && tsc_fit_warning(dg->fit.identical)) printf("%s\n", tsc_fit_warning(dg->fit.identical));
         if (!dg->fit_checked && !strstr(dg->fit_note, "no dataset 'o'")) printf("  (%s)\n", dg->fit_note);
@@ -106,6 +107,7 @@ int tsc_cmd_diagnose(int argc, char **argv) {
             printf("(%zu of %zu at-risk heads shown, most at risk first; %zu omitted: --verbose prints all, --top N "
                    "more, %s/summary.json has every one)\n", shown, dg->n, dg->n - shown, outdir);
         if (dg->n == 0) printf("nothing at risk: no head shows a significant bias\n");
+        if (dg->sweep_explanation[0]) printf("what the beta sweep did: %s\n", dg->sweep_explanation);
     }
     tsc_diagnose_free(dg);
     return 0;

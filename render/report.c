@@ -97,6 +97,10 @@ static int event_text(const tsc_jv_t *top, long long step, char *out, size_t cap
 static const char *yesno(double v) { return v == 1 ? "yes" : "no"; }
 
 /* 100 x as a whole percentage, without a "-0" for tiny negative values. */
+static const char *str_of(const tsc_jv_t *v, const char *key) {
+    return tsc_jv_str(v, key) ? tsc_jv_str(v, key) : "";
+}
+
 static double pct(double x) {
     double r = round(100 * x);
     return r == 0 ? 0 : r;
@@ -146,6 +150,16 @@ static void flagged_row(const tsc_jv_t *arr, size_t i, int k, char **r) {
     r[8] = cell("flagged");
 }
 
+/* The fix the head's recommendation names (summary.json "fixes", `recommended`), with its signed
+ * effect; "none removes it" otherwise. */
+static char *first_fix(const tsc_jv_t *h) {
+    const tsc_jv_t *fx = tsc_jv_get(h, "fixes");
+    for (size_t k = 0; fx && k < fx->n; k++)
+        if (tsc_jv_num(fx->items[k], "recommended") == 1)
+            return cell("%s (%+.0f%% left)", str_of(fx->items[k], "fix"), pct(tsc_jv_num(fx->items[k], "bias_ratio")));
+    return cell("none removes it");
+}
+
 /* Rows of the ranked at-risk table: [n][9]. */
 static char **at_risk_rows(const tsc_jv_t *sm, int *nrows) {
     const tsc_jv_t *ar = tsc_jv_path(sm, "diagnosis.at_risk");
@@ -170,10 +184,9 @@ static char **at_risk_rows(const tsc_jv_t *sm, int *nrows) {
                 r[6] = cell("-");
                 r[7] = cell("-");
             } else {
-                r[5] = cell("%s (leaves %.0f%%)", tsc_jv_str(h, "culprit") ? tsc_jv_str(h, "culprit") : "?",
-                            pct(tsc_jv_num(h, "culprit_ratio")));
-                r[6] = cell("%.0f%%", pct(tsc_jv_num(h, "delta_src_ratio")));
-                r[7] = cell("%.0f%%", pct(tsc_jv_num(h, "stable_ratio")));
+                r[5] = first_fix(h);
+                r[6] = cell("%+.0f%%", pct(tsc_jv_num(h, "delta_src_ratio")));
+                r[7] = cell("%+.0f%%", pct(tsc_jv_num(h, "stable_ratio")));
             }
             double gain = tsc_jv_num(h, "accum_gain");
             const char *vd = tsc_jv_str(h, "verdict") ? tsc_jv_str(h, "verdict") : "?";
@@ -238,7 +251,7 @@ static char **head_rows(const tsc_jv_t *sm, int *nrows) {
 typedef struct {
     tsc_rp_fig_t figs[MAX_FIGS];
     int nf;
-    char verdict[1024], meta[2048], event[2048], mitig[2048];
+    char verdict[1024], meta[2048], event[2048], mitig[8192], stages[2048];
     char fit[TSC_POLICY_STR_MAX + 128], fit_warn[256];  /* the diagnosed policy's fit; "" without one */
     int has_event;
     const tsc_jv_t *top;
@@ -333,6 +346,18 @@ static void meta_text(const tsc_jv_t *sm, const char *dir, char *meta, size_t ca
              tsc_jv_num(sm, "geometry.softmax_scale"), str_or(sm, "producer", "?"));
 }
 
+/* Appends printf-formatted text to buf[cap] (truncating). */
+static void addf_buf(char *buf, size_t cap, const char *fmt, ...) {
+    size_t m = strlen(buf);
+    if (m + 1 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + m, cap - m, fmt, ap);
+    va_end(ap);
+}
+
+/* What to switch on, per examined head: each practitioner's fix with its signed effect, then what
+ * each beta of the sweep did (summary.json diagnosis.at_risk[].fixes, .beta_sweep). */
 static void mitig_text(const tsc_jv_t *sm, const char *dir, char *mitig, size_t cap) {
     const tsc_jv_t *ar = tsc_jv_path(sm, "diagnosis.at_risk");
     if (!ar || !ar->n) {
@@ -340,30 +365,45 @@ static void mitig_text(const tsc_jv_t *sm, const char *dir, char *mitig, size_t 
                              "replays the stabilised policy (+stable) and a beta sweep.", dir);
         return;
     }
-    const tsc_jv_t *betas = tsc_jv_path(sm, "diagnosis.betas");
-    snprintf(mitig, cap, "Policy replayed: %s (docs/MECHANISM.md section 6, Algorithm 3). Share of the bias B(lp) "
-                         "left (100%% = no effect, 0%% = removed; a negative share means the bias changed sign, and a "
-                         "share far outside [-100%%, 100%%] means the stabilised replay made an error larger than the "
-                         "bias it targets, e.g. a beta so large that the row sums underflow: docs/MECHANISM.md section 6, "
-                         "'too large underflows'):\n",
-             str_or(sm, "diagnosis.stable_policy", "?"));
+    snprintf(mitig, cap, "Each fix was replayed on the head's tie rows. Bias left: +100%% = no effect, 0%% = removed, "
+                         "negative = the bias reversed sign (e.g. -40%%: reversed, at 40%% of its size). 'O' fixes are "
+                         "measured on the O error of the flagged features, 'delta' fixes on sum(delta - delta_hp).\n");
     for (size_t i = 0; i < ar->n && i < 12; i++) {
-        const tsc_jv_t *h = ar->items[i];
-        size_t m = strlen(mitig);
-        if (!isfinite(tsc_jv_num(h, "stable_ratio"))) {
-            snprintf(mitig + m, cap - m, "layer %g head %g: not examined (beyond --max-heads)\n", tsc_jv_num(h, "layer"),
+        const tsc_jv_t *h = ar->items[i], *fx = tsc_jv_get(h, "fixes"), *bs = tsc_jv_get(h, "beta_sweep");
+        if (!fx || !fx->n) {
+            addf_buf(mitig, cap, "layer %g head %g: not examined (beyond --max-heads)\n", tsc_jv_num(h, "layer"),
                      tsc_jv_num(h, "head"));
             continue;
         }
-        snprintf(mitig + m, cap - m, "layer %g head %g: +stable leaves %.1f%%; beta sweep:", tsc_jv_num(h, "layer"),
-                 tsc_jv_num(h, "head"), 100 * tsc_jv_num(h, "stable_ratio"));
-        const tsc_jv_t *br = tsc_jv_get(h, "beta_ratios");
-        for (size_t k = 0; br && k < br->n; k++) {
-            m = strlen(mitig);
-            snprintf(mitig + m, cap - m, " beta %g: %.1f%%", tsc_jv_num(tsc_jv_at(betas, k), NULL), 100 * br->items[k]->num);
-        }
-        m = strlen(mitig);
-        snprintf(mitig + m, cap - m, "\n");
+        addf_buf(mitig, cap, "layer %g head %g: %s\n", tsc_jv_num(h, "layer"), tsc_jv_num(h, "head"),
+                 str_of(h, "recommendation"));
+        for (size_t k = 0; k < fx->n; k++)
+            addf_buf(mitig, cap, "  %s, %s (%s): %+.0f%% left%s\n", str_of(fx->items[k], "fix"),
+                     str_of(fx->items[k], "where"), str_of(fx->items[k], "measure"),
+                     pct(tsc_jv_num(fx->items[k], "bias_ratio")), tsc_jv_num(fx->items[k], "removes") == 1 ? ", removes it" : "");
+        for (size_t k = 0; bs && k < bs->n && i == 0; k++) /* the top head's sweep in detail */
+            addf_buf(mitig, cap, "  %s; bias left %+.0f%%\n", str_of(bs->items[k], "what"),
+                     pct(tsc_jv_num(bs->items[k], "bias_ratio")));
+    }
+    addf_buf(mitig, cap, "The beta sweep, over the examined heads: %s (docs/MECHANISM.md section 6)\n",
+             str_or(sm, "diagnosis.sweep_explanation", "-"));
+}
+
+/* The stage sets held in FP32 that remove each head's bias, in the tool's stage names (appendix). */
+static void stage_text(const tsc_jv_t *sm, char *buf, size_t cap) {
+    const tsc_jv_t *ar = tsc_jv_path(sm, "diagnosis.at_risk");
+    snprintf(buf, cap, "Attribution by substitution: the smallest set of the policy's rounding stages (docs/FORMAT.md "
+                       "stage names) that, held in FP32, removes the bias; a tool for locating the rounding, not a "
+                       "kernel option.\n");
+    for (size_t i = 0; ar && i < ar->n && i < 12; i++) {
+        const tsc_jv_t *h = ar->items[i];
+        if (!str_of(h, "stage_note")[0]) continue;
+        addf_buf(buf, cap, "layer %g head %g: %s", tsc_jv_num(h, "layer"), tsc_jv_num(h, "head"), str_of(h, "stage_note"));
+        const tsc_jv_t *alt = tsc_jv_get(h, "culprit_alternatives");
+        for (size_t k = 0; alt && k < alt->n; k++)
+            addf_buf(buf, cap, "%s%s (%+.0f%% left)", k ? ", " : "; also ", str_of(alt->items[k], "stage"),
+                     pct(tsc_jv_num(alt->items[k], "bias_ratio")));
+        addf_buf(buf, cap, "\n");
     }
 }
 
@@ -459,6 +499,7 @@ static tsc_status_t build_content(tsc_figure_src_t *src, const tsc_figure_opts_t
     meta_text(sm, dir, c->meta, sizeof c->meta);
     c->has_event = event_text(c->top, tsc_jv_int(c->top, "step", 0), c->event, sizeof c->event);
     mitig_text(sm, dir, c->mitig, sizeof c->mitig);
+    stage_text(sm, c->stages, sizeof c->stages);
     repro_text(src, o, pdf_path, c);
     c->ar_cells = at_risk_rows(sm, &c->n_ar);
     c->hd_cells = head_rows(sm, &c->n_hd);
@@ -495,8 +536,8 @@ static void add_figure(tsc_rdoc_t *d, const tsc_rp_fig_t *f, double w_pt, double
 }
 
 static const char *const ar_hdr[9] = {"rank", "layer / head", "step", "accumulated sum of delta_lp - delta_hp",
-                                      "flagged features (mean O error)", "culprit stage", "delta from FP32 O leaves",
-                                      "+stable leaves", "verdict"};
+                                      "flagged features (mean O error)", "recommended fix (bias left)",
+                                      "delta from FP32 O: bias left", "+stable (beta 2): bias left", "verdict"};
 static const double ar_w[9] = {0.05, 0.09, 0.06, 0.13, 0.15, 0.18, 0.11, 0.09, 0.14};
 static const char *const hd_hdr[8] = {"layer / head", "flagged", "delta-biased steps", "accumulated sum of delta diff",
                                       "mean O error [ULP]", "top feature (mean ULP)", "rows with >= 2 maxima",
@@ -554,6 +595,10 @@ static void doc_back(tsc_rdoc_t *d, const content_t *c) {
     add_para(d, 0, SANS, BODY_PT, 0, c->mitig, 8, TSC_RH_PRE);
     add_heading(d, "Commands that reproduce every number", tsc_strbuf_str(&c->repro), MONO, SMALL_PT, 0);
     add_para(d, 0, MONO, SMALL_PT, 0, tsc_strbuf_str(&c->repro), 8, TSC_RH_PRE);
+    if (c->n_ar) {
+        add_heading(d, "Appendix: stage sets that remove the bias", c->stages, SANS, BODY_PT, 0);
+        add_para(d, 0, SANS, BODY_PT, 0, c->stages, 8, TSC_RH_PRE);
+    }
 }
 
 /* ---------------------------------------------------------------- outputs */
