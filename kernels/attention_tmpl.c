@@ -49,8 +49,9 @@ static void SFX(rnd_arr)(R *restrict x, int n, rst_t *rs) {
 #define FMA(a, b, c) fmaf((a), (b), (c))
 /* exp for the FP32 reference: Cody-Waite reduction by ln 2, a degree-6 polynomial (cephes
  * expf coefficients) in FMA steps, then the power of two in two factors so results down to
- * the subnormal range come out right. Branch-free so loops over it vectorise. */
-static inline float SFX(expf)(float x) {
+ * the subnormal range come out right. Branch-free and always inlined so loops over it vectorise
+ * (a call in the loop would keep them scalar). */
+static inline __attribute__((always_inline)) float SFX(expf)(float x) {
     const float log2e = 1.44269504088896341f, magic = 12582912.0f; /* 1.5 * 2^23 */
     const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
     float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
