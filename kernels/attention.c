@@ -152,14 +152,21 @@ static const tile_sink_t *sink_for(const tsc_attn_opts_t *opts, int b, int h, ti
             }                                                                                     \
         }                                                                                         \
         int fail = 0;                                                                             \
-        _Pragma("omp parallel for schedule(dynamic, 1) reduction(|: fail)")                       \
-        for (int bh = 0; bh < BH; bh++) {                                                         \
-            const int b = bh / H, h = bh % H;                                                     \
-            tile_sink_t sink;                                                                     \
-            const tile_sink_t *sk = sink_for(opts, b, h, &sink);                                  \
-            if (run_head##SUF(pol, hp, dims, io, b, h, sk, bwd ? dk_all + (size_t)bh * TD : NULL, \
-                              bwd ? dv_all + (size_t)bh * TD : NULL))                             \
-                fail = 1;                                                                         \
+        const size_t hmem = head_mem##SUF(pol, dims, io->dout != NULL);                           \
+        _Pragma("omp parallel reduction(|: fail)")                                                \
+        { /* one scratch per thread, reused for each of its heads */                             \
+            RT *mem = malloc(hmem * sizeof(RT));                                                  \
+            fail = mem == NULL;                                                                   \
+            _Pragma("omp for schedule(dynamic, 1)")                                               \
+            for (int bh = 0; bh < BH; bh++) {                                                     \
+                const int b = bh / H, h = bh % H;                                                 \
+                tile_sink_t sink;                                                                 \
+                const tile_sink_t *sk = sink_for(opts, b, h, &sink);                              \
+                if (mem)                                                                          \
+                    run_head##SUF(pol, hp, dims, io, b, h, sk, bwd ? dk_all + (size_t)bh * TD : NULL, \
+                                  bwd ? dv_all + (size_t)bh * TD : NULL, mem);                    \
+            }                                                                                     \
+            free(mem);                                                                            \
         }                                                                                         \
         if (!fail && bwd) {                                                                       \
             /* GQA: a kv head's gradient is the sum of its group's, in head order (ACC), then   \

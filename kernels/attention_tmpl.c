@@ -935,25 +935,33 @@ static void SFX(transpose)(const R *a, int T, int D, R *at) {
         }
 }
 
-/* One (b, h): forward (and backward); sink: its tile statistics and/or trace, or NULL. dk_h/dv_h
- * receive this head's GRAD-rounded dK/dV as R; both NULL with io->dout set: the backward
- * computes δ only. Returns 0, or -1 when out of memory. */
-static int SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const tsc_attn_dims_t *dims,
-                         const tsc_attn_io_t *io, int b, int h, const tile_sink_t *sink, R *dk_h, R *dv_h) {
+/* Elements of scratch run_head needs for one head (the same for every head of a call). */
+static size_t SFX(head_mem)(const tsc_policy_t *pol, const tsc_attn_dims_t *dims, int bwd) {
     const int T = dims->T, D = dims->D;
     const int Bc = pol->block_k < T ? pol->block_k : T, Br = pol->block_q < T ? pol->block_q : T;
+    const size_t TD = (size_t)T * D;
+    /* forward: q kT v o [T, D], k (scratch) [T, D], lse, mrow, lrow [T], work; backward adds
+     * vT dO osrc dq [T, D], delta [T] and its work */
+    size_t n = 5 * TD + 3 * (size_t)T + SFX(fwd_work)(Bc, D);
+    if (bwd) n += 4 * TD + (size_t)T + SFX(bwd_work)(Br, Bc, D);
+    return n;
+}
+
+/* One (b, h): forward (and backward); sink: its tile statistics and/or trace, or NULL. dk_h/dv_h
+ * receive this head's GRAD-rounded dK/dV as R; both NULL with io->dout set: the backward
+ * computes δ only. mem: head_mem elements of scratch (reused from head to head: a fresh
+ * allocation per head costs its page faults every time). */
+static void SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const tsc_attn_dims_t *dims,
+                          const tsc_attn_io_t *io, int b, int h, const tile_sink_t *sink, R *dk_h, R *dv_h,
+                          R *mem) {
+    const int T = dims->T, D = dims->D;
+    const int Bc = pol->block_k < T ? pol->block_k : T;
     const int hk = h / (dims->H / dims->Hkv);
     const size_t TD = (size_t)T * D;
     const size_t qoff = ((size_t)b * dims->H + h) * TD, koff = ((size_t)b * dims->Hkv + hk) * TD;
     const int bwd = io->dout != NULL;
-    const size_t fw = SFX(fwd_work)(Bc, D), bw = bwd ? SFX(bwd_work)(Br, Bc, D) : 0;
-    /* forward: q kT v o [T, D], k (scratch) [T, D], lse, mrow, lrow [T], work; backward adds
-     * vT dO osrc dq [T, D], delta [T] and its work */
+    const size_t fw = SFX(fwd_work)(Bc, D);
     const int mat = pol->softmax == TSC_SOFTMAX_MATERIALIZED;
-    size_t n = 5 * TD + 3 * (size_t)T + fw;
-    if (bwd) n += 4 * TD + (size_t)T + bw;
-    R *mem = malloc(n * sizeof(R));
-    if (!mem) return -1;
     R *q = mem, *kT = q + TD, *v = kT + TD, *o = v + TD, *kk = o + TD, *lse = kk + TD;
     R *mrow = mat ? lse + T : NULL, *lrow = mat ? lse + 2 * T : NULL, *work = lse + 3 * T;
     R *vT = NULL, *dO = NULL, *osrc = NULL, *dq = NULL, *delta = NULL, *bwork = NULL;
@@ -974,10 +982,7 @@ static int SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const 
     SFX(fwd_head)(&cx, q, kT, v, o, lse, mrow, lrow, sink, work);
     SFX(store)(o, TD, io->o, io->dtype, qoff);
     SFX(store)(lse, (size_t)T, io->lse, io->dtype, (size_t)b * dims->H * T + (size_t)h * T);
-    if (!bwd) {
-        free(mem);
-        return 0;
-    }
+    if (!bwd) return;
     SFX(transpose)(v, T, D, vT);
     SFX(load)(io->dout, io->dtype, qoff, TD, dO, &cx.st[TSC_STAGE_DO]);
     const R *src = NULL;
@@ -994,8 +999,6 @@ static int SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const 
     SFX(bwd_head)(&bx, q, kk, kT, v, vT, dO, lse, mrow, lrow, src, delta, dk_h ? dq : NULL, dk_h, dv_h, bwork);
     SFX(store)(delta, (size_t)T, io->delta, io->dtype, (size_t)b * dims->H * T + (size_t)h * T);
     if (dk_h) SFX(store)(dq, TD, io->dq, io->dtype, qoff);
-    free(mem);
-    return 0;
 }
 
 #undef EXPR
