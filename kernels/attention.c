@@ -56,6 +56,14 @@ typedef struct {
     int32_t *tie_count, *tie_count_eps, *pbar_one;
 } tile_sink_t;
 
+/* Row stride of a transposed [D, T] operand: T rounded up to 16 floats, and to an odd number of
+ * 64-byte lines, so that the D rows a dot-product loop walks down do not all fall in the same
+ * cache sets (with T = 1024 they are 4 KiB apart and the L1 holds only a few of them). */
+static inline int attn_ld(int T) {
+    const int ld = (T + 15) / 16 * 16;
+    return (ld / 16) % 2 ? ld : ld + 16;
+}
+
 #define TSC_ATTN_TMPL 1
 
 #define R float
