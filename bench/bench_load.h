@@ -22,7 +22,7 @@ static void bench_loadavg(double la[3]) {
 
 static double bench_load_limit(void) {
     const char *e = getenv("TSC_BENCH_MAX_LOAD");
-    if (e && atof(e) > 0) return atof(e);
+    if (e && *e) return atof(e);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return 0.75 * (double)(n > 0 ? n : 1);
 }
