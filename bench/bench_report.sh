@@ -39,4 +39,4 @@ printf 'report, 12 layers x 12 heads: best of %d runs %.2f s; PDF %s bytes, HTML
     "$(stat -c %s "$work/report.pdf")" "$(stat -c %s "$work/report.html")"
 bench_load end
 echo "--- heatmap benchmark, same build, same run (bench/run_heatmap.sh) ---"
-bash "$src/bench/run_heatmap.sh" "$build" || echo "(heatmap benchmark failed)"
+{ bash "$src/bench/run_heatmap.sh" "$build" || echo "(heatmap benchmark failed)"; } | grep -v '^TABLE |' # its README row is run_heatmap.sh's own

@@ -51,7 +51,8 @@ run "build/bench_formats" "$build/bench_formats"
         echo
         echo "- status: $([ "$ok" = 1 ] && echo ok || echo FAILED)"
         grep -E '^load average \((start|end)\)' "$tmp/$i.out" | sed 's/^/- /'
-        grep -E '^TABLE \|' "$tmp/$i.out" | tail -1 | sed "s/^TABLE |/- row: | \`$shown\` |/"
+        row=$(grep -E '^TABLE \|' "$tmp/$i.out" | tail -1)
+        [ -z "$row" ] || echo "- row: | \`$shown\` |${row#TABLE |}"
         echo
         echo '```text'
         grep -v '^TABLE |' "$tmp/$i.out"
