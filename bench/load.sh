@@ -5,7 +5,7 @@
 #   bench_load WHEN   prints "load average (WHEN): ..."; sets BENCH_BUSY=1 when above the limit
 #   bench_settle [S]  waits up to S seconds (default 60) for the load to fall to the limit
 bench_load_limit() {
-    if [ -n "${TSC_BENCH_MAX_LOAD:-}" ]; then echo "$TSC_BENCH_MAX_LOAD"; else awk -v n="$(nproc)" 'BEGIN { print 0.75 * n }'; fi
+    awk -v e="${TSC_BENCH_MAX_LOAD:-}" -v n="$(nproc)" 'BEGIN { printf "%.2f\n", e != "" ? e + 0 : 0.75 * n }'
 }
 bench_load() {
     local lim la
