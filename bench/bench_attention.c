@@ -4,7 +4,9 @@
  * FMA-bound micro-kernel: 12 independent AVX-512 FMA chains per thread, every thread busy), and
  * the speed ratio to a pure-PyTorch tiled FA2 in BF16 (bench/torch_fa2.py) on the same inputs.
  * Results are checked before they are timed (fp32 and bf16-fa2 against the fp64 policy on one
- * head). Not a test: nothing here asserts a timing.
+ * head). Not a test: nothing here asserts a timing. Prints the load average at its start and end
+ * and claims no ratio when the machine was busy at the start (bench_load.h); its last line, "TABLE |
+ * ...", is the README row bench/run_all.sh collects.
  *
  *   bench_attention [--reps N] [--T T] [--H H] [--torch SCRIPT] [--python PY] [--no-torch]
  * (bench/run_attention.sh builds it and passes the script's path.) */
@@ -22,6 +24,7 @@
 #include <immintrin.h>
 #endif
 
+#include "bench_load.h"
 #include "tsc_attention.h"
 #include "tsc_formats.h"
 
@@ -252,7 +255,7 @@ static void run_torch(const bench_args_t *a, const tsc_attn_dims_t *d, float *in
 
 /* The measured results of one benchmark run, as the report prints them. */
 typedef struct {
-    int threads, lanes;
+    int threads, lanes, busy, H, T;
     double peak, mhz, fl_f, fl_b, torch_s, torch_f;
     const char *const *pols;
     const double *best, *best_f;
@@ -268,17 +271,42 @@ static void print_report(const bench_result_t *r) {
     printf("\n%-10s %12s %12s %12s %14s %16s\n", "policy", "fwd ms", "fwd+bwd ms", "GFLOP/s", "of FMA peak",
            "vs torch BF16");
     const double fl = r->fl_f + r->fl_b;
+    char cell[3][160] = {"", "", ""};
     for (int p = 0; p < 2; p++) {
-        double g = fl / r->best[p] / 1e9;
-        printf("%-10s %12.1f %12.1f %12.1f %13.1f%% ", r->pols[p], 1e3 * r->best_f[p], 1e3 * r->best[p], g,
-               r->peak > 0 ? 100 * g / r->peak : NAN);
-        if (isfinite(r->torch_s)) printf("%15.2fx\n", r->torch_s / r->best[p]);
-        else printf("%16s\n", "n/a");
+        const double g = fl / r->best[p] / 1e9, pct = r->peak > 0 ? 100 * g / r->peak : NAN;
+        const double x = isfinite(r->torch_s) ? r->torch_s / r->best[p] : NAN;
+        if (r->busy) {
+            printf("%-10s %12.1f %12.1f %12.1f %14s %16s\n", r->pols[p], 1e3 * r->best_f[p], 1e3 * r->best[p], g, "(busy)",
+                   "(busy)");
+        } else {
+            printf("%-10s %12.1f %12.1f %12.1f %13.1f%% ", r->pols[p], 1e3 * r->best_f[p], 1e3 * r->best[p], g, pct);
+            if (isfinite(x)) printf("%15.2fx\n", x);
+            else printf("%16s\n", "n/a");
+        }
+        size_t k = strlen(cell[0]);
+        if (r->busy) snprintf(cell[0] + k, sizeof cell[0] - k, "%s%s %.1f ms", p ? ", " : "", r->pols[p], 1e3 * r->best[p]);
+        else snprintf(cell[0] + k, sizeof cell[0] - k, "%s%s %.1f ms (%.0f%% of FMA peak)", p ? ", " : "", r->pols[p],
+                      1e3 * r->best[p], pct);
+        k = strlen(cell[2]);
+        snprintf(cell[2] + k, sizeof cell[2] - k, "%s%.2fx", p ? ", " : "", x);
     }
-    if (isfinite(r->torch_s))
-        printf("%-10s %12.1f %12.1f %12.1f %13.1f%% %15s\n", "torch-bf16", 1e3 * r->torch_f, 1e3 * r->torch_s,
-               fl / r->torch_s / 1e9, r->peak > 0 ? 100 * fl / r->torch_s / 1e9 / r->peak : NAN, "1.00x");
-    printf("goals: bf16-fa2 >= 2x the torch path; fp32 >= 25%% of FMA peak\n");
+    if (isfinite(r->torch_s)) {
+        if (r->busy) printf("%-10s %12.1f %12.1f %12.1f %14s %16s\n", "torch-bf16", 1e3 * r->torch_f, 1e3 * r->torch_s,
+                            fl / r->torch_s / 1e9, "(busy)", "(busy)");
+        else printf("%-10s %12.1f %12.1f %12.1f %13.1f%% %15s\n", "torch-bf16", 1e3 * r->torch_f, 1e3 * r->torch_s,
+                    fl / r->torch_s / 1e9, r->peak > 0 ? 100 * fl / r->torch_s / 1e9 / r->peak : NAN, "1.00x");
+        snprintf(cell[1], sizeof cell[1], "the same in PyTorch (BF16): %.1f ms", 1e3 * r->torch_s);
+    } else {
+        snprintf(cell[1], sizeof cell[1], "PyTorch not run");
+        snprintf(cell[2], sizeof cell[2], "n/a");
+    }
+    if (r->busy) {
+        printf("%s: no %% of peak, no ratio\n", BENCH_NOT_CLAIMED);
+        snprintf(cell[2], sizeof cell[2], "not claimed (machine busy)");
+    }
+    printf("goals: bf16-fa2 >= 2x the torch path; fp32 >= 50%% and bf16-fa2 >= 45%% of FMA peak\n");
+    printf("TABLE | FA2 forward + backward, B=1 H=%d T=%d D=64 causal, %d threads | %s | %s | %s |\n", r->H, r->T,
+           r->threads, cell[0], cell[1], cell[2]);
 }
 
 int main(int argc, char **argv) {
@@ -301,7 +329,8 @@ int main(int argc, char **argv) {
            H, T, D, threads, tsc_attn_simd_available() ? "AVX-512" : "portable", a.reps);
     if (check_head0(in, n, T, D)) return 1;
 
-    bench_result_t r = {.threads = threads, .torch_s = NAN, .torch_f = NAN};
+    bench_result_t r = {.threads = threads, .torch_s = NAN, .torch_f = NAN, .H = H, .T = T};
+    r.busy = bench_load_report("start");
     r.peak = fma_peak(&r.lanes);
     r.mhz = cpu_mhz();
     r.fl_f = tsc_attn_flops(&d, 0);
@@ -318,6 +347,7 @@ int main(int argc, char **argv) {
         double p2 = fma_peak(&lanes2); /* again after the timings: keep the better */
         r.peak = p2 > r.peak ? p2 : r.peak;
     }
+    bench_load_report("end");
     r.pols = pols;
     r.best = best;
     r.best_f = best_f;

@@ -6,7 +6,8 @@
  *                      [--B 8] [--H 12] [--T 1024] [--D 64]
  * (bench/bench_dump_io.sh finds the python and the script.) Best of N repetitions each; files sit in
  * the page cache (warm), for both sides alike. Not a test: nothing is asserted except that the
- * values read back are the values written.
+ * values read back are the values written. The load average is printed at the start and the end;
+ * a busy start means no ratio is claimed (bench_load.h). The last line is the README row.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -17,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_load.h"
 #include "tsc_dump.h"
 
 static double now(void) {
@@ -97,6 +99,7 @@ int main(int argc, char **argv) {
     float *head32 = malloc((size_t)(T * D) * sizeof(float));
     if (!head16 || !head32) { fprintf(stderr, "out of memory\n"); return 1; }
     long bad = 0;
+    const int busy = bench_load_report("start");
     for (long r = 0; r < reps; r++) {
         /* start from no file, like the h5py side (freeing the old file's pages is not writing) */
         unlink(tsc_path);
@@ -158,15 +161,25 @@ int main(int argc, char **argv) {
 
     printf("one layer: B=%ld H=%ld T=%ld D=%ld, q k v o do in bf16, %.1f MB, uncompressed, chunk = one head, "
            "best of %ld, warm page cache\n", B, H, T, D, bytes / 1e6, reps);
+    const double gw = bytes / w_best / 1e9, gr = bytes / rf_best / 1e9;
+    const double hgw = bytes / hw / 1e9, hgr = bytes / hf / 1e9;
     printf("%-34s %10s %10s %8s\n", "operation", "tilescope", "h5py", "ratio");
-    printf("%-34s %7.2f GB/s %5.2f GB/s %7.2fx\n", "write (bits as given)", bytes / w_best / 1e9, bytes / hw / 1e9,
-           hw / w_best);
-    printf("%-34s %7.2f GB/s %5.2f GB/s %7.2fx\n", "read raw bits (tsc: head by head)", bytes / rr_best / 1e9,
-           bytes / hr / 1e9, hr / rr_best);
-    printf("%-34s %7.2f GB/s %5.2f GB/s %7.2fx\n", "read as float32 (tsc: head by head)", bytes / rf_best / 1e9,
-           bytes / hf / 1e9, hf / rf_best);
+    const char *op[3] = {"write (bits as given)", "read raw bits (tsc: head by head)", "read as float32 (tsc: head by head)"};
+    const double ts_s[3] = {w_best, rr_best, rf_best}, py_s[3] = {hw, hr, hf};
+    for (int i = 0; i < 3; i++) {
+        printf("%-34s %7.2f GB/s %5.2f GB/s ", op[i], bytes / ts_s[i] / 1e9, bytes / py_s[i] / 1e9);
+        if (busy) printf("%8s\n", "(busy)");
+        else printf("%7.2fx\n", py_s[i] / ts_s[i]);
+    }
     printf("(ratio = tilescope throughput / h5py throughput; h5py reads whole datasets, float32 through "
            "HDF5's conversion, ds.astype('float32')[()])\n");
+    bench_load_report("end");
+    if (busy) printf("%s\n", BENCH_NOT_CLAIMED);
+    char ratio[96];
+    if (busy) snprintf(ratio, sizeof ratio, "not claimed (machine busy)");
+    else snprintf(ratio, sizeof ratio, "%.2fx, %.2fx", hw / w_best, hf / rf_best);
+    printf("TABLE | one GPT-2-small layer, %.1f MB BF16, write and read as float32 | write %.2f GB/s, read %.2f GB/s | "
+           "h5py %.2f, %.2f GB/s | %s |\n", bytes / 1e6, gw, gr, hgw, hgr, ratio);
     unlink(bin);
     unlink(tsc_path);
     if (!dir_arg) rmdir(dir);

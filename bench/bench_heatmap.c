@@ -4,7 +4,9 @@
  *   bench_heatmap [--size N] [--reps R] [--mpl bench/mpl_heatmap.py] [--python /usr/bin/python3]
  *
  * Prints each side's best-of-R time for the rendering and file writing only (data already in
- * memory; Python start-up and imports excluded) and the ratio. Not a test: no pass/fail. */
+ * memory; Python start-up and imports excluded) and the ratio. Not a test: no pass/fail. The load
+ * average is printed at the start and the end; a busy start means no ratio is claimed
+ * (bench_load.h). The last line is the README row. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_load.h"
 #include "tsc_heatmap.h"
 
 static double now(void) {
@@ -60,6 +63,7 @@ int main(int argc, char **argv) {
     tsc_heatmap_panel_t p = {.data = a, .rows = n, .cols = n, .xlabel = "feature", .ylabel = "token"};
     tsc_heatmap_info_t info;
     double best = INFINITY, best_render = INFINITY;
+    const int busy = bench_load_report("start");
     for (int r = 0; r < reps; r++) {
         double t0 = now();
         if (tsc_heatmap_write(&o, &p, 1, png, TSC_IMG_PNG, &info) != TSC_OK) {
@@ -89,11 +93,20 @@ int main(int argc, char **argv) {
         if (sscanf(line, "matplotlib: best %lf", &v) == 1) mpl_t = v;
     }
     int rc = pp ? pclose(pp) : -1;
+    bench_load_report("end");
+    char base[64] = "matplotlib not run", ratio[64] = "n/a";
     if (rc != 0 || !isfinite(mpl_t)) {
         printf("matplotlib: not measured (%s failed; needs python3-matplotlib and numpy)\n", py);
+    } else if (busy) {
+        printf("ratio: %s\n", BENCH_NOT_CLAIMED);
+        snprintf(base, sizeof base, "matplotlib %.3f s", mpl_t);
+        snprintf(ratio, sizeof ratio, "not claimed (machine busy)");
     } else {
         printf("ratio: matplotlib / tilescope = %.1fx (goal >= 5x)\n", mpl_t / best);
+        snprintf(base, sizeof base, "matplotlib %.3f s", mpl_t);
+        snprintf(ratio, sizeof ratio, "%.1fx", mpl_t / best);
     }
+    printf("TABLE | %d x %d heatmap + colour bar to PNG | %.3f s | %s | %s |\n", n, n, best, base, ratio);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "bench_heatmap: could not remove %s\n", dir);
     free(a);

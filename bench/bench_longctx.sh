@@ -5,6 +5,7 @@
 # and the T = 4096 run scaled by the expected growth (time x (T/4096)^2, memory x T/4096).
 # A run longer than LIMIT seconds is stopped: the RSS it had reached is then reported (memory is
 # bounded by O(T*(D + C)) per thread, so it stays flat after the first head's allocation).
+# The load average is printed at the start and the end (bench/load.sh); it claims no ratio.
 # usage: bench/bench_longctx.sh [TILESCOPE] [HEADS] [LIMIT_S] [T ...]   (default 32768)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,6 +14,8 @@ HEADS=${2:-2}
 LIMIT=${3:-1800}
 shift $(( $# < 3 ? $# : 3 ))
 LENS=${*:-32768}
+. "$here/load.sh"
+bench_load start
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 run() { # T: synth, then analyze under a time limit, sampling the peak RSS
@@ -41,3 +44,4 @@ for T in $LENS; do
     printf '  expected from T=4096: wall %.0f s (x%.0f), rss <= %.0f KiB (x%.0f)\n' \
         "$(echo "$W4096 * $f * $f" | bc -l)" "$(echo "$f * $f" | bc -l)" "$(echo "$M4096 * $f" | bc -l)" "$f"
 done
+bench_load end

@@ -4,7 +4,8 @@
 # beside the heatmap benchmark (bench/run_heatmap.sh) of the same build in the same run.
 #   bench/bench_report.sh [BUILD_DIR] [RUNS]
 # The analysis itself (synth + analyze, minutes on 2 cores) is made once and timed separately;
-# set TSC_BENCH_KEEP=DIR to keep (and reuse) it.
+# set TSC_BENCH_KEEP=DIR to keep (and reuse) it. The load average is printed at the start and the end
+# (bench/load.sh); this benchmark times tilescope alone and claims no ratio.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build}
@@ -14,6 +15,8 @@ T="$build/tilescope"
 work=${TSC_BENCH_KEEP:-$(mktemp -d)}
 mkdir -p "$work"
 [ -n "${TSC_BENCH_KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
+. "$src/bench/load.sh"
+bench_load start
 now() { date +%s.%N; }
 if [ ! -s "$work/an/summary.json" ]; then
     t0=$(now)
@@ -34,5 +37,6 @@ for i in $(seq 1 "$runs"); do
 done
 printf 'report, 12 layers x 12 heads: best of %d runs %.2f s; PDF %s bytes, HTML %s bytes\n' "$runs" "$best" \
     "$(stat -c %s "$work/report.pdf")" "$(stat -c %s "$work/report.html")"
+bench_load end
 echo "--- heatmap benchmark, same build, same run (bench/run_heatmap.sh) ---"
-bash "$src/bench/run_heatmap.sh" "$build" || echo "(heatmap benchmark failed)"
+{ bash "$src/bench/run_heatmap.sh" "$build" || echo "(heatmap benchmark failed)"; } | grep -v '^TABLE |' # its README row is run_heatmap.sh's own

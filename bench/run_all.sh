@@ -1,16 +1,66 @@
 #!/usr/bin/env bash
-# Runs every benchmark of bench/ against its baseline, in one go: `make bench`.
+# Runs every benchmark of bench/ against its baseline, in one go (`make bench`), and writes what they
+# measured to one file, bench/RESULTS.md (or $TSC_BENCH_RESULTS): the date, the machine, the commit,
+# and for each benchmark its command, the load average at its start and end, its README row and its
+# whole output. The README's speed table is then regenerated from that file
+# (scripts/bench_table.sh), so the figures it states are the ones measured, never typed.
 #   bench/run_all.sh [BUILD_DIR]
-# Each prints its own ratios; see the comment at the top of each script for what it measures.
+# Before each benchmark it waits (up to 60 s) for the load of the previous one to fade; a benchmark
+# that still starts on a busy machine says so and claims no ratio (bench/load.sh).
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$src/build}" && pwd)
+out=${TSC_BENCH_RESULTS:-$src/bench/RESULTS.md}
+. "$src/bench/load.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 rc=0
-run() { echo; echo "== $*"; "$@" || { echo "(failed: $*)"; rc=1; }; }
-run bash "$src/bench/bench_dump_io.sh" "$build"
-run bash "$src/bench/run_attention.sh" "$build"
-run bash "$src/bench/bench_diagnose.sh" "$build/tilescope"
-run bash "$src/bench/run_heatmap.sh" "$build"
-run bash "$src/bench/bench_report.sh" "$build"
-run "$build/bench_formats"
+n=0
+# run SHOWN_COMMAND command...: runs one benchmark, its output to the terminal and to $tmp/N.out
+run() {
+    local shown=$1; shift
+    n=$((n + 1))
+    bench_settle 60
+    echo; echo "== $shown"
+    local ok=1
+    "$@" 2>&1 | tee "$tmp/$n.out" || ok=0
+    [ $ok = 1 ] || { echo "(failed: $shown)"; rc=1; }
+    printf '%s\n%s\n' "$shown" "$ok" > "$tmp/$n.cmd"
+}
+run "bash bench/bench_diagnose.sh build/tilescope 2" bash "$src/bench/bench_diagnose.sh" "$build/tilescope" 2
+run "bash bench/run_attention.sh build --reps 5" bash "$src/bench/run_attention.sh" "$build" --reps 5
+run "bash bench/bench_dump_io.sh build --reps 3" bash "$src/bench/bench_dump_io.sh" "$build" --reps 3
+run "bash bench/run_heatmap.sh build --reps 3" bash "$src/bench/run_heatmap.sh" "$build" --reps 3
+run "bash bench/bench_report.sh build" bash "$src/bench/bench_report.sh" "$build"
+run "build/bench_formats" "$build/bench_formats"
+
+{
+    echo "# Benchmark results"
+    echo
+    echo "Written by \`make bench\` (bench/run_all.sh); the README's speed table is generated from this file by"
+    echo "scripts/bench_table.sh. Do not edit by hand."
+    echo
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "- machine: $(lscpu 2> /dev/null | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs, $(uname -sm)$(grep -q avx512f /proc/cpuinfo && echo ', AVX-512')"
+    echo "- commit: $(git -C "$src" describe --always --dirty 2> /dev/null || echo unknown)"
+    echo "- load limit: $(bench_load_limit) (a benchmark starting above it claims no ratio)"
+    for i in $(seq 1 "$n"); do
+        { read -r shown; read -r ok; } < "$tmp/$i.cmd"
+        echo
+        echo "## \`$shown\`"
+        echo
+        echo "- status: $([ "$ok" = 1 ] && echo ok || echo FAILED)"
+        grep -E '^load average \((start|end)\)' "$tmp/$i.out" | sed 's/^/- /'
+        row=$(grep -E '^TABLE \|' "$tmp/$i.out" | tail -1)
+        [ -z "$row" ] || echo "- row: | \`$shown\` |${row#TABLE |}"
+        echo
+        echo '```text'
+        grep -v '^TABLE |' "$tmp/$i.out"
+        echo '```'
+    done
+} > "$tmp/results.md"
+mv "$tmp/results.md" "$out"
+echo
+echo "results: $out"
+bash "$src/scripts/bench_table.sh" "$out" "$src/README.md" || rc=1
 exit $rc

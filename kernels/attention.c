@@ -56,6 +56,14 @@ typedef struct {
     int32_t *tie_count, *tie_count_eps, *pbar_one;
 } tile_sink_t;
 
+/* Row stride of a transposed [D, T] operand: T rounded up to 16 floats, and to an odd number of
+ * 64-byte lines, so that the D rows a dot-product loop walks down do not all fall in the same
+ * cache sets (with T = 1024 they are 4 KiB apart and the L1 holds only a few of them). */
+static inline int attn_ld(int T) {
+    const int ld = (T + 15) / 16 * 16;
+    return (ld / 16) % 2 ? ld : ld + 16;
+}
+
 #define TSC_ATTN_TMPL 1
 
 #define R float
@@ -140,8 +148,11 @@ static const tile_sink_t *sink_for(const tsc_attn_opts_t *opts, int b, int h, ti
         const size_t TD = (size_t)dims->T * dims->D;                                              \
         /* bwd: gradients asked for; with dout but no dq, dk, dv the backward computes δ only */ \
         const int bwd = io->dout != NULL && (io->dq || io->dk || io->dv);                         \
+        /* G == 1: each head's dK, dV are the result, stored from the thread's scratch; else     \
+         * every head's are kept for the group sums below */                                     \
+        const int direct = bwd && G == 1;                                                         \
         RT *dk_all = NULL, *dv_all = NULL;                                                        \
-        if (bwd) {                                                                                \
+        if (bwd && !direct) {                                                                     \
             dk_all = malloc((size_t)BH * TD * sizeof(RT));                                        \
             dv_all = malloc((size_t)BH * TD * sizeof(RT));                                        \
             if (!dk_all || !dv_all) {                                                             \
@@ -152,19 +163,31 @@ static const tile_sink_t *sink_for(const tsc_attn_opts_t *opts, int b, int h, ti
             }                                                                                     \
         }                                                                                         \
         int fail = 0;                                                                             \
-        _Pragma("omp parallel for schedule(dynamic, 1) reduction(|: fail)")                       \
-        for (int bh = 0; bh < BH; bh++) {                                                         \
-            const int b = bh / H, h = bh % H;                                                     \
-            tile_sink_t sink;                                                                     \
-            const tile_sink_t *sk = sink_for(opts, b, h, &sink);                                  \
-            if (run_head##SUF(pol, hp, dims, io, b, h, sk, bwd ? dk_all + (size_t)bh * TD : NULL, \
-                              bwd ? dv_all + (size_t)bh * TD : NULL))                             \
-                fail = 1;                                                                         \
+        const size_t hmem0 = head_mem##SUF(pol, dims, io->dout != NULL);                          \
+        const size_t hmem = hmem0 + (direct ? 2 * TD : 0);                                        \
+        _Pragma("omp parallel reduction(|: fail)")                                                \
+        { /* one scratch per thread, reused for each of its heads */                             \
+            RT *mem = malloc(hmem * sizeof(RT));                                                  \
+            fail = mem == NULL;                                                                   \
+            _Pragma("omp for schedule(dynamic, 1)")                                               \
+            for (int bh = 0; bh < BH; bh++) {                                                     \
+                const int b = bh / H, h = bh % H;                                                 \
+                tile_sink_t sink;                                                                 \
+                const tile_sink_t *sk = sink_for(opts, b, h, &sink);                              \
+                if (!mem) continue;                                                               \
+                RT *dkh = direct ? mem + hmem0 : bwd ? dk_all + (size_t)bh * TD : NULL;           \
+                RT *dvh = direct ? dkh + TD : bwd ? dv_all + (size_t)bh * TD : NULL;              \
+                run_head##SUF(pol, hp, dims, io, b, h, sk, dkh, dvh, mem);                        \
+                if (direct) {                                                                     \
+                    store##SUF(dkh, TD, io->dk, io->dtype, (size_t)bh * TD);                      \
+                    store##SUF(dvh, TD, io->dv, io->dtype, (size_t)bh * TD);                      \
+                }                                                                                 \
+            }                                                                                     \
+            free(mem);                                                                            \
         }                                                                                         \
-        if (!fail && bwd) {                                                                       \
+        if (!fail && bwd && !direct) {                                                            \
             /* GQA: a kv head's gradient is the sum of its group's, in head order (ACC), then   \
-             * rounded to GRAD (gqa-sum each: rounded to GRAD after each add); for G == 1 that   \
-             * is the head's own result. */                                                      \
+             * rounded to GRAD (gqa-sum each: rounded to GRAD after each add). */                \
             RT *sum = malloc(TD * sizeof(RT) * 2);                                                \
             if (!sum) fail = 1;                                                                   \
             for (int b = 0; !fail && b < dims->B; b++)                                            \
@@ -182,7 +205,7 @@ static const tile_sink_t *sink_for(const tsc_attn_opts_t *opts, int b, int h, ti
                         for (int g = 1; g < G; g++)                                               \
                             for (size_t i = 0; i < TD; i++)                                       \
                                 acc[i] = rnd##SUF(acc[i] + src[(size_t)g * TD + i], to);          \
-                        if (G > 1) rnd_arr##SUF(acc, (int)TD, &cx.st[TSC_STAGE_GRAD]);            \
+                        rnd_arr##SUF(acc, (int)TD, &cx.st[TSC_STAGE_GRAD]);                       \
                         store##SUF(acc, TD, w ? io->dv : io->dk, io->dtype, out);                 \
                     }                                                                             \
                 }                                                                                 \

@@ -49,8 +49,9 @@ static void SFX(rnd_arr)(R *restrict x, int n, rst_t *rs) {
 #define FMA(a, b, c) fmaf((a), (b), (c))
 /* exp for the FP32 reference: Cody-Waite reduction by ln 2, a degree-6 polynomial (cephes
  * expf coefficients) in FMA steps, then the power of two in two factors so results down to
- * the subnormal range come out right. Branch-free so loops over it vectorise. */
-static inline float SFX(expf)(float x) {
+ * the subnormal range come out right. Branch-free and always inlined so loops over it vectorise
+ * (a call in the loop would keep them scalar). */
+static inline __attribute__((always_inline)) float SFX(expf)(float x) {
     const float log2e = 1.44269504088896341f, magic = 12582912.0f; /* 1.5 * 2^23 */
     const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
     float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
@@ -84,6 +85,7 @@ typedef struct {
     rst_t st[TSC_STAGE_COUNT];
     const tsc_policy_t *pol;
     int T, D, causal, Bc, Br;
+    int ldT;    /* row stride of the transposed K and V ([D, ldT], see attn_ld) */
     R alpha;    /* the scores' factor: α (R_S(α) under TSC_SCALE_S_LP, 1 under TSC_SCALE_QK) */
     R ds_alpha; /* dS's factor: α (R_DS(α) under TSC_SCALE_S_LP, 1 under TSC_SCALE_QK) */
     R qk_scale; /* √α under TSC_SCALE_QK (Q, K and finally dQ, dK are multiplied by it), else 1 */
@@ -93,6 +95,7 @@ static void SFX(hctx_init)(SFX(hctx_t) *cx, const tsc_policy_t *pol, const tsc_a
                            int b, int h, int salt) {
     cx->pol = pol;
     cx->T = dims->T;
+    cx->ldT = attn_ld(dims->T);
     cx->D = dims->D;
     cx->causal = dims->causal;
     /* a tile larger than T is one tile of T (the same arithmetic, a smaller scratch) */
@@ -141,7 +144,7 @@ static inline void SFX(axpy_round)(R a, const R *restrict x, R *restrict y, int 
  * Same operations in the same order as the generic loops (each output element is its own
  * sequential chain of fmas), with the accumulators held in registers. */
 
-/* out[jj] = Σ_d fma x[d]·MT[d, j0+jj] from 0, sequential in d (MT is [D, T]). */
+/* out[jj] = Σ_d fma x[d]·MT[d, j0+jj] from 0, sequential in d (MT is [D, T], row stride T). */
 static inline void avx_rowdot(const float *x, const float *MT, int T, int D, int j0, int jv, float *out) {
     int jj = 0;
     for (; jj + 64 <= jv; jj += 64) {
@@ -359,7 +362,7 @@ static inline void avx_rank4_64(float *Y, const float *A, int as, const float *X
 /* Raw dot products for nr rows: out[r][jj] = Σ_d fma X[r][d]·MT[d, j0+jj] (ACC), jj < jv[r]. */
 static void SFX(rowdot_rows)(SFX(hctx_t) *cx, const R *X, int nr, const R *MT, int j0, const int *jv, R *out,
                              int os) {
-    const int T = cx->T, D = cx->D;
+    const int T = cx->ldT, D = cx->D; /* T: MT's row stride */
     rst_t *acc = &cx->st[TSC_STAGE_ACC];
 #if TMPL_AVX512
     if (acc->id && nr == 4) {
@@ -668,7 +671,7 @@ static void SFX(win_reset)(tsc_attn_trace_t *tr, int t0, int nr) {
     }
 }
 
-/* Forward of one head. q [T, D], kT [D, T], v [T, D] (rounded inputs); o [T, D] and lse [T]
+/* Forward of one head. q [T, D], kT [D, ldT], v [T, D] (rounded inputs); o [T, D] and lse [T]
  * out (either may be NULL); work: fwd_work elements. sink: tile statistics and/or a trace of
  * this head, or NULL. */
 static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, R *o, R *lse,
@@ -711,11 +714,13 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
         for (int r = 0; r < nr; r++) {
             const int t = t0 + r;
             const int mat = pol->softmax == TSC_SOFTMAX_MATERIALIZED;
-            if (o)
-                for (int d = 0; d < D; d++) {
-                    const R ob = w.OACC[(size_t)r * D + d];
-                    o[(size_t)t * D + d] = SFX(rnd)(mat ? ob : ob / bk.l[r], &st[TSC_STAGE_O]);
-                }
+            if (o) { /* O = R_O(Ō / ℓ) (materialized: R_O(Ō)), as loops that vectorise */
+                R *orow = o + (size_t)t * D;
+                const R *ob = w.OACC + (size_t)r * D, l = bk.l[r];
+                if (mat) for (int d = 0; d < D; d++) orow[d] = ob[d];
+                else for (int d = 0; d < D; d++) orow[d] = ob[d] / l;
+                SFX(rnd_arr)(orow, D, &st[TSC_STAGE_O]);
+            }
             if (mrow) {
                 mrow[t] = bk.m[r];
                 lrow[t] = bk.l[r];
@@ -763,7 +768,7 @@ static inline void SFX(ds_row)(SFX(hctx_t) *cx, const R *pf, const R *dp, R dlt,
     SFX(rnd_arr)(ds, n, rs);
 }
 
-/* Backward of one head. q, dO [T, D], k, v [T, D] with kT, vT [D, T]; lse [T] of the forward
+/* Backward of one head. q, dO [T, D], k, v [T, D] with kT, vT [D, ldT]; lse [T] of the forward
  * (materialized softmax: mrow, lrow [T], its row max and ℓ, instead); osrc [T, D] the O δ reads
  * (NULL for dpp); outputs delta [T], dq [T, D], dk, dv [T, D] (this query head's contribution,
  * rounded to GRAD). With dq NULL only δ is computed (dk, dv unused). work: bwd_work elements. */
@@ -924,40 +929,48 @@ static void SFX(store)(const R *src, size_t n, void *dst, tsc_attn_dtype_t dt, s
     }
 }
 
-/* at [D, T] = a [T, D]ᵀ, in 16 × 16 blocks (column-order writes thrash the cache). */
-static void SFX(transpose)(const R *a, int T, int D, R *at) {
+/* at [D, T] (row stride ld) = a [T, D]ᵀ, in 16 × 16 blocks (column-order writes thrash the cache). */
+static void SFX(transpose)(const R *a, int T, int D, R *at, int ld) {
     for (int t0 = 0; t0 < T; t0 += 16)
         for (int d0 = 0; d0 < D; d0 += 16) {
             const int t1 = t0 + 16 < T ? t0 + 16 : T, d1 = d0 + 16 < D ? d0 + 16 : D;
             for (int d = d0; d < d1; d++)
-                for (int t = t0; t < t1; t++) at[(size_t)d * T + t] = a[(size_t)t * D + d];
+                for (int t = t0; t < t1; t++) at[(size_t)d * ld + t] = a[(size_t)t * D + d];
         }
+}
+
+/* Elements of scratch run_head needs for one head (the same for every head of a call). */
+static size_t SFX(head_mem)(const tsc_policy_t *pol, const tsc_attn_dims_t *dims, int bwd) {
+    const int T = dims->T, D = dims->D;
+    const int Bc = pol->block_k < T ? pol->block_k : T, Br = pol->block_q < T ? pol->block_q : T;
+    const size_t TD = (size_t)T * D, KT = (size_t)D * attn_ld(T);
+    /* forward: q v o k [T, D], kT [D, ldT], lse, mrow, lrow [T], work; backward adds vT
+     * [D, ldT], dO osrc dq [T, D], delta [T] and its work */
+    size_t n = 4 * TD + KT + 3 * (size_t)T + SFX(fwd_work)(Bc, D);
+    if (bwd) n += 3 * TD + KT + (size_t)T + SFX(bwd_work)(Br, Bc, D);
+    return n;
 }
 
 /* One (b, h): forward (and backward); sink: its tile statistics and/or trace, or NULL. dk_h/dv_h
  * receive this head's GRAD-rounded dK/dV as R; both NULL with io->dout set: the backward
- * computes δ only. Returns 0, or -1 when out of memory. */
-static int SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const tsc_attn_dims_t *dims,
-                         const tsc_attn_io_t *io, int b, int h, const tile_sink_t *sink, R *dk_h, R *dv_h) {
+ * computes δ only. mem: head_mem elements of scratch (reused from head to head: a fresh
+ * allocation per head costs its page faults every time). */
+static void SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const tsc_attn_dims_t *dims,
+                          const tsc_attn_io_t *io, int b, int h, const tile_sink_t *sink, R *dk_h, R *dv_h,
+                          R *mem) {
     const int T = dims->T, D = dims->D;
-    const int Bc = pol->block_k < T ? pol->block_k : T, Br = pol->block_q < T ? pol->block_q : T;
+    const int Bc = pol->block_k < T ? pol->block_k : T;
     const int hk = h / (dims->H / dims->Hkv);
-    const size_t TD = (size_t)T * D;
+    const size_t TD = (size_t)T * D, KT = (size_t)D * attn_ld(T);
     const size_t qoff = ((size_t)b * dims->H + h) * TD, koff = ((size_t)b * dims->Hkv + hk) * TD;
     const int bwd = io->dout != NULL;
-    const size_t fw = SFX(fwd_work)(Bc, D), bw = bwd ? SFX(bwd_work)(Br, Bc, D) : 0;
-    /* forward: q kT v o [T, D], k (scratch) [T, D], lse, mrow, lrow [T], work; backward adds
-     * vT dO osrc dq [T, D], delta [T] and its work */
+    const size_t fw = SFX(fwd_work)(Bc, D);
     const int mat = pol->softmax == TSC_SOFTMAX_MATERIALIZED;
-    size_t n = 5 * TD + 3 * (size_t)T + fw;
-    if (bwd) n += 4 * TD + (size_t)T + bw;
-    R *mem = malloc(n * sizeof(R));
-    if (!mem) return -1;
-    R *q = mem, *kT = q + TD, *v = kT + TD, *o = v + TD, *kk = o + TD, *lse = kk + TD;
+    R *q = mem, *kT = q + TD, *v = kT + KT, *o = v + TD, *kk = o + TD, *lse = kk + TD;
     R *mrow = mat ? lse + T : NULL, *lrow = mat ? lse + 2 * T : NULL, *work = lse + 3 * T;
     R *vT = NULL, *dO = NULL, *osrc = NULL, *dq = NULL, *delta = NULL, *bwork = NULL;
     if (bwd) {
-        vT = work + fw; dO = vT + TD; osrc = dO + TD; dq = osrc + TD; delta = dq + TD; bwork = delta + T;
+        vT = work + fw; dO = vT + KT; osrc = dO + TD; dq = osrc + TD; delta = dq + TD; bwork = delta + T;
     }
     SFX(hctx_t) cx;
     SFX(hctx_init)(&cx, pol, dims, b, h, 0);
@@ -968,16 +981,13 @@ static int SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const 
             q[i] = SFX(rnd)(q[i] * cx.qk_scale, &cx.st[TSC_STAGE_S]);
             kk[i] = SFX(rnd)(kk[i] * cx.qk_scale, &cx.st[TSC_STAGE_S]);
         }
-    SFX(transpose)(kk, T, D, kT);
+    SFX(transpose)(kk, T, D, kT, attn_ld(T));
     SFX(load)(io->v, io->dtype, koff, TD, v, &cx.st[TSC_STAGE_V]);
     SFX(fwd_head)(&cx, q, kT, v, o, lse, mrow, lrow, sink, work);
     SFX(store)(o, TD, io->o, io->dtype, qoff);
     SFX(store)(lse, (size_t)T, io->lse, io->dtype, (size_t)b * dims->H * T + (size_t)h * T);
-    if (!bwd) {
-        free(mem);
-        return 0;
-    }
-    SFX(transpose)(v, T, D, vT);
+    if (!bwd) return;
+    SFX(transpose)(v, T, D, vT, attn_ld(T));
     SFX(load)(io->dout, io->dtype, qoff, TD, dO, &cx.st[TSC_STAGE_DO]);
     const R *src = NULL;
     if (pol->delta_src == TSC_DELTA_LP_O) {
@@ -993,8 +1003,6 @@ static int SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const 
     SFX(bwd_head)(&bx, q, kk, kT, v, vT, dO, lse, mrow, lrow, src, delta, dk_h ? dq : NULL, dk_h, dv_h, bwork);
     SFX(store)(delta, (size_t)T, io->delta, io->dtype, (size_t)b * dims->H * T + (size_t)h * T);
     if (dk_h) SFX(store)(dq, TD, io->dq, io->dtype, qoff);
-    free(mem);
-    return 0;
 }
 
 #undef EXPR

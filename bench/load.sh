@@ -1,0 +1,23 @@
+# bench/load.sh: the load rule of the shell benchmarks, sourced by them (bench/bench_load.h states
+# the same rule for the C ones). A benchmark prints the load average when it starts and when it
+# ends, and claims no ratio (it says "not claimed" and why) when the 1-minute load average at its
+# start exceeds the limit: $TSC_BENCH_MAX_LOAD, else 0.75 x the online CPUs (1.5 on 2 cores).
+#   bench_load WHEN   prints "load average (WHEN): ..."; sets BENCH_BUSY=1 when above the limit
+#   bench_settle [S]  waits up to S seconds (default 60) for the load to fall to the limit
+bench_load_limit() {
+    awk -v e="${TSC_BENCH_MAX_LOAD:-}" -v n="$(nproc)" 'BEGIN { printf "%.2f\n", e != "" ? e + 0 : 0.75 * n }'
+}
+bench_load() {
+    local lim la
+    lim=$(bench_load_limit)
+    read -r -a la < /proc/loadavg
+    BENCH_BUSY=$(awk -v a="${la[0]}" -v l="$lim" 'BEGIN { print (a > l) ? 1 : 0 }')
+    echo "load average ($1): ${la[0]} ${la[1]} ${la[2]} (limit $lim, $(nproc) CPUs)$([ "$BENCH_BUSY" = 1 ] && echo ': BUSY')"
+}
+bench_settle() {
+    local end=$((SECONDS + ${1:-60})) lim
+    lim=$(bench_load_limit)
+    while [ $SECONDS -lt $end ] && awk -v l="$lim" '{ exit !($1 > l) }' /proc/loadavg; do sleep 5; done
+}
+# What a benchmark prints instead of a ratio on a busy machine.
+BENCH_NOT_CLAIMED="not claimed: machine busy at the start (load average above the limit)"
