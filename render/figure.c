@@ -107,6 +107,13 @@ static tsc_status_t dump_slice(tsc_dump_t *d, const char *id, long long step, in
 
 /* ---------------------------------------------------------------- helpers */
 
+/* A path as a caption shows it: its last component (captions sit beside the files they name; a
+ * full path would show the folders of the machine that drew them). */
+static const char *fig_base(const char *path) {
+    const char *b = path ? strrchr(path, '/') : NULL;
+    return b ? b + 1 : path ? path : "";
+}
+
 static void cap_printf(tsc_figure_info_t *info, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void cap_printf(tsc_figure_info_t *info, const char *fmt, ...) {
     size_t len = strlen(info->caption);
@@ -208,7 +215,7 @@ static int log_series(const tsc_figure_src_t *s, const char *const *cols, int nc
         memset(&ser[k], 0, sizeof ser[k]);
         ser[k].name = lg->name, ser[k].x = x, ser[k].y = y, ser[k].n = n, ser[k].style = TSC_PLOT_LINES;
         ser[k].ema_alpha = ema;
-        cap_printf(info, "%s'%s' = column %s of %s (%zu points)", k ? "; " : "", lg->name, used, lg->path, n);
+        cap_printf(info, "%s'%s' = column %s of %s (%zu points)", k ? "; " : "", lg->name, fig_base(used), fig_base(lg->path), n);
         k++;
     }
     return k;
@@ -229,12 +236,12 @@ static const recipe_t recipes[] = {
     {"fig4", "PK, X and the rank-1 terms (PK)[T]^T X[T] at two tokens, with their cosine (needs the dump with x)", 6.5, 4.2},
     {"fig5a", "cumulative sum_T(delta_lp - delta_hp) over the analysed steps", 3.25, 2.6},
     {"fig5b", "dO[T,:] and O[T,:] over features at the probe token (needs the dump)", 3.25, 2.6},
-    {"fig5c", "mean O_lp - O_hp per feature, in ULPs", 3.25, 2.6},
+    {"fig5c", "mean O_lp - O_hp per feature, in value units (--ulp: in ULPs)", 3.25, 2.6},
     {"fig6a", "V[:, I] and P-bar[T, :] over tokens at the probe (needs the dump)", 3.25, 2.6},
-    {"fig6b", "O-bar error(t): lp minus hp prefix sums of P-bar V over tokens", 3.25, 2.6},
-    {"fig6c", "zoom of fig6b on its largest negative jump", 3.25, 2.6},
+    {"fig6b", "O-bar error(t): rounding error of the lp prefix sums of P-bar V over tokens", 3.25, 2.6},
+    {"fig6c", "zoom of fig6b on its largest negative jump at a key where P-bar = 1", 3.25, 2.6},
     {"fig7", "loss curves of several runs, log-log axes (training logs)", 3.25, 2.6},
-    {"fig8", "cosine similarity of the rank-1 terms of the top tokens (needs x)", 3.25, 2.9},
+    {"fig8", "cosine similarity of the rank-1 terms of the tied rows (needs x)", 3.25, 2.9},
     {"fig9", "attention-probability rows with two maxima (needs the dump)", 3.25, 2.6},
     {"fig10", "overlay of every log's training loss (EMA and raw)", 3.25, 2.6},
     {"fig11", "spectral norm of every captured weight across steps (heatmap)", 6.5, 3.0},
@@ -332,28 +339,31 @@ static tsc_status_t fig3(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
     tsc_plot_series_t ser = {.name = NULL, .y = v, .n = (size_t)n, .style = TSC_PLOT_BARS};
     snprintf(info->caption, sizeof info->caption,
              "fig3: spectral norm of each head's rows of W^Q (power iteration), layer %d, step %lld, from %s:%s. "
-             "Largest: head %d (%.4g).", sel->layer, sel->step, s->analysis_path, p, best, v[best]);
+             "Largest: head %d (%.4g).", sel->layer, sel->step, fig_base(s->analysis_path), p, best, v[best]);
     st = emit_plot(out, &po, &ser, 1);
     free(v);
     return st;
 }
 
-/* The two tokens with the largest |δ_lp − δ_hp| at the selection (for fig4). */
-static void top_tokens(const tsc_figure_src_t *s, const tsc_fig_sel_t *sel, int T, int *t1, int *t2) {
+/* The two tokens with the largest |delta_lp - delta_hp| at the selection (for fig4), among the rows
+ * with tie[t] (two or more maxima: where the biased rounding acts) when tie is given and has two. */
+static void top_tokens(const tsc_figure_src_t *s, const tsc_fig_sel_t *sel, int T, const unsigned char *tie, int *t1,
+                       int *t2) {
     char grp[64], p[128];
     *t1 = T - 1, *t2 = T / 2;
     int row = head_row(s, sel->step, sel->layer, sel->head, grp, sizeof grp);
     if (row < 0) return;
     snprintf(p, sizeof p, "%s/delta_diff", grp);
     double *v;
-    int r;
+    int r, n_tie = 0;
     long long d[4];
     if (tsc_fig_read_ds(s, p, &v, &r, d) != TSC_OK) return;
+    for (int t = 0; tie && t < T; t++) n_tie += tie[t] != 0;
     if (r == 3 && d[2] == T && sel->batch < d[1] && row < d[0]) {
         const double *x = v + ((size_t)row * (size_t)d[1] + (size_t)sel->batch) * (size_t)T;
         int a = -1, b = -1;
         for (int t = 0; t < T; t++) {
-            if (!isfinite(x[t])) continue;
+            if (!isfinite(x[t]) || (n_tie >= 2 && !tie[t])) continue;
             if (a < 0 || fabs(x[t]) > fabs(x[a])) b = a, a = t;
             else if (b < 0 || fabs(x[t]) > fabs(x[b])) b = t;
         }
@@ -433,17 +443,22 @@ static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
         dump_head_free(&dh);
         return st;
     }
-    int T = dh.T, D = dh.D, C = dh.C, tok[2];
-    top_tokens(s, sel, T, &tok[0], &tok[1]);
-    if (sel->token >= 0 && o->token >= 0) tok[0] = sel->token;
-    if (tok[1] == tok[0]) tok[1] = tok[0] > 0 ? tok[0] - 1 : 1;
+    int T = dh.T, D = dh.D, C = dh.C, tok[2], n_tie = 0;
     double *pbar = malloc((size_t)T * sizeof *pbar), *p = malloc((size_t)T * sizeof *p);
     float *term = malloc((size_t)2 * D * C * sizeof *term);
+    unsigned char *tie = calloc((size_t)T, 1);
     double pk[2][1024];
-    if (!pbar || !p || !term || D > 1024) {
+    if (!pbar || !p || !term || !tie || D > 1024) {
         st = tsc_error_set(TSC_ERR_NOMEM, "fig4: out of memory (or head_dim %d > 1024)", D);
         goto out;
     }
+    for (int t = 0; t < T; t++) {
+        attn_row(dh.q, dh.k, T, D, dh.alpha, dh.causal, t, pbar, p);
+        n_tie += tie[t] = n_pbar_one(pbar, T) >= 2;
+    }
+    top_tokens(s, sel, T, tie, &tok[0], &tok[1]);
+    if (sel->token >= 0 && o->token >= 0) tok[0] = sel->token;
+    if (tok[1] == tok[0]) tok[1] = tok[0] > 0 ? tok[0] - 1 : 1;
     for (int i = 0; i < 2; i++) {
         attn_row(dh.q, dh.k, T, D, dh.alpha, dh.causal, tok[i], pbar, p);
         for (int e = 0; e < D; e++) {
@@ -491,14 +506,15 @@ static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
     snprintf(info->caption, sizeof info->caption,
              "fig4: PK[T] (head features), X[T] (input channels) and their outer product (PK)[T]^T X[T], the rank-1 "
              "term of the W^Q gradient (eq. 2), layer %d head %d step %lld batch %d, at tokens %d and %d (the two "
-             "largest |delta_lp - delta_hp| in %.300s); P from softmax(alpha q k^T) in double from q, k, x of %.300s. "
-             "Each panel has its own symmetric colour scale. Cosine similarity of the two terms: %.6f.", sel->layer,
-             sel->head, sel->step, sel->batch, tok[0], tok[1], s->analysis_path, dh.path, cosv);
+             "largest |delta_lp - delta_hp| in %.300s among the %d rows with two or more maxima%s); P from "
+             "softmax(alpha q k^T) in double from q, k, x of %.300s. Each panel has its own symmetric colour scale. "
+             "Cosine similarity of the two terms: %.6f.", sel->layer, sel->head, sel->step, sel->batch, tok[0], tok[1],
+             fig_base(s->analysis_path), n_tie, n_tie >= 2 ? "" : ": too few, so among all rows", fig_base(dh.path), cosv);
     st = emit_heat(out, &ho, pan, 6, hi);
     free(pkx);
     if (st == TSC_OK && hi[2].note[0]) cap_printf(info, " Note: %s.", hi[2].note);
 out:
-    free(pbar), free(p), free(term), free(x);
+    free(pbar), free(p), free(term), free(x), free(tie);
     dump_head_free(&dh);
     return st;
 }
@@ -579,7 +595,7 @@ static tsc_status_t fig5a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     snprintf(info->caption, sizeof info->caption,
              "fig5a: running sum over the analysed steps of sum_T(delta_lp - delta_hp) per head of layer %d (* the "
              "selected head %d), from %s:cumulative/delta_cumsum. A positive, rising curve is the biased coefficient "
-             "of docs/MECHANISM.md section 4.", sel->layer, sel->head, s->analysis_path);
+             "of docs/MECHANISM.md section 4.", sel->layer, sel->head, fig_base(s->analysis_path));
     st = emit_plot(out, &po, ser, nh);
     free(ys);
     cum_free(&c);
@@ -617,7 +633,7 @@ static tsc_status_t fig5b(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
         snprintf(info->caption, sizeof info->caption,
                  "fig5b: O[T,:] (left axis) and dO[T,:] (right axis) over the features at token T = %d, layer %d head "
                  "%d step %lld batch %d, as stored in the dump %s. Features where both are negative carry a positive "
-                 "delta_lp - delta_hp when O_lp < O_hp.", t, sel->layer, sel->head, sel->step, sel->batch, used);
+                 "delta_lp - delta_hp when O_lp < O_hp.", t, sel->layer, sel->head, sel->step, sel->batch, fig_base(used));
         st = emit_plot(out, &po, ser, 2);
     }
     free(y1), free(y2), free(ov), free(dov);
@@ -625,28 +641,34 @@ static tsc_status_t fig5b(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     return st;
 }
 
+/* Figure 5c: the mean of O_lp - O_hp per feature in value units (as the paper plots it), or with
+ * o->ulp in ULPs of each element. A ULP mean weighs the many near-zero outputs (tiny ULPs) far above
+ * the large ones where the biased rounding acts, so value units are the default. */
 static tsc_status_t fig5c(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const fig_out_t *out,
                            tsc_figure_info_t *info) {
     char grp[64], p[128];
     double *v;
     int row, D, worst = 0;
-    tsc_status_t st = head_vector(s, "fig5c", sel, "o_feature_bias_ulp", "D", grp, p, &v, &row, &D);
+    tsc_status_t st = head_vector(s, "fig5c", sel, o->ulp ? "o_feature_bias_ulp" : "o_feature_bias", "D", grp, p, &v,
+                                  &row, &D);
     if (st) return st;
     const double *y = v + (size_t)row * D;
     for (int e = 0; e < D; e++)
-        if (fabs(y[e]) > fabs(y[worst])) worst = e;
+        if (fabs(y[e]) > fabs(y[worst]) || !isfinite(y[worst])) worst = e;
     tsc_plot_series_t ser = {.name = NULL, .y = y, .n = (size_t)D, .style = TSC_PLOT_IMPULSES};
     tsc_plot_opts_t po;
     plot_defaults(&po, o, info);
     char title[96];
     snprintf(title, sizeof title, "mean O_lp - O_hp per feature, layer %d head %d", sel->layer, sel->head);
-    po.title = title, po.xlabel = "feature", po.ylabel = "mean error [ULP]";
+    po.title = title, po.xlabel = "feature", po.ylabel = o->ulp ? "mean error [ULP]" : "mean error (value units)";
     const tsc_jv_t *rec = tsc_fig_head_record(s, sel->step, sel->layer, sel->head);
     snprintf(info->caption, sizeof info->caption,
-             "fig5c: mean of (O_lp - O_hp)/ULP per feature over the %g rows of layer %d head %d at step %lld "
-             "(lp %s, hp %s), from %s:%s. Largest |bias|: feature %d, %.3f ULP.",
-             tsc_jv_num(rec, "rows"), sel->layer, sel->head, sel->step, tsc_jv_str(s->summary, "lp"),
-             tsc_jv_str(s->summary, "hp"), s->analysis_path, p, worst, y[worst]);
+             "fig5c: mean of O_lp - O_hp per feature %s over the %g rows of layer %d head %d at step %lld "
+             "(lp %s, hp %s), from %s:%s. Largest |bias|: feature %d, %.3g%s.",
+             o->ulp ? "in ULPs of each element (--ulp)" : "in value units", tsc_jv_num(rec, "rows"), sel->layer,
+             sel->head, sel->step, tsc_jv_str(s->summary, "lp"), tsc_jv_str(s->summary, "hp"),
+             fig_base(s->analysis_path), p, worst, y[worst], o->ulp ? " ULP" : "");
+    info->n_marks = 1, info->marks[0] = worst;
     st = emit_plot(out, &po, &ser, 1);
     free(v);
     return st;
@@ -678,7 +700,7 @@ static tsc_status_t fig6a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
                  "fig6a: V[:, I] (left) and the unnormalised P-bar[T, :] = exp(alpha q.k - rowmax) in double (right) "
                  "over the keys, at T = %d, I = %d, layer %d head %d step %lld batch %d, from q, k, v of %s. "
                  "%d keys have P-bar = 1 (ties at the row maximum).", t, f, sel->layer, sel->head, sel->step,
-                 sel->batch, dh.path, ones);
+                 sel->batch, fig_base(dh.path), ones);
         st = emit_plot(out, &po, ser, 2);
     }
     free(pbar), free(p), free(vv);
@@ -686,6 +708,40 @@ static tsc_status_t fig6a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     return st;
 }
 
+/* Keys where the probe row (batch pb, query t) has P-bar = 1 (ties at the row maximum), from q, k of
+ * the dump; into one[T] (1 at a tie key). Returns the number found, -1 without the dump. */
+static int probe_tie_keys(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, int pb,
+                          int t, int T, unsigned char *one) {
+    tsc_fig_sel_t ps = *sel;
+    ps.batch = pb;
+    dump_head_t dh;
+    if (dump_head(s, o, "fig6b", &ps, 0, &dh) != TSC_OK) { tsc_error_clear(); return -1; }
+    int n = -1;
+    double *pbar = malloc((size_t)T * sizeof *pbar), *p = malloc((size_t)T * sizeof *p);
+    if (pbar && p && dh.T == T && t < T) {
+        attn_row(dh.q, dh.k, T, dh.D, dh.alpha, dh.causal, t, pbar, p);
+        n = 0;
+        for (int j = 0; j < T; j++) n += (one[j] = pbar[j] == 1.0);
+    }
+    free(pbar), free(p);
+    dump_head_free(&dh);
+    return n;
+}
+
+/* The most negative jump y[j] - y[j-1] of the curve (j >= 1), only at keys with one[j] when one is
+ * given; -1 when there is no negative jump there. */
+static int neg_jump(const double *y, int n, const unsigned char *one) {
+    int jump = -1;
+    for (int j = 1; j < n; j++) {
+        if ((one && !one[j]) || !isfinite(y[j]) || !isfinite(y[j - 1]) || !(y[j] < y[j - 1])) continue;
+        if (jump < 0 || y[j] - y[j - 1] < y[jump] - y[jump - 1]) jump = j;
+    }
+    return jump;
+}
+
+/* Figures 6b and 6c: O-bar_error(t) at the analysis' automatic probe (an_obar_curve: the rounding
+ * error of the P-bar V accumulation alone), and a zoom onto its largest negative jump at a key where
+ * P-bar = 1 (the event docs/MECHANISM.md section 5 describes). Without such a jump 6c is not drawn. */
 static tsc_status_t fig6bc(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, int zoom,
                            const fig_out_t *out, tsc_figure_info_t *info) {
     const char *id = zoom ? "fig6c" : "fig6b";
@@ -704,23 +760,34 @@ static tsc_status_t fig6bc(tsc_figure_src_t *s, const tsc_figure_opts_t *o, cons
         free(pr);
     }
     double *y = v + (size_t)row * T, *x = malloc((size_t)T * sizeof *x);
-    if (!x) { free(v); return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", id); }
-    int n = 0, jump = -1;
+    unsigned char *one = calloc((size_t)T, 1);
+    if (!x || !one) { free(v), free(x), free(one); return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", id); }
+    int n = 0;
     for (int t = 0; t < T; t++) {
         x[t] = t;
         if (isfinite(y[t])) n = t + 1;
-        if (t > 0 && isfinite(y[t]) && isfinite(y[t - 1]) && (jump < 0 || y[t] - y[t - 1] < y[jump] - y[jump - 1]))
-            jump = t;
     }
     if (probe[1] < 0 || n == 0) {
-        free(v), free(x);
+        free(v), free(x), free(one);
         return tsc_error_set(TSC_ERR_MISSING, "%s: the analysis found no probe (no flagged feature or error) for layer "
                                               "%d head %d at step %lld", id, sel->layer, sel->head, sel->step);
     }
+    int n_one = probe_tie_keys(s, o, sel, probe[0], probe[1], T, one);
+    int jump = neg_jump(y, n, n_one >= 0 ? one : NULL);
+    if (zoom && jump < 0) {
+        free(v), free(x), free(one);
+        return tsc_error_set(TSC_ERR_MISSING, "fig6c zooms onto a negative jump of O-bar_error at a key where P-bar = 1: "
+                                              "%s (layer %d head %d step %lld, probe T = %d I = %d)", n_one < 0 ?
+                             "the curve has no negative jump" : n_one == 0 ? "the probe row has no key with P-bar = 1" :
+                             "none of its keys with P-bar = 1 has one", sel->layer, sel->head, sel->step, probe[1], probe[2]);
+    }
     int lo = 0, hi = n;
-    if (zoom && jump > 0) {
+    if (zoom) {
         lo = jump - 6 < 0 ? 0 : jump - 6;
         hi = jump + 7 > n ? n : jump + 7;
+        info->n_marks = 3, info->marks[0] = lo, info->marks[1] = hi - 1, info->marks[2] = jump;
+    } else if (jump > 0) {
+        info->n_marks = 1, info->marks[0] = jump;
     }
     tsc_plot_series_t ser = {.name = NULL, .x = x + lo, .y = y + lo, .n = (size_t)(hi - lo),
                              .style = zoom ? TSC_PLOT_LINESPOINTS : TSC_PLOT_STEPS};
@@ -729,20 +796,24 @@ static tsc_status_t fig6bc(tsc_figure_src_t *s, const tsc_figure_opts_t *o, cons
     char title[128];
     snprintf(title, sizeof title, "%sO-bar error(t), T=%d I=%d, L%d H%d", zoom ? "zoom: " : "", probe[1], probe[2],
              sel->layer, sel->head);
-    po.title = title, po.xlabel = "t (keys summed so far)", po.ylabel = "O-bar_lp - O-bar_hp";
+    po.title = title, po.xlabel = "t (keys summed so far)", po.ylabel = "O-bar_lp - O-bar_exact";
     snprintf(info->caption, sizeof info->caption,
              "%s: O-bar_error(t) = lp prefix sum of P-bar[T,t'] V[t',I] (t' <= t, FP32, rounded to the output format) "
-             "minus the same in double, at the analysis' automatic probe (batch %d, T = %d, I = %d), layer %d head %d "
-             "step %lld, from %s:%s.", id, probe[0], probe[1], probe[2], sel->layer, sel->head, sel->step,
-             s->analysis_path, p);
-    if (jump > 0 && zoom)
-        cap_printf(info, " Shown: t = %d..%d around the largest negative jump (t = %d, %.3g).", lo, hi - 1, jump,
-                   y[jump] - y[jump - 1]);
+             "minus the same terms summed exactly (in double), at the analysis' automatic probe (batch %d, T = %d, "
+             "I = %d), layer %d head %d step %lld, from %s:%s. Both sums take lp's own P-bar and V, so the curve is the "
+             "rounding error of the P-bar V accumulation alone; score rounding (which changes P-bar itself and would "
+             "add a smooth offset) is not included.", id, probe[0], probe[1], probe[2], sel->layer, sel->head, sel->step,
+             fig_base(s->analysis_path), p);
+    const char *where = n_one >= 0 ? "a key where P-bar = 1" : "(keys with P-bar = 1 unknown: no dump)";
+    if (zoom)
+        cap_printf(info, " Shown: t = %d..%d around the largest negative jump at %s: t = %d, %.3g.", lo, hi - 1, where,
+                   jump, y[jump] - y[jump - 1]);
     else if (jump > 0)
-        cap_printf(info, " Largest negative jump at t = %d (%.3g): a tie key where P-bar = 1.", jump,
-                   y[jump] - y[jump - 1]);
+        cap_printf(info, " Largest negative jump at %s: t = %d, %.3g.", where, jump, y[jump] - y[jump - 1]);
+    else
+        cap_printf(info, " The curve has no negative jump%s.", n_one >= 0 ? " at a key where P-bar = 1" : "");
     st = emit_plot(out, &po, &ser, 1);
-    free(v), free(x);
+    free(v), free(x), free(one);
     return st;
 }
 
@@ -778,14 +849,16 @@ static tsc_status_t fig8(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
     ho.cmap = TSC_CMAP_COOLWARM, ho.fixed_norm = 1, ho.equal_aspect = 1;
     tsc_norm_init(&ho.norm, TSC_NORM_SYMMETRIC, -1, 1);
     ho.cbar_label = "cosine";
-    char title[96];
-    snprintf(title, sizeof title, "rank-1 term cosines, layer %d head %d", sel->layer, sel->head);
-    tsc_heatmap_panel_t pan = {.data = m, .rows = N, .cols = N, .title = title, .xlabel = "term (by |coeff|)",
-                               .ylabel = "term"};
+    char title[128];
+    snprintf(title, sizeof title, "rank-1 term cosines, L%d H%d: mean %.3f", sel->layer, sel->head, cnt ? sum / cnt : NAN);
+    tsc_heatmap_panel_t pan = {.data = m, .rows = N, .cols = N, .title = title,
+                               .xlabel = "term (tied rows first, by |coeff|)", .ylabel = "term"};
     snprintf(info->caption, sizeof info->caption,
-             "fig8: cosine similarity between the rank-1 terms (PK)[T]^T X[T] of the %d tokens with the largest "
-             "|delta_lp - delta_hp|, layer %d head %d step %lld, from %s:%s. Mean off-diagonal cosine %.4f.", N,
-             sel->layer, sel->head, sel->step, s->analysis_path, p, cnt ? sum / cnt : NAN);
+             "fig8: cosine similarity between the rank-1 terms (PK)[T]^T X[T] of %d tokens: the rows with two or more "
+             "maxima (where the biased rounding acts) with the largest |delta_lp - delta_hp|, then other rows if there "
+             "are fewer; layer %d head %d step %lld, from %s:%s. Mean off-diagonal cosine %.4f (the number figure 1 "
+             "shows at link 3). fig4 draws two of these terms.", N, sel->layer, sel->head, sel->step,
+             fig_base(s->analysis_path), p, cnt ? sum / cnt : NAN);
     st = emit_heat(out, &ho, &pan, 1, NULL);
     free(v), free(m);
     return st;
@@ -815,8 +888,9 @@ static tsc_status_t fig9(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
         /* a log axis has no place for the masked zeros: keys past T are NaN (gaps) */
         for (int j = 0; j < T; j++)
             if (ps[(size_t)i * T + j] <= 0) ps[(size_t)i * T + j] = NAN;
+        /* rows of one head often coincide: solid, dashed and dotted keep each one visible */
         ser[i] = (tsc_plot_series_t){.name = names[i], .y = ps + (size_t)i * T, .n = (size_t)(dh.causal ? rows[i] + 1 : T),
-                                     .style = TSC_PLOT_LINES};
+                                     .style = TSC_PLOT_LINES, .dash = 1 + i};
     }
     tsc_plot_opts_t po;
     plot_defaults(&po, o, info);
@@ -825,8 +899,9 @@ static tsc_status_t fig9(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
     po.title = title, po.xlabel = "key", po.ylabel = "P[T, key]", po.logy = 1;
     snprintf(info->caption, sizeof info->caption,
              "fig9: attention probabilities P[T, :] (softmax of alpha q.k in double) of the last %d rows with two or "
-             "more keys at the row maximum, layer %d head %d step %lld batch %d, from q, k of %s. Log y axis.", nr,
-             sel->layer, sel->head, sel->step, sel->batch, dh.path);
+             "more keys at the row maximum, layer %d head %d step %lld batch %d, from q, k of %s. Log y axis; solid, "
+             "dashed and dotted lines, drawn in that order, so a row that coincides with another stays visible.", nr,
+             sel->layer, sel->head, sel->step, sel->batch, fig_base(dh.path));
     st = emit_plot(out, &po, ser, nr);
 out:
     free(pbar), free(ps);
@@ -890,7 +965,7 @@ static tsc_status_t fig11(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     snprintf(info->caption, sizeof info->caption,
              "fig11: spectral norm (power iteration) of every captured weight matrix, one row per (layer, matrix), one "
              "column per analysed step, from %s:cumulative/w_norm. NaN cells (magenta) are weights not captured.",
-             s->analysis_path);
+             fig_base(s->analysis_path));
     tsc_heatmap_info_t hi;
     st = emit_heat(out, &ho, &pan, 1, &hi);
     if (st == TSC_OK && hi.note[0]) cap_printf(info, " Note: %s.", hi.note);
@@ -959,7 +1034,7 @@ static tsc_status_t fig12(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     snprintf(info->caption, sizeof info->caption,
              "fig12: delta_lp - delta_hp per token, summed over the analysed steps up to each row's step (cumulative), "
              "layer %d head %d batch %d, from %s:step_*/layer_%03d/delta_diff. Red: positive (lp above hp).",
-             sel->layer, sel->head, sel->batch, s->analysis_path, sel->layer);
+             sel->layer, sel->head, sel->batch, fig_base(s->analysis_path), sel->layer);
     tsc_heatmap_info_t hi;
     st = emit_heat(out, &ho, &pan, 1, &hi);
     if (st == TSC_OK && hi.note[0]) cap_printf(info, " Note: %s.", hi.note);
@@ -994,13 +1069,13 @@ static tsc_status_t fig13(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
                                  .style = TSC_PLOT_LINESPOINTS, .y2 = k ? 1 : 0};
     tsc_plot_opts_t po;
     plot_defaults(&po, o, info);
-    po.title = "validation loss and rows with multiple maxima";
+    po.title = k ? "validation loss and rows with multiple maxima" : "rows with multiple maxima";
     po.xlabel = "step";
     po.ylabel = k ? "validation loss" : "rows with >= 2 maxima";
     po.y2label = k ? "rows with >= 2 maxima" : NULL;
     cap_printf(info, "%srows whose scores have two or more entries at the row maximum (where the fix of Algorithm 3 "
                      "would trigger), summed over the heads of layer %d, from %s:cumulative/rows_multi_max%s.",
-               k ? " (validation loss, left axis); " : "", sel->layer, s->analysis_path,
+               k ? " (validation loss, left axis); " : "", sel->layer, fig_base(s->analysis_path),
                k ? "" : " No training log was given (--log), so no loss curve is drawn");
     st = emit_plot(out, &po, ser, k + 1);
     for (int i = 0; i < 2 * k; i++) free(bufs[i]);
