@@ -153,9 +153,15 @@ struct fig_out {
 /* Paints an image scaled into the w x h box at the origin of cr. */
 static void paint_image(cairo_t *cr, cairo_surface_t *img, double w, double h) {
     cairo_save(cr);
-    cairo_scale(cr, w / cairo_image_surface_get_width(img), h / cairo_image_surface_get_height(img));
+    int iw = cairo_image_surface_get_width(img), ih = cairo_image_surface_get_height(img);
+    cairo_scale(cr, w / iw, h / ih);
     cairo_set_source_surface(cr, img, 0, 0);
-    cairo_paint(cr);
+    /* the image's rectangle only, its edge pixels extended: painting the whole clip with the
+     * default EXTEND_NONE blends the last column with transparency, which a PDF viewer draws as a
+     * thin grey rule beside the figure */
+    cairo_pattern_set_extend(cairo_get_source(cr), CAIRO_EXTEND_PAD);
+    cairo_rectangle(cr, 0, 0, iw, ih);
+    cairo_fill(cr);
     cairo_restore(cr);
 }
 

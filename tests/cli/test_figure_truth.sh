@@ -85,6 +85,11 @@ if command -v pdftotext > /dev/null; then
   pdftotext r.pdf r.txt
   ! grep -Eq "PAPER\.md|DESIGN\.md|STYLE\.md" r.txt && ok || bad "report.pdf cites a file that does not ship"
   ! grep -q "^fig.*$tmp" r.txt && ok || bad "a report caption shows a folder path"
+  # copy-paste commands break only between options: each line is a command or an option continued
+  pdftotext -layout r.pdf rl.txt
+  sed -n '/Commands that reproduce/,/^ *$/p' rl.txt | sed 1d | grep -v '^ *$' > cmds.txt
+  [ -s cmds.txt ] && ! grep -Ev '^ *tilescope |^ +-' cmds.txt > /dev/null && ok ||
+    bad "a command wraps inside an option: $(grep -Ev '^ *tilescope |^ +-' cmds.txt)"
 else
   bad "pdftotext is not installed (apt-get install poppler-utils)"
 fi
