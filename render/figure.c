@@ -247,7 +247,7 @@ static const recipe_t recipes[] = {
     {"fig6b", "O-bar error(t): rounding error of the lp prefix sums of P-bar V over tokens", 3.25, 2.6},
     {"fig6c", "zoom of fig6b on its largest negative jump at a key where P-bar = 1", 3.25, 2.6},
     {"fig7", "loss curves of several runs, log-log axes (training logs)", 3.25, 2.6},
-    {"fig8", "cosine similarity of the rank-1 terms of the tied rows (needs x)", 3.25, 2.9},
+    {"fig8", "rank-1 terms of three tied rows and the cosines of the tied-row terms (needs x)", 6.5, 5.0},
     {"fig9", "attention-probability rows with two maxima (needs the dump)", 3.25, 2.6},
     {"fig10", "overlay of every log's training loss (EMA and raw)", 3.25, 2.6},
     {"fig11", "spectral norm of every captured weight across steps (heatmap)", 6.5, 3.0},
@@ -351,32 +351,34 @@ static tsc_status_t fig3(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
     return st;
 }
 
-/* The two tokens with the largest |delta_lp - delta_hp| at the selection (for fig4), among the rows
- * with tie[t] (two or more maxima: where the biased rounding acts) when tie is given and has two. */
-static void top_tokens(const tsc_figure_src_t *s, const tsc_fig_sel_t *sel, int T, const unsigned char *tie, int *t1,
-                       int *t2) {
+/* The n tokens with the largest |delta_lp - delta_hp| at the selection, largest first, into tok[],
+ * among the rows with tie[t] (two or more maxima: where the biased rounding acts) when tie is given
+ * and has n. Returns how many were found (0 without delta_diff). */
+static int top_tokens(const tsc_figure_src_t *s, const tsc_fig_sel_t *sel, int T, const unsigned char *tie, int n,
+                      int *tok) {
     char grp[64], p[128];
-    *t1 = T - 1, *t2 = T / 2;
-    int row = head_row(s, sel->step, sel->layer, sel->head, grp, sizeof grp);
-    if (row < 0) return;
-    snprintf(p, sizeof p, "%s/delta_diff", grp);
-    double *v;
-    int r, n_tie = 0;
+    int row = head_row(s, sel->step, sel->layer, sel->head, grp, sizeof grp), r, n_tie = 0, got = 0;
     long long d[4];
-    if (tsc_fig_read_ds(s, p, &v, &r, d) != TSC_OK) return;
+    double *v;
+    snprintf(p, sizeof p, "%s/delta_diff", grp);
+    if (row < 0 || tsc_fig_read_ds(s, p, &v, &r, d) != TSC_OK) return 0;
     for (int t = 0; tie && t < T; t++) n_tie += tie[t] != 0;
     if (r == 3 && d[2] == T && sel->batch < d[1] && row < d[0]) {
         const double *x = v + ((size_t)row * (size_t)d[1] + (size_t)sel->batch) * (size_t)T;
-        int a = -1, b = -1;
-        for (int t = 0; t < T; t++) {
-            if (!isfinite(x[t]) || (n_tie >= 2 && !tie[t])) continue;
-            if (a < 0 || fabs(x[t]) > fabs(x[a])) b = a, a = t;
-            else if (b < 0 || fabs(x[t]) > fabs(x[b])) b = t;
+        for (; got < n; got++) {
+            int best = -1;
+            for (int t = 0; t < T; t++) {
+                int taken = 0;
+                for (int k = 0; k < got; k++) taken |= tok[k] == t;
+                if (taken || !isfinite(x[t]) || (n_tie >= n && !tie[t])) continue;
+                if (best < 0 || fabs(x[t]) > fabs(x[best])) best = t;
+            }
+            if (best < 0) break;
+            tok[got] = best;
         }
-        if (a >= 0) *t1 = a;
-        if (b >= 0) *t2 = b;
     }
     free(v);
+    return got;
 }
 
 /* P row of query t over keys (softmax in double of alpha q.k over the visible keys). pbar: exp(s - max)
@@ -439,6 +441,35 @@ static tsc_status_t dump_head(const tsc_figure_src_t *s, const tsc_figure_opts_t
     return TSC_OK;
 }
 
+/* Rows of the head with two or more keys at the row maximum into tie[T] (pbar, p: [T] scratch);
+ * returns their number. */
+static int tie_mask(const dump_head_t *dh, double *pbar, double *p, unsigned char *tie) {
+    int n = 0;
+    for (int t = 0; t < dh->T; t++) {
+        attn_row(dh->q, dh->k, dh->T, dh->D, dh->alpha, dh->causal, t, pbar, p);
+        n += tie[t] = n_pbar_one(pbar, dh->T) >= 2;
+    }
+    return n;
+}
+
+/* PK[t] into pk[D] and the rank-1 term (PK)[t]^T X[t] into term[D, C] (pbar, p: [T] scratch). */
+static void rank1_term(const dump_head_t *dh, const float *x, int t, double *pbar, double *p, double *pk, float *term) {
+    int T = dh->T, D = dh->D, C = dh->C;
+    attn_row(dh->q, dh->k, T, D, dh->alpha, dh->causal, t, pbar, p);
+    for (int e = 0; e < D; e++) {
+        double acc = 0;
+        for (int j = 0; j < T; j++) acc += p[j] * dh->k[(size_t)j * D + e];
+        pk[e] = acc;
+        for (int c = 0; c < C; c++) term[(size_t)e * C + c] = (float)(acc * x[(size_t)t * C + c]);
+    }
+}
+
+static double cosine_f(const float *a, const float *b, size_t n) {
+    double dot = 0, na = 0, nb = 0;
+    for (size_t i = 0; i < n; i++) dot += (double)a[i] * b[i], na += (double)a[i] * a[i], nb += (double)b[i] * b[i];
+    return dot / sqrt(na * nb);
+}
+
 static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const fig_out_t *out,
                           tsc_figure_info_t *info) {
     dump_head_t dh;
@@ -458,28 +489,12 @@ static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
         st = tsc_error_set(TSC_ERR_NOMEM, "fig4: out of memory (or head_dim %d > 1024)", D);
         goto out;
     }
-    for (int t = 0; t < T; t++) {
-        attn_row(dh.q, dh.k, T, D, dh.alpha, dh.causal, t, pbar, p);
-        n_tie += tie[t] = n_pbar_one(pbar, T) >= 2;
-    }
-    top_tokens(s, sel, T, tie, &tok[0], &tok[1]);
+    n_tie = tie_mask(&dh, pbar, p, tie);
+    if (top_tokens(s, sel, T, tie, 2, tok) < 2) tok[0] = T - 1, tok[1] = T / 2;
     if (sel->token >= 0 && o->token >= 0) tok[0] = sel->token;
     if (tok[1] == tok[0]) tok[1] = tok[0] > 0 ? tok[0] - 1 : 1;
-    for (int i = 0; i < 2; i++) {
-        attn_row(dh.q, dh.k, T, D, dh.alpha, dh.causal, tok[i], pbar, p);
-        for (int e = 0; e < D; e++) {
-            double acc = 0;
-            for (int j = 0; j < T; j++) acc += p[j] * dh.k[(size_t)j * D + e];
-            pk[i][e] = acc;
-        }
-        for (int e = 0; e < D; e++)
-            for (int c = 0; c < C; c++) term[((size_t)i * D + e) * C + c] = (float)(pk[i][e] * x[(size_t)tok[i] * C + c]);
-    }
-    double dot = 0, n0 = 0, n1 = 0;
-    for (size_t e = 0; e < (size_t)D * C; e++)
-        dot += (double)term[e] * term[(size_t)D * C + e], n0 += (double)term[e] * term[e],
-            n1 += (double)term[(size_t)D * C + e] * term[(size_t)D * C + e];
-    double cosv = dot / sqrt(n0 * n1);
+    for (int i = 0; i < 2; i++) rank1_term(&dh, x, tok[i], pbar, p, pk[i], term + (size_t)i * D * C);
+    double cosv = cosine_f(term, term + (size_t)D * C, (size_t)D * C);
     /* PK[T] as a [D, 1] column and X[T] as a [1, C] row, beside their outer product [D, C] */
     float *pkx = malloc((size_t)2 * (D + C) * sizeof *pkx);
     if (!pkx) { st = tsc_error_set(TSC_ERR_NOMEM, "fig4: out of memory"); goto out; }
@@ -823,6 +838,38 @@ static tsc_status_t fig6bc(tsc_figure_src_t *s, const tsc_figure_opts_t *o, cons
     return st;
 }
 
+/* Figure 8's term panels: the rank-1 terms (PK)[T]^T X[T] of the three tied rows with the largest
+ * |delta_lp - delta_hp| (figure 4's tokens and one more), from the dump; *terms [3, D, C] (caller
+ * frees), their tokens and pairwise cosines cs[3] (a-b, a-c, b-c). Returns the number of terms (0
+ * without the dump or x: the figure then shows the cosine matrix alone). */
+static int fig8_terms(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, float **terms,
+                      int tok[3], double cs[3], int *D, int *C) {
+    dump_head_t dh;
+    float *x = NULL;
+    *terms = NULL;
+    if (dump_head(s, o, "fig8", sel, 0, &dh) != TSC_OK) { tsc_error_clear(); return 0; }
+    int T = dh.T, n = 0;
+    *D = dh.D, *C = dh.C;
+    double *pbar = malloc((size_t)T * sizeof *pbar), *p = malloc((size_t)T * sizeof *p), pk[1024];
+    unsigned char *tie = calloc((size_t)T, 1);
+    float *tm = malloc((size_t)3 * dh.D * dh.C * sizeof *tm);
+    if (pbar && p && tie && tm && dh.D <= 1024 &&
+        dump_slice(dh.d, "fig8", sel->step, sel->layer, "x", sel->batch, 0, &x) == TSC_OK &&
+        tie_mask(&dh, pbar, p, tie) >= 3 && top_tokens(s, sel, T, tie, 3, tok) == 3) {
+        size_t DC = (size_t)dh.D * dh.C;
+        for (int i = 0; i < 3; i++) rank1_term(&dh, x, tok[i], pbar, p, pk, tm + i * DC);
+        cs[0] = cosine_f(tm, tm + DC, DC), cs[1] = cosine_f(tm, tm + 2 * DC, DC), cs[2] = cosine_f(tm + DC, tm + 2 * DC, DC);
+        *terms = tm, tm = NULL, n = 3;
+    }
+    tsc_error_clear();
+    free(pbar), free(p), free(tie), free(tm), free(x);
+    dump_head_free(&dh);
+    return n;
+}
+
+/* Figure 8 (the paper's Llama figure): the rank-1 terms of three tied rows with their pairwise
+ * cosines, beside the cosine matrix of all the analysis' tied-row terms (analysis.h5 rank1_cos,
+ * whose mean is the number figure 1 shows at link 3). */
 static tsc_status_t fig8(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const fig_out_t *out,
                           tsc_figure_info_t *info) {
     char grp[64], p[128];
@@ -841,32 +888,46 @@ static tsc_status_t fig8(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
         return tsc_error_set(TSC_ERR_SHAPE, "%s:%s: expected [heads, N, N] with row %d, found rank %d", s->analysis_path, p,
                              row, r);
     }
-    int N = (int)d[1];
-    float *m = malloc((size_t)N * N * sizeof *m);
-    if (!m) { free(v); return tsc_error_set(TSC_ERR_NOMEM, "fig8: out of memory"); }
-    double sum = 0;
+    int N = (int)d[1], tok[3], D = 0, C = 0;
+    double cs[3] = {NAN, NAN, NAN}, sum = 0;
     long cnt = 0;
+    float *m = malloc((size_t)N * N * sizeof *m), *terms = NULL;
+    if (!m) { free(v); return tsc_error_set(TSC_ERR_NOMEM, "fig8: out of memory"); }
     for (int i = 0; i < N * N; i++) {
         m[i] = (float)v[(size_t)row * N * N + i];
         if (i / N != i % N && isfinite(m[i])) sum += m[i], cnt++;
     }
+    int nt = fig8_terms(s, o, sel, &terms, tok, cs, &D, &C);
     tsc_heatmap_opts_t ho;
     heat_defaults(&ho, o, info);
-    ho.cmap = TSC_CMAP_COOLWARM, ho.fixed_norm = 1, ho.equal_aspect = 1;
-    tsc_norm_init(&ho.norm, TSC_NORM_SYMMETRIC, -1, 1);
-    ho.cbar_label = "cosine";
-    char title[128];
-    snprintf(title, sizeof title, "rank-1 term cosines, L%d H%d: mean %.3f", sel->layer, sel->head, cnt ? sum / cnt : NAN);
-    tsc_heatmap_panel_t pan = {.data = m, .rows = N, .cols = N, .title = title,
-                               .xlabel = "term (tied rows first, by |coeff|)", .ylabel = "term"};
+    ho.cmap = TSC_CMAP_COOLWARM, ho.norm_kind = TSC_NORM_SYMMETRIC, ho.per_panel_scale = 1, ho.grid_cols = 2;
+    char title[160], mt[64], tt[3][64];
+    snprintf(title, sizeof title, "(PK)[T]^T X[T] of tied rows, L%d H%d step %lld: cosines %.4f, %.4f, %.4f", sel->layer,
+             sel->head, sel->step, cs[0], cs[1], cs[2]);
+    snprintf(mt, sizeof mt, "cosines of %d terms: mean %.3f", N, cnt ? sum / cnt : NAN);
+    tsc_heatmap_panel_t pan[4];
+    memset(pan, 0, sizeof pan);
+    for (int i = 0; i < nt; i++) {
+        snprintf(tt[i], sizeof tt[i], "token %d", tok[i]);
+        pan[i] = (tsc_heatmap_panel_t){.data = terms + (size_t)i * D * C, .rows = D, .cols = C, .title = tt[i],
+                                       .xlabel = "input channel", .ylabel = "head feature"};
+    }
+    pan[nt] = (tsc_heatmap_panel_t){.data = m, .rows = N, .cols = N, .title = mt, .xlabel = "term (tied rows first)",
+                                    .ylabel = "term"};
+    ho.title = nt ? title : NULL;
+    if (!nt) ho.fixed_norm = 1, ho.per_panel_scale = 0, ho.grid_cols = 1, tsc_norm_init(&ho.norm, TSC_NORM_SYMMETRIC, -1, 1);
     snprintf(info->caption, sizeof info->caption,
-             "fig8: cosine similarity between the rank-1 terms (PK)[T]^T X[T] of %d tokens: the rows with two or more "
-             "maxima (where the biased rounding acts) with the largest |delta_lp - delta_hp|, then other rows if there "
-             "are fewer; layer %d head %d step %lld, from %s:%s. Mean off-diagonal cosine %.4f (the number figure 1 "
-             "shows at link 3). fig4 draws two of these terms.", N, sel->layer, sel->head, sel->step,
-             fig_base(s->analysis_path), p, cnt ? sum / cnt : NAN);
-    st = emit_heat(out, &ho, &pan, 1, NULL);
-    free(v), free(m);
+             "fig8: %s(%c) cosine similarity between the rank-1 terms (PK)[T]^T X[T] of %d tokens: the rows with two or "
+             "more maxima (where the biased rounding acts) with the largest |delta_lp - delta_hp|, then other rows if "
+             "there are fewer; layer %d head %d step %lld, from %s:%s. Mean off-diagonal cosine %.4f (the number figure "
+             "1 shows at link 3).", nt ? "(a-c) the terms of the three tied rows with the largest |delta_lp - delta_hp|, "
+             "from q, k, x of the dump, each with its own symmetric colour scale; pairwise cosines a-b, a-c, b-c in the "
+             "title. " : "", nt ? 'd' : 'a', N, sel->layer, sel->head, sel->step, fig_base(s->analysis_path), p,
+             cnt ? sum / cnt : NAN);
+    tsc_heatmap_info_t hi[4];
+    st = emit_heat(out, &ho, pan, nt + 1, hi);
+    if (st == TSC_OK && nt && hi[0].note[0]) cap_printf(info, " Note: %s.", hi[0].note);
+    free(v), free(m), free(terms);
     return st;
 }
 
