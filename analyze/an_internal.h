@@ -63,10 +63,12 @@ typedef struct {
     int8_t *has;            /* [S, nL, nh] */
 } an_across_t;
 
-/* The rank-1 candidates of one head: the N tokens with the largest |coeff|. */
+/* The rank-1 candidates of one head: the N tokens with the largest |coeff| among the rows with
+ * >= 2 exact maxima (where the biased rounding acts, docs/MECHANISM.md section 5), then among the others. */
 typedef struct {
     int n, cap, D, C;
     double *coeff, *a, *b;  /* [cap], [cap, D], [cap, C] */
+    uint8_t *tie;           /* [cap]: the candidate's row has >= 2 exact maxima */
 } an_cand_t;
 
 /* One thread's scratch for one head (see tsc_analysis.h for the memory bound). */
@@ -179,6 +181,7 @@ typedef struct {
     double *dw, *dwt;               /* [D, C]: running sum, scratch */
     double *term_sq;                /* running sum of |a PK[T]^T X[T]|_F^2 */
     an_cand_t *cand;
+    const uint8_t *tie_row;         /* [T]: rows with >= 2 exact maxima (an_ties_row) */
 } an_dwq_view_t;
 tsc_status_t an_dwq_row(const an_dwq_view_t *v);
 typedef struct {

@@ -21,10 +21,12 @@ size_t an_probe_pick(const an_probe_view_t *v, int i, double sgn, double *err) {
     return (size_t)best_row;
 }
 
-/* O-bar_error(t') for row t, feature i of the batch row whose lp row t is in v->prow, v->prm: the lp prefix
+/* O-bar_error(t') for row t, feature i of the batch row whose lp row t is in v->prow: the lp prefix
  * sum of a_j v[j,i] (FP32 fused multiply-add, sequential by key, the value rounded to the output
- * format at each prefix) minus the same prefix in double with hp's P-bar = exp(S - m) taken
- * against the same running max m as the lp tile. NaN beyond the visible keys. [T] */
+ * format at each prefix) minus the same terms a_j v[j,i] summed in double. Both sums take lp's own
+ * P-bar a_j (from lp's rounded scores) and lp's v, so the curve is the rounding error of the P-bar V
+ * accumulation alone (docs/MECHANISM.md section 5): score rounding, which changes P-bar itself and
+ * would add a smooth offset, is not part of it. NaN beyond the visible keys. [T] */
 void an_obar_curve(const an_curve_view_t *v, int t, int i, double *out) {
     int T = v->T, D = v->D, nv = an_n_visible(v->causal, T, t);
     float s = 0.0f;
@@ -34,12 +36,9 @@ void an_obar_curve(const an_curve_view_t *v, int t, int i, double *out) {
             out[j] = NAN;
             continue;
         }
-        float a = (float)v->prow[j];
-        s = fmaf(a, v->vr[(size_t)j * D + i], s);
-        double dotp = 0.0;
-        for (int dd = 0; dd < D; dd++) dotp += (double)v->q[(size_t)t * D + dd] * (double)v->k[(size_t)j * D + dd];
-        double mref = v->prm[j / v->block_k];
-        h += exp(v->scale * dotp - mref) * (double)v->v[(size_t)j * D + i];
+        float a = (float)v->prow[j], vj = v->vr[(size_t)j * D + i];
+        s = fmaf(a, vj, s);
+        h += (double)a * (double)vj;
         out[j] = tsc_round((double)s, v->out_fmt, TSC_ROUND_NEAREST_EVEN, NULL) - h;
     }
 }

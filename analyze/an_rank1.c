@@ -59,18 +59,24 @@ tsc_status_t an_identity_row(const float *dq_hd, const float *dq_lp, const float
     return TSC_OK;
 }
 
-/* Inserts a token into the top-|coeff| candidates. */
-static void cand_insert(an_cand_t *c, double coeff, const double *pkrow, const double *xrow) {
+/* 1 when a candidate (tie, coeff) ranks below (tie2, coeff2): tie rows first, then by |coeff|. */
+static int cand_below(int tie, double coeff, int tie2, double coeff2) {
+    return tie != tie2 ? tie < tie2 : fabs(coeff) < fabs(coeff2);
+}
+
+/* Inserts a token into the candidates (an_cand_t: tie rows first, then the largest |coeff|). */
+static void cand_insert(an_cand_t *c, double coeff, int tie, const double *pkrow, const double *xrow) {
     int slot = -1;
     if (c->n < c->cap) slot = c->n++;
     else {
         int mi = 0;
         for (int i = 1; i < c->n; i++)
-            if (fabs(c->coeff[i]) < fabs(c->coeff[mi])) mi = i;
-        if (fabs(coeff) > fabs(c->coeff[mi])) slot = mi;
+            if (cand_below(c->tie[i], c->coeff[i], c->tie[mi], c->coeff[mi])) mi = i;
+        if (cand_below(c->tie[mi], c->coeff[mi], tie, coeff)) slot = mi;
     }
     if (slot < 0) return;
     c->coeff[slot] = coeff;
+    c->tie[slot] = (uint8_t)tie;
     memcpy(c->a + (size_t)slot * c->D, pkrow, (size_t)c->D * sizeof(double));
     memcpy(c->b + (size_t)slot * c->C, xrow, (size_t)c->C * sizeof(double));
 }
@@ -87,7 +93,7 @@ tsc_status_t an_dwq_row(const an_dwq_view_t *v) {
         for (int d = 0; d < D; d++) np2 += pr[d] * pr[d];
         for (int j = 0; j < C; j++) nx2 += xr[j] * xr[j];
         *v->term_sq += a * a * np2 * nx2; /* |a PK[T]^T X[T]|_F^2 = a^2 |PK[T]|^2 |X[T]|^2 */
-        cand_insert(v->cand, v->coeff[t], pr, xr);
+        cand_insert(v->cand, v->coeff[t], v->tie_row[t] != 0, pr, xr);
     }
     return TSC_OK;
 }

@@ -249,7 +249,7 @@ static tsc_status_t grad_row(an_head_t *x, int bi, int b) {
     }
     for (size_t i = 0; i < (size_t)T * C; i++) s->xd[i] = s->x[i];
     an_dwq_view_t dv = {x->G->dd + ((size_t)x->hi * R->nb + bi) * T, s->pk, s->xd, T, D, C, scale, s->dw, s->dwt,
-                        &x->term_sq, &s->cand};
+                        &x->term_sq, &s->cand, s->tie_row + (size_t)bi * T};
     return an_dwq_row(&dv);
 }
 
@@ -389,7 +389,7 @@ static tsc_status_t scratch_alloc(const an_run_t *R, an_scratch_t *s) {
     s->evt = xcalloc(nb * TD, 1, &bad);
     s->tie_row = xcalloc(nb * T, 1, &bad);
     s->cand = (an_cand_t){0, R->N, R->D, R->C, xcalloc(N, sizeof(double), &bad), xcalloc(N * D, sizeof(double), &bad),
-                          xcalloc(N * (C ? C : 1), sizeof(double), &bad)};
+                          xcalloc(N * (C ? C : 1), sizeof(double), &bad), xcalloc(N, 1, &bad)};
     if (bad) return tsc_error_set(TSC_ERR_NOMEM, "analysis: no memory for the scratch of one head (T %zu, D %zu)", T, D);
     s->tr_b = -1;
     return tsc_attn_trace_init_rows(&s->tr, R->T, R->D, R->lp.block_k, TSC_TRACE_SCORES | TSC_TRACE_TILES,
@@ -400,7 +400,7 @@ static void scratch_free(an_scratch_t *s) {
     void *ps[] = {s->q, s->k, s->v, s->dO, s->od, s->o_hp, s->o_lp, s->dq_lp, s->dq_hd, s->vr, s->x,
                   s->lse_hp, s->lse_lp, s->dl_hp, s->dl_lp, s->dl_hd, s->kd, s->pk, s->pblk, s->xd, s->dw,
                   s->dwt, s->expct, s->o_hp_all, s->o_lp_all, s->dO_all, s->dl_hp_all, s->dl_lp_all, s->evt,
-                  s->tie_row, s->prow, s->prm, s->cand.coeff, s->cand.a, s->cand.b};
+                  s->tie_row, s->prow, s->prm, s->cand.coeff, s->cand.a, s->cand.b, s->cand.tie};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     tsc_attn_trace_free(&s->tr);
 }

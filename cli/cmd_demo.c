@@ -20,7 +20,8 @@ const char tsc_usage_demo[] =
     "where the results are.\n"
     "  -o, --out DIR       output folder, created if missing (default demo-out)\n"
     "  --shape NAME        synth shape: gpt2-small (default), tiny, llama-gqa\n"
-    "  --max-heads N       at-risk heads examined in depth by diagnose (integer 1..64, default 3)\n"
+    "  --max-heads N       at-risk heads examined in depth by diagnose (integer 1..64, default 64: every\n"
+    "                      flagged head, so no at-risk head of the demo is left unexamined)\n"
     "  --log NAME=FILE     a training log to include (repeatable), e.g. examples/logs/*.csv\n"
     "  --seed N            synth seed (integer, default 1)\n"
     "  --steps SET         steps to synthesize (synth's syntax; default 0:2, the tiny shape: its own 0:3)\n"
@@ -35,7 +36,7 @@ static double now_s(void) {
 int tsc_cmd_demo(int argc, char **argv) {
     const char *cmd = "demo", *dir = "demo-out", *shape = "gpt2-small", *seed = "1", *steps = NULL;
     tsc_cli_list_t logs = {{NULL}, 0};
-    long max_heads = 3;
+    long max_heads = 64;
     int rc;
     const tsc_cli_flag_t flags[] = {{"--out", "-o", TSC_CLI_STR, &dir, 0, 0},
                                     {"--max-heads", NULL, TSC_CLI_LONG, &max_heads, 1, 64},

@@ -25,6 +25,8 @@ const char tsc_usage_figure[] =
     "                      export, nanoGPT or llm.c output (docs/LOGS.md); COLUMN: the loss column to\n"
     "                      draw (a header name); repeatable. A warning when it does not cover the\n"
     "                      analysed steps\n"
+    "  --log-same-run      the logs come from the run the dump was captured in: only then can a diverging\n"
+    "                      loss support the evidence map's loss link (fig1)\n"
     "  --dump FILE         the dump, for fig4, fig5b, fig6a, fig9 (default: the one summary.json names)\n"
     "  --step N            step (integer; default: the top at-risk head's step, else the last analysed)\n"
     "  --layer L, --head H layer and head, 0-based (integers; default: the top at-risk head)\n"
@@ -33,7 +35,11 @@ const char tsc_usage_figure[] =
     "  --width IN, --height IN   figure size in inches (numbers; default per figure, 3.25 x 2.6)\n"
     "  --dpi N             PNG resolution (integer 30..1200, default 300)\n"
     "  --font PT           base text size in points (number 7..20, default 8)\n"
-    "  --json              print {id, file, caption, layer, head, step} as JSON\n"
+    "  --ulp               fig5c: the mean error in ULPs of each element (default: value units, as a ULP\n"
+    "                      mean is dominated by near-zero outputs)\n"
+    "  --json              print {id, file, caption, layer, head, step, marks} as JSON (marks: what the figure\n"
+    "                      points out: fig5c the tallest bar's feature; fig6b the jump's key; fig6c the first and\n"
+    "                      last key shown and the jump's key)\n"
     "  --list              list the figures and exit\n"
     "A --step, --layer, --head, --batch, --token or --feature outside what the analysis covers is an\n"
     "error that names the valid values (exit 2).\n"
@@ -111,12 +117,13 @@ int tsc_cmd_figure(int argc, char **argv) {
         return tsc_cmd_figure_attn(argc - 1, argv + 1, strcmp(argv[0], "attn-grid") == 0);
     const char *cmd = "figure", *fig = NULL, *dir = NULL, *out = NULL;
     tsc_cli_list_t logs = {{NULL}, 0};
-    int json = 0, rc;
+    int json = 0, same_run = 0, rc;
     tsc_figure_opts_t o;
     tsc_figure_opts_init(&o);
     const tsc_cli_flag_t flags[] = {{"--from", NULL, TSC_CLI_STR, &dir, 0, 0},
                                     {"--out", "-o", TSC_CLI_STR, &out, 0, 0},
                                     {"--log", NULL, TSC_CLI_LIST, &logs, 0, 0},
+                                    {"--log-same-run", NULL, TSC_CLI_ON, &same_run, 0, 0},
                                     {"--dump", NULL, TSC_CLI_STR, &o.dump, 0, 0},
                                     {"--step", NULL, TSC_CLI_LLONG, &o.step, 0, 99999999},
                                     {"--layer", NULL, TSC_CLI_INT, &o.layer, 0, 100000000},
@@ -128,7 +135,8 @@ int tsc_cmd_figure(int argc, char **argv) {
                                     {"--height", NULL, TSC_CLI_DOUBLE, &o.height_in, 1, 40},
                                     {"--dpi", NULL, TSC_CLI_WHOLE, &o.dpi, 30, 1200},
                                     {"--font", NULL, TSC_CLI_DOUBLE, &o.font_pt, 7, 20},
-                                    {"--json", NULL, TSC_CLI_ON, &json, 0, 0}};
+                                    {"--json", NULL, TSC_CLI_ON, &json, 0, 0},
+                                    {"--ulp", NULL, TSC_CLI_ON, &o.ulp, 0, 0}};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--list") == 0) {
@@ -157,6 +165,7 @@ int tsc_cmd_figure(int argc, char **argv) {
         return rc;
     }
     tsc_cli_warn_log_cover(cmd, src);
+    tsc_figure_src_set_same_run(src, same_run);
     tsc_figure_info_t info;
     tsc_status_t st = tsc_figure_write(src, fig, &o, out, fmt, &info);
     tsc_figure_src_close(src);
@@ -173,6 +182,7 @@ int tsc_cmd_figure(int argc, char **argv) {
         tsc_json_kv_int(&j, "step", info.step);
         tsc_json_kv_number(&j, "width_in", info.width_in);
         tsc_json_kv_number(&j, "height_in", info.height_in);
+        tsc_json_kv_ints(&j, "marks", info.marks, (size_t)info.n_marks);
         tsc_json_object_end(&j);
         if (tsc_json_status(&j) != TSC_OK) { tsc_json_free(&j); return tsc_cli_fail(cmd, "out of memory"); }
         puts(tsc_json_text(&j, NULL));

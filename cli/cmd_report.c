@@ -16,6 +16,8 @@ const char tsc_usage_report[] =
     "The same input gives the same bytes (PDF dates: SOURCE_DATE_EPOCH, else 2000-01-01).\n"
     "  -o, --out FILE.pdf  output PDF (required; must end in .pdf)\n"
     "  --log NAME=FILE     a training log (CSV/TSV with a step column, or nanoGPT output); repeatable\n"
+    "  --log-same-run      the logs come from the run the dump was captured in: only then can a diverging\n"
+    "                      loss support the evidence map's loss link (fig1)\n"
     "  --dump FILE         the dump for the figures that need raw tensors (default: as summary.json names it)\n"
     "  --no-html           do not write the HTML\n"
     "  --dpi N             resolution of the embedded figures (integer 50..600, default 150)\n"
@@ -26,11 +28,12 @@ const char tsc_usage_report[] =
 int tsc_cmd_report(int argc, char **argv) {
     const char *cmd = "report", *dir = NULL, *out = NULL;
     tsc_cli_list_t logs = {{NULL}, 0};
-    int quiet = 0, rc;
+    int quiet = 0, same_run = 0, rc;
     tsc_report_opts_t o;
     tsc_report_opts_init(&o);
     const tsc_cli_flag_t flags[] = {{"--out", "-o", TSC_CLI_STR, &out, 0, 0},
                                     {"--log", NULL, TSC_CLI_LIST, &logs, 0, 0},
+                                    {"--log-same-run", NULL, TSC_CLI_ON, &same_run, 0, 0},
                                     {"--dump", NULL, TSC_CLI_STR, &o.dump, 0, 0},
                                     {"--no-html", NULL, TSC_CLI_OFF, &o.html, 0, 0},
                                     {"--dpi", NULL, TSC_CLI_WHOLE, &o.fig_dpi, 50, 600},
@@ -42,6 +45,7 @@ int tsc_cmd_report(int argc, char **argv) {
     if (ol < 5 || strcmp(out + ol - 4, ".pdf") != 0) return tsc_cli_usage_error(cmd, "-o %s: must end in .pdf", out);
     tsc_figure_src_t *src;
     if (tsc_figure_src_open_logs(dir, logs.v, logs.n, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    tsc_figure_src_set_same_run(src, same_run);
     if (!quiet) fprintf(stderr, "report: %s -> %s (%d logs, figures at %g dpi%s)\n", dir, out, logs.n, o.fig_dpi,
                         o.html ? ", with HTML" : "");
     tsc_report_info_t info;

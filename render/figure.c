@@ -107,6 +107,13 @@ static tsc_status_t dump_slice(tsc_dump_t *d, const char *id, long long step, in
 
 /* ---------------------------------------------------------------- helpers */
 
+/* A path as a caption shows it: its last component (captions sit beside the files they name; a
+ * full path would show the folders of the machine that drew them). */
+static const char *fig_base(const char *path) {
+    const char *b = path ? strrchr(path, '/') : NULL;
+    return b ? b + 1 : path ? path : "";
+}
+
 static void cap_printf(tsc_figure_info_t *info, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void cap_printf(tsc_figure_info_t *info, const char *fmt, ...) {
     size_t len = strlen(info->caption);
@@ -146,9 +153,15 @@ struct fig_out {
 /* Paints an image scaled into the w x h box at the origin of cr. */
 static void paint_image(cairo_t *cr, cairo_surface_t *img, double w, double h) {
     cairo_save(cr);
-    cairo_scale(cr, w / cairo_image_surface_get_width(img), h / cairo_image_surface_get_height(img));
+    int iw = cairo_image_surface_get_width(img), ih = cairo_image_surface_get_height(img);
+    cairo_scale(cr, w / iw, h / ih);
     cairo_set_source_surface(cr, img, 0, 0);
-    cairo_paint(cr);
+    /* the image's rectangle only, its edge pixels extended: painting the whole clip with the
+     * default EXTEND_NONE blends the last column with transparency, which a PDF viewer draws as a
+     * thin grey rule beside the figure */
+    cairo_pattern_set_extend(cairo_get_source(cr), CAIRO_EXTEND_PAD);
+    cairo_rectangle(cr, 0, 0, iw, ih);
+    cairo_fill(cr);
     cairo_restore(cr);
 }
 
@@ -198,7 +211,7 @@ static int log_series(const tsc_figure_src_t *s, int val, tsc_plot_series_t *ser
         bufs[2 * k] = x, bufs[2 * k + 1] = y;
         memset(&ser[k], 0, sizeof ser[k]);
         ser[k].name = lg->name, ser[k].x = x, ser[k].y = y, ser[k].n = n, ser[k].style = TSC_PLOT_LINES;
-        cap_printf(info, "%s'%s' = column %s of %s (%zu points)", k ? "; " : "", lg->name, lg->cols[c], lg->path, n);
+        cap_printf(info, "%s'%s' = column %s of %s (%zu points)", k ? "; " : "", lg->name, lg->cols[c], fig_base(lg->path), n);
         k++;
     }
     return k;
@@ -292,12 +305,12 @@ static const recipe_t recipes[] = {
     {"fig4", "PK, X and the rank-1 terms (PK)[T]^T X[T] at two tokens, with their cosine (needs the dump with x)", 6.5, 4.2},
     {"fig5a", "cumulative sum_T(delta_lp - delta_hp) over the analysed steps", 3.25, 2.6},
     {"fig5b", "dO[T,:] and O[T,:] over features at the probe token (needs the dump)", 3.25, 2.6},
-    {"fig5c", "mean O_lp - O_hp per feature, in ULPs", 3.25, 2.6},
+    {"fig5c", "mean O_lp - O_hp per feature, in value units (--ulp: in ULPs)", 3.25, 2.6},
     {"fig6a", "V[:, I] and P-bar[T, :] over tokens at the probe (needs the dump)", 3.25, 2.6},
-    {"fig6b", "O-bar error(t): lp minus hp prefix sums of P-bar V over tokens", 3.25, 2.6},
-    {"fig6c", "zoom of fig6b on its largest negative jump", 3.25, 2.6},
+    {"fig6b", "O-bar error(t): rounding error of the lp prefix sums of P-bar V over tokens", 3.25, 2.6},
+    {"fig6c", "zoom of fig6b on its largest negative jump at a key where P-bar = 1", 3.25, 2.6},
     {"fig7", "loss curves of several runs, log-log axes (training logs)", 3.25, 2.6},
-    {"fig8", "cosine similarity of the rank-1 terms of the top tokens (needs x)", 3.25, 2.9},
+    {"fig8", "rank-1 terms of three tied rows and the cosines of the tied-row terms (needs x)", 6.5, 5.0},
     {"fig9", "attention-probability rows with two maxima (needs the dump)", 3.25, 2.6},
     {"fig10", "overlay of every log's training loss (EMA and raw)", 3.25, 2.6},
     {"fig11", "spectral norm of every captured weight across steps (heatmap)", 6.5, 3.0},
@@ -394,35 +407,40 @@ static tsc_status_t fig3(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
     tsc_plot_series_t ser = {.name = NULL, .y = v, .n = (size_t)n, .style = TSC_PLOT_BARS};
     snprintf(info->caption, sizeof info->caption,
              "fig3: spectral norm of each head's rows of W^Q (power iteration), layer %d, step %lld, from %s:%s. "
-             "Largest: head %d (%.4g).", sel->layer, sel->step, s->analysis_path, p, best, v[best]);
+             "Largest: head %d (%.4g).", sel->layer, sel->step, fig_base(s->analysis_path), p, best, v[best]);
     st = emit_plot(out, &po, &ser, 1);
     free(v);
     return st;
 }
 
-/* The two tokens with the largest |δ_lp − δ_hp| at the selection (for fig4). */
-static void top_tokens(const tsc_figure_src_t *s, const tsc_fig_sel_t *sel, int T, int *t1, int *t2) {
+/* The n tokens with the largest |delta_lp - delta_hp| at the selection, largest first, into tok[],
+ * among the rows with tie[t] (two or more maxima: where the biased rounding acts) when tie is given
+ * and has n. Returns how many were found (0 without delta_diff). */
+static int top_tokens(const tsc_figure_src_t *s, const tsc_fig_sel_t *sel, int T, const unsigned char *tie, int n,
+                      int *tok) {
     char grp[64], p[128];
-    *t1 = T - 1, *t2 = T / 2;
-    int row = head_row(s, sel->step, sel->layer, sel->head, grp, sizeof grp);
-    if (row < 0) return;
-    snprintf(p, sizeof p, "%s/delta_diff", grp);
-    double *v;
-    int r;
+    int row = head_row(s, sel->step, sel->layer, sel->head, grp, sizeof grp), r, n_tie = 0, got = 0;
     long long d[4];
-    if (tsc_fig_read_ds(s, p, &v, &r, d) != TSC_OK) return;
+    double *v;
+    snprintf(p, sizeof p, "%s/delta_diff", grp);
+    if (row < 0 || tsc_fig_read_ds(s, p, &v, &r, d) != TSC_OK) return 0;
+    for (int t = 0; tie && t < T; t++) n_tie += tie[t] != 0;
     if (r == 3 && d[2] == T && sel->batch < d[1] && row < d[0]) {
         const double *x = v + ((size_t)row * (size_t)d[1] + (size_t)sel->batch) * (size_t)T;
-        int a = -1, b = -1;
-        for (int t = 0; t < T; t++) {
-            if (!isfinite(x[t])) continue;
-            if (a < 0 || fabs(x[t]) > fabs(x[a])) b = a, a = t;
-            else if (b < 0 || fabs(x[t]) > fabs(x[b])) b = t;
+        for (; got < n; got++) {
+            int best = -1;
+            for (int t = 0; t < T; t++) {
+                int taken = 0;
+                for (int k = 0; k < got; k++) taken |= tok[k] == t;
+                if (taken || !isfinite(x[t]) || (n_tie >= n && !tie[t])) continue;
+                if (best < 0 || fabs(x[t]) > fabs(x[best])) best = t;
+            }
+            if (best < 0) break;
+            tok[got] = best;
         }
-        if (a >= 0) *t1 = a;
-        if (b >= 0) *t2 = b;
     }
     free(v);
+    return got;
 }
 
 /* P row of query t over keys (softmax in double of alpha q.k over the visible keys). pbar: exp(s - max)
@@ -485,6 +503,35 @@ static tsc_status_t dump_head(const tsc_figure_src_t *s, const tsc_figure_opts_t
     return TSC_OK;
 }
 
+/* Rows of the head with two or more keys at the row maximum into tie[T] (pbar, p: [T] scratch);
+ * returns their number. */
+static int tie_mask(const dump_head_t *dh, double *pbar, double *p, unsigned char *tie) {
+    int n = 0;
+    for (int t = 0; t < dh->T; t++) {
+        attn_row(dh->q, dh->k, dh->T, dh->D, dh->alpha, dh->causal, t, pbar, p);
+        n += tie[t] = n_pbar_one(pbar, dh->T) >= 2;
+    }
+    return n;
+}
+
+/* PK[t] into pk[D] and the rank-1 term (PK)[t]^T X[t] into term[D, C] (pbar, p: [T] scratch). */
+static void rank1_term(const dump_head_t *dh, const float *x, int t, double *pbar, double *p, double *pk, float *term) {
+    int T = dh->T, D = dh->D, C = dh->C;
+    attn_row(dh->q, dh->k, T, D, dh->alpha, dh->causal, t, pbar, p);
+    for (int e = 0; e < D; e++) {
+        double acc = 0;
+        for (int j = 0; j < T; j++) acc += p[j] * dh->k[(size_t)j * D + e];
+        pk[e] = acc;
+        for (int c = 0; c < C; c++) term[(size_t)e * C + c] = (float)(acc * x[(size_t)t * C + c]);
+    }
+}
+
+static double cosine_f(const float *a, const float *b, size_t n) {
+    double dot = 0, na = 0, nb = 0;
+    for (size_t i = 0; i < n; i++) dot += (double)a[i] * b[i], na += (double)a[i] * a[i], nb += (double)b[i] * b[i];
+    return dot / sqrt(na * nb);
+}
+
 static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const fig_out_t *out,
                           tsc_figure_info_t *info) {
     dump_head_t dh;
@@ -495,32 +542,21 @@ static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
         dump_head_free(&dh);
         return st;
     }
-    int T = dh.T, D = dh.D, C = dh.C, tok[2];
-    top_tokens(s, sel, T, &tok[0], &tok[1]);
-    if (sel->token >= 0 && o->token >= 0) tok[0] = sel->token;
-    if (tok[1] == tok[0]) tok[1] = tok[0] > 0 ? tok[0] - 1 : 1;
+    int T = dh.T, D = dh.D, C = dh.C, tok[2], n_tie = 0;
     double *pbar = malloc((size_t)T * sizeof *pbar), *p = malloc((size_t)T * sizeof *p);
     float *term = malloc((size_t)2 * D * C * sizeof *term);
+    unsigned char *tie = calloc((size_t)T, 1);
     double pk[2][1024];
-    if (!pbar || !p || !term || D > 1024) {
+    if (!pbar || !p || !term || !tie || D > 1024) {
         st = tsc_error_set(TSC_ERR_NOMEM, "fig4: out of memory (or head_dim %d > 1024)", D);
         goto out;
     }
-    for (int i = 0; i < 2; i++) {
-        attn_row(dh.q, dh.k, T, D, dh.alpha, dh.causal, tok[i], pbar, p);
-        for (int e = 0; e < D; e++) {
-            double acc = 0;
-            for (int j = 0; j < T; j++) acc += p[j] * dh.k[(size_t)j * D + e];
-            pk[i][e] = acc;
-        }
-        for (int e = 0; e < D; e++)
-            for (int c = 0; c < C; c++) term[((size_t)i * D + e) * C + c] = (float)(pk[i][e] * x[(size_t)tok[i] * C + c]);
-    }
-    double dot = 0, n0 = 0, n1 = 0;
-    for (size_t e = 0; e < (size_t)D * C; e++)
-        dot += (double)term[e] * term[(size_t)D * C + e], n0 += (double)term[e] * term[e],
-            n1 += (double)term[(size_t)D * C + e] * term[(size_t)D * C + e];
-    double cosv = dot / sqrt(n0 * n1);
+    n_tie = tie_mask(&dh, pbar, p, tie);
+    if (top_tokens(s, sel, T, tie, 2, tok) < 2) tok[0] = T - 1, tok[1] = T / 2;
+    if (sel->token >= 0 && o->token >= 0) tok[0] = sel->token;
+    if (tok[1] == tok[0]) tok[1] = tok[0] > 0 ? tok[0] - 1 : 1;
+    for (int i = 0; i < 2; i++) rank1_term(&dh, x, tok[i], pbar, p, pk[i], term + (size_t)i * D * C);
+    double cosv = cosine_f(term, term + (size_t)D * C, (size_t)D * C);
     /* PK[T] as a [D, 1] column and X[T] as a [1, C] row, beside their outer product [D, C] */
     float *pkx = malloc((size_t)2 * (D + C) * sizeof *pkx);
     if (!pkx) { st = tsc_error_set(TSC_ERR_NOMEM, "fig4: out of memory"); goto out; }
@@ -553,14 +589,15 @@ static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
     snprintf(info->caption, sizeof info->caption,
              "fig4: PK[T] (head features), X[T] (input channels) and their outer product (PK)[T]^T X[T], the rank-1 "
              "term of the W^Q gradient (eq. 2), layer %d head %d step %lld batch %d, at tokens %d and %d (the two "
-             "largest |delta_lp - delta_hp| in %.300s); P from softmax(alpha q k^T) in double from q, k, x of %.300s. "
-             "Each panel has its own symmetric colour scale. Cosine similarity of the two terms: %.6f.", sel->layer,
-             sel->head, sel->step, sel->batch, tok[0], tok[1], s->analysis_path, dh.path, cosv);
+             "largest |delta_lp - delta_hp| in %.300s among the %d rows with two or more maxima%s); P from "
+             "softmax(alpha q k^T) in double from q, k, x of %.300s. Each panel has its own symmetric colour scale. "
+             "Cosine similarity of the two terms: %.6f.", sel->layer, sel->head, sel->step, sel->batch, tok[0], tok[1],
+             fig_base(s->analysis_path), n_tie, n_tie >= 2 ? "" : ": too few, so among all rows", fig_base(dh.path), cosv);
     st = emit_heat(out, &ho, pan, 6, hi);
     free(pkx);
     if (st == TSC_OK && hi[2].note[0]) cap_printf(info, " Note: %s.", hi[2].note);
 out:
-    free(pbar), free(p), free(term), free(x);
+    free(pbar), free(p), free(term), free(x), free(tie);
     dump_head_free(&dh);
     return st;
 }
@@ -641,7 +678,7 @@ static tsc_status_t fig5a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     snprintf(info->caption, sizeof info->caption,
              "fig5a: running sum over the analysed steps of sum_T(delta_lp - delta_hp) per head of layer %d (* the "
              "selected head %d), from %s:cumulative/delta_cumsum. A positive, rising curve is the biased coefficient "
-             "of docs/MECHANISM.md section 4.", sel->layer, sel->head, s->analysis_path);
+             "of docs/MECHANISM.md section 4.", sel->layer, sel->head, fig_base(s->analysis_path));
     st = emit_plot(out, &po, ser, nh);
     free(ys);
     cum_free(&c);
@@ -679,7 +716,7 @@ static tsc_status_t fig5b(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
         snprintf(info->caption, sizeof info->caption,
                  "fig5b: O[T,:] (left axis) and dO[T,:] (right axis) over the features at token T = %d, layer %d head "
                  "%d step %lld batch %d, as stored in the dump %s. Features where both are negative carry a positive "
-                 "delta_lp - delta_hp when O_lp < O_hp.", t, sel->layer, sel->head, sel->step, sel->batch, used);
+                 "delta_lp - delta_hp when O_lp < O_hp.", t, sel->layer, sel->head, sel->step, sel->batch, fig_base(used));
         st = emit_plot(out, &po, ser, 2);
     }
     free(y1), free(y2), free(ov), free(dov);
@@ -687,28 +724,34 @@ static tsc_status_t fig5b(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     return st;
 }
 
+/* Figure 5c: the mean of O_lp - O_hp per feature in value units (as the paper plots it), or with
+ * o->ulp in ULPs of each element. A ULP mean weighs the many near-zero outputs (tiny ULPs) far above
+ * the large ones where the biased rounding acts, so value units are the default. */
 static tsc_status_t fig5c(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const fig_out_t *out,
                            tsc_figure_info_t *info) {
     char grp[64], p[128];
     double *v;
     int row, D, worst = 0;
-    tsc_status_t st = head_vector(s, "fig5c", sel, "o_feature_bias_ulp", "D", grp, p, &v, &row, &D);
+    tsc_status_t st = head_vector(s, "fig5c", sel, o->ulp ? "o_feature_bias_ulp" : "o_feature_bias", "D", grp, p, &v,
+                                  &row, &D);
     if (st) return st;
     const double *y = v + (size_t)row * D;
     for (int e = 0; e < D; e++)
-        if (fabs(y[e]) > fabs(y[worst])) worst = e;
+        if (fabs(y[e]) > fabs(y[worst]) || !isfinite(y[worst])) worst = e;
     tsc_plot_series_t ser = {.name = NULL, .y = y, .n = (size_t)D, .style = TSC_PLOT_IMPULSES};
     tsc_plot_opts_t po;
     plot_defaults(&po, o, info);
     char title[96];
     snprintf(title, sizeof title, "mean O_lp - O_hp per feature, layer %d head %d", sel->layer, sel->head);
-    po.title = title, po.xlabel = "feature", po.ylabel = "mean error [ULP]";
+    po.title = title, po.xlabel = "feature", po.ylabel = o->ulp ? "mean error [ULP]" : "mean error (value units)";
     const tsc_jv_t *rec = tsc_fig_head_record(s, sel->step, sel->layer, sel->head);
     snprintf(info->caption, sizeof info->caption,
-             "fig5c: mean of (O_lp - O_hp)/ULP per feature over the %g rows of layer %d head %d at step %lld "
-             "(lp %s, hp %s), from %s:%s. Largest |bias|: feature %d, %.3f ULP.",
-             tsc_jv_num(rec, "rows"), sel->layer, sel->head, sel->step, tsc_jv_str(s->summary, "lp"),
-             tsc_jv_str(s->summary, "hp"), s->analysis_path, p, worst, y[worst]);
+             "fig5c: mean of O_lp - O_hp per feature %s over the %g rows of layer %d head %d at step %lld "
+             "(lp %s, hp %s), from %s:%s. Largest |bias|: feature %d, %.3g%s.",
+             o->ulp ? "in ULPs of each element (--ulp)" : "in value units", tsc_jv_num(rec, "rows"), sel->layer,
+             sel->head, sel->step, tsc_jv_str(s->summary, "lp"), tsc_jv_str(s->summary, "hp"),
+             fig_base(s->analysis_path), p, worst, y[worst], o->ulp ? " ULP" : "");
+    info->n_marks = 1, info->marks[0] = worst;
     st = emit_plot(out, &po, &ser, 1);
     free(v);
     return st;
@@ -740,7 +783,7 @@ static tsc_status_t fig6a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
                  "fig6a: V[:, I] (left) and the unnormalised P-bar[T, :] = exp(alpha q.k - rowmax) in double (right) "
                  "over the keys, at T = %d, I = %d, layer %d head %d step %lld batch %d, from q, k, v of %s. "
                  "%d keys have P-bar = 1 (ties at the row maximum).", t, f, sel->layer, sel->head, sel->step,
-                 sel->batch, dh.path, ones);
+                 sel->batch, fig_base(dh.path), ones);
         st = emit_plot(out, &po, ser, 2);
     }
     free(pbar), free(p), free(vv);
@@ -748,6 +791,40 @@ static tsc_status_t fig6a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     return st;
 }
 
+/* Keys where the probe row (batch pb, query t) has P-bar = 1 (ties at the row maximum), from q, k of
+ * the dump; into one[T] (1 at a tie key). Returns the number found, -1 without the dump. */
+static int probe_tie_keys(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, int pb,
+                          int t, int T, unsigned char *one) {
+    tsc_fig_sel_t ps = *sel;
+    ps.batch = pb;
+    dump_head_t dh;
+    if (dump_head(s, o, "fig6b", &ps, 0, &dh) != TSC_OK) { tsc_error_clear(); return -1; }
+    int n = -1;
+    double *pbar = malloc((size_t)T * sizeof *pbar), *p = malloc((size_t)T * sizeof *p);
+    if (pbar && p && dh.T == T && t < T) {
+        attn_row(dh.q, dh.k, T, dh.D, dh.alpha, dh.causal, t, pbar, p);
+        n = 0;
+        for (int j = 0; j < T; j++) n += (one[j] = pbar[j] == 1.0);
+    }
+    free(pbar), free(p);
+    dump_head_free(&dh);
+    return n;
+}
+
+/* The most negative jump y[j] - y[j-1] of the curve (j >= 1), only at keys with one[j] when one is
+ * given; -1 when there is no negative jump there. */
+static int neg_jump(const double *y, int n, const unsigned char *one) {
+    int jump = -1;
+    for (int j = 1; j < n; j++) {
+        if ((one && !one[j]) || !isfinite(y[j]) || !isfinite(y[j - 1]) || !(y[j] < y[j - 1])) continue;
+        if (jump < 0 || y[j] - y[j - 1] < y[jump] - y[jump - 1]) jump = j;
+    }
+    return jump;
+}
+
+/* Figures 6b and 6c: O-bar_error(t) at the analysis' automatic probe (an_obar_curve: the rounding
+ * error of the P-bar V accumulation alone), and a zoom onto its largest negative jump at a key where
+ * P-bar = 1 (the event docs/MECHANISM.md section 5 describes). Without such a jump 6c is not drawn. */
 static tsc_status_t fig6bc(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, int zoom,
                            const fig_out_t *out, tsc_figure_info_t *info) {
     const char *id = zoom ? "fig6c" : "fig6b";
@@ -766,23 +843,34 @@ static tsc_status_t fig6bc(tsc_figure_src_t *s, const tsc_figure_opts_t *o, cons
         free(pr);
     }
     double *y = v + (size_t)row * T, *x = malloc((size_t)T * sizeof *x);
-    if (!x) { free(v); return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", id); }
-    int n = 0, jump = -1;
+    unsigned char *one = calloc((size_t)T, 1);
+    if (!x || !one) { free(v), free(x), free(one); return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", id); }
+    int n = 0;
     for (int t = 0; t < T; t++) {
         x[t] = t;
         if (isfinite(y[t])) n = t + 1;
-        if (t > 0 && isfinite(y[t]) && isfinite(y[t - 1]) && (jump < 0 || y[t] - y[t - 1] < y[jump] - y[jump - 1]))
-            jump = t;
     }
     if (probe[1] < 0 || n == 0) {
-        free(v), free(x);
+        free(v), free(x), free(one);
         return tsc_error_set(TSC_ERR_MISSING, "%s: the analysis found no probe (no flagged feature or error) for layer "
                                               "%d head %d at step %lld", id, sel->layer, sel->head, sel->step);
     }
+    int n_one = probe_tie_keys(s, o, sel, probe[0], probe[1], T, one);
+    int jump = neg_jump(y, n, n_one >= 0 ? one : NULL);
+    if (zoom && jump < 0) {
+        free(v), free(x), free(one);
+        return tsc_error_set(TSC_ERR_MISSING, "fig6c zooms onto a negative jump of O-bar_error at a key where P-bar = 1: "
+                                              "%s (layer %d head %d step %lld, probe T = %d I = %d)", n_one < 0 ?
+                             "the curve has no negative jump" : n_one == 0 ? "the probe row has no key with P-bar = 1" :
+                             "none of its keys with P-bar = 1 has one", sel->layer, sel->head, sel->step, probe[1], probe[2]);
+    }
     int lo = 0, hi = n;
-    if (zoom && jump > 0) {
+    if (zoom) {
         lo = jump - 6 < 0 ? 0 : jump - 6;
         hi = jump + 7 > n ? n : jump + 7;
+        info->n_marks = 3, info->marks[0] = lo, info->marks[1] = hi - 1, info->marks[2] = jump;
+    } else if (jump > 0) {
+        info->n_marks = 1, info->marks[0] = jump;
     }
     tsc_plot_series_t ser = {.name = NULL, .x = x + lo, .y = y + lo, .n = (size_t)(hi - lo),
                              .style = zoom ? TSC_PLOT_LINESPOINTS : TSC_PLOT_STEPS};
@@ -791,23 +879,59 @@ static tsc_status_t fig6bc(tsc_figure_src_t *s, const tsc_figure_opts_t *o, cons
     char title[128];
     snprintf(title, sizeof title, "%sO-bar error(t), T=%d I=%d, L%d H%d", zoom ? "zoom: " : "", probe[1], probe[2],
              sel->layer, sel->head);
-    po.title = title, po.xlabel = "t (keys summed so far)", po.ylabel = "O-bar_lp - O-bar_hp";
+    po.title = title, po.xlabel = "t (keys summed so far)", po.ylabel = "O-bar_lp - O-bar_exact";
     snprintf(info->caption, sizeof info->caption,
              "%s: O-bar_error(t) = lp prefix sum of P-bar[T,t'] V[t',I] (t' <= t, FP32, rounded to the output format) "
-             "minus the same in double, at the analysis' automatic probe (batch %d, T = %d, I = %d), layer %d head %d "
-             "step %lld, from %s:%s.", id, probe[0], probe[1], probe[2], sel->layer, sel->head, sel->step,
-             s->analysis_path, p);
-    if (jump > 0 && zoom)
-        cap_printf(info, " Shown: t = %d..%d around the largest negative jump (t = %d, %.3g).", lo, hi - 1, jump,
-                   y[jump] - y[jump - 1]);
+             "minus the same terms summed exactly (in double), at the analysis' automatic probe (batch %d, T = %d, "
+             "I = %d), layer %d head %d step %lld, from %s:%s. Both sums take lp's own P-bar and V, so the curve is the "
+             "rounding error of the P-bar V accumulation alone; score rounding (which changes P-bar itself and would "
+             "add a smooth offset) is not included.", id, probe[0], probe[1], probe[2], sel->layer, sel->head, sel->step,
+             fig_base(s->analysis_path), p);
+    const char *where = n_one >= 0 ? "a key where P-bar = 1" : "(keys with P-bar = 1 unknown: no dump)";
+    if (zoom)
+        cap_printf(info, " Shown: t = %d..%d around the largest negative jump at %s: t = %d, %.3g.", lo, hi - 1, where,
+                   jump, y[jump] - y[jump - 1]);
     else if (jump > 0)
-        cap_printf(info, " Largest negative jump at t = %d (%.3g): a tie key where P-bar = 1.", jump,
-                   y[jump] - y[jump - 1]);
+        cap_printf(info, " Largest negative jump at %s: t = %d, %.3g.", where, jump, y[jump] - y[jump - 1]);
+    else
+        cap_printf(info, " The curve has no negative jump%s.", n_one >= 0 ? " at a key where P-bar = 1" : "");
     st = emit_plot(out, &po, &ser, 1);
-    free(v), free(x);
+    free(v), free(x), free(one);
     return st;
 }
 
+/* Figure 8's term panels: the rank-1 terms (PK)[T]^T X[T] of the three tied rows with the largest
+ * |delta_lp - delta_hp| (figure 4's tokens and one more), from the dump; *terms [3, D, C] (caller
+ * frees), their tokens and pairwise cosines cs[3] (a-b, a-c, b-c). Returns the number of terms (0
+ * without the dump or x: the figure then shows the cosine matrix alone). */
+static int fig8_terms(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, float **terms,
+                      int tok[3], double cs[3], int *D, int *C) {
+    dump_head_t dh;
+    float *x = NULL;
+    *terms = NULL;
+    if (dump_head(s, o, "fig8", sel, 0, &dh) != TSC_OK) { tsc_error_clear(); return 0; }
+    int T = dh.T, n = 0;
+    *D = dh.D, *C = dh.C;
+    double *pbar = malloc((size_t)T * sizeof *pbar), *p = malloc((size_t)T * sizeof *p), pk[1024];
+    unsigned char *tie = calloc((size_t)T, 1);
+    float *tm = malloc((size_t)3 * dh.D * dh.C * sizeof *tm);
+    if (pbar && p && tie && tm && dh.D <= 1024 &&
+        dump_slice(dh.d, "fig8", sel->step, sel->layer, "x", sel->batch, 0, &x) == TSC_OK &&
+        tie_mask(&dh, pbar, p, tie) >= 3 && top_tokens(s, sel, T, tie, 3, tok) == 3) {
+        size_t DC = (size_t)dh.D * dh.C;
+        for (int i = 0; i < 3; i++) rank1_term(&dh, x, tok[i], pbar, p, pk, tm + i * DC);
+        cs[0] = cosine_f(tm, tm + DC, DC), cs[1] = cosine_f(tm, tm + 2 * DC, DC), cs[2] = cosine_f(tm + DC, tm + 2 * DC, DC);
+        *terms = tm, tm = NULL, n = 3;
+    }
+    tsc_error_clear();
+    free(pbar), free(p), free(tie), free(tm), free(x);
+    dump_head_free(&dh);
+    return n;
+}
+
+/* Figure 8 (the paper's Llama figure): the rank-1 terms of three tied rows with their pairwise
+ * cosines, beside the cosine matrix of all the analysis' tied-row terms (analysis.h5 rank1_cos,
+ * whose mean is the number figure 1 shows at link 3). */
 static tsc_status_t fig8(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel, const fig_out_t *out,
                           tsc_figure_info_t *info) {
     char grp[64], p[128];
@@ -826,30 +950,46 @@ static tsc_status_t fig8(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
         return tsc_error_set(TSC_ERR_SHAPE, "%s:%s: expected [heads, N, N] with row %d, found rank %d", s->analysis_path, p,
                              row, r);
     }
-    int N = (int)d[1];
-    float *m = malloc((size_t)N * N * sizeof *m);
-    if (!m) { free(v); return tsc_error_set(TSC_ERR_NOMEM, "fig8: out of memory"); }
-    double sum = 0;
+    int N = (int)d[1], tok[3], D = 0, C = 0;
+    double cs[3] = {NAN, NAN, NAN}, sum = 0;
     long cnt = 0;
+    float *m = malloc((size_t)N * N * sizeof *m), *terms = NULL;
+    if (!m) { free(v); return tsc_error_set(TSC_ERR_NOMEM, "fig8: out of memory"); }
     for (int i = 0; i < N * N; i++) {
         m[i] = (float)v[(size_t)row * N * N + i];
         if (i / N != i % N && isfinite(m[i])) sum += m[i], cnt++;
     }
+    int nt = fig8_terms(s, o, sel, &terms, tok, cs, &D, &C);
     tsc_heatmap_opts_t ho;
     heat_defaults(&ho, o, info);
-    ho.cmap = TSC_CMAP_COOLWARM, ho.fixed_norm = 1, ho.equal_aspect = 1;
-    tsc_norm_init(&ho.norm, TSC_NORM_SYMMETRIC, -1, 1);
-    ho.cbar_label = "cosine";
-    char title[96];
-    snprintf(title, sizeof title, "rank-1 term cosines, layer %d head %d", sel->layer, sel->head);
-    tsc_heatmap_panel_t pan = {.data = m, .rows = N, .cols = N, .title = title, .xlabel = "term (by |coeff|)",
-                               .ylabel = "term"};
+    ho.cmap = TSC_CMAP_COOLWARM, ho.norm_kind = TSC_NORM_SYMMETRIC, ho.per_panel_scale = 1, ho.grid_cols = 2;
+    char title[160], mt[64], tt[3][64];
+    snprintf(title, sizeof title, "(PK)[T]^T X[T] of tied rows, L%d H%d step %lld: cosines %.4f, %.4f, %.4f", sel->layer,
+             sel->head, sel->step, cs[0], cs[1], cs[2]);
+    snprintf(mt, sizeof mt, "cosines of %d terms: mean %.3f", N, cnt ? sum / cnt : NAN);
+    tsc_heatmap_panel_t pan[4];
+    memset(pan, 0, sizeof pan);
+    for (int i = 0; i < nt; i++) {
+        snprintf(tt[i], sizeof tt[i], "token %d", tok[i]);
+        pan[i] = (tsc_heatmap_panel_t){.data = terms + (size_t)i * D * C, .rows = D, .cols = C, .title = tt[i],
+                                       .xlabel = "input channel", .ylabel = "head feature"};
+    }
+    pan[nt] = (tsc_heatmap_panel_t){.data = m, .rows = N, .cols = N, .title = mt, .xlabel = "term (tied rows first)",
+                                    .ylabel = "term"};
+    ho.title = nt ? title : NULL;
+    if (!nt) ho.fixed_norm = 1, ho.per_panel_scale = 0, ho.grid_cols = 1, tsc_norm_init(&ho.norm, TSC_NORM_SYMMETRIC, -1, 1);
     snprintf(info->caption, sizeof info->caption,
-             "fig8: cosine similarity between the rank-1 terms (PK)[T]^T X[T] of the %d tokens with the largest "
-             "|delta_lp - delta_hp|, layer %d head %d step %lld, from %s:%s. Mean off-diagonal cosine %.4f.", N,
-             sel->layer, sel->head, sel->step, s->analysis_path, p, cnt ? sum / cnt : NAN);
-    st = emit_heat(out, &ho, &pan, 1, NULL);
-    free(v), free(m);
+             "fig8: %s(%c) cosine similarity between the rank-1 terms (PK)[T]^T X[T] of %d tokens: the rows with two or "
+             "more maxima (where the biased rounding acts) with the largest |delta_lp - delta_hp|, then other rows if "
+             "there are fewer; layer %d head %d step %lld, from %s:%s. Mean off-diagonal cosine %.4f (the number figure "
+             "1 shows at link 3).", nt ? "(a-c) the terms of the three tied rows with the largest |delta_lp - delta_hp|, "
+             "from q, k, x of the dump, each with its own symmetric colour scale; pairwise cosines a-b, a-c, b-c in the "
+             "title. " : "", nt ? 'd' : 'a', N, sel->layer, sel->head, sel->step, fig_base(s->analysis_path), p,
+             cnt ? sum / cnt : NAN);
+    tsc_heatmap_info_t hi[4];
+    st = emit_heat(out, &ho, pan, nt + 1, hi);
+    if (st == TSC_OK && nt && hi[0].note[0]) cap_printf(info, " Note: %s.", hi[0].note);
+    free(v), free(m), free(terms);
     return st;
 }
 
@@ -877,8 +1017,9 @@ static tsc_status_t fig9(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
         /* a log axis has no place for the masked zeros: keys past T are NaN (gaps) */
         for (int j = 0; j < T; j++)
             if (ps[(size_t)i * T + j] <= 0) ps[(size_t)i * T + j] = NAN;
+        /* rows of one head often coincide: solid, dashed and dotted keep each one visible */
         ser[i] = (tsc_plot_series_t){.name = names[i], .y = ps + (size_t)i * T, .n = (size_t)(dh.causal ? rows[i] + 1 : T),
-                                     .style = TSC_PLOT_LINES};
+                                     .style = TSC_PLOT_LINES, .dash = 1 + i};
     }
     tsc_plot_opts_t po;
     plot_defaults(&po, o, info);
@@ -887,8 +1028,9 @@ static tsc_status_t fig9(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
     po.title = title, po.xlabel = "key", po.ylabel = "P[T, key]", po.logy = 1;
     snprintf(info->caption, sizeof info->caption,
              "fig9: attention probabilities P[T, :] (softmax of alpha q.k in double) of the last %d rows with two or "
-             "more keys at the row maximum, layer %d head %d step %lld batch %d, from q, k of %s. Log y axis.", nr,
-             sel->layer, sel->head, sel->step, sel->batch, dh.path);
+             "more keys at the row maximum, layer %d head %d step %lld batch %d, from q, k of %s. Log y axis; solid, "
+             "dashed and dotted lines, drawn in that order, so a row that coincides with another stays visible.", nr,
+             sel->layer, sel->head, sel->step, sel->batch, fig_base(dh.path));
     st = emit_plot(out, &po, ser, nr);
 out:
     free(pbar), free(ps);
@@ -952,7 +1094,7 @@ static tsc_status_t fig11(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     snprintf(info->caption, sizeof info->caption,
              "fig11: spectral norm (power iteration) of every captured weight matrix, one row per (layer, matrix), one "
              "column per analysed step, from %s:cumulative/w_norm. NaN cells (magenta) are weights not captured.",
-             s->analysis_path);
+             fig_base(s->analysis_path));
     tsc_heatmap_info_t hi;
     st = emit_heat(out, &ho, &pan, 1, &hi);
     if (st == TSC_OK && hi.note[0]) cap_printf(info, " Note: %s.", hi.note);
@@ -1021,7 +1163,7 @@ static tsc_status_t fig12(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     snprintf(info->caption, sizeof info->caption,
              "fig12: delta_lp - delta_hp per token, summed over the analysed steps up to each row's step (cumulative), "
              "layer %d head %d batch %d, from %s:step_*/layer_%03d/delta_diff. Red: positive (lp above hp).",
-             sel->layer, sel->head, sel->batch, s->analysis_path, sel->layer);
+             sel->layer, sel->head, sel->batch, fig_base(s->analysis_path), sel->layer);
     tsc_heatmap_info_t hi;
     st = emit_heat(out, &ho, &pan, 1, &hi);
     if (st == TSC_OK && hi.note[0]) cap_printf(info, " Note: %s.", hi.note);
@@ -1055,13 +1197,13 @@ static tsc_status_t fig13(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
                                  .style = TSC_PLOT_LINESPOINTS, .y2 = k ? 1 : 0};
     tsc_plot_opts_t po;
     plot_defaults(&po, o, info);
-    po.title = "validation loss and rows with multiple maxima";
+    po.title = k ? "validation loss and rows with multiple maxima" : "rows with multiple maxima";
     po.xlabel = "step";
     po.ylabel = k ? "validation loss" : "rows with >= 2 maxima";
     po.y2label = k ? "rows with >= 2 maxima" : NULL;
     cap_printf(info, "%srows whose scores have two or more entries at the row maximum (where the fix of Algorithm 3 "
                      "would trigger), summed over the heads of layer %d, from %s:cumulative/rows_multi_max%s.",
-               k ? " (validation loss, left axis); " : "", sel->layer, s->analysis_path,
+               k ? " (validation loss, left axis); " : "", sel->layer, fig_base(s->analysis_path),
                k ? "" : " No training log was given (--log), so no loss curve is drawn");
     st = emit_plot(out, &po, ser, k + 1);
     for (int i = 0; i < 2 * k; i++) free(bufs[i]);

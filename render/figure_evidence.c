@@ -100,18 +100,15 @@ static void node_rank1(node_t *nd, const tsc_jv_t *sm, const tsc_jv_t *top, cons
                        const tsc_fig_sel_t *sel, double cum) {
     int has_x = rec && tsc_jv_num(rec, "rank1.has_x") == 1;
     if (has_x) {
-        /* similar terms: the diagnosis says the error accumulates, the terms add up over all tokens
-         * (accumulation gain), or one direction holds half the energy of the largest terms */
-        const char *vd = top ? tsc_jv_str(top, "verdict") : NULL;
-        double gain = tsc_jv_num(rec, "rank1.accum_gain");
-        int similar = (vd && strcmp(vd, "accumulates") == 0) || gain >= TSC_DIAG_ACCUM_GAIN ||
-                      tsc_jv_num(rec, "rank1.top_energy") >= 0.5 || tsc_jv_num(rec, "rank1.mean_cos") >= 0.5;
-        nd[2].evidence = similar ? 2 : 1;
-        addf(nd[2].body, sizeof nd[2].body, "accumulation gain %.2f (all tokens)\n%g largest terms: mean cosine %.3f\n"
-             "top energy %.3f, eff. rank %.3g", gain, tsc_jv_num(rec, "rank1.terms"), tsc_jv_num(rec, "rank1.mean_cos"),
+        /* similar terms: the state follows the number the box prints, the mean cosine of the rank-1 terms
+         * of the tied rows (analysis.h5 rank1_cos, figure 8) */
+        double mc = tsc_jv_num(rec, "rank1.mean_cos");
+        int similar = tsc_fig_ev_similar(mc) == 2;
+        nd[2].evidence = tsc_fig_ev_similar(mc);
+        addf(nd[2].body, sizeof nd[2].body, "%g terms of tied rows: mean cosine %.3f (%s %.2f)\naccumulation gain "
+             "%.2f (all tokens)\ntop energy %.3f, eff. rank %.3g", tsc_jv_num(rec, "rank1.terms"), mc,
+             similar ? "similar: >=" : "not similar: <", TSC_FIG_SIMILAR_COS, tsc_jv_num(rec, "rank1.accum_gain"),
              tsc_jv_num(rec, "rank1.top_energy"), tsc_jv_num(rec, "rank1.eff_rank"));
-        if (!similar)
-            addf(nd[2].body, sizeof nd[2].body, "\nnot similar: the terms add up like random signs");
         nd[3].evidence = !isfinite(tsc_jv_num(rec, "rank1.dwq_err_fro")) ? 0 : similar && nd[1].evidence == 2 ? 2 : 1;
         addf(nd[3].body, sizeof nd[3].body, "|dW^Q error|_F at step %lld: %.3g\ncoefficient accumulated over %g steps: "
              "%+.3g", sel->step, tsc_jv_num(rec, "rank1.dwq_err_fro"), tsc_jv_num(sm, "computed_over.steps"), cum);
@@ -156,26 +153,50 @@ static void node_wq_norm(node_t *n, const tsc_figure_src_t *s, const tsc_fig_sel
     free(wn);
 }
 
-/* Link 6: a training log whose loss diverges (last > 1.5x its minimum). */
+int tsc_fig_ev_similar(double mean_cos) {
+    return !isfinite(mean_cos) ? 0 : mean_cos >= TSC_FIG_SIMILAR_COS ? 2 : 1;
+}
+
+int tsc_fig_ev_loss(int diverges, int covers, int same_run) { return diverges && covers && same_run ? 2 : 1; }
+
+/* Link 6: a training log whose loss diverges (last > 1.5x its minimum), that covers the analysed
+ * steps and that is known to come from the run the dump was captured in (the user says so:
+ * tsc_figure_src_set_same_run); otherwise amber with the reason. */
 static void node_loss(node_t *n, const tsc_figure_src_t *s) {
     int nl = tsc_figure_src_n_logs(s);
+    const tsc_jv_t *sl = tsc_jv_path(tsc_figure_src_summary(s), "computed_over.step_list");
+    double a_lo = INFINITY, a_hi = -INFINITY;
+    for (size_t i = 0; sl && i < sl->n; i++) {
+        double st = (double)tsc_jv_int(sl->items[i], NULL, -1);
+        if (st < a_lo) a_lo = st;
+        if (st > a_hi) a_hi = st;
+    }
     for (int i = 0; i < nl && !n->evidence; i++) {
         const tsc_log_t *lg = tsc_figure_src_log(s, i);
         int c = tsc_log_column(lg, "val_loss");
         if (c < 0) c = tsc_log_column(lg, "train_loss");
         if (c < 0) c = tsc_log_column(lg, "iter_loss");
         if (c < 0) continue;
-        double mn = INFINITY, last = NAN, smn = 0, slast = 0;
+        double mn = INFINITY, last = NAN, smn = 0, slast = 0, s_lo = INFINITY, s_hi = -INFINITY;
         for (size_t k = 0; k < lg->n_rows; k++) {
             double v = lg->values[k * (size_t)lg->n_cols + (size_t)c];
             if (!isfinite(v)) continue;
             if (v < mn) mn = v, smn = lg->step[k];
+            if (lg->step[k] < s_lo) s_lo = lg->step[k];
+            if (lg->step[k] > s_hi) s_hi = lg->step[k];
             last = v, slast = lg->step[k];
         }
         if (!isfinite(mn)) continue;
-        n->evidence = last > 1.5 * mn ? 2 : 1;
+        int diverges = last > 1.5 * mn, covers = !isfinite(a_lo) || (s_lo <= a_lo && s_hi >= a_hi);
+        int same = s->logs_same_run;
+        n->evidence = tsc_fig_ev_loss(diverges, covers, same);
         addf(n->body, sizeof n->body, "run '%s' (%s): min %.4g at step %g, last %.4g at step %g%s", lg->name,
-             lg->cols[c], mn, smn, last, slast, last > 1.5 * mn ? ": diverges" : ": no divergence");
+             lg->cols[c], mn, smn, last, slast, diverges ? ": diverges" : ": no divergence");
+        if (!covers)
+            addf(n->body, sizeof n->body, "\nthe log's steps %g..%g do not cover the analysed steps %g..%g", s_lo, s_hi,
+                 a_lo, a_hi);
+        if (!same)
+            addf(n->body, sizeof n->body, "\nnot known to be the dump's run (--log-same-run says it is)");
     }
     if (!n->evidence)
         addf(n->body, sizeof n->body, "no evidence: no training log given (--log NAME=FILE)");
@@ -317,7 +338,7 @@ static tsc_status_t ev_draw(cairo_t *cr, double W, double H, void *vctx) {
                  "fig1: evidence map of the causal chain (docs/MECHANISM.md sections 4-5) for layer %d head %d, step %lld; "
                  "numbers from %s and %s%s. Blue: supported by this run's data; amber: measured but not supporting the "
                  "link; dashed grey: no evidence. ",
-                 sel.layer, sel.head, sel.step, tsc_fig_summary_path(c->s), tsc_fig_analysis_path(c->s),
+                 sel.layer, sel.head, sel.step, "summary.json", "analysis.h5",
                  tsc_figure_src_n_logs(c->s) ? " and the training logs" : "");
         for (int i = 0; i < N_NODES; i++)
             if (nd[i].evidence < 2)

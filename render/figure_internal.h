@@ -18,7 +18,16 @@ struct tsc_figure_src {
     tsc_jv_t *summary;
     tsc_log_t *logs[TSC_FIG_MAX_LOGS];
     int n_logs;
+    int logs_same_run;  /* the user says the logs come from the run the dump was captured in */
 };
+
+/* The evidence map's states (0 no data, 1 measured but not supporting, 2 supporting), each from the
+ * number its box prints. Link 3: the mean cosine of the rank-1 terms of the tied rows, similar at
+ * >= TSC_FIG_SIMILAR_COS. Link 6: a diverging loss supports it only from a log that covers the
+ * analysed steps and is known to be the dump's run. */
+#define TSC_FIG_SIMILAR_COS 0.5
+int tsc_fig_ev_similar(double mean_cos);
+int tsc_fig_ev_loss(int diverges, int covers, int same_run);
 
 typedef struct {
     long long step;

@@ -109,6 +109,9 @@ tsc_status_t tsc_figure_src_open_logs(const char *dir, const char *const *specs,
 const tsc_jv_t *tsc_figure_src_summary(const tsc_figure_src_t *s) { return s ? s->summary : NULL; }
 const char *tsc_figure_src_dir(const tsc_figure_src_t *s) { return s ? s->dir : NULL; }
 int tsc_figure_src_n_logs(const tsc_figure_src_t *s) { return s ? s->n_logs : 0; }
+void tsc_figure_src_set_same_run(tsc_figure_src_t *s, int same_run) {
+    if (s) s->logs_same_run = same_run != 0;
+}
 const tsc_log_t *tsc_figure_src_log(const tsc_figure_src_t *s, int i) {
     return s && i >= 0 && i < s->n_logs ? s->logs[i] : NULL;
 }

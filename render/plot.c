@@ -123,35 +123,88 @@ static void data_envelope(sb_t *b, const tsc_plot_series_t *s, int k, size_t bin
     sb_printf(b, "EOD\n");
 }
 
-/* gnuplot places linear tics without regard to label width; on a 3.25 in figure its default
- * step makes labels collide. Choose a 1-2-5 step that leaves room for each label. */
-static void x_tics(sb_t *b, const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n) {
-    if (o->logx || (o->categories && o->n_categories)) return;
-    double lo = INFINITY, hi = -INFINITY;
-    for (int k = 0; k < n; k++)
-        for (size_t i = 0; i < s[k].n; i++) {
-            double x = sx(&s[k], i);
-            if (isfinite(x)) { if (x < lo) lo = x; if (x > hi) hi = x; }
-        }
-    if (isfinite(o->xmin)) lo = o->xmin;
-    if (isfinite(o->xmax)) hi = o->xmax;
-    if (!(hi > lo)) return;
-    char a[40], c[40];
-    snprintf(a, sizeof a, "%g", lo);
-    snprintf(c, sizeof c, "%g", hi);
-    size_t chars = strlen(a) > strlen(c) ? strlen(a) : strlen(c);
-    double label_pt = (double)chars * 0.62 * o->font_pt + 2.0 * o->font_pt;
-    int k = (int)(o->width_in * 72 * 0.75 / label_pt);
+/* Tick labels: gnuplot's own choice prints labels that collide on a 3.25 in figure and, over a
+ * narrow range far from zero, identical ones ("0.0039" five times). So the ticks of a linear axis
+ * are chosen here: a 1-2-5 step that leaves room for k labels (whole numbers only on an axis whose
+ * data are all integers: steps, tokens, features, heads), each label printed with as many
+ * significant digits as the step needs, written as an explicit list; the range is padded a little
+ * (so a value at an end, such as key 0, is not hidden under the axis) and fixed, so no tick falls
+ * outside the data's span rounded to the step. Labels equal after printing are never emitted. */
+static void axis_tics(sb_t *b, const char *ax, double lo, double hi, int k, int integer, int set_lo, int set_hi) {
+    if (!(hi >= lo) || !isfinite(lo) || !isfinite(hi)) return;
+    if (hi == lo) { double d = lo ? fabs(lo) * 0.5 : 1; lo -= d, hi += d; }
     if (k < 2) k = 2;
-    /* Index axes (every series without x: tokens, features, heads) take whole steps only. */
-    int index_axis = 1;
-    for (int q = 0; q < n; q++) index_axis &= s[q].x == NULL && s[q].x_origin == floor(s[q].x_origin);
     static const double mult[3] = {1, 2, 5};
-    double e0 = floor(log10((hi - lo) / k)) - 1;
-    for (int j = 0; j < 40; j++) {
-        double step = mult[j % 3] * pow(10, e0 + j / 3);
-        if (index_axis && step < 1) continue;
-        if (ceil(hi / step) - floor(lo / step) <= k) { sb_printf(b, "set xtics %.10g\n", step); return; }
+    double e0 = floor(log10((hi - lo) / k)) - 1, step = 0;
+    for (int j = 0; j < 60; j++) {
+        step = mult[j % 3] * pow(10, e0 + j / 3);
+        if (integer && step < 1) continue;
+        if (ceil(hi / step - 1e-9) - floor(lo / step + 1e-9) <= k) break;
+    }
+    double mag = fmax(fabs(lo), fabs(hi));
+    int digits = (int)(floor(log10(mag > 0 ? mag : step)) - floor(log10(step))) + 2;
+    if (mag >= 1 && mag < 1e7 && digits < (int)floor(log10(mag)) + 1) digits = (int)floor(log10(mag)) + 1; /* no 1e+03 */
+    if (digits < 1) digits = 1;
+    if (digits > 15) digits = 15;
+    double pad = 0.02 * (hi - lo);
+    if (integer && pad < 0.5 && hi - lo < 20) pad = 0.5 * fmin(1.0, (hi - lo) / 4 + 0.25);
+    double rlo = set_lo ? lo : lo - pad, rhi = set_hi ? hi : hi + pad;
+    sb_printf(b, "set %srange [%.10g:%.10g]\nset %stics (", ax, rlo, rhi, ax);
+    char prev[48] = "", lab[48];
+    int first = 1;
+    for (double i = ceil(rlo / step - 1e-9); i * step <= rhi * (1 + 1e-12) + 1e-300 && i - ceil(rlo / step) < 200; i++) {
+        double v = i * step;
+        if (fabs(v) < step * 1e-9) v = 0;
+        snprintf(lab, sizeof lab, "%.*g", digits, v);
+        if (!strcmp(lab, prev)) continue;
+        sb_printf(b, "%s'%s' %.15g", first ? "" : ", ", lab, v);
+        snprintf(prev, sizeof prev, "%s", lab);
+        first = 0;
+    }
+    sb_printf(b, ")\n");
+}
+
+/* Data range of the series on one axis (which: 'x', 'y' for the left y axis, '2' for the right). */
+static void data_range(const tsc_plot_series_t *s, int n, char which, double *lo, double *hi, int *integer) {
+    *lo = INFINITY, *hi = -INFINITY, *integer = 1;
+    for (int k = 0; k < n; k++) {
+        if (which != 'x' && (s[k].y2 != 0) != (which == '2')) continue;
+        for (size_t i = 0; i < s[k].n; i++) {
+            double v = which == 'x' ? sx(&s[k], i) : s[k].y[i];
+            if (!isfinite(v) || (which != 'x' && !isfinite(sx(&s[k], i)))) continue;
+            if (v < *lo) *lo = v;
+            if (v > *hi) *hi = v;
+            *integer &= v == floor(v);
+        }
+    }
+}
+
+/* The ticks of every linear axis (axis_tics). */
+static void all_tics(sb_t *b, const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, int n_bars) {
+    double lo, hi;
+    int integer;
+    double wpt = o->width_in * 72 * 0.75, hpt = o->height_in * 72 * 0.55;
+    if (!o->logx && !(o->categories && o->n_categories)) {
+        data_range(s, n, 'x', &lo, &hi, &integer);
+        if (isfinite(o->xmin)) lo = o->xmin;
+        if (isfinite(o->xmax)) hi = o->xmax;
+        char a[40], c[40];
+        snprintf(a, sizeof a, "%g", lo);
+        snprintf(c, sizeof c, "%g", hi);
+        size_t chars = strlen(a) > strlen(c) ? strlen(a) : strlen(c);
+        double label_pt = (double)chars * 0.62 * o->font_pt + 2.0 * o->font_pt;
+        axis_tics(b, "x", lo, hi, (int)(wpt / label_pt), integer, isfinite(o->xmin), isfinite(o->xmax));
+    }
+    for (int ax = 0; ax < 2; ax++) {
+        if (ax ? o->logy2 : o->logy) continue;
+        data_range(s, n, ax ? '2' : 'y', &lo, &hi, &integer);
+        if (!isfinite(lo)) continue;
+        int bars_from_zero = 0;
+        if (!ax && n_bars && !isfinite(o->ymin) && lo >= 0) lo = 0, bars_from_zero = 1;
+        if (!ax && isfinite(o->ymin)) lo = o->ymin;
+        if (!ax && isfinite(o->ymax)) hi = o->ymax;
+        axis_tics(b, ax ? "y2" : "y", lo, hi, (int)(hpt / (1.6 * o->font_pt)) + 1, integer,
+                  bars_from_zero || (!ax && isfinite(o->ymin)), !ax && isfinite(o->ymax));
     }
 }
 
@@ -201,13 +254,13 @@ static void script_setup(sb_t *b, const tsc_plot_opts_t *o, const tsc_plot_serie
         sb_printf(b, "set y2tics nomirror out scale 0.5\n");
         if (o->logy2) sb_printf(b, "set logscale y2\nset format y2 '%%g'\n");
     }
-    if (isfinite(o->xmin) || isfinite(o->xmax)) {
+    if (o->logx && (isfinite(o->xmin) || isfinite(o->xmax))) {
         char lo[40] = "*", hi[40] = "*";
         if (isfinite(o->xmin)) snprintf(lo, sizeof lo, "%.10g", o->xmin);
         if (isfinite(o->xmax)) snprintf(hi, sizeof hi, "%.10g", o->xmax);
         sb_printf(b, "set xrange [%s:%s]\n", lo, hi);
     }
-    if (isfinite(o->ymin) || isfinite(o->ymax)) {
+    if (o->logy && (isfinite(o->ymin) || isfinite(o->ymax))) {
         char lo[40] = "*", hi[40] = "*";
         if (isfinite(o->ymin)) snprintf(lo, sizeof lo, "%.10g", o->ymin);
         if (isfinite(o->ymax)) snprintf(hi, sizeof hi, "%.10g", o->ymax);
@@ -227,13 +280,8 @@ static void script_setup(sb_t *b, const tsc_plot_opts_t *o, const tsc_plot_serie
     }
     if (n_bars) {
         sb_printf(b, "set style fill solid 0.85 border lc rgb '#303030'\nset boxwidth %g absolute\n", 0.8 / n_bars);
-        /* Bars are read by their length: start them at zero when all values are non-negative. */
-        int neg = 0;
-        for (int k = 0; k < n; k++)
-            for (size_t i = 0; s[k].style == TSC_PLOT_BARS && i < s[k].n; i++) neg |= s[k].y[i] < 0;
-        if (!neg && !o->logy && !isfinite(o->ymin) && !isfinite(o->ymax)) sb_printf(b, "set yrange [0:*]\n");
     }
-    x_tics(b, o, s, n);
+    all_tics(b, o, s, n, n_bars);
 }
 
 tsc_status_t tsc_plot_script(const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const char *out_path,
@@ -294,7 +342,11 @@ tsc_status_t tsc_plot_script(const tsc_plot_opts_t *o, const tsc_plot_series_t *
     int first = 1;
     for (int k = 0; k < n; k++) {
         const tsc_plot_series_t *q = &s[k];
-        const char *col = q->color ? q->color : palette[k % (sizeof palette / sizeof palette[0])];
+        size_t npal = sizeof palette / sizeof palette[0];
+        const char *col = q->color ? q->color : palette[k % npal];
+        /* the ninth series on reuses a colour: a dash type tells it apart */
+        char dt[24];
+        snprintf(dt, sizeof dt, " dt %d", q->dash > 0 ? q->dash : 1 + (int)((size_t)k / npal));
         const char *axes = q->y2 ? " axes x1y2" : "";
         char *title = tsc_plot_quote(q->name);
         if (!title) { b.nomem = 1; break; }
@@ -309,16 +361,18 @@ tsc_status_t tsc_plot_script(const tsc_plot_opts_t *o, const tsc_plot_series_t *
             sb_printf(&b, "$d%d using 1:2:3%s with filledcurves fs transparent solid 0.3 noborder lc rgb '%s' notitle",
                       k, axes, col);
             SEP();
-            sb_printf(&b, "$d%d using 1:%d%s with lines lw 1.5 lc rgb '%s' %s%s", k, q->ema_alpha > 0 ? 5 : 4, axes, col,
-                      tt, tv);
+            sb_printf(&b, "$d%d using 1:%d%s with lines lw 1.5 lc rgb '%s'%s %s%s", k, q->ema_alpha > 0 ? 5 : 4, axes,
+                      col, dt, tt, tv);
         } else if (q->ema_alpha > 0) {
             SEP();
             sb_printf(&b, "$d%d using 1:2%s with lines lw 0.5 lc rgb '#a0%s' notitle", k, axes, col + 1);
             SEP();
-            sb_printf(&b, "$d%d using 1:3%s with lines lw 1.5 lc rgb '%s' %s%s", k, axes, col, tt, tv);
+            sb_printf(&b, "$d%d using 1:3%s with lines lw 1.5 lc rgb '%s'%s %s%s", k, axes, col, dt, tt, tv);
         } else {
             SEP();
-            sb_printf(&b, "$d%d using 1:2%s with %s lc rgb '%s' %s%s", k, axes, style_with(q->style), col, tt, tv);
+            sb_printf(&b, "$d%d using 1:2%s with %s lc rgb '%s'%s %s%s", k, axes, style_with(q->style), col,
+                      q->style == TSC_PLOT_LINES || q->style == TSC_PLOT_LINESPOINTS || q->style == TSC_PLOT_STEPS ? dt : "",
+                      tt, tv);
         }
         free(title);
     }

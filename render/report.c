@@ -178,7 +178,9 @@ static char **at_risk_rows(const tsc_jv_t *sm, int *nrows) {
             r[1] = cell("%g / %g", tsc_jv_num(h, "layer"), tsc_jv_num(h, "head"));
             r[2] = cell("%g", tsc_jv_num(h, "step"));
             r[3] = cell("%+.3g", tsc_jv_num(h, "delta_cumsum"));
-            r[4] = cell("%s (%.3g ULP)", feats[0] ? feats : "none", tsc_jv_num(h, "feature_mean_ulp"));
+            double fu = tsc_jv_num(h, "feature_mean_ulp");
+            r[4] = isfinite(fu) ? cell("%s (%.3g ULP)", feats[0] ? feats : "none", fu)
+                                : cell("%s", feats[0] ? feats : "none"); /* no mean where the head was not examined */
             if (!isfinite(tsc_jv_num(h, "culprit_ratio"))) {
                 r[5] = cell("not examined (beyond --max-heads)");
                 r[6] = cell("-");
@@ -436,6 +438,34 @@ static void put_logs(tsc_strbuf_t *r, tsc_figure_src_t *src) {
     }
 }
 
+/* Lines of r longer than maxc characters broken between options only (before a word that starts
+ * with '-', never between an option and its value), with a shell continuation (" \") so the
+ * command still copies and pastes as one. */
+static void wrap_options(tsc_strbuf_t *r, size_t maxc) {
+    tsc_strbuf_t w;
+    tsc_strbuf_init(&w);
+    const char *p = tsc_strbuf_str(r);
+    while (p && *p) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p), col = 0;
+        for (size_t i = 0; i < len;) {
+            size_t j = i + 1; /* the segment [i, j): up to the next " -" outside the first character */
+            while (j < len && !(p[j] == ' ' && j + 1 < len && p[j + 1] == '-')) j++;
+            if (col > 0 && col + (j - i) + 2 > maxc) {
+                tsc_strbuf_puts(&w, " \\\n   ");
+                col = 3;
+            }
+            tsc_strbuf_append(&w, p + i, j - i);
+            col += j - i;
+            i = j;
+        }
+        if (eol) tsc_strbuf_putc(&w, '\n');
+        p = eol ? eol + 1 : p + len;
+    }
+    tsc_strbuf_free(r);
+    *r = w;
+}
+
 /* The commands that reproduce every number. */
 static void repro_text(tsc_figure_src_t *src, const tsc_report_opts_t *o, const char *pdf_path, content_t *c) {
     const tsc_jv_t *sm = tsc_figure_src_summary(src), *ar = tsc_jv_path(sm, "diagnosis.at_risk");
@@ -484,6 +514,8 @@ static void repro_text(tsc_figure_src_t *src, const tsc_report_opts_t *o, const 
         put_word(r, str_or(c->top, "event.out_format", "bf16"));
         tsc_strbuf_puts(r, "   # the rounding event above\n");
     }
+    /* the characters of the monospaced font (0.6 em wide) that fit the text width */
+    wrap_options(r, (size_t)((TSC_RP_PAGE_W - 2 * TSC_RP_MARGIN) / (0.6 * SMALL_PT)) - 1);
 }
 
 /* Builds the content; TSC_ERR_NOMEM when out of memory. */

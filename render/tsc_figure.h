@@ -31,6 +31,8 @@
 
 #include "tsc_export.h"
 
+#include <stdint.h>
+
 #include <stddef.h>
 
 #include <cairo.h>
@@ -91,6 +93,9 @@ TSC_API tsc_status_t tsc_figure_src_add_log(tsc_figure_src_t *s, tsc_log_t *lg);
 TSC_API const tsc_jv_t *tsc_figure_src_summary(const tsc_figure_src_t *s);
 TSC_API const char *tsc_figure_src_dir(const tsc_figure_src_t *s);
 TSC_API int tsc_figure_src_n_logs(const tsc_figure_src_t *s);
+/* The user says the logs come from the run the dump was captured in (`--log-same-run`): only then
+ * can a diverging loss support the evidence map's last link. */
+TSC_API void tsc_figure_src_set_same_run(tsc_figure_src_t *s, int same_run);
 TSC_API const tsc_log_t *tsc_figure_src_log(const tsc_figure_src_t *s, int i);
 /* How log i's loss (its per-iteration training loss, else validation loss, else any value) covers
  * the analysed steps (summary.json's computed_over.step_list): out->n_outside > 0 means the log
@@ -105,6 +110,7 @@ typedef struct {
     double width_in, height_in; /* 0: the recipe's default (3.25 x 2.6; 6.5 wide for fig1, fig4, fig11) */
     double dpi;              /* PNG resolution (300) */
     double font_pt;          /* base text size (8) */
+    int ulp;                 /* fig5c: the mean error in ULPs of each element instead of value units (0) */
 } tsc_figure_opts_t;
 
 TSC_API void tsc_figure_opts_init(tsc_figure_opts_t *o);
@@ -115,6 +121,10 @@ typedef struct {
     double width_in, height_in;
     int layer, head;         /* the resolved selection (-1 when not used) */
     long long step;
+    /* What the figure points out, on its x axis: fig5c {tallest bar's feature}; fig6c {first and last
+       key shown, the jump's key}; fig6b {the jump's key}; none elsewhere. */
+    int64_t marks[4];
+    int n_marks;
 } tsc_figure_info_t;
 
 /* The recipe ids in order and a one-line description of each. */

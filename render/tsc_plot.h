@@ -59,6 +59,8 @@ typedef struct {
     double ema_alpha;        /* in (0, 1]: also draw the EMA line; 0: none */
     const char *color;       /* "#rrggbb" or NULL for the palette (Okabe-Ito, colour-blind safe) */
     double x_origin;         /* x of index 0 when x is NULL (0) */
+    int dash;                /* gnuplot dash type >= 1 for lines; 0: solid for the palette's first 8
+                                series, then dashed (dt 2, 3, ...) for each further cycle of 8 colours */
 } tsc_plot_series_t;
 
 typedef struct {

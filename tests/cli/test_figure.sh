@@ -24,7 +24,9 @@ for f in fig1 fig2 fig3 fig4 fig5a fig5b fig5c fig6a fig6b fig6c fig7 fig8 fig9 
         size=$(png_size "$f.png")
         [ "$size" = "350 250" ] && ok || bad "$f.png is $size pixels, expected 350 250"
         [ "$(stat -c %s "$f.png")" -gt 2000 ] && ok || bad "$f.png is nearly empty"
-        grep -Eq "an/(analysis.h5|summary.json)|d\.h5|a\.csv" "$f.cap" && ok || bad "$f caption does not name its source file: $(cat "$f.cap")"
+        grep -Eq "(analysis.h5|summary.json)|d\.h5|a\.csv" "$f.cap" && ok || bad "$f caption does not name its source file: $(cat "$f.cap")"
+        # by its name, not by the folders it sits in (captions sit beside the files; no machine's paths)
+        ! grep -q "$tmp\|an/" "$f.cap" && ok || bad "$f caption shows a folder path: $(cat "$f.cap")"
     else
         bad "$f failed: $(cat "$f.err")"
     fi

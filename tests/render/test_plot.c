@@ -106,7 +106,7 @@ static void test_script(void) {
     /* Index axes (no x given) never get fractional tick steps. */
     tsc_plot_series_t few = {.name = "O", .y = y, .n = 5};
     CHECK(tsc_plot_script(&o, &few, 1, "out.svg", TSC_IMG_AUTO, &script) == TSC_OK);
-    CHECK(script && strstr(script, "\nset xtics 1\n") != NULL);
+    CHECK(script && strstr(script, "\nset xtics ('0' 0, '1' 1, '2' 2, '3' 3, '4' 4)\n") != NULL);
     free(script);
     /* Argument errors. */
     o.title = NULL;
@@ -279,11 +279,85 @@ static void test_reproducible_pdf(void) {
     unsetenv("SOURCE_DATE_EPOCH");
 }
 
+
+/* Parses "set AXtics ('lab' v, ...)" of script: the labels into lab[], their values into val[]. */
+static int tick_list(const char *script, const char *ax, char lab[][48], double *val, int cap) {
+    char key[32];
+    snprintf(key, sizeof key, "set %stics (", ax);
+    const char *p = strstr(script, key);
+    if (!p) return -1;
+    p += strlen(key);
+    int n = 0;
+    while (*p == '\'' && n < cap) {
+        const char *e = strchr(p + 1, '\'');
+        if (!e) return -1;
+        snprintf(lab[n], 48, "%.*s", (int)(e - p - 1), p + 1);
+        val[n] = strtod(e + 1, (char **)&p);
+        n++;
+        if (*p == ',') p += 2;
+    }
+    return n;
+}
+
+/* Ticks: every label of every linear axis is distinct, even over a range narrow against its
+ * magnitude (a jump of 7e-8 at 0.0039); an axis of integers (steps, keys) has whole ticks only; the
+ * range starts below the first value, so a spike at key 0 is not drawn on the axis; the 9th-16th
+ * series (a second cycle of the 8 colours) are dashed, so 12 heads are 12 distinct styles. */
+static void test_ticks_and_styles(void) {
+    static double narrow[13], steps[2] = {0, 1}, keys[1024], lines[12][2];
+    for (int i = 0; i < 13; i++) narrow[i] = 0.0039 + (i >= 6 ? 6.9e-8 : 0);
+    for (int i = 0; i < 1024; i++) keys[i] = i ? 1e-6 : 0.5;
+    tsc_plot_opts_t o;
+    tsc_plot_opts_init(&o);
+    char lab[64][48], *script = NULL;
+    double val[64];
+    struct { tsc_plot_series_t s; const char *ax; int integer; } cases[] = {
+        {{.y = narrow, .n = 13, .x_origin = 122, .style = TSC_PLOT_LINESPOINTS}, "y", 0},
+        {{.y = narrow, .n = 13, .x_origin = 122, .style = TSC_PLOT_LINESPOINTS}, "x", 1},
+        {{.x = steps, .y = steps, .n = 2}, "x", 1},
+        {{.y = keys, .n = 1024}, "x", 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        CHECK(tsc_plot_script(&o, &cases[c].s, 1, "o.png", TSC_IMG_AUTO, &script) == TSC_OK);
+        int n = script ? tick_list(script, cases[c].ax, lab, val, 64) : -1;
+        CHECKF(n >= 2, "case %zu: %d %s ticks", c, n, cases[c].ax);
+        for (int i = 0; i < n; i++) {
+            for (int j = 0; j < i; j++) CHECKF(strcmp(lab[i], lab[j]) != 0, "case %zu: tick label '%s' twice", c, lab[i]);
+            if (cases[c].integer) CHECKF(val[i] == floor(val[i]), "case %zu: fractional tick %g", c, val[i]);
+        }
+        double lo = NAN, hi = NAN;
+        const char *r = script ? strstr(script, cases[c].ax[0] == 'x' ? "set xrange [" : "set yrange [") : NULL;
+        if (r) sscanf(r + 12, "%lf:%lf", &lo, &hi);
+        double d0 = cases[c].ax[0] == 'x' ? (cases[c].s.x ? cases[c].s.x[0] : cases[c].s.x_origin) : 0.0039;
+        CHECKF(lo < d0, "case %zu: range starts at %g, not below the first value %g", c, lo, d0);
+        free(script);
+        script = NULL;
+    }
+    tsc_plot_series_t heads[12];
+    for (int h = 0; h < 12; h++) {
+        lines[h][0] = h, lines[h][1] = h + 1;
+        heads[h] = (tsc_plot_series_t){.name = "h", .x = steps, .y = lines[h], .n = 2, .style = TSC_PLOT_LINESPOINTS};
+    }
+    CHECK(tsc_plot_script(&o, heads, 12, "o.png", TSC_IMG_AUTO, &script) == TSC_OK);
+    char seen[12][64];
+    int ns = 0;
+    for (const char *p = script ? strstr(script, "\nplot ") : NULL; p && (p = strstr(p, "lc rgb '")); p++) {
+        char col[16] = "", dt[16] = "";
+        sscanf(p, "lc rgb '%15[^']' dt %15s", col, dt);
+        snprintf(seen[ns], sizeof seen[ns], "%s/%s", col, dt);
+        for (int j = 0; j < ns; j++) CHECKF(strcmp(seen[j], seen[ns]) != 0, "style %s used twice", seen[ns]);
+        if (++ns == 12) break;
+    }
+    CHECKF(ns == 12, "found %d styled series of 12", ns);
+    free(script);
+}
+
 int main(void) {
     make_data();
     test_quote();
     test_script();
     test_envelope();
+    test_ticks_and_styles();
     test_missing_gnuplot();
     if (!has_tool("gnuplot")) {
         printf("SKIP: gnuplot not installed (apt-get install gnuplot-nox): file checks not run\n");
