@@ -173,9 +173,8 @@ static void node_loss(node_t *n, const tsc_figure_src_t *s) {
     }
     for (int i = 0; i < nl && !n->evidence; i++) {
         const tsc_log_t *lg = tsc_figure_src_log(s, i);
-        int c = tsc_log_column(lg, "val_loss");
-        if (c < 0) c = tsc_log_column(lg, "train_loss");
-        if (c < 0) c = tsc_log_column(lg, "iter_loss");
+        int c = tsc_log_loss_column(lg, 1);
+        if (c < 0) c = tsc_log_loss_column(lg, 0);
         if (c < 0) continue;
         double mn = INFINITY, last = NAN, smn = 0, slast = 0, s_lo = INFINITY, s_hi = -INFINITY;
         for (size_t k = 0; k < lg->n_rows; k++) {

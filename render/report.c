@@ -427,12 +427,15 @@ static void put_word(tsc_strbuf_t *r, const char *s) {
     tsc_strbuf_putc(r, '\'');
 }
 
-/* " --log NAME=PATH" for every log, each NAME=PATH one shell word. */
+/* " --log NAME=PATH[:COLUMN]" for every log (COLUMN: the column it draws), each one shell word. */
 static void put_logs(tsc_strbuf_t *r, tsc_figure_src_t *src) {
     for (int i = 0; i < tsc_figure_src_n_logs(src); i++) {
         const tsc_log_t *lg = tsc_figure_src_log(src, i);
-        char arg[300];
-        snprintf(arg, sizeof arg, "%.63s=%.200s", lg->name, lg->path);
+        char arg[400];
+        if (lg->pick >= 0)
+            snprintf(arg, sizeof arg, "%.63s=%.200s:%.100s", lg->name, lg->path, lg->cols[lg->pick]);
+        else
+            snprintf(arg, sizeof arg, "%.63s=%.200s", lg->name, lg->path);
         tsc_strbuf_puts(r, " --log");
         put_word(r, arg);
     }
