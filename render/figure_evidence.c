@@ -58,8 +58,8 @@ static void node_rounding(node_t *n, const tsc_jv_t *top, const tsc_jv_t *rec, c
              tsc_jv_num(ev, "pbar"), tsc_jv_num(ev, "sum_fp32"), tsc_jv_str(ev, "out_format") ? tsc_jv_str(ev, "out_format") : "?",
              tsc_jv_num(ev, "rounded"), tsc_jv_num(ev, "error"));
         if (tsc_jv_str(top, "culprit"))
-            addf(n->body, sizeof n->body, "\nculprit stage: %s (leaves %.0f%%)", tsc_jv_str(top, "culprit"),
-                 100 * fabs(tsc_jv_num(top, "culprit_ratio")));
+            addf(n->body, sizeof n->body, "\nFP32 in stages %s: %+.0f%% of the bias left", tsc_jv_str(top, "culprit"),
+                 100 * tsc_jv_num(top, "culprit_ratio"));
     } else if (rec && tsc_jv_num(rec, "census.events_neg") + tsc_jv_num(rec, "census.events_pos") > 0) {
         n->evidence = 2;
         addf(n->body, sizeof n->body, "census: %g rounding-up events (neg) vs %g (pos) in %g additions",
