@@ -10,6 +10,7 @@
 
 #include "an_internal.h"
 #include "blas_internal.h"
+#include "fit_internal.h"
 #include "tsc_fit.h"
 #include "tsc_mem.h"
 
@@ -219,6 +220,7 @@ static tsc_status_t keep_row(an_head_t *x, int bi, int b) {
         double e = fabs((double)s->od[i] - (double)s->o_lp[i]);
         if (e > r->o_dump_vs_lp_max_abs || isnan(e)) r->o_dump_vs_lp_max_abs = e;
     }
+    if (x->G->fit_on) fit_cmp_add(&x->G->fit_o[x->hi], x->G->o_dtype, s->od, s->o_lp, 0, TD);
     return TSC_OK;
 }
 
@@ -577,6 +579,7 @@ typedef struct {
     char (*hmsg)[512];      /* [nh] */
     tsc_h5_file_t f;
     int file_open;
+    int fit_bad;            /* lp's fit cannot be taken from this run (tsc_analysis_t.lp_fit_ok) */
     char *path;             /* out_dir/analysis.h5 */
 } run_t;
 
@@ -599,6 +602,7 @@ static tsc_status_t run_alloc(run_t *u) {
     G->curve_c = xcalloc(nh * T, sizeof(double), &bad);
     G->probe = xcalloc(nh * 3, sizeof(int64_t), &bad);
     G->cos = xcalloc(nh * N * N, sizeof(double), &bad);
+    G->fit_o = xcalloc(nh, sizeof *G->fit_o, &bad);
     G->sv = xcalloc(nh * N, sizeof(double), &bad);
     u->pool.u = xcalloc(nP, sizeof(tsc_moments_t), &bad);
     u->pool.c = xcalloc(nP, sizeof(tsc_moments_t), &bad);
@@ -639,7 +643,7 @@ static void run_free(run_t *u) {
     for (int t = 0; t < u->n_tcs; t++) scratch_free(&u->tcs[t]);
     void *ps[] = {u->tcs, u->hst, u->hmsg, u->R.bs, u->R.hs, u->R.layers, u->pairs.step, u->pairs.layer,
                   G->f_ulp, G->f_val, G->f_p, G->f_flag, G->dd, G->sink, G->curve, G->curve_c, G->probe, G->cos,
-                  G->sv, u->pool.u, u->pool.c, u->ac.top_a, u->ac.top_b, u->ac.has};
+                  G->sv, G->fit_o, u->pool.u, u->pool.c, u->ac.top_a, u->ac.top_b, u->ac.has};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     free(u->path);
     tsc_dump_close(u->R.d);
@@ -667,6 +671,34 @@ static tsc_status_t open_output(run_t *u, const char *out_dir, char **pathp) {
     return TSC_OK;
 }
 
+/* lp's fit on the first analysed step rides on the heads' lp replays (keep_row): on for the pairs
+ * of that step when they hold o and lp computes in float, as tsc_fit_run would replay it. */
+static void fit_begin(run_t *u, int si, long long step, int layer) {
+    an_group_t *G = &u->G;
+    tsc_dump_dataset_info_t info;
+    G->fit_on = 0;
+    if (si != 0 || u->fit_bad) return;
+    if (!G->has_o || tsc_policy_uses_fp64(&u->R.lp) || tsc_dump_dataset_info(u->R.d, step, layer, "o", &info) != TSC_OK) {
+        tsc_error_clear();
+        u->fit_bad = 1;
+        return;
+    }
+    G->fit_on = 1;
+    G->o_dtype = info.dtype;
+    u->R.a->lp_fit_step = step;
+    for (int hi = 0; hi < u->R.nh; hi++) fit_cmp_init(&G->fit_o[hi]);
+}
+
+/* The heads' comparisons into the run's, in head order; a skipped head (NaN/Inf inputs, which
+ * tsc_fit_run refuses) leaves the fit to tsc_fit_run. */
+static void fit_end(run_t *u, size_t h0) {
+    if (!u->G.fit_on) return;
+    for (int hi = 0; hi < u->R.nh; hi++) {
+        if (u->R.a->heads[h0 + (size_t)hi].skipped) u->fit_bad = 1;
+        fit_cmp_merge(&u->R.a->lp_fit_o, &u->G.fit_o[hi]);
+    }
+}
+
 /* The heads of pair p in parallel, then its group of analysis.h5 and its spectral norms. */
 static tsc_status_t run_pair(run_t *u, int p) {
     an_run_t *R = &u->R;
@@ -687,6 +719,7 @@ static tsc_status_t run_pair(run_t *u, int p) {
     if (st != TSC_OK) return st;
     if (R->o->progress) fprintf(stderr, "\ranalyze: step %lld layer %d (%d/%d)   ", step, layer, p + 1, u->pairs.n);
     size_t h0 = a->n_heads;
+    fit_begin(u, si, step, layer);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(u->nthr)
     for (int hi = 0; hi < R->nh; hi++) {
         int tid = 0;
@@ -699,6 +732,7 @@ static tsc_status_t run_pair(run_t *u, int p) {
         if (u->hst[hi] != TSC_OK) snprintf(u->hmsg[hi], sizeof u->hmsg[hi], "%s", tsc_error_last());
     }
     for (int t = 0; t < u->n_tcs; t++) u->G.has_rank1 |= u->tcs[t].has_rank1;
+    fit_end(u, h0);
     for (int hi = 0; hi < R->nh && st == TSC_OK; hi++)
         if (u->hst[hi] != TSC_OK) st = tsc_error_set(u->hst[hi], "%s", u->hmsg[hi]);
     if (st == TSC_OK) {
@@ -724,8 +758,11 @@ static tsc_status_t run_all(run_t *u, const char *dump_path, const char *out_dir
     if ((st = run_alloc(u)) != TSC_OK) return st;
     if ((st = open_output(u, out_dir, &u->path)) != TSC_OK) return st;
     const char *path = u->path;
+    fit_cmp_init(&a->lp_fit_o);
     for (int p = 0; p < u->pairs.n; p++)
         if ((st = run_pair(u, p)) != TSC_OK) return st;
+    a->lp_fit_ok = !u->fit_bad && a->lp_fit_o.n > 0;
+    fit_cmp_finish(&a->lp_fit_o);
     if (R->o->progress) fprintf(stderr, "\n");
     /* a: the flags, pooled per (layer, head, feature) over the analysed steps and batch rows */
     if ((st = an_flags_pool(R, &u->pool, u->f.fid)) != TSC_OK) return st;

@@ -658,6 +658,12 @@ static tsc_status_t examine_all(tsc_diagnosis_t *dg, const char *dump_path, cons
 /* The fit of lp (the policy the diagnosis replays, tiles as it uses them) on the first selected step.
  * A dump without o, or a fit that cannot run, is noted, never an error of the diagnosis. */
 static void check_fit(tsc_diagnosis_t *dg, const char *dump_path, const tsc_diagnose_opts_t *opts) {
+    if (dg->an->lp_fit_ok) { /* taken by the analysis from its own lp replays: no replay again */
+        dg->fit_checked = 1;
+        dg->fit = dg->an->lp_fit_o;
+        dg->fit_step = dg->an->lp_fit_step;
+        return;
+    }
     const char *pol[1] = {dg->an->lp};
     tsc_fit_opts_t fo;
     tsc_fit_opts_init(&fo);
