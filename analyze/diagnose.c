@@ -47,10 +47,31 @@ typedef struct {
     int64_t n_tie_rows;
     const tsc_policy_t *lp;
     tsc_attn_trace_t tr;       /* tiles trace of lp (tie rows) */
+    /* the head's inputs once its replayed steps are chosen: every substitution replays the same
+     * (step, batch row)s, read from the dump once (load) */
+    int cache_on, n_cached, cache_cap;
+    long long *c_step;         /* [cache_cap] */
+    int *c_b;                  /* [cache_cap] */
+    float *cache;              /* [cache_cap, 4, T, D]: q, k, v, dO */
+    /* B of each policy already replayed for this head (bias_of): a policy asked again (the chosen
+     * set, a beta equal to the stable one) is not replayed again */
+    int n_memo, memo_cap;
+    char (*memo_pol)[TSC_POLICY_STR_MAX];
+    double *memo_sum;
 } rep_t;
+
+/* The most bytes of inputs one thread caches for its head (rep_t.cache); more replays read the dump. */
+#define DIAG_CACHE_BYTES ((size_t)64 << 20)
 
 static tsc_status_t load(rep_t *r, long long step, int layer, int h, int b) {
     int kvh = h / (r->H / r->Hkv);
+    size_t TD = (size_t)r->T * r->D;
+    float *dst[4] = {r->q, r->k, r->v, r->dO};
+    for (int c = 0; c < r->n_cached; c++)
+        if (r->c_step[c] == step && r->c_b[c] == b) {
+            for (int i = 0; i < 4; i++) memcpy(dst[i], r->cache + ((size_t)c * 4 + i) * TD, TD * sizeof(float));
+            return TSC_OK;
+        }
     tsc_status_t st;
     tsc_h5_lock();
     if ((st = tsc_dump_read(r->d, step, layer, "q", b, h, r->q)) == TSC_OK &&
@@ -58,7 +79,56 @@ static tsc_status_t load(rep_t *r, long long step, int layer, int h, int b) {
         (st = tsc_dump_read(r->d, step, layer, "v", b, kvh, r->v)) == TSC_OK)
         st = tsc_dump_read(r->d, step, layer, "do", b, h, r->dO);
     tsc_h5_unlock();
+    if (st == TSC_OK && r->cache_on && r->n_cached < r->cache_cap) {
+        int c = r->n_cached++;
+        r->c_step[c] = step, r->c_b[c] = b;
+        for (int i = 0; i < 4; i++) memcpy(r->cache + ((size_t)c * 4 + i) * TD, dst[i], TD * sizeof(float));
+    }
     return st;
+}
+
+/* Starts caching the head's inputs (load) for its ns * nb replayed (step, batch row)s, when they
+ * fit in DIAG_CACHE_BYTES; the buffers grow to the largest head seen. */
+static void cache_start(rep_t *r) {
+    size_t n = (size_t)r->ns * r->nb, per = 4 * (size_t)r->T * r->D * sizeof(float);
+    r->n_cached = 0;
+    r->cache_on = 0;
+    if (n == 0 || n * per > DIAG_CACHE_BYTES) return;
+    if ((int)n > r->cache_cap) {
+        float *c = realloc(r->cache, n * per);
+        long long *cs = c ? realloc(r->c_step, n * sizeof *cs) : NULL;
+        if (cs) r->c_step = cs;
+        int *cb = cs ? realloc(r->c_b, n * sizeof *cb) : NULL;
+        if (cb) r->c_b = cb;
+        if (c) r->cache = c;
+        if (!c || !cs || !cb) return; /* no cache: every replay reads the dump */
+        r->cache_cap = (int)n;
+    }
+    r->cache_on = 1;
+}
+
+/* The memo of B per policy (rep_t.memo_*): 1 and *sum when pol was replayed for this head. */
+static int memo_get(const rep_t *r, const char *pol, double *sum) {
+    for (int i = 0; i < r->n_memo; i++)
+        if (strcmp(r->memo_pol[i], pol) == 0) {
+            *sum = r->memo_sum[i];
+            return 1;
+        }
+    return 0;
+}
+
+static void memo_put(rep_t *r, const char *pol, double sum) {
+    if (r->n_memo == r->memo_cap) {
+        int cap = r->memo_cap ? 2 * r->memo_cap : 64;
+        char (*p)[TSC_POLICY_STR_MAX] = realloc(r->memo_pol, (size_t)cap * sizeof *p);
+        if (p) r->memo_pol = p;
+        double *v = p ? realloc(r->memo_sum, (size_t)cap * sizeof *v) : NULL;
+        if (v) r->memo_sum = v;
+        if (!p || !v) return; /* not remembered: replayed again when asked */
+        r->memo_cap = cap;
+    }
+    snprintf(r->memo_pol[r->n_memo], sizeof r->memo_pol[0], "%s", pol);
+    r->memo_sum[r->n_memo++] = sum;
 }
 
 static tsc_status_t run(rep_t *r, const tsc_policy_t *pol, int backward, tsc_attn_trace_t *tr) {
@@ -70,10 +140,27 @@ static tsc_status_t run(rep_t *r, const tsc_policy_t *pol, int backward, tsc_att
     return tsc_attn_run(pol, &dims, &io, tr, tr ? 1 : 0);
 }
 
+static tsc_status_t bias_replay(rep_t *r, const tsc_policy_t *pol, int layer, int h, int hp_pass, double *sum,
+                                double *per_step);
+
 /* B(pol) over the head's steps (see tsc_diagnose.h); with hp_pass, fills the hp cache instead.
  * per_step (may be NULL) gets B per step. */
 static tsc_status_t bias_of(rep_t *r, const tsc_policy_t *pol, int layer, int h, int hp_pass, double *sum,
                             double *per_step) {
+    char key[TSC_POLICY_STR_MAX];
+    int memo = !hp_pass && !per_step;
+    if (memo) {
+        tsc_policy_format(pol, key, sizeof key);
+        if (memo_get(r, key, sum)) return TSC_OK;
+    }
+    tsc_status_t st = bias_replay(r, pol, layer, h, hp_pass, sum, per_step);
+    if (st == TSC_OK && memo) memo_put(r, key, *sum);
+    return st;
+}
+
+/* bias_of's replays. */
+static tsc_status_t bias_replay(rep_t *r, const tsc_policy_t *pol, int layer, int h, int hp_pass, double *sum,
+                                double *per_step) {
     *sum = 0.0;
     for (int si = 0; si < r->ns; si++) {
         double bs = 0.0;
@@ -244,6 +331,7 @@ static tsc_status_t head_setup(rep_t *r, const tsc_analysis_t *a, tsc_diag_head_
         for (int f = 0; f < r->D; f++) r->feats[r->nf++] = f;
     }
     dh->n_features_summed = r->nf;
+    r->n_memo = r->n_cached = r->cache_on = 0;
     size_t n = (size_t)r->ns * r->nb * r->T * r->nf;
     free(r->ohp), free(r->dof), free(r->bstep);
     free(r->tie);
@@ -302,6 +390,7 @@ static tsc_status_t measure_lp(rep_t *r, const tsc_policy_t *hp, const tsc_polic
     if (r->ns) dh->step = r->steps[sbest];
     if (max_steps > 0 && r->ns > max_steps && (st = keep_top_steps(r, max_steps, dh)) != TSC_OK) return st;
     dh->n_steps_replayed = r->ns;
+    cache_start(r);
     return TSC_OK;
 }
 
@@ -600,7 +689,7 @@ static tsc_status_t rep_init(rep_t *r, tsc_dump_t *d, const tsc_analysis_t *a, c
 
 static void rep_free(rep_t *r) {
     void *ps[] = {r->bs, r->feats, r->q, r->k, r->v, r->dO, r->o, r->lse, r->dl, r->dl_hp, r->steps,
-                  r->ohp, r->dof, r->bstep, r->tie};
+                  r->ohp, r->dof, r->bstep, r->tie, r->cache, r->c_step, r->c_b, r->memo_pol, r->memo_sum};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     tsc_attn_trace_free(&r->tr);
 }
