@@ -60,6 +60,8 @@ typedef struct {
     int layer, hi, h, si, li;
     int has_x;
     double id_res, id_lhs, term_sq;  /* identity (1) maxima; sum of the rank-1 terms' |.|_F^2 */
+    int bias_done;                   /* measurement a ran (bias_measure) */
+    int probe_ride, probe_ridden;    /* the identity replay is to trace / traced the probe row */
 } an_head_t;
 
 /* Reads one head slice (under the HDF5 lock) and counts non-finite values, remembering the first
@@ -224,6 +226,43 @@ static tsc_status_t keep_row(an_head_t *x, int bi, int b) {
     return TSC_OK;
 }
 
+/* a: error summaries, per-feature bias and the pooled moments over the head's nb*T rows. */
+static void bias_measure(an_head_t *x) {
+    const an_run_t *R = x->R;
+    an_scratch_t *s = x->s;
+    int D = R->D, hi = x->hi;
+    size_t n_rows = (size_t)R->nb * R->T, slot = ((size_t)x->li * R->nh + hi) * D;
+    an_bias_view_t bv = {s->o_lp_all, s->o_hp_all, s->dO_all, s->dl_lp_all, s->dl_hp_all, n_rows, D, R->o_fmt,
+                         R->delta_fmt, x->G->f_ulp + hi * D, x->G->f_val + hi * D, x->G->f_p + hi * D,
+                         x->P->u + slot, x->P->c + slot, R->a->n_head_tests, &R->a->rule};
+    an_bias_measure(&bv, x->r);
+    x->bias_done = 1;
+}
+
+/* d's choice: the top feature, and the row with the largest error in its bias sign among the rows
+ * with >= 2 exact maxima (where docs/MECHANISM.md §5's mechanism acts; Fig. 6), or among all rows
+ * when there is none; into the record and s->tr_t. */
+static void probe_pick(an_head_t *x) {
+    const an_run_t *R = x->R;
+    an_scratch_t *s = x->s;
+    tsc_head_result_t *r = x->r;
+    an_probe_view_t pv = {s->o_lp_all, s->o_hp_all, s->tie_row, (size_t)R->nb * R->T, R->D};
+    size_t row = an_probe_pick(&pv, r->top_feature, r->top_feature_mean_ulp < 0 ? -1.0 : 1.0, &r->probe_err);
+    r->probe_b = R->bs[row / (size_t)R->T];
+    r->probe_t = s->tr_t = (int)(row % (size_t)R->T);
+    r->probe_i = r->top_feature;
+}
+
+/* With one batch row, all that a and d's choice read is known once the row is kept: measure a and
+ * pick the probe row now, so the identity replay (the lp forward again, with lp's bits) traces that
+ * row and head_probes needs no lp forward of its own. */
+static void probe_early(an_head_t *x) {
+    bias_measure(x);
+    if (x->r->top_feature < 0) return;
+    probe_pick(x);
+    x->probe_ride = 1;
+}
+
 /* e, per batch row: identity (1) with the lp backward and the same backward fed delta from an hp
  * O; the dW^Q error terms when x is captured (NaN/Inf in x: counted, first coordinate kept, the
  * rank-1 analysis of this head skipped, everything else goes on). */
@@ -235,8 +274,14 @@ static tsc_status_t grad_row(an_head_t *x, int bi, int b) {
     tsc_status_t st;
     /* P K: filled row by row by the lp forward (lp_rows) */
     if (R->o->identity) {
-        if ((st = run_attn(x, &R->lp_hd, 1, s->o_hp /* scratch */, s->lse_hp, s->dl_hd, s->dq_hd, NULL)) != TSC_OK)
-            return st;
+        /* the same lp forward as the traced one: it can trace the automatic probe's row (probe_early) */
+        s->tr.row_ctx = x;
+        s->tr_mode = x->probe_ride ? AN_TR_PROBE : AN_TR_NONE;
+        st = run_attn(x, &R->lp_hd, 1, s->o_hp /* scratch */, s->lse_hp, s->dl_hd, s->dq_hd,
+                      x->probe_ride ? &s->tr : NULL);
+        s->tr_mode = AN_TR_NONE;
+        if (st != TSC_OK) return st;
+        x->probe_ridden = x->probe_ride;
         if ((st = an_identity_row(s->dq_hd, s->dq_lp, s->dl_hd, s->dl_lp, s->pk, T, D, scale, &x->id_res,
                                   &x->id_lhs)) != TSC_OK)
             return st;
@@ -269,13 +314,13 @@ static tsc_status_t head_row(an_head_t *x, int bi) {
     }
     if ((st = run_attn(x, &R->hp, 1, s->o_hp, s->lse_hp, s->dl_hp, NULL, NULL)) != TSC_OK) return st;
     if ((st = keep_row(x, bi, b)) != TSC_OK) return st;
+    if (R->nb == 1 && R->o->identity) probe_early(x);
     /* b and c ran per row during the lp forward (lp_rows) */
     return grad_row(x, bi, b);
 }
 
-/* d: the automatic probe: the top feature, and the row with the largest error in its bias sign
- * among the rows with >= 2 exact maxima (where docs/MECHANISM.md §5's mechanism acts; Fig. 6), or among
- * all rows when there is none; then the chosen probe, if any. */
+/* d: the automatic probe (probe_pick; its lp row traced by the identity replay when probe_early
+ * chose it, else by one more lp forward), then the chosen probe, if any. */
 static tsc_status_t head_probes(an_head_t *x) {
     const an_run_t *R = x->R;
     an_scratch_t *s = x->s;
@@ -285,15 +330,12 @@ static tsc_status_t head_probes(an_head_t *x) {
     an_curve_view_t cv = {s->prow, s->prm, s->q, s->k, s->v, s->vr, T, R->D, R->m->causal, R->lp.block_k,
                           R->m->softmax_scale, R->out_fmt};
     if (r->top_feature >= 0) {
-        an_probe_view_t pv = {s->o_lp_all, s->o_hp_all, s->tie_row, (size_t)R->nb * T, R->D};
         int i = r->top_feature;
-        size_t row = an_probe_pick(&pv, i, r->top_feature_mean_ulp < 0 ? -1.0 : 1.0, &r->probe_err);
-        int bi = (int)(row / (size_t)T), t = (int)(row % (size_t)T);
-        r->probe_b = R->bs[bi];
-        r->probe_t = t;
-        r->probe_i = i;
-        s->tr_t = t; /* the trace keeps only a window of rows: one more lp forward for row t */
-        if ((st = load_lp_trace(x, r->probe_b, 0, AN_TR_PROBE, 0)) != TSC_OK) return st;
+        if (!x->probe_ridden) {
+            probe_pick(x); /* the trace keeps only a window of rows: one more lp forward for row t */
+            if ((st = load_lp_trace(x, r->probe_b, 0, AN_TR_PROBE, 0)) != TSC_OK) return st;
+        }
+        int t = r->probe_t;
         an_obar_curve(&cv, t, i, x->G->curve + (size_t)hi * T);
         r->probe_final_obar_err = x->G->curve[(size_t)hi * T + an_n_visible(R->m->causal, T, t) - 1];
         x->G->probe[hi * 3] = r->probe_b;
@@ -315,11 +357,8 @@ static tsc_status_t head_finish(an_head_t *x) {
     an_scratch_t *s = x->s;
     tsc_head_result_t *r = x->r;
     int T = R->T, D = R->D, hi = x->hi;
-    size_t n_rows = (size_t)R->nb * T, slot = ((size_t)x->li * R->nh + hi) * D;
-    an_bias_view_t bv = {s->o_lp_all, s->o_hp_all, s->dO_all, s->dl_lp_all, s->dl_hp_all, n_rows, D, R->o_fmt,
-                         R->delta_fmt, x->G->f_ulp + hi * D, x->G->f_val + hi * D, x->G->f_p + hi * D,
-                         x->P->u + slot, x->P->c + slot, R->a->n_head_tests, &R->a->rule};
-    an_bias_measure(&bv, r);
+    size_t n_rows = (size_t)R->nb * T;
+    if (!x->bias_done) bias_measure(x);
     an_sinks(x->G->sink + (size_t)hi * T, s->expct, T, (int64_t)n_rows, r);
     if (R->o->census) r->census_share = an_census_share(s->o_lp_all, s->o_hp_all, s->evt, n_rows * D);
     tsc_status_t st = head_probes(x);
@@ -727,7 +766,7 @@ static tsc_status_t run_pair(run_t *u, int p) {
         tid = omp_get_thread_num();
 #endif
         an_head_t x = {R, &u->G, &u->pool, &u->ac, &u->tcs[tid], &a->heads[h0 + (size_t)hi], step, layer, hi,
-                       R->hs[hi], si, li, 0, 0.0, 0.0, 0.0};
+                       R->hs[hi], si, li, 0, 0.0, 0.0, 0.0, 0, 0, 0};
         u->hst[hi] = analyze_head(&x);
         if (u->hst[hi] != TSC_OK) snprintf(u->hmsg[hi], sizeof u->hmsg[hi], "%s", tsc_error_last());
     }
