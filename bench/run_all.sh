@@ -10,6 +10,7 @@ run() { echo; echo "== $*"; "$@" || { echo "(failed: $*)"; rc=1; }; }
 run bash "$src/bench/bench_dump_io.sh" "$build"
 run bash "$src/bench/run_attention.sh" "$build"
 run bash "$src/bench/bench_diagnose.sh" "$build/tilescope"
+run bash "$src/bench/bench_diagnose_scaling.sh" "$build/tilescope"
 run bash "$src/bench/run_heatmap.sh" "$build"
 run bash "$src/bench/bench_report.sh" "$build"
 run "$build/bench_formats"
