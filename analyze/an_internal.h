@@ -40,6 +40,9 @@ typedef struct {
 /* The per (step, layer) output arrays, indexed by the head's position hi in the selection. */
 typedef struct {
     int has_o;                    /* the dump has o at this (step, layer) */
+    int fit_on;                   /* the first analysed step: each head's O_lp vs o into fit_o */
+    tsc_format_t o_dtype;         /* with fit_on: the stored format of o */
+    tsc_fit_cmp_t *fit_o;         /* [nh] */
     double *f_ulp, *f_val, *f_p;  /* [nh, D] */
     int64_t *f_flag;              /* [nh, D] */
     double *dd;                   /* [nh, nb, T] delta_lp - delta_hp */

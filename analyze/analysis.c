@@ -10,6 +10,7 @@
 
 #include "an_internal.h"
 #include "blas_internal.h"
+#include "fit_internal.h"
 #include "tsc_fit.h"
 #include "tsc_mem.h"
 
@@ -59,6 +60,8 @@ typedef struct {
     int layer, hi, h, si, li;
     int has_x;
     double id_res, id_lhs, term_sq;  /* identity (1) maxima; sum of the rank-1 terms' |.|_F^2 */
+    int bias_done;                   /* measurement a ran (bias_measure) */
+    int probe_ride, probe_ridden;    /* the identity replay is to trace / traced the probe row */
 } an_head_t;
 
 /* Reads one head slice (under the HDF5 lock) and counts non-finite values, remembering the first
@@ -219,7 +222,45 @@ static tsc_status_t keep_row(an_head_t *x, int bi, int b) {
         double e = fabs((double)s->od[i] - (double)s->o_lp[i]);
         if (e > r->o_dump_vs_lp_max_abs || isnan(e)) r->o_dump_vs_lp_max_abs = e;
     }
+    if (x->G->fit_on) fit_cmp_add(&x->G->fit_o[x->hi], x->G->o_dtype, s->od, s->o_lp, 0, TD);
     return TSC_OK;
+}
+
+/* a: error summaries, per-feature bias and the pooled moments over the head's nb*T rows. */
+static void bias_measure(an_head_t *x) {
+    const an_run_t *R = x->R;
+    an_scratch_t *s = x->s;
+    int D = R->D, hi = x->hi;
+    size_t n_rows = (size_t)R->nb * R->T, slot = ((size_t)x->li * R->nh + hi) * D;
+    an_bias_view_t bv = {s->o_lp_all, s->o_hp_all, s->dO_all, s->dl_lp_all, s->dl_hp_all, n_rows, D, R->o_fmt,
+                         R->delta_fmt, x->G->f_ulp + hi * D, x->G->f_val + hi * D, x->G->f_p + hi * D,
+                         x->P->u + slot, x->P->c + slot, R->a->n_head_tests, &R->a->rule};
+    an_bias_measure(&bv, x->r);
+    x->bias_done = 1;
+}
+
+/* d's choice: the top feature, and the row with the largest error in its bias sign among the rows
+ * with >= 2 exact maxima (where docs/MECHANISM.md §5's mechanism acts; Fig. 6), or among all rows
+ * when there is none; into the record and s->tr_t. */
+static void probe_pick(an_head_t *x) {
+    const an_run_t *R = x->R;
+    an_scratch_t *s = x->s;
+    tsc_head_result_t *r = x->r;
+    an_probe_view_t pv = {s->o_lp_all, s->o_hp_all, s->tie_row, (size_t)R->nb * R->T, R->D};
+    size_t row = an_probe_pick(&pv, r->top_feature, r->top_feature_mean_ulp < 0 ? -1.0 : 1.0, &r->probe_err);
+    r->probe_b = R->bs[row / (size_t)R->T];
+    r->probe_t = s->tr_t = (int)(row % (size_t)R->T);
+    r->probe_i = r->top_feature;
+}
+
+/* With one batch row, all that a and d's choice read is known once the row is kept: measure a and
+ * pick the probe row now, so the identity replay (the lp forward again, with lp's bits) traces that
+ * row and head_probes needs no lp forward of its own. */
+static void probe_early(an_head_t *x) {
+    bias_measure(x);
+    if (x->r->top_feature < 0) return;
+    probe_pick(x);
+    x->probe_ride = 1;
 }
 
 /* e, per batch row: identity (1) with the lp backward and the same backward fed delta from an hp
@@ -233,8 +274,14 @@ static tsc_status_t grad_row(an_head_t *x, int bi, int b) {
     tsc_status_t st;
     /* P K: filled row by row by the lp forward (lp_rows) */
     if (R->o->identity) {
-        if ((st = run_attn(x, &R->lp_hd, 1, s->o_hp /* scratch */, s->lse_hp, s->dl_hd, s->dq_hd, NULL)) != TSC_OK)
-            return st;
+        /* the same lp forward as the traced one: it can trace the automatic probe's row (probe_early) */
+        s->tr.row_ctx = x;
+        s->tr_mode = x->probe_ride ? AN_TR_PROBE : AN_TR_NONE;
+        st = run_attn(x, &R->lp_hd, 1, s->o_hp /* scratch */, s->lse_hp, s->dl_hd, s->dq_hd,
+                      x->probe_ride ? &s->tr : NULL);
+        s->tr_mode = AN_TR_NONE;
+        if (st != TSC_OK) return st;
+        x->probe_ridden = x->probe_ride;
         if ((st = an_identity_row(s->dq_hd, s->dq_lp, s->dl_hd, s->dl_lp, s->pk, T, D, scale, &x->id_res,
                                   &x->id_lhs)) != TSC_OK)
             return st;
@@ -267,13 +314,13 @@ static tsc_status_t head_row(an_head_t *x, int bi) {
     }
     if ((st = run_attn(x, &R->hp, 1, s->o_hp, s->lse_hp, s->dl_hp, NULL, NULL)) != TSC_OK) return st;
     if ((st = keep_row(x, bi, b)) != TSC_OK) return st;
+    if (R->nb == 1 && R->o->identity) probe_early(x);
     /* b and c ran per row during the lp forward (lp_rows) */
     return grad_row(x, bi, b);
 }
 
-/* d: the automatic probe: the top feature, and the row with the largest error in its bias sign
- * among the rows with >= 2 exact maxima (where docs/MECHANISM.md §5's mechanism acts; Fig. 6), or among
- * all rows when there is none; then the chosen probe, if any. */
+/* d: the automatic probe (probe_pick; its lp row traced by the identity replay when probe_early
+ * chose it, else by one more lp forward), then the chosen probe, if any. */
 static tsc_status_t head_probes(an_head_t *x) {
     const an_run_t *R = x->R;
     an_scratch_t *s = x->s;
@@ -283,15 +330,12 @@ static tsc_status_t head_probes(an_head_t *x) {
     an_curve_view_t cv = {s->prow, s->prm, s->q, s->k, s->v, s->vr, T, R->D, R->m->causal, R->lp.block_k,
                           R->m->softmax_scale, R->out_fmt};
     if (r->top_feature >= 0) {
-        an_probe_view_t pv = {s->o_lp_all, s->o_hp_all, s->tie_row, (size_t)R->nb * T, R->D};
         int i = r->top_feature;
-        size_t row = an_probe_pick(&pv, i, r->top_feature_mean_ulp < 0 ? -1.0 : 1.0, &r->probe_err);
-        int bi = (int)(row / (size_t)T), t = (int)(row % (size_t)T);
-        r->probe_b = R->bs[bi];
-        r->probe_t = t;
-        r->probe_i = i;
-        s->tr_t = t; /* the trace keeps only a window of rows: one more lp forward for row t */
-        if ((st = load_lp_trace(x, r->probe_b, 0, AN_TR_PROBE, 0)) != TSC_OK) return st;
+        if (!x->probe_ridden) {
+            probe_pick(x); /* the trace keeps only a window of rows: one more lp forward for row t */
+            if ((st = load_lp_trace(x, r->probe_b, 0, AN_TR_PROBE, 0)) != TSC_OK) return st;
+        }
+        int t = r->probe_t;
         an_obar_curve(&cv, t, i, x->G->curve + (size_t)hi * T);
         r->probe_final_obar_err = x->G->curve[(size_t)hi * T + an_n_visible(R->m->causal, T, t) - 1];
         x->G->probe[hi * 3] = r->probe_b;
@@ -313,11 +357,8 @@ static tsc_status_t head_finish(an_head_t *x) {
     an_scratch_t *s = x->s;
     tsc_head_result_t *r = x->r;
     int T = R->T, D = R->D, hi = x->hi;
-    size_t n_rows = (size_t)R->nb * T, slot = ((size_t)x->li * R->nh + hi) * D;
-    an_bias_view_t bv = {s->o_lp_all, s->o_hp_all, s->dO_all, s->dl_lp_all, s->dl_hp_all, n_rows, D, R->o_fmt,
-                         R->delta_fmt, x->G->f_ulp + hi * D, x->G->f_val + hi * D, x->G->f_p + hi * D,
-                         x->P->u + slot, x->P->c + slot, R->a->n_head_tests, &R->a->rule};
-    an_bias_measure(&bv, r);
+    size_t n_rows = (size_t)R->nb * T;
+    if (!x->bias_done) bias_measure(x);
     an_sinks(x->G->sink + (size_t)hi * T, s->expct, T, (int64_t)n_rows, r);
     if (R->o->census) r->census_share = an_census_share(s->o_lp_all, s->o_hp_all, s->evt, n_rows * D);
     tsc_status_t st = head_probes(x);
@@ -587,6 +628,7 @@ typedef struct {
     char (*hmsg)[512];      /* [nh] */
     tsc_h5_file_t f;
     int file_open;
+    int fit_bad;            /* lp's fit cannot be taken from this run (tsc_analysis_t.lp_fit_ok) */
     char *path;             /* out_dir/analysis.h5 */
 } run_t;
 
@@ -609,6 +651,7 @@ static tsc_status_t run_alloc(run_t *u) {
     G->curve_c = xcalloc(nh * T, sizeof(double), &bad);
     G->probe = xcalloc(nh * 3, sizeof(int64_t), &bad);
     G->cos = xcalloc(nh * N * N, sizeof(double), &bad);
+    G->fit_o = xcalloc(nh, sizeof *G->fit_o, &bad);
     G->sv = xcalloc(nh * N, sizeof(double), &bad);
     u->pool.u = xcalloc(nP, sizeof(tsc_moments_t), &bad);
     u->pool.c = xcalloc(nP, sizeof(tsc_moments_t), &bad);
@@ -649,7 +692,7 @@ static void run_free(run_t *u) {
     for (int t = 0; t < u->n_tcs; t++) scratch_free(&u->tcs[t]);
     void *ps[] = {u->tcs, u->hst, u->hmsg, u->R.bs, u->R.hs, u->R.layers, u->pairs.step, u->pairs.layer,
                   G->f_ulp, G->f_val, G->f_p, G->f_flag, G->dd, G->sink, G->curve, G->curve_c, G->probe, G->cos,
-                  G->sv, u->pool.u, u->pool.c, u->ac.top_a, u->ac.top_b, u->ac.has};
+                  G->sv, G->fit_o, u->pool.u, u->pool.c, u->ac.top_a, u->ac.top_b, u->ac.has};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     free(u->path);
     tsc_dump_close(u->R.d);
@@ -677,6 +720,34 @@ static tsc_status_t open_output(run_t *u, const char *out_dir, char **pathp) {
     return TSC_OK;
 }
 
+/* lp's fit on the first analysed step rides on the heads' lp replays (keep_row): on for the pairs
+ * of that step when they hold o and lp computes in float, as tsc_fit_run would replay it. */
+static void fit_begin(run_t *u, int si, long long step, int layer) {
+    an_group_t *G = &u->G;
+    tsc_dump_dataset_info_t info;
+    G->fit_on = 0;
+    if (si != 0 || u->fit_bad) return;
+    if (!G->has_o || tsc_policy_uses_fp64(&u->R.lp) || tsc_dump_dataset_info(u->R.d, step, layer, "o", &info) != TSC_OK) {
+        tsc_error_clear();
+        u->fit_bad = 1;
+        return;
+    }
+    G->fit_on = 1;
+    G->o_dtype = info.dtype;
+    u->R.a->lp_fit_step = step;
+    for (int hi = 0; hi < u->R.nh; hi++) fit_cmp_init(&G->fit_o[hi]);
+}
+
+/* The heads' comparisons into the run's, in head order; a skipped head (NaN/Inf inputs, which
+ * tsc_fit_run refuses) leaves the fit to tsc_fit_run. */
+static void fit_end(run_t *u, size_t h0) {
+    if (!u->G.fit_on) return;
+    for (int hi = 0; hi < u->R.nh; hi++) {
+        if (u->R.a->heads[h0 + (size_t)hi].skipped) u->fit_bad = 1;
+        fit_cmp_merge(&u->R.a->lp_fit_o, &u->G.fit_o[hi]);
+    }
+}
+
 /* The heads of pair p in parallel, then its group of analysis.h5 and its spectral norms. */
 static tsc_status_t run_pair(run_t *u, int p) {
     an_run_t *R = &u->R;
@@ -696,6 +767,7 @@ static tsc_status_t run_pair(run_t *u, int p) {
     tsc_status_t st = tsc_h5_group_create(u->f.fid, gname, &g);
     if (st != TSC_OK) return st;
     size_t h0 = a->n_heads;
+    fit_begin(u, si, step, layer);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(u->nthr)
     for (int hi = 0; hi < R->nh; hi++) {
         int tid = 0;
@@ -703,11 +775,12 @@ static tsc_status_t run_pair(run_t *u, int p) {
         tid = omp_get_thread_num();
 #endif
         an_head_t x = {R, &u->G, &u->pool, &u->ac, &u->tcs[tid], &a->heads[h0 + (size_t)hi], step, layer, hi,
-                       R->hs[hi], si, li, 0, 0.0, 0.0, 0.0};
+                       R->hs[hi], si, li, 0, 0.0, 0.0, 0.0, 0, 0, 0};
         u->hst[hi] = analyze_head(&x);
         if (u->hst[hi] != TSC_OK) snprintf(u->hmsg[hi], sizeof u->hmsg[hi], "%s", tsc_error_last());
     }
     for (int t = 0; t < u->n_tcs; t++) u->G.has_rank1 |= u->tcs[t].has_rank1;
+    fit_end(u, h0);
     for (int hi = 0; hi < R->nh && st == TSC_OK; hi++)
         if (u->hst[hi] != TSC_OK) st = tsc_error_set(u->hst[hi], "%s", u->hmsg[hi]);
     if (st == TSC_OK) {
@@ -734,10 +807,13 @@ static tsc_status_t run_all(run_t *u, const char *dump_path, const char *out_dir
     if ((st = open_output(u, out_dir, &u->path)) != TSC_OK) return st;
     const char *path = u->path;
     tsc_progress_begin(R->o->progress, "head records analysed", (long long)u->pairs.n * R->nh);
+    fit_cmp_init(&a->lp_fit_o);
     for (int p = 0; p < u->pairs.n; p++) {
         if ((st = run_pair(u, p)) != TSC_OK) return st;
         tsc_progress_tick(R->o->progress, (long long)(p + 1) * R->nh); /* head records done */
     }
+    a->lp_fit_ok = !u->fit_bad && a->lp_fit_o.n > 0;
+    fit_cmp_finish(&a->lp_fit_o);
     /* a: the flags, pooled per (layer, head, feature) over the analysed steps and batch rows */
     if ((st = an_flags_pool(R, &u->pool, u->f.fid)) != TSC_OK) return st;
     if ((st = an_write_cumulative(R, &u->ac, u->f.fid, path)) != TSC_OK) return st;

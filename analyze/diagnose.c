@@ -50,7 +50,21 @@ typedef struct {
     tsc_attn_trace_t tr;       /* tiles trace of lp (tie rows) */
     double row_sq;             /* the last bias_of / delta_sum_of: sum of squared per-row terms, */
     long long row_n;           /* and the rows summed (for the spread of the sum, row_se) */
+    /* the head's inputs once its replayed steps are chosen: every substitution replays the same
+     * (step, batch row)s, read from the dump once (load) */
+    int cache_on, n_cached, cache_cap;
+    long long *c_step;         /* [cache_cap] */
+    int *c_b;                  /* [cache_cap] */
+    float *cache;              /* [cache_cap, 4, T, D]: q, k, v, dO */
+    /* B of each policy already replayed for this head (bias_of): a policy asked again (the chosen
+     * set, a beta equal to the stable one) is not replayed again */
+    int n_memo, memo_cap;
+    char (*memo_pol)[TSC_POLICY_STR_MAX];
+    struct memo_val { double sum, row_sq; long long row_n; } *memo_val; /* B and its per-row spread */
 } rep_t;
+
+/* The most bytes of inputs one thread caches for its head (rep_t.cache); more replays read the dump. */
+#define DIAG_CACHE_BYTES ((size_t)64 << 20)
 
 /* The standard error of the last bias_of / delta_sum_of sum, from its per-row terms. */
 static double row_se(const rep_t *r, double sum) {
@@ -61,6 +75,13 @@ static double row_se(const rep_t *r, double sum) {
 
 static tsc_status_t load(rep_t *r, long long step, int layer, int h, int b) {
     int kvh = h / (r->H / r->Hkv);
+    size_t TD = (size_t)r->T * r->D;
+    float *dst[4] = {r->q, r->k, r->v, r->dO};
+    for (int c = 0; c < r->n_cached; c++)
+        if (r->c_step[c] == step && r->c_b[c] == b) {
+            for (int i = 0; i < 4; i++) memcpy(dst[i], r->cache + ((size_t)c * 4 + i) * TD, TD * sizeof(float));
+            return TSC_OK;
+        }
     tsc_status_t st;
     tsc_h5_lock();
     if ((st = tsc_dump_read(r->d, step, layer, "q", b, h, r->q)) == TSC_OK &&
@@ -68,7 +89,58 @@ static tsc_status_t load(rep_t *r, long long step, int layer, int h, int b) {
         (st = tsc_dump_read(r->d, step, layer, "v", b, kvh, r->v)) == TSC_OK)
         st = tsc_dump_read(r->d, step, layer, "do", b, h, r->dO);
     tsc_h5_unlock();
+    if (st == TSC_OK && r->cache_on && r->n_cached < r->cache_cap) {
+        int c = r->n_cached++;
+        r->c_step[c] = step, r->c_b[c] = b;
+        for (int i = 0; i < 4; i++) memcpy(r->cache + ((size_t)c * 4 + i) * TD, dst[i], TD * sizeof(float));
+    }
     return st;
+}
+
+/* Starts caching the head's inputs (load) for its ns * nb replayed (step, batch row)s, when they
+ * fit in DIAG_CACHE_BYTES; the buffers grow to the largest head seen. */
+static void cache_start(rep_t *r) {
+    size_t n = (size_t)r->ns * r->nb, per = 4 * (size_t)r->T * r->D * sizeof(float);
+    r->n_cached = 0;
+    r->cache_on = 0;
+    if (n == 0 || n * per > DIAG_CACHE_BYTES) return;
+    if ((int)n > r->cache_cap) {
+        float *c = realloc(r->cache, n * per);
+        long long *cs = c ? realloc(r->c_step, n * sizeof *cs) : NULL;
+        if (cs) r->c_step = cs;
+        int *cb = cs ? realloc(r->c_b, n * sizeof *cb) : NULL;
+        if (cb) r->c_b = cb;
+        if (c) r->cache = c;
+        if (!c || !cs || !cb) return; /* no cache: every replay reads the dump */
+        r->cache_cap = (int)n;
+    }
+    r->cache_on = 1;
+}
+
+/* The memo of B per policy (rep_t.memo_*): 1, *sum and the per-row spread (row_sq, row_n) as
+ * bias_replay left them, when pol was replayed for this head. */
+static int memo_get(rep_t *r, const char *pol, double *sum) {
+    for (int i = 0; i < r->n_memo; i++)
+        if (strcmp(r->memo_pol[i], pol) == 0) {
+            *sum = r->memo_val[i].sum;
+            r->row_sq = r->memo_val[i].row_sq, r->row_n = r->memo_val[i].row_n;
+            return 1;
+        }
+    return 0;
+}
+
+static void memo_put(rep_t *r, const char *pol, double sum) {
+    if (r->n_memo == r->memo_cap) {
+        int cap = r->memo_cap ? 2 * r->memo_cap : 64;
+        char (*p)[TSC_POLICY_STR_MAX] = realloc(r->memo_pol, (size_t)cap * sizeof *p);
+        if (p) r->memo_pol = p;
+        struct memo_val *v = p ? realloc(r->memo_val, (size_t)cap * sizeof *v) : NULL;
+        if (v) r->memo_val = v;
+        if (!p || !v) return; /* not remembered: replayed again when asked */
+        r->memo_cap = cap;
+    }
+    snprintf(r->memo_pol[r->n_memo], sizeof r->memo_pol[0], "%s", pol);
+    r->memo_val[r->n_memo++] = (struct memo_val){sum, r->row_sq, r->row_n};
 }
 
 static tsc_attn_dims_t rep_dims(const rep_t *r) {
@@ -85,10 +157,27 @@ static tsc_status_t run(rep_t *r, const tsc_policy_t *pol, int backward, tsc_att
     return tsc_attn_run(pol, &dims, &io, tr, tr ? 1 : 0);
 }
 
+static tsc_status_t bias_replay(rep_t *r, const tsc_policy_t *pol, int layer, int h, int hp_pass, double *sum,
+                                double *per_step);
+
 /* B(pol) over the head's steps (see tsc_diagnose.h); with hp_pass, fills the hp cache instead.
  * per_step (may be NULL) gets B per step. */
 static tsc_status_t bias_of(rep_t *r, const tsc_policy_t *pol, int layer, int h, int hp_pass, double *sum,
                             double *per_step) {
+    char key[TSC_POLICY_STR_MAX];
+    int memo = !hp_pass && !per_step;
+    if (memo) {
+        tsc_policy_format(pol, key, sizeof key);
+        if (memo_get(r, key, sum)) return TSC_OK;
+    }
+    tsc_status_t st = bias_replay(r, pol, layer, h, hp_pass, sum, per_step);
+    if (st == TSC_OK && memo) memo_put(r, key, *sum);
+    return st;
+}
+
+/* bias_of's replays. */
+static tsc_status_t bias_replay(rep_t *r, const tsc_policy_t *pol, int layer, int h, int hp_pass, double *sum,
+                                double *per_step) {
     *sum = 0.0;
     r->row_sq = 0.0, r->row_n = 0;
     for (int si = 0; si < r->ns; si++) {
@@ -276,6 +365,7 @@ static tsc_status_t head_setup(rep_t *r, const tsc_analysis_t *a, tsc_diag_head_
         for (int f = 0; f < r->D; f++) r->feats[r->nf++] = f;
     }
     dh->n_features_summed = r->nf;
+    r->n_memo = r->n_cached = r->cache_on = 0;
     size_t n = (size_t)r->ns * r->nb * r->T * r->nf;
     free(r->ohp), free(r->dof), free(r->bstep);
     free(r->tie);
@@ -334,6 +424,7 @@ static tsc_status_t measure_lp(rep_t *r, const tsc_policy_t *hp, const tsc_polic
     if (r->ns) dh->step = r->steps[sbest];
     if (max_steps > 0 && r->ns > max_steps && (st = keep_top_steps(r, max_steps, dh)) != TSC_OK) return st;
     dh->n_steps_replayed = r->ns;
+    cache_start(r);
     return TSC_OK;
 }
 
@@ -641,7 +732,7 @@ static tsc_status_t rep_init(rep_t *r, tsc_dump_t *d, const tsc_analysis_t *a, c
 
 static void rep_free(rep_t *r) {
     void *ps[] = {r->bs, r->feats, r->q, r->k, r->v, r->dO, r->o, r->lse, r->dl, r->dl_hp, r->steps,
-                  r->ohp, r->dof, r->bstep, r->tie};
+                  r->ohp, r->dof, r->bstep, r->tie, r->cache, r->c_step, r->c_b, r->memo_pol, r->memo_val};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     tsc_attn_trace_free(&r->tr);
 }
@@ -703,6 +794,12 @@ static tsc_status_t examine_all(tsc_diagnosis_t *dg, const char *dump_path, cons
 /* The fit of lp (the policy the diagnosis replays, tiles as it uses them) on the first selected step.
  * A dump without o, or a fit that cannot run, is noted, never an error of the diagnosis. */
 static void check_fit(tsc_diagnosis_t *dg, const char *dump_path, const tsc_diagnose_opts_t *opts) {
+    if (dg->an->lp_fit_ok) { /* taken by the analysis from its own lp replays: no replay again */
+        dg->fit_checked = 1;
+        dg->fit = dg->an->lp_fit_o;
+        dg->fit_step = dg->an->lp_fit_step;
+        return;
+    }
     const char *pol[1] = {dg->an->lp};
     tsc_fit_opts_t fo;
     tsc_fit_opts_init(&fo);

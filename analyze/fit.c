@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fit_internal.h"
 #include "replay_internal.h"
 #include "tsc_dump.h"
 #include "tsc_mem.h"
@@ -40,7 +41,7 @@ typedef struct {
 
 /* ------------------------------------------------------------------ one element, one tensor */
 
-static void cmp_add(tsc_fit_cmp_t *c, tsc_format_t fmt, const float *cap, const void *x, int f64, size_t n) {
+void fit_cmp_add(tsc_fit_cmp_t *c, tsc_format_t fmt, const float *cap, const void *x, int f64, size_t n) {
     for (size_t i = 0; i < n; i++) {
         double xv = f64 ? ((const double *)x)[i] : ((const float *)x)[i], cv = cap[i];
         xv = tsc_round(xv, fmt, TSC_ROUND_NEAREST_EVEN, NULL);
@@ -62,9 +63,22 @@ static void cmp_add(tsc_fit_cmp_t *c, tsc_format_t fmt, const float *cap, const 
     }
 }
 
-static void cmp_finish(tsc_fit_cmp_t *c) {
+void fit_cmp_finish(tsc_fit_cmp_t *c) {
     c->identical = c->n ? (double)c->n_identical / (double)c->n : NAN;
     c->within1 = c->n ? (double)c->n_within1 / (double)c->n : NAN;
+}
+
+void fit_cmp_init(tsc_fit_cmp_t *c) {
+    memset(c, 0, sizeof *c);
+    c->max_ulp = NAN;
+}
+
+void fit_cmp_merge(tsc_fit_cmp_t *dst, const tsc_fit_cmp_t *src) {
+    dst->n += src->n;
+    dst->n_identical += src->n_identical;
+    dst->n_within1 += src->n_within1;
+    dst->n_nonfinite += src->n_nonfinite;
+    if (!isnan(src->max_ulp) && (isnan(dst->max_ulp) || src->max_ulp > dst->max_ulp)) dst->max_ulp = src->max_ulp;
 }
 
 /* ------------------------------------------------------------------ plan */
@@ -257,10 +271,10 @@ static tsc_status_t run_group(fit_run_t *R, const unit_t *u, int nh, int bwd, fi
     if (st != TSC_OK)
         return tsc_error_wrap(st, "%s: step %lld layer %d policy %s: ", R->f->dump_path, u->s, u->L, p->pub.name);
     const float *co = R->cap, *cdq = co + GTD, *cdk = cdq + GTD, *cdv = cdk + TD;
-    cmp_add(&p->pub.t[TSC_FIT_O], u->fmt[TSC_FIT_O], co, o, p->f64, (size_t)nh * TD);
-    if (io.dq) cmp_add(&p->pub.t[TSC_FIT_DQ], u->fmt[TSC_FIT_DQ], cdq, dq, p->f64, (size_t)nh * TD);
-    if (io.dk) cmp_add(&p->pub.t[TSC_FIT_DK], u->fmt[TSC_FIT_DK], cdk, dk, p->f64, TD);
-    if (io.dv) cmp_add(&p->pub.t[TSC_FIT_DV], u->fmt[TSC_FIT_DV], cdv, dv, p->f64, TD);
+    fit_cmp_add(&p->pub.t[TSC_FIT_O], u->fmt[TSC_FIT_O], co, o, p->f64, (size_t)nh * TD);
+    if (io.dq) fit_cmp_add(&p->pub.t[TSC_FIT_DQ], u->fmt[TSC_FIT_DQ], cdq, dq, p->f64, (size_t)nh * TD);
+    if (io.dk) fit_cmp_add(&p->pub.t[TSC_FIT_DK], u->fmt[TSC_FIT_DK], cdk, dk, p->f64, TD);
+    if (io.dv) fit_cmp_add(&p->pub.t[TSC_FIT_DV], u->fmt[TSC_FIT_DV], cdv, dv, p->f64, TD);
     return TSC_OK;
 }
 
@@ -316,7 +330,7 @@ static tsc_status_t rank_policies(fit_run_t *R) {
         double sum = 0;
         int n = 0;
         for (int t = 0; t < TSC_FIT_NT; t++) {
-            cmp_finish(&pub->t[t]);
+            fit_cmp_finish(&pub->t[t]);
             if (pub->t[t].n) sum += pub->t[t].identical, n++;
         }
         pub->score = n ? sum / n : NAN;

@@ -42,6 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tsc_fit.h"
 #include "tsc_json.h"
 #include "tsc_policy.h"
 #include "tsc_progress.h"
@@ -159,6 +160,13 @@ typedef struct {
                                               the first TSC_ANALYSIS_MAX_FLAGGED */
     char run_id[TSC_RUN_ID_LEN + 1];       /* this run's id (tsc_run_id_new): root attribute "run_id" of
                                               analysis.h5 and key "run_id" of summary.json, which pair them */
+    int lp_fit_ok;                         /* 1: lp_fit_o holds the fit of lp's O on the first analysed
+                                              step (tsc_fit.h), taken from the analysis's own lp replay:
+                                              the numbers tsc_fit_run gives for lp on that step. 0 when it
+                                              could not be taken there (a layer without o, a head with
+                                              NaN/Inf inputs, a policy with an FP64 stage) */
+    long long lp_fit_step;
+    tsc_fit_cmp_t lp_fit_o;
 } tsc_analysis_t;
 
 /* Runs the analysis of dump_path, writing out_dir/analysis.h5 (out_dir must exist). On success
