@@ -269,9 +269,9 @@ const char *adv_sweep_explanation(const tsc_diagnosis_t *d, char *buf, size_t n)
                                   100 * guard, beta);
         else if (fl >= 0.5)
             w += (size_t)snprintf(buf + w, n - w,
-                                  "m = beta*r_m in %.0f%% of the tie rows, where the PyTorch code clamps each key "
-                                  "tile's P-bar sum to at least 1e-10, far above the true sum (about "
-                                  "e^((1-beta)*r_m), r_m %.3g..%.3g), so l and O come out wrong.",
+                                  "m = beta*r_m in %.0f%% of the tie rows, where the PyTorch code's 1e-10 floor on "
+                                  "each key tile's P-bar sum lies far above the true sum (about e^((1-beta)*r_m), "
+                                  "r_m %.3g..%.3g), so l and O come out wrong.",
                                   100 * fix, rmin, rmax);
         else if (split >= 0.5)
             w += (size_t)snprintf(buf + w, n - w,
