@@ -141,6 +141,8 @@ int tsc_cmd_figure(int argc, char **argv) {
         const char *a = argv[i];
         if (strcmp(a, "--list") == 0) {
             for (int k = 0; k < tsc_figure_count(); k++) printf("  %-6s %s\n", tsc_figure_id(k), tsc_figure_describe(k));
+            printf("  attn   one head's attention pattern P from a dump (figure attn SOURCE --layer L --head H; docs/VIEW.md)\n"
+                   "  attn-grid  every head of a layer, one row per GQA group (figure attn-grid SOURCE --layer L)\n");
             return 0;
         } else if ((rc = tsc_cli_flag(cmd, argc, argv, &i, flags, TSC_CLI_NFLAGS(flags))) >= 0) {
             if (rc) return rc;

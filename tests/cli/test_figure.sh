@@ -122,5 +122,6 @@ echo "not hdf5" > bad/analysis.h5
 "$T" figure fig3 --from an -o x.gif 2> /dev/null; [ $? -eq 2 ] && ok || bad "bad extension should exit 2"
 "$T" figure fig3 --from nowhere -o x.png 2> en.txt; [ $? -eq 1 ] && grep -q "summary.json" en.txt && ok || bad "no analysis: $(cat en.txt)"
 "$T" figure --list | grep -q fig13 && ok || bad "--list"
+"$T" figure --list | grep -q "^  attn-grid " && ok || bad "--list names attn-grid"
 
 finish
