@@ -169,9 +169,9 @@ static void fig_panels(attn_fig_t *f) {
         if (G > 1) snprintf(kv, sizeof kv, "/kv%d", m->kv_head);
         /* the blank second line keeps the title clear of the sink marks above the plot */
         if (f->n == 1)
-            snprintf(f->titles[i], sizeof f->titles[i], "%d tied rows, sink keys %s\n", tied_in(m, f->r0, f->r1), sk);
+            snprintf(f->titles[i], sizeof f->titles[i], "%d tied rows, sink keys %.56s\n", tied_in(m, f->r0, f->r1), sk);
         else
-            snprintf(f->titles[i], sizeof f->titles[i], "h%d%s \xe2\x97\x80%d \xe2\x96\xbc%s\n", m->head, kv,
+            snprintf(f->titles[i], sizeof f->titles[i], "h%d%.14s \xe2\x97\x80%d \xe2\x96\xbc%.40s\n", m->head, kv,
                      tied_in(m, f->r0, f->r1), m->n_sinks ? sk : "-");
         tsc_heatmap_panel_t *p = &f->pan[i];
         p->data = f->data + (size_t)i * cells;
