@@ -177,9 +177,11 @@ def chromium():
 
 def run_page(browser, html, spec, tmp):
     prof = tempfile.mkdtemp(dir=tmp)
+    # the browser must not inherit the ASan runtime that a sanitized build preloads into this process
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
     r = subprocess.run([browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
                         "--user-data-dir=" + prof, "--virtual-time-budget=5000", "--dump-dom",
-                        "file://%s#selftest=%s" % (html, spec)], capture_output=True, text=True, timeout=180)
+                        "file://%s#selftest=%s" % (html, spec)], capture_output=True, text=True, timeout=180, env=env)
     m = re.search(r'<pre id="selftest"[^>]*>([^<]*)</pre>', r.stdout)
     console = [ln for ln in r.stderr.splitlines() if "CONSOLE" in ln]
     return (json.loads(m.group(1).replace("&quot;", '"')) if m and m.group(1) else None), console, r
