@@ -21,7 +21,6 @@ import time
 import h5py
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 import tilescope
 import tilescope.torch as tt
@@ -36,6 +35,9 @@ def example_module():
     return mod
 
 
+EX = example_module()
+
+
 def phase(model, opt, data, n, cap=None, B=8, T=64):
     """Per-step wall times of n training steps (with cap: each step announced with cap.step)."""
     times = []
@@ -43,14 +45,7 @@ def phase(model, opt, data, n, cap=None, B=8, T=64):
         t0 = time.perf_counter()
         if cap is not None:
             cap.step(step)
-        ix = torch.randint(0, len(data) - T - 1, (B,))
-        xb, yb = torch.stack([data[i:i + T] for i in ix]), torch.stack([data[i + 1:i + T + 1] for i in ix])
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            logits = model(xb)
-        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), yb.view(-1))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        EX.train_step(model, opt, data, B, T)
         times.append(time.perf_counter() - t0)
     return times
 
@@ -61,7 +56,7 @@ def overhead(reps, n, tmp):
     between no capture and a capture that samples nothing; (b) the extra time of a sampled step
     and of the next one (which hands it to the writer) over the median step of the same phases,
     capture sampling 1 in 100; (c) opening the session and packing the dump, once per run."""
-    ex = example_module()
+    ex = EX
     torch.manual_seed(0)
     data = torch.randint(0, 96, (200000,))
     model = ex.Model("nanogpt", 96, 64, 4, 2, 64, "bf16-torch")

@@ -120,6 +120,19 @@ class Model(nn.Module):
         return self.head(x)
 
 
+def train_step(model, opt, data, B, T):
+    """One AdamW step on B random windows of T+1 characters of data, under CPU BF16 autocast; the loss."""
+    ix = torch.randint(0, len(data) - T - 1, (B,))
+    xb, yb = torch.stack([data[i:i + T] for i in ix]), torch.stack([data[i + 1:i + T + 1] for i in ix])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(xb)
+    loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), yb.view(-1))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-o", "--out", default="torch-out")
@@ -149,14 +162,7 @@ def main():
     with tt.capture(model, dump, select=select) as cap:
         for step in range(a.steps):
             cap.step(step)
-            ix = torch.randint(0, len(data) - T - 1, (B,))
-            xb, yb = torch.stack([data[i:i + T] for i in ix]), torch.stack([data[i + 1:i + T + 1] for i in ix])
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                logits = model(xb)
-            loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), yb.view(-1))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+            loss = train_step(model, opt, data, B, T)
             if step % 10 == 0 or step == a.steps - 1:
                 print("step %3d  loss %.3f" % (step, loss.item()))
     print("trained %d steps in %.1f s; captured steps %s into %s (policy %r)"
