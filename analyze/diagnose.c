@@ -961,46 +961,43 @@ static void fit_json(tsc_json_t *j, const tsc_diagnosis_t *d) {
     tsc_json_object_end(j);
 }
 
-/* "beta_sweep": what each beta did (docs/FORMAT.md §3). */
+/* "beta_sweep": what each beta did (docs/FORMAT.md §3). beta, bias_ratio and in_studied_range come
+ * from the sweep's settings, so a head that was not examined still lists them. */
+static const tsc_json_field_t sweep_fields[] = {
+    TSC_JSON_FIELD(tsc_diag_beta_t, ratio_se, "bias_ratio_se"), TSC_JSON_FIELD(tsc_diag_beta_t, n_rows, "n_tie_rows"),
+    TSC_JSON_FIELD(tsc_diag_beta_t, frac_fix, "frac_fix"), TSC_JSON_FIELD(tsc_diag_beta_t, frac_guard, "frac_fallback"),
+    TSC_JSON_FIELD(tsc_diag_beta_t, frac_split, "frac_split"), TSC_JSON_FIELD(tsc_diag_beta_t, frac_floor, "frac_floor"),
+    TSC_JSON_FIELD(tsc_diag_beta_t, r_m_min, "r_m_min"), TSC_JSON_FIELD(tsc_diag_beta_t, r_m_max, "r_m_max"),
+    TSC_JSON_FIELD(tsc_diag_beta_t, exparg_ulp, "exparg_ulp"), TSC_JSON_CHARS(tsc_diag_beta_t, what, "what")};
+
 static void beta_sweep_json(tsc_json_t *j, const tsc_diagnosis_t *d, const tsc_diag_head_t *h) {
     tsc_json_key(j, "beta_sweep");
     tsc_json_array_begin(j);
     for (int b = 0; b < d->n_betas; b++) {
-        const tsc_diag_beta_t *x = &h->sweep[b];
         tsc_json_object_begin(j);
         tsc_json_kv_number(j, "beta", d->betas[b]);
         tsc_json_kv_number(j, "bias_ratio", h->beta_ratio[b]);
-        tsc_json_kv_number(j, "bias_ratio_se", x->ratio_se);
         tsc_json_kv_bool(j, "in_studied_range", d->betas[b] >= ADV_BETA_LO && d->betas[b] <= ADV_BETA_HI);
-        tsc_json_kv_int(j, "n_tie_rows", x->n_rows);
-        tsc_json_kv_number(j, "frac_fix", x->frac_fix);
-        tsc_json_kv_number(j, "frac_fallback", x->frac_guard);
-        tsc_json_kv_number(j, "frac_split", x->frac_split);
-        tsc_json_kv_number(j, "frac_floor", x->frac_floor);
-        tsc_json_kv_number(j, "r_m_min", x->r_m_min);
-        tsc_json_kv_number(j, "r_m_max", x->r_m_max);
-        tsc_json_kv_number(j, "exparg_ulp", x->exparg_ulp);
-        tsc_json_kv_string(j, "what", x->what);
+        tsc_json_kv_fields(j, &h->sweep[b], sweep_fields, TSC_JSON_NFIELDS(sweep_fields));
         tsc_json_object_end(j);
     }
     tsc_json_array_end(j);
 }
 
 /* "fixes": the practitioner's fixes in the order of preference (docs/FORMAT.md §3). */
+static const tsc_json_field_t fix_fields[] = {
+    TSC_JSON_CHARS(tsc_diag_fix_t, name, "fix"), TSC_JSON_CHARS(tsc_diag_fix_t, where, "where"),
+    TSC_JSON_CHARS(tsc_diag_fix_t, modifier, "modifier"), TSC_JSON_FIELD(tsc_diag_fix_t, ratio, "bias_ratio"),
+    TSC_JSON_FIELD(tsc_diag_fix_t, ratio_se, "bias_ratio_se"), TSC_JSON_BOOL(tsc_diag_fix_t, removes, "removes"),
+    TSC_JSON_BOOL(tsc_diag_fix_t, recommended, "recommended")};
+
 static void fixes_json(tsc_json_t *j, const tsc_diag_head_t *h) {
     tsc_json_key(j, "fixes");
     tsc_json_array_begin(j);
     for (int i = 0; i < h->n_fixes; i++) {
-        const tsc_diag_fix_t *f = &h->fixes[i];
         tsc_json_object_begin(j);
-        tsc_json_kv_string(j, "fix", f->name);
-        tsc_json_kv_string(j, "where", f->where);
-        tsc_json_kv_string(j, "modifier", f->modifier);
-        tsc_json_kv_string(j, "measure", f->metric);
-        tsc_json_kv_number(j, "bias_ratio", f->ratio);
-        tsc_json_kv_number(j, "bias_ratio_se", f->ratio_se);
-        tsc_json_kv_bool(j, "removes", f->removes);
-        tsc_json_kv_bool(j, "recommended", f->recommended);
+        tsc_json_kv_fields(j, &h->fixes[i], fix_fields, TSC_JSON_NFIELDS(fix_fields));
+        tsc_json_kv_string(j, "measure", h->fixes[i].metric); /* metric[8]: too short for TSC_JSON_CHARS */
         tsc_json_object_end(j);
     }
     tsc_json_array_end(j);
