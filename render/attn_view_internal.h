@@ -19,7 +19,5 @@ tsc_status_t attn_src_open(const char *source, const char *dump, attn_src_t *s);
 void attn_src_close(attn_src_t *s);
 /* summary.json's record of (step, layer, head), or NULL (no analysis folder, head not analysed). */
 const tsc_jv_t *attn_src_record(const attn_src_t *s, long long step, int layer, int head);
-/* The base name of a path (captions never show absolute paths). */
-const char *attn_base(const char *path);
 
 #endif

@@ -64,17 +64,19 @@ static tsc_status_t head_vector(const tsc_figure_src_t *s, const char *id, const
 
 /* Opens the dump the analysis came from: o->dump, else summary's "dump" as given, else that name
  * inside DIR. */
-static tsc_status_t open_dump(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, const char *id, tsc_dump_t **d,
-                              char *used, size_t cap) {
+/* Opens the dump a figure of source s reads its raw rows from: dump when given (--dump), else the one
+ * summary.json names, else that file's name in the analysis folder. used gets the path opened; errors
+ * name id (what needs the dump). */
+tsc_status_t tsc_fig_open_dump(const tsc_figure_src_t *s, const char *dump, const char *id, tsc_dump_t **d, char *used,
+                               size_t cap) {
     const char *named = tsc_jv_str(s->summary, "dump");
     char alt[2200];
-    const char *cand[3] = {o->dump, named, NULL};
+    const char *cand[3] = {dump, named, NULL};
     if (named) {
-        const char *b = strrchr(named, '/');
-        snprintf(alt, sizeof alt, "%s/%s", s->dir, b ? b + 1 : named);
+        snprintf(alt, sizeof alt, "%s/%s", s->dir, tsc_fig_base(named));
         cand[2] = alt;
     }
-    if (o->dump) cand[1] = cand[2] = NULL;
+    if (dump) cand[1] = cand[2] = NULL;
     for (int i = 0; i < 3; i++) {
         if (!cand[i] || access(cand[i], R_OK) != 0) continue;
         tsc_status_t st = tsc_dump_open(d, cand[i]);
@@ -82,7 +84,7 @@ static tsc_status_t open_dump(const tsc_figure_src_t *s, const tsc_figure_opts_t
         snprintf(used, cap, "%s", cand[i]);
         return TSC_OK;
     }
-    if (o->dump) return tsc_error_set(TSC_ERR_MISSING, "%s needs the dump: %s: cannot open: %s", id, o->dump, strerror(errno));
+    if (dump) return tsc_error_set(TSC_ERR_MISSING, "%s needs the dump: %s: cannot open: %s", id, dump, strerror(errno));
     return tsc_error_set(TSC_ERR_MISSING,
                          "%s needs the dump (raw q, k, v, x): summary.json names '%s', which was not found "
                          "(nor in %s); pass --dump FILE", id, named ? named : "(none)", s->dir);
@@ -109,9 +111,9 @@ static tsc_status_t dump_slice(tsc_dump_t *d, const char *id, long long step, in
 
 /* A path as a caption shows it: its last component (captions sit beside the files they name; a
  * full path would show the folders of the machine that drew them). */
-static const char *fig_base(const char *path) {
+const char *tsc_fig_base(const char *path) {
     const char *b = path ? strrchr(path, '/') : NULL;
-    return b ? b + 1 : path ? path : "";
+    return b && b[1] ? b + 1 : path ? path : "";
 }
 
 static void cap_printf(tsc_figure_info_t *info, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -211,7 +213,7 @@ static int log_series(const tsc_figure_src_t *s, int val, tsc_plot_series_t *ser
         bufs[2 * k] = x, bufs[2 * k + 1] = y;
         memset(&ser[k], 0, sizeof ser[k]);
         ser[k].name = lg->name, ser[k].x = x, ser[k].y = y, ser[k].n = n, ser[k].style = TSC_PLOT_LINES;
-        cap_printf(info, "%s'%s' = column %s of %s (%zu points)", k ? "; " : "", lg->name, lg->cols[c], fig_base(lg->path), n);
+        cap_printf(info, "%s'%s' = column %s of %s (%zu points)", k ? "; " : "", lg->name, lg->cols[c], tsc_fig_base(lg->path), n);
         k++;
     }
     return k;
@@ -407,7 +409,7 @@ static tsc_status_t fig3(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
     tsc_plot_series_t ser = {.name = NULL, .y = v, .n = (size_t)n, .style = TSC_PLOT_BARS};
     snprintf(info->caption, sizeof info->caption,
              "fig3: spectral norm of each head's rows of W^Q (power iteration), layer %d, step %lld, from %s:%s. "
-             "Largest: head %d (%.4g).", sel->layer, sel->step, fig_base(s->analysis_path), p, best, v[best]);
+             "Largest: head %d (%.4g).", sel->layer, sel->step, tsc_fig_base(s->analysis_path), p, best, v[best]);
     st = emit_plot(out, &po, &ser, 1);
     free(v);
     return st;
@@ -483,7 +485,7 @@ static void dump_head_free(dump_head_t *h) {
 static tsc_status_t dump_head(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, const char *id,
                               const tsc_fig_sel_t *sel, int need_v, dump_head_t *dh) {
     memset(dh, 0, sizeof *dh);
-    tsc_status_t st = open_dump(s, o, id, &dh->d, dh->path, sizeof dh->path);
+    tsc_status_t st = tsc_fig_open_dump(s, o->dump, id, &dh->d, dh->path, sizeof dh->path);
     if (st != TSC_OK) return st;
     const tsc_dump_meta_t *m = tsc_dump_meta(dh->d);
     dh->T = m->seq_len, dh->D = m->head_dim, dh->C = m->d_model, dh->H = m->n_head, dh->Hkv = m->n_kv_head;
@@ -592,7 +594,7 @@ static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
              "largest |delta_lp - delta_hp| in %.300s among the %d rows with two or more maxima%s); P from "
              "softmax(alpha q k^T) in double from q, k, x of %.300s. Each panel has its own symmetric colour scale. "
              "Cosine similarity of the two terms: %.6f.", sel->layer, sel->head, sel->step, sel->batch, tok[0], tok[1],
-             fig_base(s->analysis_path), n_tie, n_tie >= 2 ? "" : ": too few, so among all rows", fig_base(dh.path), cosv);
+             tsc_fig_base(s->analysis_path), n_tie, n_tie >= 2 ? "" : ": too few, so among all rows", tsc_fig_base(dh.path), cosv);
     st = emit_heat(out, &ho, pan, 6, hi);
     free(pkx);
     if (st == TSC_OK && hi[2].note[0]) cap_printf(info, " Note: %s.", hi[2].note);
@@ -678,7 +680,7 @@ static tsc_status_t fig5a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     snprintf(info->caption, sizeof info->caption,
              "fig5a: running sum over the analysed steps of sum_T(delta_lp - delta_hp) per head of layer %d (* the "
              "selected head %d), from %s:cumulative/delta_cumsum. A positive, rising curve is the biased coefficient "
-             "of docs/MECHANISM.md section 4.", sel->layer, sel->head, fig_base(s->analysis_path));
+             "of docs/MECHANISM.md section 4.", sel->layer, sel->head, tsc_fig_base(s->analysis_path));
     st = emit_plot(out, &po, ser, nh);
     free(ys);
     cum_free(&c);
@@ -689,7 +691,7 @@ static tsc_status_t fig5b(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
                            tsc_figure_info_t *info) {
     tsc_dump_t *d;
     char used[1100];
-    tsc_status_t st = open_dump(s, o, "fig5b", &d, used, sizeof used);
+    tsc_status_t st = tsc_fig_open_dump(s, o->dump, "fig5b", &d, used, sizeof used);
     if (st) return st;
     const tsc_dump_meta_t *m = tsc_dump_meta(d);
     int T = m->seq_len, D = m->head_dim, t = sel->token >= 0 ? sel->token : T - 1;
@@ -716,7 +718,7 @@ static tsc_status_t fig5b(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
         snprintf(info->caption, sizeof info->caption,
                  "fig5b: O[T,:] (left axis) and dO[T,:] (right axis) over the features at token T = %d, layer %d head "
                  "%d step %lld batch %d, as stored in the dump %s. Features where both are negative carry a positive "
-                 "delta_lp - delta_hp when O_lp < O_hp.", t, sel->layer, sel->head, sel->step, sel->batch, fig_base(used));
+                 "delta_lp - delta_hp when O_lp < O_hp.", t, sel->layer, sel->head, sel->step, sel->batch, tsc_fig_base(used));
         st = emit_plot(out, &po, ser, 2);
     }
     free(y1), free(y2), free(ov), free(dov);
@@ -750,7 +752,7 @@ static tsc_status_t fig5c(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
              "(lp %s, hp %s), from %s:%s. Largest |bias|: feature %d, %.3g%s.",
              o->ulp ? "in ULPs of each element (--ulp)" : "in value units", tsc_jv_num(rec, "rows"), sel->layer,
              sel->head, sel->step, tsc_jv_str(s->summary, "lp"), tsc_jv_str(s->summary, "hp"),
-             fig_base(s->analysis_path), p, worst, y[worst], o->ulp ? " ULP" : "");
+             tsc_fig_base(s->analysis_path), p, worst, y[worst], o->ulp ? " ULP" : "");
     info->n_marks = 1, info->marks[0] = worst;
     st = emit_plot(out, &po, &ser, 1);
     free(v);
@@ -783,7 +785,7 @@ static tsc_status_t fig6a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
                  "fig6a: V[:, I] (left) and the unnormalised P-bar[T, :] = exp(alpha q.k - rowmax) in double (right) "
                  "over the keys, at T = %d, I = %d, layer %d head %d step %lld batch %d, from q, k, v of %s. "
                  "%d keys have P-bar = 1 (ties at the row maximum).", t, f, sel->layer, sel->head, sel->step,
-                 sel->batch, fig_base(dh.path), ones);
+                 sel->batch, tsc_fig_base(dh.path), ones);
         st = emit_plot(out, &po, ser, 2);
     }
     free(pbar), free(p), free(vv);
@@ -886,7 +888,7 @@ static tsc_status_t fig6bc(tsc_figure_src_t *s, const tsc_figure_opts_t *o, cons
              "I = %d), layer %d head %d step %lld, from %s:%s. Both sums take lp's own P-bar and V, so the curve is the "
              "rounding error of the P-bar V accumulation alone; score rounding (which changes P-bar itself and would "
              "add a smooth offset) is not included.", id, probe[0], probe[1], probe[2], sel->layer, sel->head, sel->step,
-             fig_base(s->analysis_path), p);
+             tsc_fig_base(s->analysis_path), p);
     const char *where = n_one >= 0 ? "a key where P-bar = 1" : "(keys with P-bar = 1 unknown: no dump)";
     if (zoom)
         cap_printf(info, " Shown: t = %d..%d around the largest negative jump at %s: t = %d, %.3g.", lo, hi - 1, where,
@@ -984,7 +986,7 @@ static tsc_status_t fig8(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
              "there are fewer; layer %d head %d step %lld, from %s:%s. Mean off-diagonal cosine %.4f (the number figure "
              "1 shows at link 3).", nt ? "(a-c) the terms of the three tied rows with the largest |delta_lp - delta_hp|, "
              "from q, k, x of the dump, each with its own symmetric colour scale; pairwise cosines a-b, a-c, b-c in the "
-             "title. " : "", nt ? 'd' : 'a', N, sel->layer, sel->head, sel->step, fig_base(s->analysis_path), p,
+             "title. " : "", nt ? 'd' : 'a', N, sel->layer, sel->head, sel->step, tsc_fig_base(s->analysis_path), p,
              cnt ? sum / cnt : NAN);
     tsc_heatmap_info_t hi[4];
     st = emit_heat(out, &ho, pan, nt + 1, hi);
@@ -1030,7 +1032,7 @@ static tsc_status_t fig9(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
              "fig9: attention probabilities P[T, :] (softmax of alpha q.k in double) of the last %d rows with two or "
              "more keys at the row maximum, layer %d head %d step %lld batch %d, from q, k of %s. Log y axis; solid, "
              "dashed and dotted lines, drawn in that order, so a row that coincides with another stays visible.", nr,
-             sel->layer, sel->head, sel->step, sel->batch, fig_base(dh.path));
+             sel->layer, sel->head, sel->step, sel->batch, tsc_fig_base(dh.path));
     st = emit_plot(out, &po, ser, nr);
 out:
     free(pbar), free(ps);
@@ -1094,7 +1096,7 @@ static tsc_status_t fig11(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     snprintf(info->caption, sizeof info->caption,
              "fig11: spectral norm (power iteration) of every captured weight matrix, one row per (layer, matrix), one "
              "column per analysed step, from %s:cumulative/w_norm. NaN cells (magenta) are weights not captured.",
-             fig_base(s->analysis_path));
+             tsc_fig_base(s->analysis_path));
     tsc_heatmap_info_t hi;
     st = emit_heat(out, &ho, &pan, 1, &hi);
     if (st == TSC_OK && hi.note[0]) cap_printf(info, " Note: %s.", hi.note);
@@ -1163,7 +1165,7 @@ static tsc_status_t fig12(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     snprintf(info->caption, sizeof info->caption,
              "fig12: delta_lp - delta_hp per token, summed over the analysed steps up to each row's step (cumulative), "
              "layer %d head %d batch %d, from %s:step_*/layer_%03d/delta_diff. Red: positive (lp above hp).",
-             sel->layer, sel->head, sel->batch, fig_base(s->analysis_path), sel->layer);
+             sel->layer, sel->head, sel->batch, tsc_fig_base(s->analysis_path), sel->layer);
     tsc_heatmap_info_t hi;
     st = emit_heat(out, &ho, &pan, 1, &hi);
     if (st == TSC_OK && hi.note[0]) cap_printf(info, " Note: %s.", hi.note);
@@ -1203,7 +1205,7 @@ static tsc_status_t fig13(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     po.y2label = k ? "rows with >= 2 maxima" : NULL;
     cap_printf(info, "%srows whose scores have two or more entries at the row maximum (where the fix of Algorithm 3 "
                      "would trigger), summed over the heads of layer %d, from %s:cumulative/rows_multi_max%s.",
-               k ? " (validation loss, left axis); " : "", sel->layer, fig_base(s->analysis_path),
+               k ? " (validation loss, left axis); " : "", sel->layer, tsc_fig_base(s->analysis_path),
                k ? "" : " No training log was given (--log), so no loss curve is drawn");
     st = emit_plot(out, &po, ser, k + 1);
     for (int i = 0; i < 2 * k; i++) free(bufs[i]);

@@ -8,18 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "tsc_surface.h"
 #include "attn_view_internal.h"
 #include "figure_internal.h"
 
 /* ---------------------------------------------------------------- the source */
-
-const char *attn_base(const char *path) {
-    const char *b = path ? strrchr(path, '/') : NULL;
-    return b && b[1] ? b + 1 : path ? path : "";
-}
 
 static int has_summary(const char *dir) {
     char p[2100];
@@ -33,25 +27,10 @@ tsc_status_t attn_src_open(const char *source, const char *dump, attn_src_t *s) 
     if (!source) return tsc_error_set(TSC_ERR_ARG, "no source: give a dump or an analysis folder");
     if (has_summary(source)) {
         tsc_status_t st = tsc_figure_src_open(source, &s->an);
-        if (st != TSC_OK) return st;
-        const char *named = tsc_jv_str(tsc_figure_src_summary(s->an), "dump");
-        char alt[2100];
-        snprintf(alt, sizeof alt, "%s/%s", source, attn_base(named));
-        const char *cand[3] = {dump, dump ? NULL : named, dump || !named ? NULL : alt};
-        for (int i = 0; i < 3 && !s->d; i++) {
-            if (!cand[i] || (i > 0 && access(cand[i], R_OK) != 0)) continue;
-            if ((st = tsc_dump_open(&s->d, cand[i])) != TSC_OK) {
-                attn_src_close(s);
-                return st;
-            }
-            snprintf(s->dump_path, sizeof s->dump_path, "%s", cand[i]);
-        }
-        if (!s->d) {
-            attn_src_close(s);
-            return tsc_error_set(TSC_ERR_MISSING, "%s/summary.json names the dump '%s', which was not found (nor in %s): "
-                                 "pass --dump FILE", source, named ? named : "(none)", source);
-        }
-        return TSC_OK;
+        if (st == TSC_OK)
+            st = tsc_fig_open_dump(s->an, dump, "the attention pattern", &s->d, s->dump_path, sizeof s->dump_path);
+        if (st != TSC_OK) attn_src_close(s);
+        return st;
     }
     snprintf(s->dump_path, sizeof s->dump_path, "%s", dump ? dump : source);
     return tsc_dump_open(&s->d, s->dump_path);
@@ -278,7 +257,7 @@ static tsc_status_t fig_draw(cairo_t *cr, double w_pt, double h_pt, void *ctx) {
 static void describe(const attn_fig_t *f, const char *path, double w_pt, double h_pt, tsc_json_t *j) {
     tsc_json_object_begin(j);
     tsc_json_kv_string(j, "file", path);
-    tsc_json_kv_string(j, "dump", attn_base(f->src.dump_path));
+    tsc_json_kv_string(j, "dump", tsc_fig_base(f->src.dump_path));
     tsc_json_kv_int(j, "step", f->step);
     tsc_json_kv_int(j, "layer", f->o->layer);
     tsc_json_kv_int(j, "batch", f->o->batch);

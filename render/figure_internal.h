@@ -6,6 +6,7 @@
 
 #include <cairo.h>
 
+#include "tsc_dump.h"
 #include "tsc_figure.h"
 
 #define TSC_FIG_MAX_LOGS 16
@@ -42,6 +43,12 @@ const tsc_jv_t *tsc_fig_head_record(const tsc_figure_src_t *s, long long step, i
 tsc_status_t tsc_fig_read_ds(const tsc_figure_src_t *s, const char *dspath, double **data, int *rank,
                              long long dims[4]);
 const char *tsc_fig_analysis_path(const tsc_figure_src_t *s);
+/* The last component of path ("" for NULL; path itself when it ends in '/'), for captions. */
+const char *tsc_fig_base(const char *path);
+/* Opens the dump whose raw rows a figure of s reads (figure.c): dump (--dump) when given, else the one
+ * summary.json names, else that name in the analysis folder; used[cap] gets the path opened, errors name id. */
+tsc_status_t tsc_fig_open_dump(const tsc_figure_src_t *s, const char *dump, const char *id, tsc_dump_t **d, char *used,
+                               size_t cap);
 const char *tsc_fig_summary_path(const tsc_figure_src_t *s);
 /* Figure 1 into a w_pt x h_pt box of cr (user units points) with opts o; info->caption filled. */
 tsc_status_t tsc_fig_evidence_cairo(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, cairo_t *cr, double w_pt,

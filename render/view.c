@@ -250,8 +250,8 @@ static void meta_json(const view_t *v, tsc_json_t *j) {
     char pol[128] = "fp32";
     tsc_json_key(j, "meta");
     tsc_json_object_begin(j);
-    tsc_json_kv_string(j, "dump", attn_base(v->src.dump_path));
-    tsc_json_kv_string(j, "analysis", v->src.an ? attn_base(tsc_figure_src_dir(v->src.an)) : NULL);
+    tsc_json_kv_string(j, "dump", tsc_fig_base(v->src.dump_path));
+    tsc_json_kv_string(j, "analysis", v->src.an ? tsc_fig_base(tsc_figure_src_dir(v->src.an)) : NULL);
     if (v->o->policy && *v->o->policy) snprintf(pol, sizeof pol, "%s", v->o->policy);
     tsc_json_kv_string(j, "policy", pol);
     tsc_json_kv_int(j, "T", mt->seq_len);
