@@ -1,0 +1,96 @@
+/* tsc_data.h: training text for tsc_train.h: token streams, a fixed train/validation split and a
+ * recorded, replayable batch order.
+ *
+ *   tsc_data_t *d;
+ *   if (tsc_data_open(&d, "kjv", NULL) != TSC_OK) puts(tsc_error_last());
+ *   int32_t x[B*T], y[B*T];
+ *   tsc_data_batch(d, TSC_SPLIT_TRAIN, seed, step, B, T, x, y, offsets);  // y = x shifted by one
+ *
+ * Sources (tsc_data_open's spec):
+ *   "kjv"            the built-in default: the King James Bible as Debian's bible-kjv package
+ *                    prints it (`bible 'gen1:1-rev22:21'`), byte-level; materialised once into
+ *                    a cache file (tsc_data_kjv_path).
+ *   FILE.txt / any   plain text, byte-level: vocabulary 256, token = byte.
+ *   FILE.bin         llm.c token file (256 x int32 header, magic 20240520, version 1, token
+ *                    count; uint16 tokens) or, without that magic, nanoGPT's raw uint16 tokens.
+ *   DIR              nanoGPT's layout: DIR/train.bin and DIR/val.bin (raw uint16), used as the
+ *                    split as they are.
+ * Split: unless the source brings its own (DIR), the last 10% of tokens (opts->val_frac) are
+ * validation, the rest training; fixed, independent of the seed.
+ * Batches: row r of training batch `step` starts at a position drawn from (seed, step, r) by a
+ * counter-based generator, so any step's batch is computed without the ones before it and a
+ * run's batch order replays from its seed alone; tsc_batch_log_* records the offsets a run used
+ * (RUN/batches.csv) and replays a recorded order for another run. Validation batches are
+ * consecutive windows from the start of the validation split (the same every evaluation).
+ */
+#ifndef TSC_DATA_H
+#define TSC_DATA_H
+
+#include "tsc_export.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tsc_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { TSC_SPLIT_TRAIN = 0, TSC_SPLIT_VAL = 1 } tsc_split_t;
+
+typedef struct {
+    double val_frac;   /* validation fraction when the source has no split of its own; 0: 0.1 */
+} tsc_data_opts_t;
+
+typedef struct tsc_data tsc_data_t;
+
+/* Opens a source (see above; opts may be NULL). Errors name the file and the problem: missing
+ * or empty file, a .bin whose size is odd or whose header contradicts its size, a split with
+ * fewer tokens than one sequence needs (checked by tsc_data_batch), `bible` not installed. */
+TSC_API tsc_status_t tsc_data_open(tsc_data_t **out, const char *spec, const tsc_data_opts_t *opts);
+TSC_API void tsc_data_close(tsc_data_t *d);
+/* Vocabulary size: 256 for text, else 1 + the largest token of either split (at least 256 is
+ * not assumed). */
+TSC_API int tsc_data_vocab(const tsc_data_t *d);
+TSC_API size_t tsc_data_n_tokens(const tsc_data_t *d, tsc_split_t split);
+/* What was opened, one line ("kjv: 4.33M tokens (byte-level), 3.90M train / 0.43M val"). */
+TSC_API const char *tsc_data_describe(const tsc_data_t *d);
+
+/* Batch `step` (>= 0) of B rows of T tokens: x[b*T + t] and targets y = the next token.
+ * Training: positions from (seed, step, b) as described above; validation: window
+ * (step*B + b) of the validation split, wrapping around. offsets (may be NULL) receives each
+ * row's start. TSC_ERR_ARG when the split has fewer than T + 1 tokens. */
+TSC_API tsc_status_t tsc_data_batch(const tsc_data_t *d, tsc_split_t split, uint64_t seed, long long step,
+                                    int B, int T, int32_t *x, int32_t *y, uint64_t *offsets);
+/* The same batch from explicit row offsets (a replayed order). TSC_ERR_ARG when an offset + T
+ * runs past the split. */
+TSC_API tsc_status_t tsc_data_batch_at(const tsc_data_t *d, tsc_split_t split, const uint64_t *offsets,
+                                       int B, int T, int32_t *x, int32_t *y);
+
+/* Where the built-in text is (or will be) cached: $XDG_CACHE_HOME/tilescope/kjv.txt, else
+ * $HOME/.cache/tilescope/kjv.txt. */
+TSC_API tsc_status_t tsc_data_kjv_path(char *buf, size_t size);
+
+/* ---- batch order: RUN/batches.csv, "step,row,offset" lines after a header ---- */
+typedef struct tsc_batch_log tsc_batch_log_t;
+/* Opens path for appending (creating it with its header; a resumed run appends after the last
+ * complete step, truncating a partial line a crash left). */
+TSC_API tsc_status_t tsc_batch_log_open(tsc_batch_log_t **out, const char *path);
+TSC_API tsc_status_t tsc_batch_log_put(tsc_batch_log_t *bl, long long step, int B, const uint64_t *offsets);
+/* Flushes to the file (fsync when sync = 1). */
+TSC_API tsc_status_t tsc_batch_log_flush(tsc_batch_log_t *bl, int sync);
+TSC_API void tsc_batch_log_close(tsc_batch_log_t *bl);
+
+/* A recorded order read back, to replay: the offsets of step's B rows. Errors name the file and
+ * line (malformed line, rows missing, B differs from the run's, step not recorded). */
+typedef struct tsc_batch_order tsc_batch_order_t;
+TSC_API tsc_status_t tsc_batch_order_load(tsc_batch_order_t **out, const char *path);
+TSC_API void tsc_batch_order_free(tsc_batch_order_t *bo);
+TSC_API long long tsc_batch_order_n_steps(const tsc_batch_order_t *bo);
+TSC_API tsc_status_t tsc_batch_order_get(const tsc_batch_order_t *bo, long long step, int B, uint64_t *offsets);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
