@@ -136,6 +136,7 @@ void tsc_cli_progress_done(void);
 /* Subcommands. */
 int tsc_cmd_info(int argc, char **argv);
 int tsc_cmd_synth(int argc, char **argv);
+int tsc_cmd_train(int argc, char **argv);
 int tsc_cmd_pack(int argc, char **argv);
 int tsc_cmd_replay(int argc, char **argv);
 int tsc_cmd_fit(int argc, char **argv);

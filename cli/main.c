@@ -27,6 +27,7 @@ extern const char tsc_usage_explain[];
 extern const char tsc_usage_figure[], tsc_usage_report[], tsc_usage_demo[];
 extern const char tsc_usage_view[];
 extern const char tsc_usage_compare[];
+extern const char tsc_usage_train[];
 
 static const char usage_help[] = "usage: tilescope help [COMMAND]\n";
 
@@ -43,6 +44,7 @@ const tsc_cli_cmd_t tsc_cli_commands[] = {
     {"view", tsc_cmd_view, "one offline HTML file to browse a dump's attention patterns by step, layer, head", tsc_usage_view},
     {"report", tsc_cmd_report, "multi-page PDF + offline HTML report (and summary.json) of an analysis folder", tsc_usage_report},
     {"compare", tsc_cmd_compare, "two analysis folders side by side: per-head bias, spectral norms, losses; what changed", tsc_usage_compare},
+    {"train", tsc_cmd_train, "train a GPT-2 / Llama style model on the CPU, attention under a policy per layer", tsc_usage_train},
     {"demo", tsc_cmd_demo, "synthesize a GPT-2-small-shaped dump, diagnose it, write the report and figures", tsc_usage_demo},
     {"help", cmd_help, "help on a command", usage_help},
     {NULL, NULL, NULL, NULL}

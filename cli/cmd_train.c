@@ -1,0 +1,163 @@
+/* cmd_train.c: `tilescope train`: train a GPT-2 or Llama style model on this CPU, attention
+ * under a precision policy per layer, into a run folder (train/tsc_train.h). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tsc_data.h"
+#include "tsc_train.h"
+
+const char tsc_usage_train[] =
+    "usage: tilescope train -o RUN [--model NAME|CONFIG] [--steps N] [--precision fp32|bf16|fp64]\n"
+    "                       [--attn-policy [L[,L...]=]POLICY]... [--data SOURCE] [--seed S] [options]\n"
+    "       tilescope train --resume RUN [--steps N]\n"
+    "       tilescope train --list-models\n"
+    "\n"
+    "Trains a transformer on this machine's CPU and writes RUN/: log.csv (a row per step: lr,\n"
+    "train_loss, val_loss at intervals, grad_norm, per layer max attention logit, rows with tied\n"
+    "maxima, W^Q spectral norm at intervals), wq_norms.csv (per head), batches.csv (the batch order),\n"
+    "run.cfg (the settings) and ckpt.bin (the latest checkpoint). The same seed and threads give\n"
+    "the same log.csv byte for byte; --resume continues from the checkpoint to the same result.\n"
+    "\n"
+    "  -o, --out RUN       the run folder (created; refused when it holds a run already)\n"
+    "  --resume RUN        continue RUN from its checkpoint (--steps N: up to N steps in all)\n"
+    "  --model M           gpt2-tiny | gpt2-mini (default) | gpt2-small | llama-tiny | llama-mini,\n"
+    "                      or NAME,key=value,... / arch=gpt2|llama,layers=,heads=,kv_heads=,dim=,\n"
+    "                      ff=,vocab=,ctx=,eps=,theta= (--list-models prints the named ones)\n"
+    "  --steps N           optimizer steps (default 200)\n"
+    "  --precision P       fp32 (default) | bf16 (autocast: BF16 matmul operands and outputs, FP32\n"
+    "                      accumulation, norms, softmax, loss and AdamW) | fp64 (checks)\n"
+    "  --attn-policy S     attention precision policy, every layer (POLICY) or some (1=POLICY,\n"
+    "                      0,2=POLICY); repeatable, applied in order; default fp32. E.g.\n"
+    "                      --attn-policy bf16-torch --attn-policy 1=bf16-torch+stable\n"
+    "  --data SOURCE       kjv (default: the King James Bible from Debian's bible-kjv, byte-level),\n"
+    "                      a text file (byte-level), an llm.c or nanoGPT .bin token file, or a\n"
+    "                      folder with nanoGPT's train.bin and val.bin\n"
+    "  --batches FILE      replay another run's batch order (its batches.csv) instead of drawing it\n"
+    "  --seed S            weights and batch order (default 1337)\n"
+    "  --batch B           sequences per step (default 8); --seq-len T (default: the model's context)\n"
+    "  --lr X              peak learning rate (default 1e-3); --warmup N steps (default 20); cosine\n"
+    "                      decay to --min-lr-frac F x lr (default 0.1) at the last step\n"
+    "  --weight-decay X    AdamW decay of the matrices (default 0.1); --grad-clip X (default 1, 0 off)\n"
+    "  --beta1 X --beta2 X AdamW betas (default 0.9, 0.95)\n"
+    "  --val-every N       validation loss every N steps and at the last (default 50), over\n"
+    "                      --val-batches N batches (default 4)\n"
+    "  --stats-every N     W^Q spectral norms every N steps (default 50)\n"
+    "  --ckpt-every N      checkpoint every N steps (default 100) and at the end\n"
+    "  --capture SPEC      write RUN/capture.h5, a dump of the sampled steps and layers (a sampling\n"
+    "                      spec: steps=0:200:50,layers=1,heads=0:4)\n"
+    "  --threads N         OpenMP threads (default: OpenMP's)\n"
+    "  -q, --quiet         print only the final line\n"
+    "Exit status: 0 done, 1 the run failed (bad data, a NaN loss: the log and the last checkpoint\n"
+    "stay), 2 usage error.\n";
+
+typedef struct {
+    int quiet;
+    long long every;
+} print_ctx_t;
+
+static void report(void *user, const tsc_train_report_t *r) {
+    print_ctx_t *p = user;
+    int show = r->step % p->every == 0 || r->step + 1 == r->steps || !isnan(r->val_loss);
+    if (p->quiet || !show) return;
+    char val[32] = "";
+    if (!isnan(r->val_loss)) snprintf(val, sizeof val, "  val %.4f", r->val_loss);
+    printf("step %*lld/%lld  loss %.4f%s  gnorm %.3f  lr %.2e  %.0f tok/s\n", r->steps >= 1000 ? 5 : 3, r->step,
+           r->steps, r->train_loss, val, r->grad_norm, r->lr, r->tokens_per_s);
+    fflush(stdout);
+}
+
+static int list_models(void) {
+    for (int i = 0; i < tsc_model_config_count(); i++) {
+        tsc_model_config_t c;
+        char line[256];
+        if (tsc_model_config_get(tsc_model_config_name(i), &c) != TSC_OK) continue;
+        tsc_model_config_str(&c, line, sizeof line);
+        printf("%-12s %s\n", tsc_model_config_name(i), line);
+    }
+    return 0;
+}
+
+static int parse_prec(const char *cmd, const char *s, tsc_prec_t *p) {
+    if (!strcmp(s, "fp32")) *p = TSC_PREC_FP32;
+    else if (!strcmp(s, "bf16")) *p = TSC_PREC_BF16;
+    else if (!strcmp(s, "fp64")) *p = TSC_PREC_FP64;
+    else return tsc_cli_usage_error(cmd, "--precision: expected fp32, bf16 or fp64, found '%s'", s);
+    return 0;
+}
+
+/* The run's first lines: model, precision, attention policies, data. */
+static int banner(const char *cmd, const tsc_train_opts_t *o, const char *out) {
+    tsc_model_config_t c;
+    if (tsc_model_config_parse(o->model, &c) != TSC_OK) return tsc_cli_usage_error(cmd, "%s", tsc_error_last());
+    for (int i = 0; i < o->n_attn_policy; i++) {
+        uint64_t mask;
+        tsc_policy_t pol;
+        if (tsc_train_policy_spec(o->attn_policy[i], c.n_layer, &mask, &pol) != TSC_OK)
+            return tsc_cli_usage_error(cmd, "%s", tsc_error_last());
+    }
+    char line[256];
+    tsc_model_config_str(&c, line, sizeof line);
+    static const char *prec[] = {"fp32", "bf16 autocast", "fp64"};
+    printf("train: %s: %s | %s | batch %d | %lld steps | seed %llu -> %s/\n", o->model, line, prec[o->prec],
+           o->batch, o->steps, (unsigned long long)o->seed, out);
+    printf("attention:");
+    if (!o->n_attn_policy) printf(" fp32 in every layer");
+    for (int i = 0; i < o->n_attn_policy; i++) printf(" %s%s", i ? "then " : "", o->attn_policy[i]);
+    printf("\n");
+    fflush(stdout);
+    return 0;
+}
+
+int tsc_cmd_train(int argc, char **argv) {
+    const char *cmd = "train";
+    tsc_train_opts_t o;
+    tsc_train_opts_init(&o);
+    const char *out = NULL, *resume = NULL, *prec = NULL;
+    int quiet = 0, list = 0, rc;
+    tsc_cli_list_t pols = {.n = 0};
+    long long steps = -1;
+    double seed = -1;
+    const tsc_cli_flag_t flags[] = {
+        {"--out", "-o", TSC_CLI_STR, &out, 0, 0},           {"--resume", NULL, TSC_CLI_STR, &resume, 0, 0},
+        {"--model", NULL, TSC_CLI_STR, &o.model, 0, 0},     {"--steps", NULL, TSC_CLI_LLONG, &steps, 1, 1e12},
+        {"--precision", NULL, TSC_CLI_STR, &prec, 0, 0},    {"--attn-policy", NULL, TSC_CLI_LIST, &pols, 0, 0},
+        {"--data", NULL, TSC_CLI_STR, &o.data, 0, 0},       {"--batches", NULL, TSC_CLI_STR, &o.batches, 0, 0},
+        {"--seed", NULL, TSC_CLI_WHOLE, &seed, 0, 4611686018427387904.0},        {"--batch", NULL, TSC_CLI_INT, &o.batch, 1, 65536},
+        {"--seq-len", NULL, TSC_CLI_INT, &o.seq_len, 1, 1 << 20}, {"--lr", NULL, TSC_CLI_DOUBLE, &o.lr, 1e-12, 100},
+        {"--warmup", NULL, TSC_CLI_INT, &o.warmup, 0, 1e9}, {"--min-lr-frac", NULL, TSC_CLI_DOUBLE, &o.min_lr_frac, 0, 1},
+        {"--weight-decay", NULL, TSC_CLI_DOUBLE, &o.weight_decay, 0, 100},
+        {"--grad-clip", NULL, TSC_CLI_DOUBLE, &o.grad_clip, 0, 1e12},
+        {"--beta1", NULL, TSC_CLI_DOUBLE, &o.beta1, 0, 0.999999}, {"--beta2", NULL, TSC_CLI_DOUBLE, &o.beta2, 0, 0.999999999},
+        {"--val-every", NULL, TSC_CLI_INT, &o.val_every, 1, 1e9}, {"--val-batches", NULL, TSC_CLI_INT, &o.val_batches, 1, 1e6},
+        {"--stats-every", NULL, TSC_CLI_INT, &o.stats_every, 1, 1e9},
+        {"--ckpt-every", NULL, TSC_CLI_INT, &o.ckpt_every, 1, 1e9},
+        {"--capture", NULL, TSC_CLI_STR, &o.capture, 0, 0}, {"--threads", NULL, TSC_CLI_INT, &o.threads, 1, 4096},
+        {"--list-models", NULL, TSC_CLI_ON, &list, 0, 0},   {"--quiet", "-q", TSC_CLI_ON, &quiet, 0, 0}};
+    const char *operand = NULL;
+    if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, &operand))) return rc;
+    if (operand) return tsc_cli_usage_error(cmd, "unexpected argument '%s' (the run folder goes after -o)", operand);
+    if (list) return list_models();
+    if (!out == !resume) return tsc_cli_usage_error(cmd, "give -o RUN (a new run) or --resume RUN");
+    print_ctx_t pc = {quiet, 10};
+    if (resume) {
+        tsc_status_t st = tsc_train_resume(resume, steps > 0 ? steps : 0, report, &pc);
+        if (st != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
+        printf("resumed %s: log %s/log.csv, checkpoint %s/ckpt.bin\n", resume, resume, resume);
+        return 0;
+    }
+    if (prec && (rc = parse_prec(cmd, prec, &o.prec))) return rc;
+    if (steps > 0) o.steps = steps;
+    if (seed >= 0) o.seed = (uint64_t)seed;
+    for (int i = 0; i < pols.n; i++) o.attn_policy[o.n_attn_policy++] = pols.v[i];
+    if (!quiet && (rc = banner(cmd, &o, out))) return rc;
+    pc.every = o.steps <= 50 ? 1 : 10;
+    o.report = report;
+    o.user = &pc;
+    tsc_status_t st = tsc_train_run(&o, out);
+    if (st != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    printf("%s: %lld steps; log %s/log.csv; draw it: tilescope figure fig2 --log %s/log.csv -o val_loss.png\n", out,
+           o.steps, out, out);
+    return 0;
+}

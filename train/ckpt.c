@@ -1,0 +1,285 @@
+/* ckpt.c: the trainer's run.cfg text and its checkpoints (docs/TRAINING.md, "Run folder").
+ *
+ * Checkpoint layout (host byte order, x86-64: little-endian):
+ *   "TSCKPT01"   8 bytes magic
+ *   u64 cfg_len  i64 steps_done  u32 prec  u32 elsize  u64 n        (32 bytes)
+ *   cfg_len bytes of run.cfg text
+ *   params, AdamW m, AdamW v        n * elsize bytes each
+ *   u64 FNV-1a of every byte above
+ * The file is written to a temporary name and renamed (util/tsc_file.h), so a kill at any moment
+ * leaves the previous checkpoint or the new one, never a torn file. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_internal.h"
+#include "tsc_file.h"
+#include "tsc_strbuf.h"
+
+#define CKPT_MAGIC "TSCKPT01"
+#define CKPT_FIXED 40
+#define CKPT_CFG_MAX (1u << 20)
+
+/* ---- run.cfg ---- */
+
+static const char *prec_name(tsc_prec_t p) {
+    return p == TSC_PREC_BF16 ? "bf16" : p == TSC_PREC_FP64 ? "fp64" : "fp32";
+}
+
+char *tsc_train_cfg_text(const tsc_train_opts_t *o, int threads) {
+    tsc_strbuf_t sb;
+    tsc_strbuf_init(&sb);
+    tsc_strbuf_printf(&sb, "# tilescope train settings (read back by --resume)\n");
+    tsc_strbuf_printf(&sb, "model = %s\nprecision = %s\ndata = %s\n", o->model, prec_name(o->prec), o->data);
+    tsc_strbuf_printf(&sb, "batch = %d\nseq_len = %d\nsteps = %lld\n", o->batch, o->seq_len, o->steps);
+    tsc_strbuf_printf(&sb, "lr = %.17g\nmin_lr_frac = %.17g\nwarmup = %d\n", o->lr, o->min_lr_frac, o->warmup);
+    tsc_strbuf_printf(&sb, "beta1 = %.17g\nbeta2 = %.17g\neps = %.17g\n", o->beta1, o->beta2, o->eps);
+    tsc_strbuf_printf(&sb, "weight_decay = %.17g\ngrad_clip = %.17g\n", o->weight_decay, o->grad_clip);
+    tsc_strbuf_printf(&sb, "seed = %" PRIu64 "\n", o->seed);
+    for (int i = 0; i < o->n_attn_policy; i++) tsc_strbuf_printf(&sb, "attn_policy = %s\n", o->attn_policy[i]);
+    tsc_strbuf_printf(&sb, "val_every = %d\nval_batches = %d\nstats_every = %d\nckpt_every = %d\n", o->val_every,
+                      o->val_batches, o->stats_every, o->ckpt_every);
+    if (o->capture) tsc_strbuf_printf(&sb, "capture = %s\n", o->capture);
+    if (o->batches) tsc_strbuf_printf(&sb, "batches = %s\n", o->batches);
+    tsc_strbuf_printf(&sb, "flight_steps = %d\n", o->flight_steps);
+    if (o->flight_layers) tsc_strbuf_printf(&sb, "flight_layers = %s\n", o->flight_layers);
+    tsc_strbuf_printf(&sb, "flight_max_mb = %.17g\nspike_factor = %.17g\n", o->flight_max_mb, o->spike_factor);
+    tsc_strbuf_printf(&sb, "threads = %d\n", threads);
+    if (sb.nomem) {
+        tsc_strbuf_free(&sb);
+        return NULL;
+    }
+    return tsc_strbuf_take(&sb);
+}
+
+static int copy_str(char *dst, size_t cap, const char *v) {
+    size_t n = strlen(v);
+    if (n >= cap) return -1;
+    memcpy(dst, v, n + 1);
+    return 0;
+}
+
+static int parse_num(const char *v, double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno == ERANGE || !isfinite(x)) return -1;
+    *out = x;
+    return 0;
+}
+
+/* One "key = value" line into c; -1 when the value does not parse, -2 for an unknown key. */
+static int cfg_set(tsc_train_cfg_t *c, const char *key, const char *v) {
+    tsc_train_opts_t *o = &c->o;
+    double x;
+    struct { const char *k; double *d; } dbl[] = {
+        {"lr", &o->lr}, {"min_lr_frac", &o->min_lr_frac}, {"beta1", &o->beta1}, {"beta2", &o->beta2},
+        {"eps", &o->eps}, {"weight_decay", &o->weight_decay}, {"grad_clip", &o->grad_clip},
+        {"flight_max_mb", &o->flight_max_mb}, {"spike_factor", &o->spike_factor}};
+    struct { const char *k; int *i; } ints[] = {
+        {"batch", &o->batch}, {"seq_len", &o->seq_len}, {"warmup", &o->warmup}, {"val_every", &o->val_every},
+        {"val_batches", &o->val_batches}, {"stats_every", &o->stats_every}, {"ckpt_every", &o->ckpt_every},
+        {"flight_steps", &o->flight_steps}, {"threads", &o->threads}};
+    for (size_t i = 0; i < sizeof dbl / sizeof dbl[0]; i++)
+        if (!strcmp(key, dbl[i].k)) return parse_num(v, dbl[i].d);
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (!strcmp(key, ints[i].k)) {
+            if (parse_num(v, &x) || x != floor(x) || fabs(x) > 1e9) return -1;
+            *ints[i].i = (int)x;
+            return 0;
+        }
+    if (!strcmp(key, "steps") || !strcmp(key, "seed")) {
+        char *end;
+        errno = 0;
+        unsigned long long u = strtoull(v, &end, 10);
+        if (end == v || *end || errno || *v == '-') return -1;
+        if (key[1] == 't') o->steps = (long long)u;
+        else o->seed = u;
+        return 0;
+    }
+    if (!strcmp(key, "precision")) {
+        if (!strcmp(v, "fp32")) o->prec = TSC_PREC_FP32;
+        else if (!strcmp(v, "bf16")) o->prec = TSC_PREC_BF16;
+        else if (!strcmp(v, "fp64")) o->prec = TSC_PREC_FP64;
+        else return -1;
+        return 0;
+    }
+    if (!strcmp(key, "attn_policy")) {
+        if (o->n_attn_policy >= TSC_TRAIN_MAX_POLICIES ||
+            copy_str(c->policy[o->n_attn_policy], sizeof c->policy[0], v))
+            return -1;
+        o->attn_policy[o->n_attn_policy] = c->policy[o->n_attn_policy];
+        o->n_attn_policy++;
+        return 0;
+    }
+    struct { const char *k; char *buf; size_t cap; const char **dst; } strs[] = {
+        {"model", c->model, sizeof c->model, &o->model}, {"data", c->data, sizeof c->data, &o->data},
+        {"capture", c->capture, sizeof c->capture, &o->capture},
+        {"batches", c->batches, sizeof c->batches, &o->batches},
+        {"flight_layers", c->flight_layers, sizeof c->flight_layers, &o->flight_layers}};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        if (!strcmp(key, strs[i].k)) {
+            if (copy_str(strs[i].buf, strs[i].cap, v)) return -1;
+            *strs[i].dst = strs[i].buf;
+            return 0;
+        }
+    return -2;
+}
+
+tsc_status_t tsc_train_cfg_parse(const char *text, const char *what, tsc_train_cfg_t *c) {
+    memset(c, 0, sizeof *c);
+    tsc_train_opts_init(&c->o);
+    c->o.model = NULL;
+    c->o.data = NULL;
+    int line = 0;
+    for (const char *p = text; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        line++;
+        char buf[1200];
+        if (len >= sizeof buf) return tsc_error_set(TSC_ERR_FORMAT, "%s:%d: line too long", what, line);
+        memcpy(buf, p, len);
+        buf[len] = 0;
+        p += len + (nl != NULL);
+        if (!buf[0] || buf[0] == '#') continue;
+        char *eq = strstr(buf, " = ");
+        if (!eq) return tsc_error_set(TSC_ERR_FORMAT, "%s:%d: expected 'key = value', found '%s'", what, line, buf);
+        *eq = 0;
+        int rc = cfg_set(c, buf, eq + 3);
+        if (rc == -2) return tsc_error_set(TSC_ERR_FORMAT, "%s:%d: unknown setting '%s'", what, line, buf);
+        if (rc) return tsc_error_set(TSC_ERR_FORMAT, "%s:%d: bad value for %s: '%s'", what, line, buf, eq + 3);
+    }
+    if (!c->o.model || !c->o.data)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: missing the 'model' or 'data' setting", what);
+    return TSC_OK;
+}
+
+/* ---- checkpoints ---- */
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+#define FNV_INIT 0xcbf29ce484222325ull
+
+static void put_u64(unsigned char *b, uint64_t v) { memcpy(b, &v, 8); }
+static void put_u32(unsigned char *b, uint32_t v) { memcpy(b, &v, 4); }
+
+tsc_status_t tsc_ckpt_save(const char *path, const tsc_ckpt_t *c) {
+    unsigned char hdr[CKPT_FIXED];
+    size_t cfg_len = strlen(c->cfg_text);
+    memcpy(hdr, CKPT_MAGIC, 8);
+    put_u64(hdr + 8, cfg_len);
+    put_u64(hdr + 16, (uint64_t)c->steps_done);
+    put_u32(hdr + 24, (uint32_t)c->prec);
+    put_u32(hdr + 28, (uint32_t)c->elsize);
+    put_u64(hdr + 32, c->n);
+    tsc_out_t out;
+    tsc_status_t st = tsc_out_open(&out, path);
+    if (st != TSC_OK) return st;
+    uint64_t h = fnv1a(FNV_INIT, hdr, sizeof hdr);
+    h = fnv1a(h, c->cfg_text, cfg_len);
+    int ok = fwrite(hdr, 1, sizeof hdr, out.fp) == sizeof hdr && fwrite(c->cfg_text, 1, cfg_len, out.fp) == cfg_len;
+    const void *arr[3] = {c->params, c->m, c->v};
+    for (int i = 0; i < 3 && ok; i++) {
+        ok = fwrite(arr[i], c->elsize, c->n, out.fp) == c->n;
+        h = fnv1a(h, arr[i], c->n * c->elsize);
+    }
+    unsigned char tail[8];
+    put_u64(tail, h);
+    if (!ok || fwrite(tail, 1, 8, out.fp) != 8) {
+        int e = errno;
+        tsc_out_abort(&out);
+        return tsc_error_set(TSC_ERR_IO, "%s: cannot write the checkpoint: %s", path, strerror(e));
+    }
+    return tsc_out_commit(&out);
+}
+
+static tsc_status_t ckpt_open(const char *path, FILE **fp, long long *size) {
+    tsc_status_t st = tsc_file_check_regular(path);
+    if (st != TSC_OK) return st;
+    *fp = fopen(path, "rb");
+    if (!*fp) return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fseeko(*fp, 0, SEEK_END) || (*size = ftello(*fp)) < 0 || fseeko(*fp, 0, SEEK_SET)) {
+        fclose(*fp);
+        return tsc_error_set(TSC_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    }
+    return TSC_OK;
+}
+
+tsc_status_t tsc_ckpt_load_header(const char *path, tsc_ckpt_t *c) {
+    memset(c, 0, sizeof *c);
+    FILE *fp;
+    long long size;
+    tsc_status_t st = ckpt_open(path, &fp, &size);
+    if (st != TSC_OK) return st;
+    unsigned char hdr[CKPT_FIXED];
+    if (fread(hdr, 1, sizeof hdr, fp) != sizeof hdr || memcmp(hdr, CKPT_MAGIC, 8)) {
+        fclose(fp);
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: not a tilescope checkpoint (bad magic or too short)", path);
+    }
+    uint64_t cfg_len, n, steps;
+    uint32_t prec, elsize;
+    memcpy(&cfg_len, hdr + 8, 8);
+    memcpy(&steps, hdr + 16, 8);
+    memcpy(&prec, hdr + 24, 4);
+    memcpy(&elsize, hdr + 28, 4);
+    memcpy(&n, hdr + 32, 8);
+    /* The size the header implies, overflow-checked against the file's. */
+    unsigned long long want = CKPT_FIXED + 8;
+    int bad = cfg_len > CKPT_CFG_MAX || (elsize != 4 && elsize != 8) || prec > 2 || n > (1ull << 40) ||
+              steps > (1ull << 62);
+    if (!bad) want += cfg_len + 3ull * n * elsize;
+    if (bad || want != (unsigned long long)size) {
+        fclose(fp);
+        return tsc_error_set(TSC_ERR_FORMAT,
+                             "%s: corrupt checkpoint header (%llu bytes, the header implies %llu); "
+                             "the file is truncated or damaged", path, (unsigned long long)size, want);
+    }
+    c->cfg_text = malloc(cfg_len + 1);
+    if (!c->cfg_text) {
+        fclose(fp);
+        return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
+    }
+    if (fread(c->cfg_text, 1, cfg_len, fp) != cfg_len || memchr(c->cfg_text, 0, cfg_len)) {
+        fclose(fp);
+        free(c->cfg_text);
+        c->cfg_text = NULL;
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: unreadable settings in the checkpoint", path);
+    }
+    c->cfg_text[cfg_len] = 0;
+    fclose(fp);
+    c->steps_done = (long long)steps;
+    c->prec = (int)prec;
+    c->n = n;
+    c->elsize = elsize;
+    return TSC_OK;
+}
+
+tsc_status_t tsc_ckpt_load_data(const char *path, tsc_ckpt_t *c) {
+    FILE *fp;
+    long long size;
+    tsc_status_t st = ckpt_open(path, &fp, &size);
+    if (st != TSC_OK) return st;
+    size_t cfg_len = strlen(c->cfg_text);
+    unsigned char hdr[CKPT_FIXED];
+    int ok = fread(hdr, 1, sizeof hdr, fp) == sizeof hdr;
+    uint64_t h = fnv1a(FNV_INIT, hdr, sizeof hdr);
+    h = fnv1a(h, c->cfg_text, cfg_len);
+    ok = ok && fseeko(fp, (off_t)(CKPT_FIXED + cfg_len), SEEK_SET) == 0;
+    void *arr[3] = {c->params, c->m, c->v};
+    for (int i = 0; i < 3 && ok; i++) {
+        ok = fread(arr[i], c->elsize, c->n, fp) == c->n;
+        h = fnv1a(h, arr[i], c->n * c->elsize);
+    }
+    uint64_t want;
+    ok = ok && fread(&want, 1, 8, fp) == 8;
+    fclose(fp);
+    if (!ok) return tsc_error_set(TSC_ERR_FORMAT, "%s: truncated checkpoint", path);
+    if (want != h) return tsc_error_set(TSC_ERR_FORMAT, "%s: checkpoint checksum mismatch (the file is damaged)", path);
+    return TSC_OK;
+}

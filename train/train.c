@@ -1,0 +1,590 @@
+/* train.c: the training loop of `tilescope train` (tsc_train.h): settings, per-layer attention
+ * policies, AdamW, the run folder's log files, checkpoints and resume, capture. */
+#include <errno.h>
+#include <lapacke.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "train_internal.h"
+#include "tsc_capture.h"
+#include "tsc_data.h"
+#include "tsc_file.h"
+#include "tsc_mem.h"
+#include "tsc_strbuf.h"
+
+void tsc_train_opts_init(tsc_train_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    o->model = "gpt2-mini";
+    o->prec = TSC_PREC_FP32;
+    o->data = "kjv";
+    o->batch = 8;
+    o->steps = 200;
+    o->lr = 1e-3;
+    o->min_lr_frac = 0.1;
+    o->warmup = 20;
+    o->beta1 = 0.9;
+    o->beta2 = 0.95;
+    o->eps = 1e-8;
+    o->weight_decay = 0.1;
+    o->grad_clip = 1.0;
+    o->seed = 1337;
+    o->val_every = 50;
+    o->val_batches = 4;
+    o->stats_every = 50;
+    o->ckpt_every = 100;
+    o->flight_max_mb = 1024;
+}
+
+tsc_status_t tsc_train_policy_spec(const char *spec, int n_layer, uint64_t *layer_mask, tsc_policy_t *pol) {
+    const char *p = spec;
+    while ((*p >= '0' && *p <= '9') || *p == ',') p++;
+    const char *policy = spec;
+    uint64_t mask = n_layer >= 64 ? ~0ull : (1ull << n_layer) - 1;
+    if (p > spec && *p == '=') {
+        mask = 0;
+        policy = p + 1;
+        for (const char *q = spec; q < p;) {
+            char *end;
+            long l = strtol(q, &end, 10);
+            if (end == q || (end < p && *end != ','))
+                return tsc_error_set(TSC_ERR_ARG, "attention policy '%s': expected LAYER[,LAYER...]=POLICY", spec);
+            if (l < 0 || l >= n_layer || l >= 64)
+                return tsc_error_set(TSC_ERR_ARG,
+                                     "attention policy '%s': the model has no layer %ld (its layers are 0..%d)",
+                                     spec, l, n_layer - 1);
+            mask |= 1ull << l;
+            q = end + (end < p);
+        }
+    }
+    tsc_status_t st = tsc_policy_parse(policy, pol);
+    if (st != TSC_OK) return tsc_error_wrap(st, "attention policy '%s': ", spec);
+    *layer_mask = mask;
+    return TSC_OK;
+}
+
+/* ---- the run ---- */
+
+typedef struct {
+    tsc_train_opts_t o;
+    const char *dir;
+    tsc_model_t *model;
+    tsc_model_config_t cfg;
+    tsc_data_t *data;
+    tsc_batch_order_t *order;   /* a replayed order, or NULL */
+    tsc_batch_log_t *blog;
+    int B, T, L, threads;
+    size_t n, elsize;
+    void *m, *v;                /* AdamW moments, like the parameters */
+    int32_t *x, *y;
+    uint64_t *offsets;
+    FILE *log, *wq;
+    tsc_capture_t *cap;
+    double *wq_sn;              /* [L * H] of the last stats step */
+    char *cfg_text;
+    tsc_train_cfg_t *resumed;   /* settings read back by a resume (r->o's strings point into it) */
+    char path[4096];
+} run_t;
+
+static const char *run_file(run_t *r, const char *name) {
+    snprintf(r->path, sizeof r->path, "%s/%s", r->dir, name);
+    return r->path;
+}
+
+static double lr_at(const tsc_train_opts_t *o, long long s) {
+    if (s < o->warmup) return o->lr * (double)(s + 1) / o->warmup;
+    double lo = o->lr * o->min_lr_frac;
+    long long span = o->steps - 1 - o->warmup;
+    double p = span > 0 ? (double)(s - o->warmup) / (double)span : 1.0;
+    if (p > 1) p = 1;
+    return lo + 0.5 * (1 + cos(M_PI * p)) * (o->lr - lo);
+}
+
+/* The global L2 norm of the gradients, summed in double in index order. */
+static double grad_norm(const run_t *r) {
+    double s = 0;
+    if (r->elsize == 8) {
+        const double *g = tsc_model_grads(r->model);
+        for (size_t i = 0; i < r->n; i++) s += g[i] * g[i];
+    } else {
+        const float *g = tsc_model_grads(r->model);
+        for (size_t i = 0; i < r->n; i++) s += (double)g[i] * g[i];
+    }
+    return sqrt(s);
+}
+
+/* AdamW (decoupled weight decay on the tensors marked decay), gradients scaled by `scale` (clip);
+ * the same statements in FP32 or FP64 (T). */
+#define ADAMW_BODY(T)                                                                            \
+    T *p = tsc_model_params(r->model), *g = tsc_model_grads(r->model), *m = r->m, *v = r->v;    \
+    T b1 = (T)r->o.beta1, b2 = (T)r->o.beta2, c1 = (T)(1 - pow(r->o.beta1, (double)t)),          \
+      c2 = (T)(1 - pow(r->o.beta2, (double)t)), lrT = (T)lr, eps = (T)r->o.eps, sc = (T)scale;   \
+    for (int k = 0; k < tsc_model_n_tensors(r->model); k++) {                                   \
+        const tsc_model_tensor_t *tn = tsc_model_tensor(r->model, k);                           \
+        T wd = tn->decay ? (T)r->o.weight_decay : 0;                                             \
+        size_t end = tn->offset + (size_t)tn->rows * tn->cols;                                   \
+        for (size_t i = tn->offset; i < end; i++) {                                              \
+            T gi = g[i] * sc;                                                                    \
+            m[i] = b1 * m[i] + (1 - b1) * gi;                                                    \
+            v[i] = b2 * v[i] + (1 - b2) * gi * gi;                                               \
+            T mh = m[i] / c1, vh = v[i] / c2;                                                    \
+            p[i] -= lrT * (mh / (sqrt(vh) + eps) + wd * p[i]);                                   \
+        }                                                                                        \
+    }
+
+static void adamw_f32(run_t *r, long long t, double lr, double scale) { ADAMW_BODY(float) }
+static void adamw_f64(run_t *r, long long t, double lr, double scale) { ADAMW_BODY(double) }
+
+/* Per head of every layer, the spectral norm of W^Q's rows [h*D, (h+1)*D): sqrt of the largest
+ * eigenvalue of the D x D Gram matrix W_h W_h^T (LAPACK dsyev, all eigenvalues). */
+static tsc_status_t wq_norms(run_t *r) {
+    int H = r->cfg.n_head, D = r->cfg.d_model / H, C = r->cfg.d_model;
+    double *gram = malloc(sizeof(double) * (size_t)D * D), *ev = malloc(sizeof(double) * D);
+    tsc_status_t st = TSC_OK;
+    for (int l = 0; l < r->L && gram && ev && st == TSC_OK; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "h.%d.attn.w_q", l);
+        const tsc_model_tensor_t *tn = tsc_model_tensor_find(r->model, name);
+        if (!tn) return tsc_error_set(TSC_ERR_INTERNAL, "the model has no tensor %s", name);
+        const void *base = tsc_model_params(r->model);
+        for (int h = 0; h < H; h++) {
+            for (int a = 0; a < D; a++)
+                for (int b = 0; b <= a; b++) {
+                    double s = 0;
+                    size_t ra = tn->offset + (size_t)(h * D + a) * C, rb = tn->offset + (size_t)(h * D + b) * C;
+                    for (int c = 0; c < C; c++)
+                        s += r->elsize == 8 ? ((const double *)base)[ra + c] * ((const double *)base)[rb + c]
+                                            : (double)((const float *)base)[ra + c] * ((const float *)base)[rb + c];
+                    gram[(size_t)a * D + b] = gram[(size_t)b * D + a] = s;
+                }
+            if (LAPACKE_dsyev(LAPACK_ROW_MAJOR, 'N', 'U', D, gram, D, ev) != 0) {
+                st = tsc_error_set(TSC_ERR_EXTERNAL, "LAPACK dsyev failed on layer %d head %d's W^Q", l, h);
+                break;
+            }
+            r->wq_sn[l * H + h] = sqrt(fmax(ev[D - 1], 0.0));
+        }
+    }
+    if (st == TSC_OK && (!gram || !ev)) st = tsc_error_set(TSC_ERR_NOMEM, "out of memory (W^Q norms)");
+    free(gram);
+    free(ev);
+    return st;
+}
+
+/* Mean validation loss over val_batches consecutive windows. */
+static tsc_status_t val_loss(run_t *r, double *out) {
+    double sum = 0;
+    for (int i = 0; i < r->o.val_batches; i++) {
+        double loss;
+        tsc_status_t st = tsc_data_batch(r->data, TSC_SPLIT_VAL, r->o.seed, i, r->B, r->T, r->x, r->y, NULL);
+        if (st == TSC_OK) st = tsc_model_forward(r->model, r->x, r->y, &loss);
+        if (st != TSC_OK) return tsc_error_wrap(st, "validation: ");
+        sum += loss;
+    }
+    *out = sum / r->o.val_batches;
+    return TSC_OK;
+}
+
+static void log_header(run_t *r) {
+    fprintf(r->log, "step,lr,train_loss,val_loss,grad_norm");
+    for (int l = 0; l < r->L; l++) fprintf(r->log, ",max_logit_%d", l);
+    for (int l = 0; l < r->L; l++) fprintf(r->log, ",tied_rows_%d", l);
+    for (int l = 0; l < r->L; l++) fprintf(r->log, ",wq_sn_%d", l);
+    fprintf(r->log, "\n");
+    fprintf(r->wq, "step,layer,head,wq_sn\n");
+}
+
+static tsc_status_t log_row(run_t *r, long long s, double lr, double loss, double vl, double gn, int stats) {
+    fprintf(r->log, "%lld,%.9g,%.17g,", s, lr, loss);
+    if (!isnan(vl)) fprintf(r->log, "%.17g", vl);
+    fprintf(r->log, ",%.17g", gn);
+    tsc_model_attn_view_t av;
+    for (int pass = 0; pass < 2; pass++)
+        for (int l = 0; l < r->L; l++) {
+            tsc_status_t st = tsc_model_attn_view(r->model, l, &av);
+            if (st != TSC_OK) return st;
+            if (pass == 0) fprintf(r->log, ",%.9g", av.max_logit);
+            else fprintf(r->log, ",%lld", av.tied_rows);
+        }
+    int H = r->cfg.n_head;
+    for (int l = 0; l < r->L; l++) {
+        double mx = 0;
+        for (int h = 0; h < H && stats; h++) mx = fmax(mx, r->wq_sn[l * H + h]);
+        if (stats) fprintf(r->log, ",%.9g", mx);
+        else fprintf(r->log, ",");
+    }
+    fprintf(r->log, "\n");
+    for (int l = 0; l < r->L && stats; l++)
+        for (int h = 0; h < H; h++) fprintf(r->wq, "%lld,%d,%d,%.9g\n", s, l, h, r->wq_sn[l * H + h]);
+    if (fflush(r->log) || fflush(r->wq) || ferror(r->log) || ferror(r->wq))
+        return tsc_error_set(TSC_ERR_IO, "%s: cannot write the log: %s", r->dir, strerror(errno));
+    return TSC_OK;
+}
+
+/* ---- capture ---- */
+
+/* The dump's policy string: the policy of the lowest layer the sampling spec keeps. */
+static void capture_meta(run_t *r, tsc_dump_meta_t *meta) {
+    tsc_dump_meta_init(meta);
+    meta->n_layer = r->L;
+    meta->n_head = r->cfg.n_head;
+    meta->n_kv_head = r->cfg.n_kv_head;
+    meta->head_dim = r->cfg.d_model / r->cfg.n_head;
+    meta->d_model = r->cfg.d_model;
+    meta->seq_len = r->T;
+    meta->batch = r->B;
+    meta->causal = 1;
+    meta->softmax_scale = 1.0 / sqrt((double)meta->head_dim);
+    tsc_select_t sel;
+    int first = 0;
+    if (tsc_select_parse(&sel, r->o.capture) == TSC_OK)
+        while (first < r->L - 1 && !tsc_select_set_has(&sel.layers, first)) first++;
+    const tsc_policy_t *pol = tsc_model_attn_policy(r->model, first);
+    meta->tile_q = pol->block_q;
+    meta->tile_k = pol->block_k;
+    tsc_policy_format(pol, meta->policy, sizeof meta->policy);
+    snprintf(meta->producer, sizeof meta->producer, "tilescope-train %s", TSC_VERSION);
+}
+
+/* Hands one tensor (float, or double in FP64 mode) to the capture: as BF16 bits when every value
+ * is exactly a BF16 number (BF16 autocast), else in the model's own format. */
+static tsc_status_t put_tensor(run_t *r, int layer, const char *name, int rank, const uint64_t *dims,
+                               const void *data, uint16_t *scratch) {
+    size_t n = 1;
+    for (int i = 0; i < rank; i++) n *= dims[i];
+    if (r->elsize == 8) return tsc_capture_put(r->cap, layer, name, TSC_FMT_FP64, rank, dims, data);
+    const uint32_t *u = data;
+    size_t i = 0;
+    while (i < n && !(u[i] & 0xffffu)) i++;
+    if (i < n || !strcmp(name, "lse")) return tsc_capture_put(r->cap, layer, name, TSC_FMT_FP32, rank, dims, data);
+    for (i = 0; i < n; i++) scratch[i] = (uint16_t)(u[i] >> 16);
+    return tsc_capture_put(r->cap, layer, name, TSC_FMT_BF16, rank, dims, scratch);
+}
+
+static tsc_status_t capture_layer(run_t *r, int l, uint16_t *scratch) {
+    tsc_model_attn_view_t av;
+    tsc_status_t st = tsc_model_attn_view(r->model, l, &av);
+    if (st != TSC_OK) return st;
+    uint64_t B = av.B, H = av.H, K = av.Hkv, T = av.T, D = av.D, C = av.C;
+    struct { const char *name; int rank; uint64_t d[4]; const void *p; } t[] = {
+        {"x", 3, {B, T, C}, av.x},       {"q", 4, {B, H, T, D}, av.q},     {"k", 4, {B, K, T, D}, av.k},
+        {"v", 4, {B, K, T, D}, av.v},    {"o", 4, {B, H, T, D}, av.o},     {"lse", 3, {B, H, T}, av.lse},
+        {"do", 4, {B, H, T, D}, av.dout}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0] && st == TSC_OK; i++)
+        if (t[i].p) st = put_tensor(r, l, t[i].name, t[i].rank, t[i].d, t[i].p, scratch);
+    static const char *w[] = {"w_q", "w_k", "w_v", "w_o"};
+    const char *base = tsc_model_params(r->model);
+    for (int i = 0; i < 4 && st == TSC_OK; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "h.%d.attn.%s", l, w[i]);
+        const tsc_model_tensor_t *tn = tsc_model_tensor_find(r->model, name);
+        if (!tn) return tsc_error_set(TSC_ERR_INTERNAL, "the model has no tensor %s", name);
+        uint64_t d[2] = {(uint64_t)tn->rows, (uint64_t)tn->cols};
+        st = tsc_capture_put(r->cap, l, w[i], r->elsize == 8 ? TSC_FMT_FP64 : TSC_FMT_FP32, 2, d,
+                             base + tn->offset * r->elsize);
+    }
+    return st;
+}
+
+static tsc_status_t capture_step(run_t *r, long long s) {
+    if (!r->cap || !tsc_capture_wants(r->cap, s, -1)) return TSC_OK;
+    size_t big = (size_t)r->B * r->T * (size_t)r->cfg.d_model; /* x, q, o, do: the largest tensors */
+    uint16_t *scratch = malloc(sizeof(uint16_t) * big);
+    if (!scratch) return tsc_error_set(TSC_ERR_NOMEM, "out of memory (capture)");
+    tsc_status_t st = tsc_capture_step_begin(r->cap, s);
+    for (int l = 0; l < r->L && st == TSC_OK; l++)
+        if (tsc_capture_wants(r->cap, s, l)) st = capture_layer(r, l, scratch);
+    if (st == TSC_OK) st = tsc_capture_step_end(r->cap);
+    free(scratch);
+    return st == TSC_OK ? st : tsc_error_wrap(st, "%s: capturing step %lld: ", run_file(r, "capture.h5"), s);
+}
+
+/* ---- opening and closing a run ---- */
+
+static void run_free(run_t *r) {
+    if (r->cap) tsc_capture_close(r->cap);
+    if (r->log) fclose(r->log);
+    if (r->wq) fclose(r->wq);
+    if (r->blog) tsc_batch_log_close(r->blog);
+    tsc_batch_order_free(r->order);
+    tsc_data_close(r->data);
+    tsc_model_free(r->model);
+    free(r->m);
+    free(r->v);
+    free(r->x);
+    free(r->y);
+    free(r->offsets);
+    free(r->wq_sn);
+    free(r->cfg_text);
+    free(r->resumed);
+}
+
+static tsc_status_t apply_policies(run_t *r) {
+    for (int i = 0; i < r->o.n_attn_policy; i++) {
+        uint64_t mask;
+        tsc_policy_t pol;
+        tsc_status_t st = tsc_train_policy_spec(r->o.attn_policy[i], r->L, &mask, &pol);
+        for (int l = 0; l < r->L && l < 64 && st == TSC_OK; l++)
+            if (mask >> l & 1) st = tsc_model_set_attn_policy(r->model, l, &pol);
+        if (st != TSC_OK) return st;
+    }
+    return TSC_OK;
+}
+
+/* Everything but the files: model (initialised from the seed), data, buffers, policies. */
+static tsc_status_t run_setup(run_t *r) {
+    const tsc_train_opts_t *o = &r->o;
+    if (o->steps < 1 || o->batch < 1 || o->seq_len < 0 || o->val_batches < 1 || o->val_every < 1 ||
+        o->stats_every < 1 || o->ckpt_every < 1 || o->warmup < 0 || !(o->lr > 0) || o->flight_steps < 0)
+        return tsc_error_set(TSC_ERR_ARG, "train: steps, batch, val/stats/checkpoint intervals and lr must be "
+                                          "positive (warmup, seq_len, flight steps >= 0)");
+#ifdef _OPENMP
+    if (o->threads > 0) omp_set_num_threads(o->threads);
+    r->threads = omp_get_max_threads();
+#else
+    r->threads = 1;
+#endif
+    tsc_status_t st = tsc_model_config_parse(o->model, &r->cfg);
+    if (st != TSC_OK) return st;
+    st = tsc_data_open(&r->data, o->data, NULL);
+    if (st != TSC_OK) return st;
+    int vocab = tsc_data_vocab(r->data);
+    if (vocab > r->cfg.vocab) r->cfg.vocab = vocab;   /* tokenized data: widen the embedding */
+    r->B = o->batch;
+    r->T = o->seq_len ? o->seq_len : r->cfg.max_T;
+    if (r->T > r->cfg.max_T)
+        return tsc_error_set(TSC_ERR_ARG, "train: sequence length %d exceeds the model's context %d", r->T,
+                             r->cfg.max_T);
+    r->L = r->cfg.n_layer;
+    st = tsc_model_create(&r->model, &r->cfg, o->prec, r->B, r->T);
+    if (st != TSC_OK) return st;
+    tsc_model_init(r->model, o->seed);
+    if ((st = apply_policies(r)) != TSC_OK) return st;
+    r->n = tsc_model_n_params(r->model);
+    r->elsize = o->prec == TSC_PREC_FP64 ? 8 : 4;
+    r->m = calloc(r->n, r->elsize);
+    r->v = calloc(r->n, r->elsize);
+    r->x = malloc(sizeof(int32_t) * r->B * r->T);
+    r->y = malloc(sizeof(int32_t) * r->B * r->T);
+    r->offsets = malloc(sizeof(uint64_t) * r->B);
+    r->wq_sn = calloc((size_t)r->L * r->cfg.n_head, sizeof(double));
+    if (!r->m || !r->v || !r->x || !r->y || !r->offsets || !r->wq_sn)
+        return tsc_error_set(TSC_ERR_NOMEM, "train: out of memory");
+    if (o->batches && (st = tsc_batch_order_load(&r->order, o->batches)) != TSC_OK) return st;
+    r->cfg_text = tsc_train_cfg_text(o, r->threads);
+    return r->cfg_text ? TSC_OK : tsc_error_set(TSC_ERR_NOMEM, "train: out of memory");
+}
+
+static FILE *open_append(run_t *r, const char *name, tsc_status_t *st) {
+    FILE *f = fopen(run_file(r, name), "a");
+    if (!f) *st = tsc_error_set(TSC_ERR_IO, "%s: cannot open for writing: %s", r->path, strerror(errno));
+    return f;
+}
+
+/* Rewrites a CSV of the run keeping the header and the rows whose step (first field) is below
+ * steps_done: what an uninterrupted run had written when its checkpoint was taken. */
+static tsc_status_t csv_cut(run_t *r, const char *name, long long steps_done) {
+    char *text;
+    size_t len;
+    tsc_status_t st = tsc_file_read_text(run_file(r, name), &text, &len);
+    if (st != TSC_OK) return st;
+    size_t keep = 0;
+    for (char *p = text; *p;) {
+        char *nl = strchr(p, '\n');
+        if (!nl) break;                                  /* a torn last line: dropped */
+        if (p != text && strtoll(p, NULL, 10) >= steps_done) break;
+        p = nl + 1;
+        keep = (size_t)(p - text);
+    }
+    st = tsc_out_write_all(r->path, text, keep);
+    free(text);
+    return st;
+}
+
+static tsc_status_t capture_open(run_t *r, long long from) {
+    if (!r->o.capture) return TSC_OK;
+    char name[64] = "capture.h5";
+    struct stat sb;
+    if (from > 0 && stat(run_file(r, name), &sb) == 0) snprintf(name, sizeof name, "capture-from-%lld.h5", from);
+    tsc_dump_meta_t meta;
+    capture_meta(r, &meta);
+    tsc_capture_opts_t co = {.select = r->o.capture};
+    return tsc_capture_open(&r->cap, run_file(r, name), &meta, &co);
+}
+
+/* ---- the loop ---- */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static tsc_status_t checkpoint(run_t *r, long long steps_done) {
+    tsc_status_t st = tsc_batch_log_flush(r->blog, 1);
+    if (st != TSC_OK) return st;
+    tsc_ckpt_t c = {.cfg_text = r->cfg_text, .steps_done = steps_done, .prec = r->o.prec, .n = r->n,
+                    .elsize = r->elsize, .params = tsc_model_params(r->model), .m = r->m, .v = r->v};
+    return tsc_ckpt_save(run_file(r, "ckpt.bin"), &c);
+}
+
+static tsc_status_t get_batch(run_t *r, long long s) {
+    tsc_status_t st;
+    if (r->order) {
+        st = tsc_batch_order_get(r->order, s, r->B, r->offsets);
+        if (st == TSC_OK) st = tsc_data_batch_at(r->data, TSC_SPLIT_TRAIN, r->offsets, r->B, r->T, r->x, r->y);
+    } else {
+        st = tsc_data_batch(r->data, TSC_SPLIT_TRAIN, r->o.seed, s, r->B, r->T, r->x, r->y, r->offsets);
+    }
+    if (st == TSC_OK) st = tsc_batch_log_put(r->blog, s, r->B, r->offsets);
+    return st;
+}
+
+/* One step: validation (at intervals), forward, backward, statistics, capture, log, update. */
+static tsc_status_t train_step(run_t *r, long long s, tsc_train_report_t *rep) {
+    int last = s == r->o.steps - 1, stats = s % r->o.stats_every == 0 || last;
+    double vl = NAN, loss;
+    tsc_status_t st = TSC_OK;
+    if (s % r->o.val_every == 0 || last) st = val_loss(r, &vl);
+    if (st == TSC_OK) st = get_batch(r, s);
+    if (st == TSC_OK) st = tsc_model_forward(r->model, r->x, r->y, &loss);
+    if (st == TSC_OK) st = tsc_model_backward(r->model);
+    if (st != TSC_OK) return tsc_error_wrap(st, "step %lld: ", s);
+    double gn = grad_norm(r), lr = lr_at(&r->o, s);
+    if (stats && (st = wq_norms(r)) != TSC_OK) return st;
+    if ((st = capture_step(r, s)) != TSC_OK) return st;
+    if ((st = log_row(r, s, lr, loss, vl, gn, stats)) != TSC_OK) return st;
+    *rep = (tsc_train_report_t){.step = s, .steps = r->o.steps, .lr = lr, .train_loss = loss, .val_loss = vl,
+                                .grad_norm = gn};
+    if (!isfinite(loss) || !isfinite(gn))
+        return tsc_error_set(TSC_ERR_NONFINITE,
+                             "step %lld: the training %s is %s; the run stopped (the last checkpoint is %s)", s,
+                             isfinite(loss) ? "gradient norm" : "loss", isnan(isfinite(loss) ? gn : loss) ? "NaN" : "infinite",
+                             run_file(r, "ckpt.bin"));
+    double scale = r->o.grad_clip > 0 && gn > r->o.grad_clip ? r->o.grad_clip / gn : 1.0;
+    if (r->elsize == 8) adamw_f64(r, s + 1, lr, scale);
+    else adamw_f32(r, s + 1, lr, scale);
+    return TSC_OK;
+}
+
+static tsc_status_t train_loop(run_t *r, long long from) {
+    for (long long s = from; s < r->o.steps; s++) {
+        double t0 = now_s();
+        tsc_train_report_t rep;
+        tsc_status_t st = train_step(r, s, &rep);
+        if (st != TSC_OK) return st;
+        rep.tokens_per_s = (double)r->B * r->T / (now_s() - t0);
+        if ((s + 1) % r->o.ckpt_every == 0 || s + 1 == r->o.steps) {
+            if ((st = checkpoint(r, s + 1)) != TSC_OK) return st;
+            rep.event = "checkpoint";
+        }
+        if (r->o.report) r->o.report(r->o.user, &rep);
+    }
+    return TSC_OK;
+}
+
+/* Locks the run folder, runs `body`, and releases everything. */
+static tsc_status_t with_lock(run_t *r, tsc_status_t (*body)(run_t *, void *), void *ctx) {
+    int fd;
+    char holder[32];
+    tsc_status_t st = tsc_dir_lock(r->dir, ".tilescope.lock", &fd, holder, sizeof holder);
+    if (st != TSC_OK) return st;
+    st = body(r, ctx);
+    run_free(r);
+    tsc_dir_unlock(r->dir, ".tilescope.lock", fd, 1);
+    return st;
+}
+
+static tsc_status_t run_body_new(run_t *r, void *ctx) {
+    (void)ctx;
+    struct stat sb;
+    if (stat(run_file(r, "run.cfg"), &sb) == 0)
+        return tsc_error_set(TSC_ERR_IO, "%s: the folder holds a run already (run.cfg); resume it with --resume "
+                                         "or choose another folder", r->dir);
+    tsc_status_t st = run_setup(r);
+    if (st == TSC_OK) st = tsc_out_write_all(run_file(r, "run.cfg"), r->cfg_text, strlen(r->cfg_text));
+    static const char *fresh[] = {"log.csv", "wq_norms.csv", "batches.csv", "ckpt.bin"};
+    for (int i = 0; i < 4 && st == TSC_OK; i++) remove(run_file(r, fresh[i]));
+    if (st == TSC_OK && (r->log = open_append(r, "log.csv", &st)) && (r->wq = open_append(r, "wq_norms.csv", &st)))
+        log_header(r);
+    if (st == TSC_OK) st = tsc_batch_log_open(&r->blog, run_file(r, "batches.csv"));
+    if (st == TSC_OK) st = capture_open(r, 0);
+    if (st == TSC_OK) st = train_loop(r, 0);
+    return st;
+}
+
+static tsc_status_t make_dir(const char *dir) {
+    if (mkdir(dir, 0755) && errno != EEXIST)
+        return tsc_error_set(TSC_ERR_IO, "%s: cannot create the run folder: %s", dir, strerror(errno));
+    struct stat sb;
+    if (stat(dir, &sb) || !S_ISDIR(sb.st_mode))
+        return tsc_error_set(TSC_ERR_IO, "%s: not a folder", dir);
+    return TSC_OK;
+}
+
+tsc_status_t tsc_train_run(const tsc_train_opts_t *o, const char *run_dir) {
+    tsc_status_t st = make_dir(run_dir);
+    if (st != TSC_OK) return st;
+    run_t r = {.o = *o, .dir = run_dir};
+    return with_lock(&r, run_body_new, NULL);
+}
+
+typedef struct {
+    long long steps;
+} resume_ctx_t;
+
+static tsc_status_t run_body_resume(run_t *r, void *vctx) {
+    resume_ctx_t *ctx = vctx;
+    tsc_ckpt_t c;
+    tsc_status_t st = tsc_ckpt_load_header(run_file(r, "ckpt.bin"), &c);
+    if (st != TSC_OK) return st;
+    tsc_train_cfg_t *cfg = r->resumed = malloc(sizeof *cfg);
+    if (!cfg) {
+        free(c.cfg_text);
+        return tsc_error_set(TSC_ERR_NOMEM, "out of memory");
+    }
+    st = tsc_train_cfg_parse(c.cfg_text, r->path, cfg);
+    if (st == TSC_OK) {
+        tsc_train_report_fn rep = r->o.report;
+        void *user = r->o.user;
+        r->o = cfg->o;
+        r->o.report = rep;
+        r->o.user = user;
+        if (ctx->steps > 0) r->o.steps = ctx->steps;
+        if (r->o.steps <= c.steps_done)
+            st = tsc_error_set(TSC_ERR_ARG, "%s: the checkpoint is at step %lld already; ask for more --steps",
+                               r->dir, c.steps_done);
+    }
+    if (st == TSC_OK) st = run_setup(r);
+    if (st == TSC_OK && (r->n != c.n || r->elsize != c.elsize))
+        st = tsc_error_set(TSC_ERR_FORMAT, "%s: the checkpoint holds %zu parameters, the model has %zu",
+                           run_file(r, "ckpt.bin"), c.n, r->n);
+    if (st == TSC_OK) {
+        c.params = tsc_model_params(r->model);
+        c.m = r->m;
+        c.v = r->v;
+        st = tsc_ckpt_load_data(run_file(r, "ckpt.bin"), &c);
+    }
+    if (st == TSC_OK) st = tsc_out_write_all(run_file(r, "run.cfg"), r->cfg_text, strlen(r->cfg_text));
+    static const char *csvs[] = {"log.csv", "wq_norms.csv", "batches.csv"};
+    for (int i = 0; i < 3 && st == TSC_OK; i++) st = csv_cut(r, csvs[i], c.steps_done);
+    if (st == TSC_OK && (r->log = open_append(r, "log.csv", &st))) r->wq = open_append(r, "wq_norms.csv", &st);
+    if (st == TSC_OK) st = tsc_batch_log_open(&r->blog, run_file(r, "batches.csv"));
+    if (st == TSC_OK) st = capture_open(r, c.steps_done);
+    if (st == TSC_OK) st = train_loop(r, c.steps_done);
+    free(c.cfg_text);
+    return st;
+}
+
+tsc_status_t tsc_train_resume(const char *run_dir, long long steps, tsc_train_report_fn report, void *user) {
+    run_t r = {.dir = run_dir};
+    r.o.report = report;
+    r.o.user = user;
+    resume_ctx_t ctx = {steps};
+    return with_lock(&r, run_body_resume, &ctx);
+}

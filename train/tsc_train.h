@@ -1,0 +1,102 @@
+/* tsc_train.h: `tilescope train`: a training loop over tsc_model.h and tsc_data.h that writes
+ * a run folder.
+ *
+ *   tsc_train_opts_t o; tsc_train_opts_init(&o);
+ *   o.model = "gpt2-mini"; o.steps = 200; o.attn_policy[o.n_attn_policy++] = "1=bf16-torch";
+ *   if (tsc_train_run(&o, "run") != TSC_OK) puts(tsc_error_last());
+ *
+ * The run folder:
+ *   run.cfg      every setting as "key = value" lines (what --resume reads back)
+ *   log.csv      one row per step: step, lr, train_loss, val_loss (at intervals, else empty),
+ *                grad_norm (before clipping), then per layer L: max_logit_L (the largest scaled
+ *                score of the step's forward), tied_rows_L (rows whose score maximum occurs more
+ *                than once), wq_sn_L (the largest per-head spectral norm of W^Q, at intervals).
+ *                No wall-clock column: the same seed and threads give the same file byte for byte.
+ *   wq_norms.csv step, layer, head, spectral norm of that head's W^Q rows [D, C] (at intervals)
+ *   batches.csv  the batch order (tsc_data.h): step, row, offset
+ *   ckpt.bin     the latest checkpoint (temporary name + rename: a kill never leaves a torn one)
+ *   capture.h5   with capture: the sampled steps' attention tensors (format v1 dump)
+ *   flight-STEP.h5  with the flight recorder: the steps before a trigger (capture/tsc_flight.h)
+ * A step: batch -> forward (loss) -> backward -> global grad norm -> clip -> AdamW. The learning
+ * rate warms up linearly over `warmup` steps, then decays by a cosine to lr * min_lr_frac at the
+ * last step. AdamW runs in the master precision (FP32, FP64 in FP64 mode), decaying matrices only.
+ * Resume: every ckpt_every steps (and at the end) the parameters, AdamW moments and step count
+ * are checkpointed; tsc_train_resume continues from ckpt.bin and produces the same log.csv as an
+ * uninterrupted run (rows after the checkpoint are dropped and recomputed).
+ */
+#ifndef TSC_TRAIN_H
+#define TSC_TRAIN_H
+
+#include "tsc_export.h"
+
+#include <stdint.h>
+
+#include "tsc_model.h"
+#include "tsc_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { TSC_TRAIN_MAX_POLICIES = 16 };
+
+/* What a step reports to its caller (the CLI prints it). */
+typedef struct {
+    long long step, steps;     /* this step (0-based) of steps */
+    double lr, train_loss, val_loss, grad_norm;  /* val_loss NaN when not evaluated this step */
+    double tokens_per_s;       /* of this step's forward + backward + update */
+    const char *event;         /* NULL, or a line to show: "checkpoint", "flight recorder wrote X" */
+} tsc_train_report_t;
+typedef void (*tsc_train_report_fn)(void *user, const tsc_train_report_t *r);
+
+typedef struct {
+    const char *model;         /* a named config or a spec (tsc_model_config_parse); "gpt2-mini" */
+    tsc_prec_t prec;           /* TSC_PREC_FP32 (default), TSC_PREC_BF16 (autocast), TSC_PREC_FP64 */
+    const char *data;          /* tsc_data_open spec; "kjv" */
+    int batch;                 /* B; 8 */
+    int seq_len;               /* T; 0: the model's context */
+    long long steps;           /* 200 */
+    double lr, min_lr_frac;    /* 1e-3, 0.1 */
+    int warmup;                /* 20 */
+    double beta1, beta2, eps, weight_decay, grad_clip;  /* 0.9, 0.95, 1e-8, 0.1, 1.0 (0: no clip) */
+    uint64_t seed;             /* 1337: weights and batch order */
+    int threads;               /* OpenMP threads; 0: OpenMP's default (recorded in run.cfg) */
+    const char *attn_policy[TSC_TRAIN_MAX_POLICIES]; /* "POLICY" (every layer) or "L[,L...]=POLICY",
+                                                        applied in order; none: fp32 */
+    int n_attn_policy;
+    int val_every, val_batches; /* 50, 4; validation also at the last step */
+    int stats_every;           /* W^Q spectral norms every N steps (and at the last); 50 */
+    int ckpt_every;            /* 100; also at the end */
+    const char *capture;       /* a sampling spec (tsc_select.h) for RUN/capture.h5, or NULL */
+    const char *batches;       /* a batches.csv to replay instead of drawing from the seed, or NULL */
+    int flight_steps;          /* flight recorder: keep the last N steps (0: off) */
+    const char *flight_layers; /* its layers ("1,3"; NULL: every layer) */
+    double flight_max_mb;      /* its memory bound in MiB; 1024 */
+    double spike_factor;       /* flight trigger: loss or grad norm above factor x baseline; 0: default */
+    tsc_train_report_fn report;/* per step, or NULL */
+    void *user;
+} tsc_train_opts_t;
+
+TSC_API void tsc_train_opts_init(tsc_train_opts_t *o);
+
+/* Trains from scratch into run_dir (created; refused when it holds a run.cfg already: resume it
+ * or choose another folder). Errors name the file or setting: unknown model, bad data, a policy
+ * for a layer the model lacks, an unwritable folder. A NaN/Inf loss ends the run with
+ * TSC_ERR_NONFINITE after the flight recorder (if on) has written its dump; SIGINT/SIGTERM with
+ * the recorder on write its dump and stop at the next step (TSC_ERR_IO "interrupted"). */
+TSC_API tsc_status_t tsc_train_run(const tsc_train_opts_t *o, const char *run_dir);
+
+/* Continues run_dir from its checkpoint up to steps (0: the run's own steps); report/user as in
+ * the options. */
+TSC_API tsc_status_t tsc_train_resume(const char *run_dir, long long steps, tsc_train_report_fn report,
+                                      void *user);
+
+/* Parses "POLICY" or "L[,L...]=POLICY" against a model of n_layer layers: *layer_mask bit L set
+ * for each layer named (every layer when none). TSC_ERR_ARG naming the layer or the policy error. */
+TSC_API tsc_status_t tsc_train_policy_spec(const char *spec, int n_layer, uint64_t *layer_mask,
+                                           tsc_policy_t *pol);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
