@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Training throughput of `tilescope train` against the same GPT-2 written in PyTorch
+# (bench/train_torch.py, Debian's python3-torch on the CPU), same model size, batch and threads,
+# in the same run: FP32, and BF16 autocast (tilescope's with its policy-emulated attention,
+# bf16-torch in every layer; torch's under torch.autocast("cpu", torch.bfloat16)).
+#   bench/bench_train.sh [TILESCOPE] [THREADS] [STEPS]
+# Goals: FP32 >= 1.5x torch; BF16 with the emulated attention >= 1x torch's BF16. Tokens per second
+# are the median over the timed steps (the first 3 steps are warm-up; no validation, statistics or
+# checkpoint steps among them).
+set -uo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+tsc=${1:-$src/build/tilescope}
+threads=${2:-$(nproc)}
+steps=${3:-15}
+. "$src/bench/load.sh"
+py=""
+for c in ${TSC_PYTHON:-} /usr/bin/python3 python3; do
+    if "$c" -c 'import torch' 2> /dev/null; then py=$c; break; fi
+done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+bench_load start
+busy=$BENCH_BUSY
+model=gpt2-mini
+B=8
+T=256
+
+# median tokens/s of step lines 3.. of a `tilescope train` run
+tsc_rate() {
+    local prec=$1; shift
+    "$tsc" train --model $model --precision "$prec" --batch $B --seq-len $T --steps "$steps" --threads "$threads" \
+        --val-every 100000 --stats-every 100000 --ckpt-every 100000 "$@" -o "$tmp/run-$prec" \
+        | awk '/^step /{ for (i = 1; i <= NF; i++) if ($(i+1) == "tok/s") r[n++] = $i }
+               END { if (n < 4) { print "nan"; exit } m = 0; for (i = 3; i < n; i++) v[m++] = r[i];
+                     asort(v); print (m % 2) ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2 }'
+}
+torch_rate() {
+    [ -n "$py" ] || { echo nan; return; }
+    "$py" "$src/bench/train_torch.py" --layers 6 --heads 6 --dim 192 --ff 768 --vocab 256 --ctx $T --batch $B \
+        --steps "$steps" --warmup 3 --threads "$threads" "$@" \
+        | sed -n 's/.*"tokens_per_s": *\([0-9.eE+-]*\).*/\1/p'
+}
+
+echo "model $model (6 layers, 6 heads, dim 192, ctx $T), batch $B, $threads threads, $steps steps"
+f32=$(tsc_rate fp32)
+t32=$(torch_rate)
+b16=$(tsc_rate bf16 --attn-policy bf16-torch)
+tb16=$(torch_rate --bf16)
+bench_load end
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "" || b == "nan" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
+printf '%-34s %12s %12s %8s %6s\n' "precision" "tilescope" "torch" "ratio" "goal"
+printf '%-34s %12.0f %12s %8s %6s\n' "fp32 (tok/s)" "$f32" "${t32:-n/a}" "$(ratio "$f32" "$t32")" "1.5"
+printf '%-34s %12.0f %12s %8s %6s\n' "bf16 autocast, bf16-torch attention" "$b16" "${tb16:-n/a}" "$(ratio "$b16" "$tb16")" "1.0"
+[ -n "$py" ] || echo "torch not found (python3-torch): no ratio"
+if [ "$busy" = 1 ]; then
+    echo "$BENCH_NOT_CLAIMED"
+else
+    printf 'TABLE | `train`, gpt2-mini (B %d, T %d, %s threads), tokens/s fp32 / bf16 vs the same model in PyTorch (CPU, autocast) | %.0f / %.0f | %s / %s | fp32 %sx (goal 1.5), bf16 %sx (goal 1) |\n' \
+        $B $T "$threads" "$f32" "$b16" "${t32:-n/a}" "${tb16:-n/a}" "$(ratio "$f32" "$t32")" "$(ratio "$b16" "$tb16")"
+fi
