@@ -40,7 +40,7 @@
 extern "C" {
 #endif
 
-#define TSC_LOG_MAX_COLS 64
+#define TSC_LOG_MAX_COLS 256  /* a trainer log has a few columns per layer */
 
 typedef enum {
     TSC_LOG_CSV = 0, TSC_LOG_TSV, TSC_LOG_NANOGPT, TSC_LOG_LLMC, TSC_LOG_TENSORBOARD, TSC_LOG_WANDB
