@@ -235,6 +235,36 @@ tsc_status_t tsc_capture_close(tsc_capture_t *s) {
     TSC_H5_SCOPED(tsc_status_t, capture_close(s));
 }
 
+static tsc_status_t copy_file(const char *from, const char *to);
+
+static tsc_status_t capture_root_attrs(tsc_capture_t *s, const tsc_capture_attr_t *a, int n) {
+    if (s->last_step >= 0)
+        return tsc_error_set(TSC_ERR_ARG, "capture %s: root attributes must come before the first step", s->path);
+    char sp[4300];
+    snprintf(sp, sizeof sp, "%s/session.h5", s->dir);
+    tsc_out_t o;
+    tsc_status_t st = tsc_out_open_name(&o, sp);
+    if (st == TSC_OK) st = copy_file(sp, o.tmp);
+    hid_t fid = -1;
+    if (st == TSC_OK) st = tsc_h5_open(&fid, o.tmp, 1);
+    for (int i = 0; st == TSC_OK && i < n; i++) {
+        if (a[i].str) st = tsc_h5_attr_write_str(fid, a[i].name, a[i].str);
+        else if (a[i].is_long) st = tsc_h5_attr_write_long(fid, a[i].name, (long)a[i].num);
+        else st = tsc_h5_attr_write_double(fid, a[i].name, a[i].num);
+    }
+    if (fid >= 0 && H5Fclose(fid) < 0 && st == TSC_OK)
+        st = tsc_error_set(TSC_ERR_IO, "capture %s: closing %s failed", s->path, o.tmp);
+    if (o.tmp) {
+        if (st == TSC_OK) st = tsc_out_commit(&o);
+        else tsc_out_abort(&o);
+    }
+    return st == TSC_OK ? TSC_OK : tsc_error_wrap(st, "capture %s: ", s->path);
+}
+
+tsc_status_t tsc_capture_root_attrs(tsc_capture_t *s, const tsc_capture_attr_t *a, int n) {
+    TSC_H5_SCOPED(tsc_status_t, capture_root_attrs(s, a, n));
+}
+
 /* ---- packing ---------------------------------------------------------------------------------- */
 
 static tsc_status_t copy_file(const char *from, const char *to) {

@@ -37,6 +37,20 @@ const char *tsc_dump_session_dir(const struct tsc_dump *d);
 /* The contained pre-check when containment is on (contain.c), else TSC_OK. */
 tsc_status_t tsc_contain_before_open(const char *path);
 
+/* One root attribute for tsc_capture_root_attrs: a string (str != NULL) or else an integer
+ * (is_long) or a double (num). */
+typedef struct {
+    const char *name;
+    const char *str;
+    int is_long;
+    double num;
+} tsc_capture_attr_t;
+/* Adds root attributes to an open session before its first step (TSC_ERR_ARG after it): they
+ * land in session.h5, rewritten as a copy renamed into place, and so in the packed dump.
+ * (flight.c: the trigger of a flight dump.) */
+struct tsc_capture;
+tsc_status_t tsc_capture_root_attrs(struct tsc_capture *s, const tsc_capture_attr_t *a, int n);
+
 /* qsort order of long long values. */
 static inline int tsc_cmp_ll(const void *a, const void *b) {
     long long x = *(const long long *)a, y = *(const long long *)b;

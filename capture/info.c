@@ -8,7 +8,8 @@
 static const char *planted_longs[] = {"planted_layers", "planted_heads", "planted_kv_heads", "planted_features",
                                       "planted_sink_keys", "planted_tie_keys", "planted_rows_start",
                                       "planted_rows_stride", "planted_x_channels", "synth_seed"};
-static const char *planted_strs[] = {"synth_shape", "synth_o_policy", "capture_select"};
+static const char *planted_strs[] = {"synth_shape", "synth_o_policy", "capture_select", "flight_trigger",
+                                     "flight_reason"};
 #define N_LONGS (sizeof planted_longs / sizeof *planted_longs)
 #define N_STRS (sizeof planted_strs / sizeof *planted_strs)
 
