@@ -2,6 +2,7 @@
  * under a precision policy per layer, into a run folder (train/tsc_train.h). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -47,6 +48,14 @@ const char tsc_usage_train[] =
     "  --ckpt-every N      checkpoint every N steps (default 100) and at the end\n"
     "  --capture SPEC      write RUN/capture.h5, a dump of the sampled steps and layers (a sampling\n"
     "                      spec: steps=0:200:50,layers=1,heads=0:4)\n"
+    "  --flight N          flight recorder: keep the last N steps' attention tensors in memory and\n"
+    "                      write them to RUN/flight.h5 when the loss or gradient norm spikes, turns\n"
+    "                      NaN/Inf, or on SIGINT/SIGTERM (then a checkpoint is taken and the run\n"
+    "                      stops; --resume continues it). --flight-layers SET (default all),\n"
+    "                      --flight-max-mb M (memory bound, default 1024), --spike-factor F (also\n"
+    "                      fire above F x the running baseline; default: the recorder's rule,\n"
+    "                      docs/FLIGHT.md)\n"
+    "  --lr-spike S=LR     run step S at learning rate LR (a planted blow-up, to see what it leaves)\n"
     "  --threads N         OpenMP threads (default: OpenMP's)\n"
     "  -q, --quiet         print only the final line\n"
     "Exit status: 0 done, 1 the run failed (bad data, a NaN loss: the log and the last checkpoint\n"
@@ -59,6 +68,10 @@ typedef struct {
 
 static void report(void *user, const tsc_train_report_t *r) {
     print_ctx_t *p = user;
+    if (r->flight_dump) {
+        printf("step %lld: the flight recorder wrote %s (tilescope info %s)\n", r->step, r->flight_dump, r->flight_dump);
+        fflush(stdout);
+    }
     int show = r->step % p->every == 0 || r->step + 1 == r->steps || !isnan(r->val_loss);
     if (p->quiet || !show) return;
     char val[32] = "";
@@ -114,7 +127,7 @@ int tsc_cmd_train(int argc, char **argv) {
     const char *cmd = "train";
     tsc_train_opts_t o;
     tsc_train_opts_init(&o);
-    const char *out = NULL, *resume = NULL, *prec = NULL;
+    const char *out = NULL, *resume = NULL, *prec = NULL, *spike = NULL;
     int quiet = 0, list = 0, rc;
     tsc_cli_list_t pols = {.n = 0};
     long long steps = -1;
@@ -134,6 +147,11 @@ int tsc_cmd_train(int argc, char **argv) {
         {"--stats-every", NULL, TSC_CLI_INT, &o.stats_every, 1, 1e9},
         {"--ckpt-every", NULL, TSC_CLI_INT, &o.ckpt_every, 1, 1e9},
         {"--capture", NULL, TSC_CLI_STR, &o.capture, 0, 0}, {"--threads", NULL, TSC_CLI_INT, &o.threads, 1, 4096},
+        {"--flight", NULL, TSC_CLI_INT, &o.flight_steps, 1, 1e6},
+        {"--flight-layers", NULL, TSC_CLI_STR, &o.flight_layers, 0, 0},
+        {"--flight-max-mb", NULL, TSC_CLI_DOUBLE, &o.flight_max_mb, 1, 1e9},
+        {"--spike-factor", NULL, TSC_CLI_DOUBLE, &o.spike_factor, 1, 1e9},
+        {"--lr-spike", NULL, TSC_CLI_STR, &spike, 0, 0},
         {"--list-models", NULL, TSC_CLI_ON, &list, 0, 0},   {"--quiet", "-q", TSC_CLI_ON, &quiet, 0, 0}};
     const char *operand = NULL;
     if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, &operand))) return rc;
@@ -148,6 +166,13 @@ int tsc_cmd_train(int argc, char **argv) {
         return 0;
     }
     if (prec && (rc = parse_prec(cmd, prec, &o.prec))) return rc;
+    if (spike) {
+        char *end;
+        o.lr_spike_step = strtoll(spike, &end, 10);
+        if (end == spike || *end != '=' || o.lr_spike_step < 0)
+            return tsc_cli_usage_error(cmd, "--lr-spike: expected STEP=LR (e.g. 30=5), found '%s'", spike);
+        if ((rc = tsc_cli_parse_double(cmd, "--lr-spike", end + 1, 0, 1e6, &o.lr_spike))) return rc;
+    }
     if (steps > 0) o.steps = steps;
     if (seed >= 0) o.seed = (uint64_t)seed;
     for (int i = 0; i < pols.n; i++) o.attn_policy[o.n_attn_policy++] = pols.v[i];

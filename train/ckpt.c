@@ -47,6 +47,7 @@ char *tsc_train_cfg_text(const tsc_train_opts_t *o, int threads) {
     tsc_strbuf_printf(&sb, "flight_steps = %d\n", o->flight_steps);
     if (o->flight_layers) tsc_strbuf_printf(&sb, "flight_layers = %s\n", o->flight_layers);
     tsc_strbuf_printf(&sb, "flight_max_mb = %.17g\nspike_factor = %.17g\n", o->flight_max_mb, o->spike_factor);
+    tsc_strbuf_printf(&sb, "lr_spike_step = %lld\nlr_spike = %.17g\n", o->lr_spike_step, o->lr_spike);
     tsc_strbuf_printf(&sb, "threads = %d\n", threads);
     if (sb.nomem) {
         tsc_strbuf_free(&sb);
@@ -78,7 +79,7 @@ static int cfg_set(tsc_train_cfg_t *c, const char *key, const char *v) {
     struct { const char *k; double *d; } dbl[] = {
         {"lr", &o->lr}, {"min_lr_frac", &o->min_lr_frac}, {"beta1", &o->beta1}, {"beta2", &o->beta2},
         {"eps", &o->eps}, {"weight_decay", &o->weight_decay}, {"grad_clip", &o->grad_clip},
-        {"flight_max_mb", &o->flight_max_mb}, {"spike_factor", &o->spike_factor}};
+        {"flight_max_mb", &o->flight_max_mb}, {"spike_factor", &o->spike_factor}, {"lr_spike", &o->lr_spike}};
     struct { const char *k; int *i; } ints[] = {
         {"batch", &o->batch}, {"seq_len", &o->seq_len}, {"warmup", &o->warmup}, {"val_every", &o->val_every},
         {"val_batches", &o->val_batches}, {"stats_every", &o->stats_every}, {"ckpt_every", &o->ckpt_every},
@@ -91,6 +92,11 @@ static int cfg_set(tsc_train_cfg_t *c, const char *key, const char *v) {
             *ints[i].i = (int)x;
             return 0;
         }
+    if (!strcmp(key, "lr_spike_step")) {
+        if (parse_num(v, &x) || x != floor(x) || x < -1 || x > 1e15) return -1;
+        o->lr_spike_step = (long long)x;
+        return 0;
+    }
     if (!strcmp(key, "steps") || !strcmp(key, "seed")) {
         char *end;
         errno = 0;

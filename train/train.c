@@ -16,6 +16,7 @@
 #include "tsc_capture.h"
 #include "tsc_data.h"
 #include "tsc_file.h"
+#include "tsc_flight.h"
 #include "tsc_mem.h"
 #include "tsc_strbuf.h"
 
@@ -40,6 +41,7 @@ void tsc_train_opts_init(tsc_train_opts_t *o) {
     o->stats_every = 50;
     o->ckpt_every = 100;
     o->flight_max_mb = 1024;
+    o->lr_spike_step = -1;
 }
 
 tsc_status_t tsc_train_policy_spec(const char *spec, int n_layer, uint64_t *layer_mask, tsc_policy_t *pol) {
@@ -86,6 +88,7 @@ typedef struct {
     uint64_t *offsets;
     FILE *log, *wq;
     tsc_capture_t *cap;
+    tsc_flight_t *flight;       /* the flight recorder, or NULL */
     double *wq_sn;              /* [L * H] of the last stats step */
     char *cfg_text;
     tsc_train_cfg_t *resumed;   /* settings read back by a resume (r->o's strings point into it) */
@@ -228,8 +231,8 @@ static tsc_status_t log_row(run_t *r, long long s, double lr, double loss, doubl
 
 /* ---- capture ---- */
 
-/* The dump's policy string: the policy of the lowest layer the sampling spec keeps. */
-static void capture_meta(run_t *r, tsc_dump_meta_t *meta) {
+/* A dump's metadata; its policy string is the policy of `layer` (the lowest layer it keeps). */
+static void dump_meta(run_t *r, tsc_dump_meta_t *meta, int layer) {
     tsc_dump_meta_init(meta);
     meta->n_layer = r->L;
     meta->n_head = r->cfg.n_head;
@@ -240,33 +243,53 @@ static void capture_meta(run_t *r, tsc_dump_meta_t *meta) {
     meta->batch = r->B;
     meta->causal = 1;
     meta->softmax_scale = 1.0 / sqrt((double)meta->head_dim);
-    tsc_select_t sel;
-    int first = 0;
-    if (tsc_select_parse(&sel, r->o.capture) == TSC_OK)
-        while (first < r->L - 1 && !tsc_select_set_has(&sel.layers, first)) first++;
-    const tsc_policy_t *pol = tsc_model_attn_policy(r->model, first);
+    const tsc_policy_t *pol = tsc_model_attn_policy(r->model, layer);
     meta->tile_q = pol->block_q;
     meta->tile_k = pol->block_k;
     tsc_policy_format(pol, meta->policy, sizeof meta->policy);
     snprintf(meta->producer, sizeof meta->producer, "tilescope-train %s", TSC_VERSION);
 }
 
-/* Hands one tensor (float, or double in FP64 mode) to the capture: as BF16 bits when every value
+/* The lowest layer of a set (tsc_select.h grammar), 0 when it names none below L. */
+static int first_layer(const tsc_select_set_t *set, int L) {
+    for (int l = 0; l < L; l++)
+        if (tsc_select_set_has(set, l)) return l;
+    return 0;
+}
+
+/* Where a step's tensors go: the capture session or the flight recorder (one signature). */
+typedef struct {
+    tsc_status_t (*put)(void *sink, int layer, const char *name, tsc_format_t fmt, int rank, const uint64_t *dims,
+                        const void *data);
+    void *sink;
+    uint16_t *scratch;          /* B * T * C BF16 values */
+} sink_t;
+
+static tsc_status_t cap_put(void *s, int l, const char *n, tsc_format_t f, int rank, const uint64_t *d, const void *p) {
+    return tsc_capture_put(s, l, n, f, rank, d, p);
+}
+static tsc_status_t flight_put(void *s, int l, const char *n, tsc_format_t f, int rank, const uint64_t *d,
+                               const void *p) {
+    return tsc_flight_put(s, l, n, f, rank, d, p);
+}
+
+/* Hands one tensor (float, or double in FP64 mode) to the sink: as BF16 bits when every value
  * is exactly a BF16 number (BF16 autocast), else in the model's own format. */
-static tsc_status_t put_tensor(run_t *r, int layer, const char *name, int rank, const uint64_t *dims,
-                               const void *data, uint16_t *scratch) {
+static tsc_status_t put_tensor(run_t *r, sink_t *k, int layer, const char *name, int rank, const uint64_t *dims,
+                               const void *data) {
     size_t n = 1;
     for (int i = 0; i < rank; i++) n *= dims[i];
-    if (r->elsize == 8) return tsc_capture_put(r->cap, layer, name, TSC_FMT_FP64, rank, dims, data);
+    if (r->elsize == 8) return k->put(k->sink, layer, name, TSC_FMT_FP64, rank, dims, data);
     const uint32_t *u = data;
     size_t i = 0;
     while (i < n && !(u[i] & 0xffffu)) i++;
-    if (i < n || !strcmp(name, "lse")) return tsc_capture_put(r->cap, layer, name, TSC_FMT_FP32, rank, dims, data);
-    for (i = 0; i < n; i++) scratch[i] = (uint16_t)(u[i] >> 16);
-    return tsc_capture_put(r->cap, layer, name, TSC_FMT_BF16, rank, dims, scratch);
+    if (i < n || !strcmp(name, "lse")) return k->put(k->sink, layer, name, TSC_FMT_FP32, rank, dims, data);
+    for (i = 0; i < n; i++) k->scratch[i] = (uint16_t)(u[i] >> 16);
+    return k->put(k->sink, layer, name, TSC_FMT_BF16, rank, dims, k->scratch);
 }
 
-static tsc_status_t capture_layer(run_t *r, int l, uint16_t *scratch) {
+/* One layer's attention tensors (x, q, k, v, o, lse, do) and weights (w_q, w_k, w_v, w_o). */
+static tsc_status_t put_layer(run_t *r, sink_t *k, int l) {
     tsc_model_attn_view_t av;
     tsc_status_t st = tsc_model_attn_view(r->model, l, &av);
     if (st != TSC_OK) return st;
@@ -276,7 +299,7 @@ static tsc_status_t capture_layer(run_t *r, int l, uint16_t *scratch) {
         {"v", 4, {B, K, T, D}, av.v},    {"o", 4, {B, H, T, D}, av.o},     {"lse", 3, {B, H, T}, av.lse},
         {"do", 4, {B, H, T, D}, av.dout}};
     for (size_t i = 0; i < sizeof t / sizeof t[0] && st == TSC_OK; i++)
-        if (t[i].p) st = put_tensor(r, l, t[i].name, t[i].rank, t[i].d, t[i].p, scratch);
+        if (t[i].p) st = put_tensor(r, k, l, t[i].name, t[i].rank, t[i].d, t[i].p);
     static const char *w[] = {"w_q", "w_k", "w_v", "w_o"};
     const char *base = tsc_model_params(r->model);
     for (int i = 0; i < 4 && st == TSC_OK; i++) {
@@ -285,29 +308,49 @@ static tsc_status_t capture_layer(run_t *r, int l, uint16_t *scratch) {
         const tsc_model_tensor_t *tn = tsc_model_tensor_find(r->model, name);
         if (!tn) return tsc_error_set(TSC_ERR_INTERNAL, "the model has no tensor %s", name);
         uint64_t d[2] = {(uint64_t)tn->rows, (uint64_t)tn->cols};
-        st = tsc_capture_put(r->cap, l, w[i], r->elsize == 8 ? TSC_FMT_FP64 : TSC_FMT_FP32, 2, d,
-                             base + tn->offset * r->elsize);
+        st = k->put(k->sink, l, w[i], r->elsize == 8 ? TSC_FMT_FP64 : TSC_FMT_FP32, 2, d,
+                    base + tn->offset * r->elsize);
     }
     return st;
 }
 
+static uint16_t *scratch_new(run_t *r) {
+    return malloc(sizeof(uint16_t) * (size_t)r->B * r->T * (size_t)r->cfg.d_model); /* x, q, o, do: the largest */
+}
+
 static tsc_status_t capture_step(run_t *r, long long s) {
     if (!r->cap || !tsc_capture_wants(r->cap, s, -1)) return TSC_OK;
-    size_t big = (size_t)r->B * r->T * (size_t)r->cfg.d_model; /* x, q, o, do: the largest tensors */
-    uint16_t *scratch = malloc(sizeof(uint16_t) * big);
-    if (!scratch) return tsc_error_set(TSC_ERR_NOMEM, "out of memory (capture)");
+    sink_t k = {cap_put, r->cap, scratch_new(r)};
+    if (!k.scratch) return tsc_error_set(TSC_ERR_NOMEM, "out of memory (capture)");
     tsc_status_t st = tsc_capture_step_begin(r->cap, s);
     for (int l = 0; l < r->L && st == TSC_OK; l++)
-        if (tsc_capture_wants(r->cap, s, l)) st = capture_layer(r, l, scratch);
+        if (tsc_capture_wants(r->cap, s, l)) st = put_layer(r, &k, l);
     if (st == TSC_OK) st = tsc_capture_step_end(r->cap);
-    free(scratch);
-    return st == TSC_OK ? st : tsc_error_wrap(st, "%s: capturing step %lld: ", run_file(r, "capture.h5"), s);
+    free(k.scratch);
+    return st == TSC_OK ? st : tsc_error_wrap(st, "capturing step %lld: ", s);
+}
+
+/* The flight recorder's step: the chosen layers' tensors, then the loss and gradient norm it
+ * watches. *event is set when it wrote a dump. */
+static tsc_status_t flight_step(run_t *r, long long s, double loss, double gn, const char **event) {
+    if (!r->flight || tsc_flight_stopped(r->flight)) return TSC_OK;
+    sink_t k = {flight_put, r->flight, scratch_new(r)};
+    if (!k.scratch) return tsc_error_set(TSC_ERR_NOMEM, "out of memory (flight recorder)");
+    tsc_status_t st = tsc_flight_step_begin(r->flight, s);
+    for (int l = 0; l < r->L && st == TSC_OK; l++)
+        if (tsc_flight_wants(r->flight, l)) st = put_layer(r, &k, l);
+    int fired = 0;
+    if (st == TSC_OK) st = tsc_flight_step_end(r->flight, loss, gn, &fired);
+    free(k.scratch);
+    if (fired) *event = tsc_flight_last_dump(r->flight);
+    return st == TSC_OK ? st : tsc_error_wrap(st, "flight recorder, step %lld: ", s);
 }
 
 /* ---- opening and closing a run ---- */
 
 static void run_free(run_t *r) {
     if (r->cap) tsc_capture_close(r->cap);
+    if (r->flight) tsc_flight_close(r->flight);
     if (r->log) fclose(r->log);
     if (r->wq) fclose(r->wq);
     if (r->blog) tsc_batch_log_close(r->blog);
@@ -406,15 +449,44 @@ static tsc_status_t csv_cut(run_t *r, const char *name, long long steps_done) {
     return st;
 }
 
-static tsc_status_t capture_open(run_t *r, long long from) {
-    if (!r->o.capture) return TSC_OK;
-    char name[64] = "capture.h5";
+/* RUN/NAME.h5, or RUN/NAME-from-STEP.h5 when a resumed run finds the first taken. */
+static const char *dump_name(run_t *r, const char *name, long long from, char *buf, size_t size) {
+    snprintf(buf, size, "%s.h5", name);
+    char sess[128];
+    snprintf(sess, sizeof sess, "%s.capture", buf);
     struct stat sb;
-    if (from > 0 && stat(run_file(r, name), &sb) == 0) snprintf(name, sizeof name, "capture-from-%lld.h5", from);
+    if (stat(run_file(r, buf), &sb) == 0 || stat(run_file(r, sess), &sb) == 0)
+        snprintf(buf, size, "%s-from-%lld.h5", name, from);
+    return run_file(r, buf);
+}
+
+/* The capture session (--capture) and the flight recorder (--flight). */
+static tsc_status_t recorders_open(run_t *r, long long from) {
     tsc_dump_meta_t meta;
-    capture_meta(r, &meta);
-    tsc_capture_opts_t co = {.select = r->o.capture};
-    return tsc_capture_open(&r->cap, run_file(r, name), &meta, &co);
+    char name[96];
+    tsc_select_t sel;
+    tsc_select_set_t set;
+    tsc_status_t st = TSC_OK;
+    if (r->o.capture) {
+        if ((st = tsc_select_parse(&sel, r->o.capture)) != TSC_OK) return tsc_error_wrap(st, "--capture: ");
+        dump_meta(r, &meta, first_layer(&sel.layers, r->L));
+        tsc_capture_opts_t co = {.select = r->o.capture};
+        st = tsc_capture_open(&r->cap, dump_name(r, "capture", from, name, sizeof name), &meta, &co);
+    }
+    if (st != TSC_OK || r->o.flight_steps <= 0) return st;
+    tsc_select_set_all(&set);
+    if (r->o.flight_layers && (st = tsc_select_set_parse(&set, r->o.flight_layers)) != TSC_OK)
+        return tsc_error_wrap(st, "flight recorder layers: ");
+    dump_meta(r, &meta, first_layer(&set, r->L));
+    tsc_flight_opts_t fo;
+    tsc_flight_opts_init(&fo);
+    fo.n_steps = r->o.flight_steps;
+    fo.layers = r->o.flight_layers;
+    fo.max_bytes = (uint64_t)(r->o.flight_max_mb * 1048576.0);
+    if (r->o.spike_factor > 0) fo.loss.factor = fo.grad.factor = r->o.spike_factor;
+    st = tsc_flight_open(&r->flight, dump_name(r, "flight", from, name, sizeof name), &meta, &fo);
+    if (st == TSC_OK) st = tsc_flight_signals_install(r->flight);
+    return st;
 }
 
 /* ---- the loop ---- */
@@ -455,17 +527,20 @@ static tsc_status_t train_step(run_t *r, long long s, tsc_train_report_t *rep) {
     if (st == TSC_OK) st = tsc_model_forward(r->model, r->x, r->y, &loss);
     if (st == TSC_OK) st = tsc_model_backward(r->model);
     if (st != TSC_OK) return tsc_error_wrap(st, "step %lld: ", s);
-    double gn = grad_norm(r), lr = lr_at(&r->o, s);
-    if (stats && (st = wq_norms(r)) != TSC_OK) return st;
-    if ((st = capture_step(r, s)) != TSC_OK) return st;
-    if ((st = log_row(r, s, lr, loss, vl, gn, stats)) != TSC_OK) return st;
+    double gn = grad_norm(r), lr = s == r->o.lr_spike_step ? r->o.lr_spike : lr_at(&r->o, s);
     *rep = (tsc_train_report_t){.step = s, .steps = r->o.steps, .lr = lr, .train_loss = loss, .val_loss = vl,
                                 .grad_norm = gn};
+    if (stats && (st = wq_norms(r)) != TSC_OK) return st;
+    if ((st = capture_step(r, s)) != TSC_OK) return st;
+    if ((st = flight_step(r, s, loss, gn, &rep->flight_dump)) != TSC_OK) return st;
+    if ((st = log_row(r, s, lr, loss, vl, gn, stats)) != TSC_OK) return st;
     if (!isfinite(loss) || !isfinite(gn))
         return tsc_error_set(TSC_ERR_NONFINITE,
-                             "step %lld: the training %s is %s; the run stopped (the last checkpoint is %s)", s,
-                             isfinite(loss) ? "gradient norm" : "loss", isnan(isfinite(loss) ? gn : loss) ? "NaN" : "infinite",
-                             run_file(r, "ckpt.bin"));
+                             "step %lld: the training %s is %s; the run stopped (the last checkpoint is %s%s%s)", s,
+                             isfinite(loss) ? "gradient norm" : "loss",
+                             isnan(isfinite(loss) ? gn : loss) ? "NaN" : "infinite", run_file(r, "ckpt.bin"),
+                             rep->flight_dump ? "; the flight recorder wrote " : "",
+                             rep->flight_dump ? rep->flight_dump : "");
     double scale = r->o.grad_clip > 0 && gn > r->o.grad_clip ? r->o.grad_clip / gn : 1.0;
     if (r->elsize == 8) adamw_f64(r, s + 1, lr, scale);
     else adamw_f32(r, s + 1, lr, scale);
@@ -479,11 +554,17 @@ static tsc_status_t train_loop(run_t *r, long long from) {
         tsc_status_t st = train_step(r, s, &rep);
         if (st != TSC_OK) return st;
         rep.tokens_per_s = (double)r->B * r->T / (now_s() - t0);
-        if ((s + 1) % r->o.ckpt_every == 0 || s + 1 == r->o.steps) {
+        int sig = r->flight ? tsc_flight_signal(r->flight) : 0;
+        if ((s + 1) % r->o.ckpt_every == 0 || s + 1 == r->o.steps || sig) {
             if ((st = checkpoint(r, s + 1)) != TSC_OK) return st;
             rep.event = "checkpoint";
         }
         if (r->o.report) r->o.report(r->o.user, &rep);
+        if (sig)
+            return tsc_error_set(TSC_ERR_IO, "interrupted by signal %d after step %lld: checkpoint %s written%s%s; "
+                                             "continue with --resume %s", sig, s, run_file(r, "ckpt.bin"),
+                                 tsc_flight_n_dumps(r->flight) ? ", flight recorder dump " : "",
+                                 tsc_flight_n_dumps(r->flight) ? tsc_flight_last_dump(r->flight) : "", r->dir);
     }
     return TSC_OK;
 }
@@ -513,7 +594,7 @@ static tsc_status_t run_body_new(run_t *r, void *ctx) {
     if (st == TSC_OK && (r->log = open_append(r, "log.csv", &st)) && (r->wq = open_append(r, "wq_norms.csv", &st)))
         log_header(r);
     if (st == TSC_OK) st = tsc_batch_log_open(&r->blog, run_file(r, "batches.csv"));
-    if (st == TSC_OK) st = capture_open(r, 0);
+    if (st == TSC_OK) st = recorders_open(r, 0);
     if (st == TSC_OK) st = train_loop(r, 0);
     return st;
 }
@@ -575,7 +656,7 @@ static tsc_status_t run_body_resume(run_t *r, void *vctx) {
     for (int i = 0; i < 3 && st == TSC_OK; i++) st = csv_cut(r, csvs[i], c.steps_done);
     if (st == TSC_OK && (r->log = open_append(r, "log.csv", &st))) r->wq = open_append(r, "wq_norms.csv", &st);
     if (st == TSC_OK) st = tsc_batch_log_open(&r->blog, run_file(r, "batches.csv"));
-    if (st == TSC_OK) st = capture_open(r, c.steps_done);
+    if (st == TSC_OK) st = recorders_open(r, c.steps_done);
     if (st == TSC_OK) st = train_loop(r, c.steps_done);
     free(c.cfg_text);
     return st;

@@ -16,7 +16,8 @@
  *   batches.csv  the batch order (tsc_data.h): step, row, offset
  *   ckpt.bin     the latest checkpoint (temporary name + rename: a kill never leaves a torn one)
  *   capture.h5   with capture: the sampled steps' attention tensors (format v1 dump)
- *   flight-STEP.h5  with the flight recorder: the steps before a trigger (capture/tsc_flight.h)
+ *   flight.h5    with the flight recorder (flight_steps > 0): the last steps before a trigger
+ *                (loss or grad-norm spike, NaN/Inf, SIGINT/SIGTERM; capture/tsc_flight.h)
  * A step: batch -> forward (loss) -> backward -> global grad norm -> clip -> AdamW. The learning
  * rate warms up linearly over `warmup` steps, then decays by a cosine to lr * min_lr_frac at the
  * last step. AdamW runs in the master precision (FP32, FP64 in FP64 mode), decaying matrices only.
@@ -45,7 +46,8 @@ typedef struct {
     long long step, steps;     /* this step (0-based) of steps */
     double lr, train_loss, val_loss, grad_norm;  /* val_loss NaN when not evaluated this step */
     double tokens_per_s;       /* of this step's forward + backward + update */
-    const char *event;         /* NULL, or a line to show: "checkpoint", "flight recorder wrote X" */
+    const char *event;         /* NULL, or "checkpoint" when one was written after this step */
+    const char *flight_dump;   /* the dump the flight recorder wrote at this step, or NULL */
 } tsc_train_report_t;
 typedef void (*tsc_train_report_fn)(void *user, const tsc_train_report_t *r);
 
@@ -72,7 +74,11 @@ typedef struct {
     int flight_steps;          /* flight recorder: keep the last N steps (0: off) */
     const char *flight_layers; /* its layers ("1,3"; NULL: every layer) */
     double flight_max_mb;      /* its memory bound in MiB; 1024 */
-    double spike_factor;       /* flight trigger: loss or grad norm above factor x baseline; 0: default */
+    double spike_factor;       /* flight trigger: loss or grad norm above factor x baseline; 0: the
+                                  recorder's default rule only (tsc_flight.h) */
+    long long lr_spike_step;   /* a planted learning-rate spike: step lr_spike_step runs at lr_spike
+                                  (-1: none), to test what a blow-up leaves behind */
+    double lr_spike;
     tsc_train_report_fn report;/* per step, or NULL */
     void *user;
 } tsc_train_opts_t;
@@ -82,8 +88,9 @@ TSC_API void tsc_train_opts_init(tsc_train_opts_t *o);
 /* Trains from scratch into run_dir (created; refused when it holds a run.cfg already: resume it
  * or choose another folder). Errors name the file or setting: unknown model, bad data, a policy
  * for a layer the model lacks, an unwritable folder. A NaN/Inf loss ends the run with
- * TSC_ERR_NONFINITE after the flight recorder (if on) has written its dump; SIGINT/SIGTERM with
- * the recorder on write its dump and stop at the next step (TSC_ERR_IO "interrupted"). */
+ * TSC_ERR_NONFINITE after the flight recorder (if on) has written its dump; with the recorder on,
+ * SIGINT/SIGTERM make it write its dump, a checkpoint is taken after the current step and the run
+ * stops with TSC_ERR_IO ("interrupted"; --resume continues it exactly). */
 TSC_API tsc_status_t tsc_train_run(const tsc_train_opts_t *o, const char *run_dir);
 
 /* Continues run_dir from its checkpoint up to steps (0: the run's own steps); report/user as in

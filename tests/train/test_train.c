@@ -70,7 +70,7 @@ static void kill_at_25(void *user, const tsc_train_report_t *r) {
 int main(void) {
     char tmp[] = "/tmp/tsc_train_XXXXXX";
     if (!mkdtemp(tmp)) return 1;
-    char a[256], b[256], c[256], p1[300], p2[300];
+    char a[256], b[256], c[256], p1[700], p2[700];
     snprintf(a, sizeof a, "%s/a", tmp);
     snprintf(b, sizeof b, "%s/b", tmp);
     snprintf(c, sizeof c, "%s/c", tmp);
