@@ -105,9 +105,10 @@ int main(void) {
     }
     /* Another seed: another log. */
     o.seed = 7;
-    snprintf(p1, sizeof p1, "%s/seed7", tmp);
-    CHECKF(tsc_train_run(&o, p1) == TSC_OK, "%s", tsc_error_last());
-    snprintf(p2, sizeof p2, "%s/log.csv", p1);
+    char d7[300];
+    snprintf(d7, sizeof d7, "%s/seed7", tmp);
+    CHECKF(tsc_train_run(&o, d7) == TSC_OK, "%s", tsc_error_last());
+    snprintf(p2, sizeof p2, "%s/log.csv", d7);
     snprintf(p1, sizeof p1, "%s/log.csv", a);
     CHECK(!same_file(p1, p2));
 
