@@ -35,7 +35,7 @@
 
 #include "tsc_formats.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang_analyzer__)
+#if defined(__x86_64__) && defined(__GNUC__)
 #define TSC_MM_X86 1
 #include <immintrin.h>
 #endif
@@ -57,8 +57,10 @@
         blas(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,   \
              1, (const real *)A.p, lda, (const real *)B.p, ldb, accumulate ? 1 : 0, C, (int)ldc);      \
     }
-GEMM_BLAS(tsc_gemm_f32, float, cblas_sgemm)
 GEMM_BLAS(tsc_gemm_f64, double, cblas_dgemm)
+#ifndef TSC_MM_X86
+GEMM_BLAS(gemm_f32_blas, float, cblas_sgemm)
+#endif
 
 /* ------------------------------------------------------------------ BF16 */
 
@@ -110,6 +112,94 @@ static void pack_b(int N, int K, int K2, tsc_mref_t B, uint32_t *pb) {
                 pb[((size_t)jp * K2 + p) * NP + l] = j < N ? pair_word(B, j, p, K) : 0;
             }
 }
+
+/* ---- FP32: the same blocking, one fused multiply-add per k in increasing k from +0 */
+
+/* pa[i * K + k] = A(i, k), pb[(jp * K + k) * NP + l] = B(16 jp + l, k); zero padded as above. */
+static void pack_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *pa, float *pb) {
+    int Mp = (M + MR - 1) / MR * MR, npan = (N + NR - 1) / NR * 2;
+    const float *a = A.p, *b = B.p;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < Mp; i++)
+        for (int k = 0; k < K; k++) pa[(size_t)i * K + k] = i < M ? a[(size_t)i * A.rs + (size_t)k * A.cs] : 0.0f;
+#pragma omp parallel for schedule(static)
+    for (int jp = 0; jp < npan; jp++)
+        for (int k = 0; k < K; k++)
+            for (int l = 0; l < NP; l++) {
+                int j = jp * NP + l;
+                pb[((size_t)jp * K + k) * NP + l] = j < N ? b[(size_t)j * B.rs + (size_t)k * B.cs] : 0.0f;
+            }
+}
+
+static void kern_f32_portable(const float *pa, const float *pb, int K, float *tile) {
+    for (int r = 0; r < MR; r++)
+        for (int c = 0; c < NR; c++) {
+            const float *a = pa + (size_t)r * K, *b = pb + (size_t)(c / NP) * K * NP + c % NP;
+            float acc = 0.0f;
+            for (int k = 0; k < K; k++) acc = fmaf(a[k], b[(size_t)k * NP], acc);
+            tile[r * NR + c] = acc;
+        }
+}
+
+#ifdef TSC_MM_X86
+__attribute__((target("avx512f,fma")))
+static void kern_f32_avx512(const float *pa, const float *pb, int K, float *tile) {
+    __m512 c0[MR], c1[MR];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++) c0[r] = c1[r] = _mm512_setzero_ps();
+    const float *pb1 = pb + (size_t)K * NP;
+    for (int k = 0; k < K; k++) {
+        __m512 b0 = _mm512_loadu_ps(pb + (size_t)k * NP), b1 = _mm512_loadu_ps(pb1 + (size_t)k * NP);
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; r++) {
+            __m512 a = _mm512_set1_ps(pa[(size_t)r * K + k]);
+            c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
+            c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++) {
+        _mm512_storeu_ps(tile + r * NR, c0[r]);
+        _mm512_storeu_ps(tile + r * NR + NP, c1[r]);
+    }
+}
+
+static int have_avx512(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+    }
+    return cached;
+}
+#endif
+
+void tsc_gemm_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *C, size_t ldc, int accumulate,
+                  float *work) {
+    if (M <= 0 || N <= 0) return;
+#ifndef TSC_MM_X86
+    gemm_f32_blas(M, N, K, A, B, C, ldc, accumulate); /* no AVX-512 build: BLAS (docs/TRAINING.md) */
+    (void)work;
+#else
+    int Mb = (M + MR - 1) / MR, Nb = (N + NR - 1) / NR;
+    float *pa = work, *pb = work + (size_t)Mb * MR * K;
+    pack_f32(M, N, K, A, B, pa, pb);
+    void (*kern)(const float *, const float *, int, float *) = have_avx512() ? kern_f32_avx512 : kern_f32_portable;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int jb = 0; jb < Nb; jb++)
+        for (int ib = 0; ib < Mb; ib++) {
+            float tile[MR * NR];
+            kern(pa + (size_t)ib * MR * K, pb + (size_t)jb * NR * K, K, tile);
+            for (int r = 0; r < MR && ib * MR + r < M; r++)
+                for (int c = 0; c < NR && jb * NR + c < N; c++) {
+                    float *dst = C + (size_t)(ib * MR + r) * ldc + jb * NR + c;
+                    *dst = accumulate ? *dst + tile[r * NR + c] : tile[r * NR + c];
+                }
+        }
+#endif
+}
+
+/* ---- BF16 */
 
 /* tile[r * NR + c] = the FP32 chain of rows pa + r * K2 (r < MR) against the two panels at pb. */
 static void kern_portable(const uint32_t *pa, const uint32_t *pb, int K2, float *tile) {
@@ -189,9 +279,9 @@ static inline void epilogue(float acc, const float *bias, int j, float *c, int a
     *c = accumulate ? *c + v : v;
 }
 
-size_t tsc_gemm_bf16_work(int M, int N, int K) {
-    size_t K2 = (size_t)(K + 1) / 2, Mb = (size_t)(M + MR - 1) / MR, Nb = (size_t)(N + NR - 1) / NR;
-    return Mb * MR * K2 + Nb * NR * K2;
+size_t tsc_gemm_work(int M, int N, int K) {
+    size_t Mb = (size_t)(M + MR - 1) / MR, Nb = (size_t)(N + NR - 1) / NR;
+    return (Mb * MR + Nb * NR) * (size_t)(K + 1);
 }
 
 void tsc_gemm_bf16(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, const float *bias, float *C, size_t ldc,

@@ -161,13 +161,13 @@ static size_t act_elems(const tsc_model_config_t *c, int B, int T) {
     return c->n_layer * per_layer + 2 * N * C + 2 * N + 2 * N * V + 4 * N * C + 4 * N * Ckv + 3 * N * F;
 }
 
-static size_t bf16_work(const tsc_model_config_t *c, int N) {
+static size_t gemm_work(const tsc_model_config_t *c, int N) {
     int C = c->d_model, Ckv = c->n_kv_head * (c->d_model / c->n_head);
     int shapes[][2] = {{C, C}, {C, Ckv}, {C, c->d_ff}, {c->d_ff, C}, {C, c->vocab}}; /* in, out */
     size_t w = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int IC = shapes[i][0], OC = shapes[i][1];
-        size_t a = tsc_gemm_bf16_work(N, OC, IC), b = tsc_gemm_bf16_work(N, IC, OC), d = tsc_gemm_bf16_work(OC, IC, N);
+        size_t a = tsc_gemm_work(N, OC, IC), b = tsc_gemm_work(N, IC, OC), d = tsc_gemm_work(OC, IC, N);
         w = a > w ? a : w;
         w = b > w ? b : w;
         w = d > w ? d : w;
@@ -200,7 +200,7 @@ static tsc_status_t alloc_layers(tsc_model_t *m) {
 #undef A
     ok &= (m->tokens = buf(m, N, 4)) != NULL;
     ok &= (m->targets = buf(m, N, 4)) != NULL;
-    if (m->prec == TSC_PREC_BF16) ok &= (m->work = buf(m, bf16_work(c, (int)N), 4)) != NULL;
+    if (m->prec != TSC_PREC_FP64) ok &= (m->work = buf(m, gemm_work(c, (int)N), 4)) != NULL;
     return ok ? TSC_OK : tsc_error_set(TSC_ERR_NOMEM, "model: out of memory for the activations");
 }
 

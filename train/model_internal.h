@@ -16,9 +16,14 @@ typedef struct {
 /* The one product shape every matmul of the models is written in:
  *   C[i, j] (+)= Σ_k A(i, k) · B(j, k)     i < M, j < N, k < K,  C row-major with row stride ldc.
  * accumulate 0 overwrites C, 1 adds the product to C (after the product's own rounding). */
-void tsc_gemm_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *C, size_t ldc, int accumulate);
 void tsc_gemm_f64(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, double *C, size_t ldc, int accumulate);
 
+/* FP32: per element one FP32 accumulator from +0, one fused multiply-add per k in increasing k,
+ * then stored or added (FP32 add) into C: the same bits for any thread count (AVX-512 kernel or
+ * its scalar twin; a build for a CPU family without AVX-512 code uses BLAS sgemm instead).
+ * work: tsc_gemm_work(M, N, K) elements. */
+void tsc_gemm_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *C, size_t ldc, int accumulate,
+                  float *work);
 /* BF16 autocast product (matmul.c's comment has the exact arithmetic): A and B rounded to BF16
  * (nearest-even), products accumulated in FP32 by the vdpbf16ps sequence, plus bias (rounded to
  * BF16; NULL: none), the sum rounded to BF16 (a NaN result is the canonical 0x7fc0), then stored
@@ -26,8 +31,8 @@ void tsc_gemm_f64(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, double *C, si
  * thread count. */
 void tsc_gemm_bf16(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, const float *bias, float *C, size_t ldc,
                    int accumulate, uint32_t *work);
-/* Elements of the uint32_t work array tsc_gemm_bf16 needs for these sizes (packed operands). */
-size_t tsc_gemm_bf16_work(int M, int N, int K);
+/* Elements (4 bytes each) of the work array tsc_gemm_f32 and tsc_gemm_bf16 need (packed operands). */
+size_t tsc_gemm_work(int M, int N, int K);
 /* One step of the FP32 accumulation chain: acc + a·b with a, b BF16 values as floats, as one
  * vdpbf16ps lane does it (denormal a, b read as zero, exact product, one rounding to nearest-even,
  * a denormal result flushed to a zero of its sign). */

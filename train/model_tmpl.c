@@ -18,7 +18,7 @@ static void F(gemm)(const tsc_model_t *m, int M, int N, int K, tsc_mref_t A, tsc
         tsc_gemm_bf16(M, N, K, A, B, (const float *)bias, (float *)C, (size_t)N, acc, m->work);
         return;
     } else {
-        tsc_gemm_f32(M, N, K, A, B, (float *)C, (size_t)N, acc);
+        tsc_gemm_f32(M, N, K, A, B, (float *)C, (size_t)N, acc, (float *)m->work);
     }
     for (int i = 0; bias && i < M; i++)
         for (int j = 0; j < N; j++) C[(size_t)i * N + j] += bias[j];

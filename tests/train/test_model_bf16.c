@@ -82,7 +82,7 @@ static void run_case(int M, int N, int K, int specials, int tiny, int with_bias,
     reference(M, N, K, A, B, with_bias ? bias : NULL, ref);
     if (acc)
         for (size_t i = 0; i < nC; i++) ref[i] = c0[i] + ref[i];
-    uint32_t *work = malloc(tsc_gemm_bf16_work(M, N, K) * 4);
+    uint32_t *work = malloc(tsc_gemm_work(M, N, K) * 4);
     memcpy(c1, c0, nC * 4);
     memcpy(c2, c0, nC * 4);
     int simd = tsc_gemm_bf16_simd_set(1);
