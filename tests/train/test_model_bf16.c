@@ -1,0 +1,162 @@
+/* test_model_bf16.c: the BF16 autocast product (AVX-512 BF16 path and portable path) bit for bit
+ * against a scalar formulation written here from the Intel SDM's VDPBF16PS definition, and the
+ * BF16-exactness of a BF16-mode forward's q, k, v.
+ * Reference, per output element: a, b rounded to BF16 (nearest-even, NaN quieted); acc = +0;
+ * for p = 0, 1, ...: acc = step(acc, a[2p+1]·b[2p+1]); acc = step(acc, a[2p]·b[2p]), where a BF16
+ * denormal operand reads as 0, the product is exact (in double), acc + product is rounded once
+ * to FP32 (TwoSum in double, the midpoint case settled by the sum's error) and a denormal result
+ * becomes a zero of its sign; then + bf16(bias), rounded to BF16, NaN -> 0x7fc0. */
+#include "tsc_test.h"
+
+#include <float.h>
+
+#include "model_internal.h"
+#include "tsc_model.h"
+
+static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float bitsf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static float ref_bf16(float x) { /* nearest-even on the bits, NaN quieted */
+    uint32_t u = fbits(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return bitsf((u | 0x00400000u) & 0xffff0000u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return bitsf(u & 0xffff0000u);
+}
+
+/* x + y (doubles, x a float value, y an exact product) rounded once to float, then FTZ. */
+static float ref_add(double x, double y) {
+    double s = x + y, bb = s - x, e = (x - (s - bb)) + (y - bb); /* TwoSum: x + y = s + e exactly */
+    float r = (float)s;
+    if (e != 0 && !isinf(r) && !isnan(r) && (double)r != s) {
+        float r2 = nextafterf(r, s > r ? INFINITY : -INFINITY);
+        if (!isinf(r2) && ((double)r + (double)r2) / 2 == s) /* s is a midpoint: the exact sum's side wins */
+            r = (e > 0) == (r2 > r) ? r2 : r;
+    }
+    if (r != 0 && fabsf(r) < FLT_MIN) r = copysignf(0.0f, r);
+    return r;
+}
+
+static float ref_daz(float a) { return fabsf(a) < FLT_MIN ? copysignf(0.0f, a) : a; }
+
+static void reference(int M, int N, int K, const float *A, const float *B, const float *bias, float *C) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float acc = 0.0f;
+            for (int p = 0; p < (K + 1) / 2; p++)
+                for (int h = 1; h >= 0; h--) {
+                    int k = 2 * p + h;
+                    if (k >= K) continue; /* padding: + 0·0 changes nothing */
+                    float a = ref_daz(ref_bf16(A[i * K + k])), b = ref_daz(ref_bf16(B[j * K + k]));
+                    acc = ref_add(acc, (double)a * (double)b);
+                }
+            if (bias) acc = acc + ref_bf16(bias[j]);
+            C[i * N + j] = isnan(acc) ? bitsf(0x7fc00000u) : ref_bf16(acc);
+        }
+}
+
+/* Random FP32 values of many magnitudes, with BF16 rounding ties, FP32/BF16 denormals, and
+ * (when specials) a few Inf and NaN. tiny: magnitudes near 2^-64 so products land in FP32's
+ * denormal range (the FTZ path). */
+static float draw(uint64_t *s, int specials, int tiny) {
+    uint32_t r = (uint32_t)tsc_test_lcg(s);
+    int kind = (int)(tsc_test_lcg(s) % 1000);
+    float v = (float)tsc_test_nrand(s) * ldexpf(1.0f, (int)(r % 16) - 8);
+    if (tiny) v = ldexpf((float)tsc_test_nrand(s), -62 - (int)(r % 6));
+    if (kind < 100) v = bitsf((fbits(v) & 0xffff0000u) | 0x8000u);                    /* tie at bf16 */
+    else if (kind < 140) v = bitsf((r & 0x807fffffu));                                 /* FP32 denormal */
+    else if (kind < 180) v = bitsf((r & 0x807f0000u) | 0x00010000u);                   /* BF16 denormal */
+    else if (kind < 190) v = 0.0f;
+    else if (specials && kind < 192) v = (r & 1) ? INFINITY : -INFINITY;
+    else if (specials && kind < 193) v = NAN;
+    return v;
+}
+
+static void run_case(int M, int N, int K, int specials, int tiny, int with_bias, int acc, uint64_t *s) {
+    size_t nA = (size_t)M * K, nB = (size_t)N * K, nC = (size_t)M * N;
+    float *A = malloc(nA * 4), *B = malloc(nB * 4), *bias = malloc((size_t)N * 4), *ref = malloc(nC * 4);
+    float *c1 = malloc(nC * 4), *c2 = malloc(nC * 4), *c0 = malloc(nC * 4);
+    for (size_t i = 0; i < nA; i++) A[i] = draw(s, specials, tiny);
+    for (size_t i = 0; i < nB; i++) B[i] = draw(s, specials, tiny);
+    for (int j = 0; j < N; j++) bias[j] = draw(s, 0, 0);
+    for (size_t i = 0; i < nC; i++) c0[i] = (float)tsc_test_nrand(s);
+    reference(M, N, K, A, B, with_bias ? bias : NULL, ref);
+    if (acc)
+        for (size_t i = 0; i < nC; i++) ref[i] = c0[i] + ref[i];
+    uint32_t *work = malloc(tsc_gemm_work(M, N, K) * 4);
+    memcpy(c1, c0, nC * 4);
+    memcpy(c2, c0, nC * 4);
+    int simd = tsc_gemm_bf16_simd_set(1);
+    tsc_gemm_bf16(M, N, K, (tsc_mref_t){A, (size_t)K, 1}, (tsc_mref_t){B, (size_t)K, 1}, with_bias ? bias : NULL, c1,
+                  (size_t)N, acc, work);
+    tsc_gemm_bf16_simd_set(0);
+    tsc_gemm_bf16(M, N, K, (tsc_mref_t){A, (size_t)K, 1}, (tsc_mref_t){B, (size_t)K, 1}, with_bias ? bias : NULL, c2,
+                  (size_t)N, acc, work);
+    tsc_gemm_bf16_simd_set(1);
+    size_t bad1 = 0, bad2 = 0, nan = 0, zero = 0;
+    for (size_t i = 0; i < nC; i++) {
+        if (fbits(c1[i]) != fbits(ref[i]) && bad1++ < 3)
+            fprintf(stderr, "simd [%zu]: 0x%08x ref 0x%08x\n", i, fbits(c1[i]), fbits(ref[i]));
+        if (fbits(c2[i]) != fbits(ref[i]) && bad2++ < 3)
+            fprintf(stderr, "portable [%zu]: 0x%08x ref 0x%08x\n", i, fbits(c2[i]), fbits(ref[i]));
+        nan += isnan(ref[i]);
+        zero += ref[i] == 0;
+    }
+    printf("M %d N %d K %d specials %d tiny %d bias %d acc %d (avx512-bf16 %s): %zu elements, %zu NaN, %zu zero; "
+           "mismatches simd %zu portable %zu\n", M, N, K, specials, tiny, with_bias, acc, simd ? "on" : "absent",
+           nC, nan, zero, bad1, bad2);
+    CHECK_EQ_INT(bad1, 0);
+    CHECK_EQ_INT(bad2, 0);
+    if (specials && K > 64) CHECK(nan > 0 && nan < nC); /* the long case exercises NaN and finite results */
+    if (tiny && !acc) CHECK(zero > 0);          /* and FTZ of the FP32 accumulator */
+    free(A); free(B); free(bias); free(ref); free(c0); free(c1); free(c2); free(work);
+}
+
+/* The steps the reference relies on, on hand-picked values. */
+static void check_step(void) {
+    CHECK(tsc_bf16_dot_step(1.0f, 1.0f, ldexpf(1.0f, -24)) == 1.0f);            /* tie to even */
+    CHECK(tsc_bf16_dot_step(1.0f, 1.0f, ldexpf(1.5f, -24)) == 1.0f + ldexpf(1.0f, -23));
+    CHECK(tsc_bf16_dot_step(0.0f, ldexpf(1.0f, -70), ldexpf(1.0f, -60)) == 0.0f); /* denormal sum flushed */
+    CHECK(signbit(tsc_bf16_dot_step(-0.0f, ldexpf(-1.0f, -70), ldexpf(1.0f, -60))));
+    CHECK(tsc_bf16_dot_step(2.0f, bitsf(0x00010000u), 1e30f) == 2.0f);           /* denormal operand is 0 */
+}
+
+static void check_forward_bf16(const char *name) {
+    tsc_model_config_t cfg;
+    tsc_model_config_get(name, &cfg);
+    tsc_model_t *m = NULL;
+    CHECK(tsc_model_create(&m, &cfg, TSC_PREC_BF16, 2, 16) == TSC_OK);
+    if (!m) return;
+    tsc_model_init(m, 3);
+    int32_t tok[32], tgt[32];
+    for (int i = 0; i < 32; i++) tok[i] = (i * 37) % 256, tgt[i] = (i * 11 + 5) % 256;
+    double loss = 0;
+    CHECK(tsc_model_forward(m, tok, tgt, &loss) == TSC_OK);
+    CHECK(fabs(loss - log(256.0)) < 0.1);
+    size_t off = 0, n = 0;
+    for (int l = 0; l < cfg.n_layer; l++) {
+        tsc_model_attn_view_t v;
+        CHECK(tsc_model_attn_view(m, l, &v) == TSC_OK);
+        const float *arr[3] = {v.q, v.k, v.v};
+        size_t cnt[3] = {(size_t)v.B * v.H * v.T * v.D, (size_t)v.B * v.Hkv * v.T * v.D, (size_t)v.B * v.Hkv * v.T * v.D};
+        for (int a = 0; a < 3; a++)
+            for (size_t i = 0; i < cnt[a]; i++, n++) off += (fbits(arr[a][i]) & 0xffffu) != 0;
+    }
+    printf("%s BF16 forward: loss %.4f, %zu q/k/v values, %zu not BF16-exact\n", name, loss, n, off);
+    CHECK_EQ_INT(off, 0);
+    CHECK(tsc_model_backward(m) == TSC_OK);
+    tsc_model_free(m);
+}
+
+int main(void) {
+    uint64_t s = 2024;
+    check_step();
+    run_case(13, 37, 67, 0, 0, 0, 0, &s);
+    run_case(9, 50, 130, 1, 0, 1, 0, &s);
+    run_case(17, 33, 64, 0, 1, 0, 0, &s);
+    run_case(17, 33, 64, 0, 1, 0, 1, &s);
+    run_case(64, 96, 192, 0, 0, 1, 1, &s);
+    run_case(40, 45, 1, 1, 0, 0, 0, &s);
+    check_forward_bf16("gpt2-tiny");
+    check_forward_bf16("llama-tiny");
+    return tsc_test_done();
+}

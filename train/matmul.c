@@ -1,0 +1,306 @@
+/* matmul.c: the matrix products of train/'s models, C[i, j] (+)= Σ_k A(i, k) · B(j, k).
+ *
+ * FP32 and FP64: OpenBLAS sgemm / dgemm (the build links it). OpenBLAS splits a product among
+ * its threads by blocks of C, never along k, so each element's sum has the same order for any
+ * thread count (tests/train/test_model.c checks 1 vs 2 threads).
+ *
+ * BF16 autocast. A and B are rounded to BF16 (nearest-even, tsc_bf16_from_f32) and packed as
+ * pairs (k = 2p, 2p+1) in one 32-bit word, element 2p in the low half. Each C[i, j] is one FP32
+ * accumulator, starting at +0, updated pair by pair in increasing p, and within a pair the odd
+ * element FIRST:
+ *     acc = step(acc, A(i,2p+1), B(j,2p+1));  acc = step(acc, A(i,2p), B(j,2p))
+ * where step(acc, a, b) is what one lane of VDPBF16PS does (Intel SDM, "VDPBF16PS": "srcdest.fp32[j]
+ * += make_fp32(src1.bf16[2j+1]) * make_fp32(src2.bf16[1]); then the same with bf16[2j+0]", FP32 FMA
+ * semantics with DAZ on inputs, FTZ on outputs, round to nearest-even, MXCSR neither read nor
+ * written): a and b denormal -> ±0, the product a·b exact (two 8-bit significands), acc + a·b
+ * rounded once, a denormal sum flushed to a zero of its sign. An odd K is padded with a zero
+ * pair half (adds +0·+0: no change). The result then gets + R_bf16(bias[j]) (an FP32 add, no FTZ)
+ * and is rounded to BF16; a NaN becomes the canonical quiet NaN 0x7fc0 (so the bits do not depend
+ * on which NaN operand a path propagated). C then receives it (or adds it, in FP32).
+ * The AVX-512 kernel broadcasts A's pair word for a row against 16 columns' pair words of B, so
+ * this sequential-in-k order is exactly what the instruction computes; the portable kernel is the
+ * same loop in scalar C (tsc_bf16_dot_step) and gives the same bits. Every C element is computed
+ * by one thread from start to end, so thread count cannot change a bit.
+ * A GPU's tensor cores differ: an MMA instruction multiplies a k-slice (16 or more products) and
+ * adds the products' sum to the FP32 accumulator with its own internal alignment and truncation
+ * (not one IEEE rounding per product), cuBLAS may split k across thread blocks (split-k) and
+ * add the partial sums in a tree, and denormals are kept. So a BF16 run here matches a GPU's
+ * bits only by accident; it matches the semantics (BF16 operands, FP32 accumulate, BF16 out).
+ */
+#include "model_internal.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "tsc_formats.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TSC_MM_X86 1
+#include <immintrin.h>
+#endif
+
+/* ------------------------------------------------------------------ FP32 / FP64 (BLAS) */
+
+/* C = op(A) · op(B) with op(B) the [K, N] matrix B(j, k): one of A, B is contiguous along k or
+ * along its rows; the BLAS call is picked from the strides. */
+#define GEMM_BLAS(NAME, real, blas)                                                                      \
+    void NAME(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, real *C, size_t ldc, int accumulate) {   \
+        if (M <= 0 || N <= 0) return;                                                                   \
+        if (K <= 0) {                                                                                   \
+            if (!accumulate)                                                                            \
+                for (int i = 0; i < M; i++) memset(C + (size_t)i * ldc, 0, (size_t)N * sizeof(real));  \
+            return;                                                                                     \
+        }                                                                                               \
+        int ta = A.cs == 1 ? 0 : 1, tb = B.cs == 1 ? 1 : 0;                                             \
+        int lda = (int)(ta ? A.cs : A.rs), ldb = (int)(tb ? B.rs : B.cs);                               \
+        blas(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,   \
+             1, (const real *)A.p, lda, (const real *)B.p, ldb, accumulate ? 1 : 0, C, (int)ldc);      \
+    }
+GEMM_BLAS(tsc_gemm_f64, double, cblas_dgemm)
+#ifndef TSC_MM_X86
+GEMM_BLAS(gemm_f32_blas, float, cblas_sgemm)
+#endif
+
+/* ------------------------------------------------------------------ BF16 */
+
+enum { MR = 8, NP = 16, NR = 32 }; /* rows per block, columns per panel, columns per block */
+
+static inline float bits_f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint32_t f_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+float tsc_bf16_dot_step(float acc, float a, float b) {
+    if (fpclassify(a) == FP_SUBNORMAL) a = copysignf(0.0f, a);
+    if (fpclassify(b) == FP_SUBNORMAL) b = copysignf(0.0f, b);
+    float r = fmaf(a, b, acc);
+    if (fpclassify(r) == FP_SUBNORMAL) r = copysignf(0.0f, r);
+    return r;
+}
+
+static inline uint32_t pair_word(tsc_mref_t X, int r, int p, int K) {
+    const float *x = (const float *)X.p + (size_t)r * X.rs;
+    int k = 2 * p;
+    uint32_t lo = tsc_bf16_from_f32(x[(size_t)k * X.cs]);
+    uint32_t hi = k + 1 < K ? tsc_bf16_from_f32(x[(size_t)(k + 1) * X.cs]) : 0;
+    return lo | hi << 16;
+}
+
+/* pa[i * K2 + p]: row i's pair p, M rows padded to a multiple of MR with zero rows. */
+static void pack_a(int M, int K, int K2, tsc_mref_t A, uint32_t *pa) {
+    int Mp = (M + MR - 1) / MR * MR;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < Mp; i++)
+        for (int p = 0; p < K2; p++) pa[(size_t)i * K2 + p] = i < M ? pair_word(A, i, p, K) : 0;
+}
+
+/* pb[((jp * K2) + p) * NP + l]: column 16 jp + l's pair p; panels padded to an even count. */
+static void pack_b(int N, int K, int K2, tsc_mref_t B, uint32_t *pb) {
+    int npan = (N + NR - 1) / NR * 2;
+#pragma omp parallel for schedule(static)
+    for (int jp = 0; jp < npan; jp++)
+        for (int p = 0; p < K2; p++)
+            for (int l = 0; l < NP; l++) {
+                int j = jp * NP + l;
+                pb[((size_t)jp * K2 + p) * NP + l] = j < N ? pair_word(B, j, p, K) : 0;
+            }
+}
+
+/* ---- FP32: the same blocking, one fused multiply-add per k in increasing k from +0 */
+
+/* pa[i * K + k] = A(i, k), pb[(jp * K + k) * NP + l] = B(16 jp + l, k); zero padded as above. */
+static void pack_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *pa, float *pb) {
+    int Mp = (M + MR - 1) / MR * MR, npan = (N + NR - 1) / NR * 2;
+    const float *a = A.p, *b = B.p;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < Mp; i++)
+        for (int k = 0; k < K; k++) pa[(size_t)i * K + k] = i < M ? a[(size_t)i * A.rs + (size_t)k * A.cs] : 0.0f;
+#pragma omp parallel for schedule(static)
+    for (int jp = 0; jp < npan; jp++)
+        for (int k = 0; k < K; k++)
+            for (int l = 0; l < NP; l++) {
+                int j = jp * NP + l;
+                pb[((size_t)jp * K + k) * NP + l] = j < N ? b[(size_t)j * B.rs + (size_t)k * B.cs] : 0.0f;
+            }
+}
+
+static void kern_f32_portable(const float *pa, const float *pb, int K, float *tile) {
+    for (int r = 0; r < MR; r++)
+        for (int c = 0; c < NR; c++) {
+            const float *a = pa + (size_t)r * K, *b = pb + (size_t)(c / NP) * K * NP + c % NP;
+            float acc = 0.0f;
+            for (int k = 0; k < K; k++) acc = fmaf(a[k], b[(size_t)k * NP], acc);
+            tile[r * NR + c] = acc;
+        }
+}
+
+#ifdef TSC_MM_X86
+__attribute__((target("avx512f,fma")))
+static void kern_f32_avx512(const float *pa, const float *pb, int K, float *tile) {
+    __m512 c0[MR], c1[MR];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++) c0[r] = c1[r] = _mm512_setzero_ps();
+    const float *pb1 = pb + (size_t)K * NP;
+    for (int k = 0; k < K; k++) {
+        __m512 b0 = _mm512_loadu_ps(pb + (size_t)k * NP), b1 = _mm512_loadu_ps(pb1 + (size_t)k * NP);
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; r++) {
+            __m512 a = _mm512_set1_ps(pa[(size_t)r * K + k]);
+            c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
+            c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++) {
+        _mm512_storeu_ps(tile + r * NR, c0[r]);
+        _mm512_storeu_ps(tile + r * NR + NP, c1[r]);
+    }
+}
+
+static int have_avx512(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+    }
+    return cached;
+}
+#endif
+
+void tsc_gemm_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *C, size_t ldc, int accumulate,
+                  float *work) {
+    if (M <= 0 || N <= 0) return;
+#ifndef TSC_MM_X86
+    gemm_f32_blas(M, N, K, A, B, C, ldc, accumulate); /* no AVX-512 build: BLAS (docs/TRAINING.md) */
+    (void)work;
+#else
+    int Mb = (M + MR - 1) / MR, Nb = (N + NR - 1) / NR;
+    float *pa = work, *pb = work + (size_t)Mb * MR * K;
+    pack_f32(M, N, K, A, B, pa, pb);
+    void (*kern)(const float *, const float *, int, float *) = have_avx512() ? kern_f32_avx512 : kern_f32_portable;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int jb = 0; jb < Nb; jb++)
+        for (int ib = 0; ib < Mb; ib++) {
+            float tile[MR * NR];
+            kern(pa + (size_t)ib * MR * K, pb + (size_t)jb * NR * K, K, tile);
+            for (int r = 0; r < MR && ib * MR + r < M; r++)
+                for (int c = 0; c < NR && jb * NR + c < N; c++) {
+                    float *dst = C + (size_t)(ib * MR + r) * ldc + jb * NR + c;
+                    *dst = accumulate ? *dst + tile[r * NR + c] : tile[r * NR + c];
+                }
+        }
+#endif
+}
+
+/* ---- BF16 */
+
+/* tile[r * NR + c] = the FP32 chain of rows pa + r * K2 (r < MR) against the two panels at pb. */
+static void kern_portable(const uint32_t *pa, const uint32_t *pb, int K2, float *tile) {
+    for (int r = 0; r < MR; r++)
+        for (int c = 0; c < NR; c++) {
+            const uint32_t *a = pa + (size_t)r * K2, *b = pb + (size_t)(c / NP) * K2 * NP + c % NP;
+            float acc = 0.0f;
+            for (int p = 0; p < K2; p++) {
+                uint32_t x = a[p], y = b[(size_t)p * NP];
+                acc = tsc_bf16_dot_step(acc, bits_f(x & 0xffff0000u), bits_f(y & 0xffff0000u));
+                acc = tsc_bf16_dot_step(acc, bits_f(x << 16), bits_f(y << 16));
+            }
+            tile[r * NR + c] = acc;
+        }
+}
+
+#ifdef TSC_MM_X86
+__attribute__((target("avx512bf16,avx512f,avx512vl,avx512bw")))
+static void kern_avx512(const uint32_t *pa, const uint32_t *pb, int K2, float *tile) {
+    __m512 c0[MR], c1[MR];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++) c0[r] = c1[r] = _mm512_setzero_ps();
+    const uint32_t *pb1 = pb + (size_t)K2 * NP;
+    for (int p = 0; p < K2; p++) {
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512(pb + (size_t)p * NP);
+        __m512bh b1 = (__m512bh)_mm512_loadu_si512(pb1 + (size_t)p * NP);
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; r++) {
+            __m512bh a = (__m512bh)_mm512_set1_epi32((int)pa[(size_t)r * K2 + p]);
+            c0[r] = _mm512_dpbf16_ps(c0[r], a, b0);
+            c1[r] = _mm512_dpbf16_ps(c1[r], a, b1);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++) {
+        _mm512_storeu_ps(tile + r * NR, c0[r]);
+        _mm512_storeu_ps(tile + r * NR + NP, c1[r]);
+    }
+}
+
+static int have_bf16(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f") &&
+                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    }
+    return cached;
+}
+#endif
+
+static int simd_off;
+
+int tsc_gemm_bf16_simd_set(int enable) {
+    simd_off = !enable;
+#ifdef TSC_MM_X86
+    return enable && have_bf16();
+#else
+    return 0;
+#endif
+}
+
+typedef void (*kern_fn)(const uint32_t *, const uint32_t *, int, float *);
+
+static kern_fn pick_kernel(void) {
+#ifdef TSC_MM_X86
+    if (!simd_off && have_bf16()) return kern_avx512;
+#endif
+    return kern_portable;
+}
+
+/* The result of one element: + bias, rounded to BF16, NaN canonical, stored or added. */
+static inline void epilogue(float acc, const float *bias, int j, float *c, int accumulate) {
+    if (bias) acc += tsc_bf16_to_f32(tsc_bf16_from_f32(bias[j]));
+    uint32_t h = isnan(acc) ? 0x7fc0u : tsc_bf16_from_f32(acc);
+    float v = bits_f(h << 16);
+    *c = accumulate ? *c + v : v;
+}
+
+size_t tsc_gemm_work(int M, int N, int K) {
+    size_t Mb = (size_t)(M + MR - 1) / MR, Nb = (size_t)(N + NR - 1) / NR;
+    return (Mb * MR + Nb * NR) * (size_t)(K + 1);
+}
+
+void tsc_gemm_bf16(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, const float *bias, float *C, size_t ldc,
+                   int accumulate, uint32_t *work) {
+    if (M <= 0 || N <= 0) return;
+    int K2 = (K + 1) / 2, Mb = (M + MR - 1) / MR, Nb = (N + NR - 1) / NR;
+    uint32_t *pa = work, *pb = work + (size_t)Mb * MR * K2;
+    pack_a(M, K, K2, A, pa);
+    pack_b(N, K, K2, B, pb);
+    kern_fn kern = pick_kernel();
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int jb = 0; jb < Nb; jb++)
+        for (int ib = 0; ib < Mb; ib++) {
+            float tile[MR * NR];
+            kern(pa + (size_t)ib * MR * K2, pb + (size_t)jb * NR * K2, K2, tile);
+            for (int r = 0; r < MR && ib * MR + r < M; r++)
+                for (int c = 0; c < NR && jb * NR + c < N; c++) {
+                    int i = ib * MR + r, j = jb * NR + c;
+                    epilogue(tile[r * NR + c], bias, j, C + (size_t)i * ldc + j, accumulate);
+                }
+        }
+}
