@@ -359,7 +359,7 @@ static void test_bad_inputs(void) {
     CHECK(tsc_batch_log_open(&bl, p) == TSC_ERR_FORMAT && !bl && strstr(tsc_error_last(), "bad_batches.csv:3"));
 }
 
-/* The built-in text, where `bible` is installed (scripts/setup.sh --test installs it). */
+/* The built-in text, where `bible` is installed (scripts/setup.sh installs it). */
 static void test_kjv(void) {
     char cache_dir[128], cache[160];
     path_in(cache_dir, sizeof cache_dir, "cache");
