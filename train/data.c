@@ -46,7 +46,8 @@ struct tsc_data {
     mapping_t map[2];
     stream_t split[2];  /* TSC_SPLIT_TRAIN, TSC_SPLIT_VAL */
     int vocab;
-    char desc[512];
+    char desc[512];  /* "NAME: ..." (tsc_data_describe) */
+    int name_len;    /* NAME's length in desc, for messages */
 };
 
 static inline int32_t tok_at(const stream_t *s, size_t i) {
@@ -138,7 +139,8 @@ tsc_status_t tsc_data_kjv_path(char *buf, size_t size) {
     if (xdg && *xdg) n = snprintf(buf, size, "%s/tilescope/kjv.txt", xdg);
     else if (home && *home) n = snprintf(buf, size, "%s/.cache/tilescope/kjv.txt", home);
     else return tsc_error_set(TSC_ERR_ARG, "kjv: neither XDG_CACHE_HOME nor HOME is set: no place for the cache");
-    if (n < 0 || (size_t)n >= size) return tsc_error_set(TSC_ERR_ARG, "kjv: the cache path does not fit %zu bytes", size);
+    if (n < 0 || (size_t)n >= size)
+        return tsc_error_set(TSC_ERR_ARG, "kjv: the cache path does not fit %zu bytes", size);
     return TSC_OK;
 }
 
@@ -220,8 +222,10 @@ static void describe(tsc_data_t *d, const char *name, const char *kind) {
     fmt_count(all, sizeof all, d->split[0].n + d->split[1].n);
     fmt_count(tr, sizeof tr, d->split[0].n);
     fmt_count(va, sizeof va, d->split[1].n);
-    snprintf(d->desc, sizeof d->desc, "%s: %s tokens (%s, vocabulary %d), %s train / %s val", name, all, kind,
-             d->vocab, tr, va);
+    int n = snprintf(d->desc, sizeof d->desc, "%s: %s tokens (%s, vocabulary %d), %s train / %s val", name, all,
+                     kind, d->vocab, tr, va);
+    size_t len = strlen(name);
+    d->name_len = (int)(n > 0 && len < sizeof d->desc ? len : strlen(d->desc));
 }
 
 /* One file split at its last val_frac: text (width 1) or a .bin. */
@@ -235,8 +239,7 @@ static tsc_status_t open_file(tsc_data_t *d, const char *path, const char *name,
     size_t n_val = (size_t)floor((double)s.n * val_frac);
     d->split[TSC_SPLIT_TRAIN] = (stream_t){s.p, s.n - n_val, s.width};
     d->split[TSC_SPLIT_VAL] = (stream_t){s.p + (s.n - n_val) * (size_t)s.width, n_val, s.width};
-    d->vocab = 1 + stream_max(&s);
-    if (s.width == 1) d->vocab = 256;
+    d->vocab = 1 + stream_max(&s);  /* 256 for text */
     describe(d, name, kind);
     return TSC_OK;
 }
@@ -317,6 +320,8 @@ static uint64_t splitmix64(uint64_t z) {
     return z ^ (z >> 31);
 }
 
+static const char *split_name(tsc_split_t split) { return split == TSC_SPLIT_TRAIN ? "training" : "validation"; }
+
 static tsc_status_t check_batch_args(const tsc_data_t *d, tsc_split_t split, int B, int T, const void *x,
                                      const void *y) {
     if (!d || !x || !y) return tsc_error_set(TSC_ERR_ARG, "data batch: a NULL argument");
@@ -324,8 +329,8 @@ static tsc_status_t check_batch_args(const tsc_data_t *d, tsc_split_t split, int
         return tsc_error_set(TSC_ERR_ARG, "data batch: split %d is neither train (0) nor val (1)", (int)split);
     if (B <= 0 || T <= 0) return tsc_error_set(TSC_ERR_ARG, "data batch: B = %d, T = %d; both must be positive", B, T);
     if (d->split[split].n < (size_t)T + 1)
-        return tsc_error_set(TSC_ERR_ARG, "%s: the %s split has %zu tokens, fewer than one sequence of %d + 1 needs",
-                             d->desc, split == TSC_SPLIT_TRAIN ? "training" : "validation", d->split[split].n, T);
+        return tsc_error_set(TSC_ERR_ARG, "%.*s: the %s split has %zu tokens, fewer than one sequence of %d + 1 "
+                             "needs", d->name_len, d->desc, split_name(split), d->split[split].n, T);
     return TSC_OK;
 }
 
@@ -337,9 +342,9 @@ tsc_status_t tsc_data_batch_at(const tsc_data_t *d, tsc_split_t split, const uin
     const stream_t *s = &d->split[split];
     for (int b = 0; b < B; b++) {
         if (offsets[b] > s->n - 1 - (size_t)T)
-            return tsc_error_set(TSC_ERR_ARG, "%s: row %d starts at %" PRIu64 ", but the %s split's last sequence "
-                                 "of %d + 1 tokens starts at %zu", d->desc, b, offsets[b],
-                                 split == TSC_SPLIT_TRAIN ? "training" : "validation", T, s->n - 1 - (size_t)T);
+            return tsc_error_set(TSC_ERR_ARG, "%.*s: row %d starts at %" PRIu64 ", but the %s split's last "
+                                 "sequence of %d + 1 tokens starts at %zu", d->name_len, d->desc, b, offsets[b],
+                                 split_name(split), T, s->n - 1 - (size_t)T);
         for (int t = 0; t < T; t++) {
             x[(size_t)b * T + t] = tok_at(s, offsets[b] + t);
             y[(size_t)b * T + t] = tok_at(s, offsets[b] + t + 1);

@@ -13,8 +13,9 @@
  *   FILE.txt / any   plain text, byte-level: vocabulary 256, token = byte.
  *   FILE.bin         llm.c token file (256 x int32 header, magic 20240520, version 1, token
  *                    count; uint16 tokens) or, without that magic, nanoGPT's raw uint16 tokens.
- *   DIR              nanoGPT's layout: DIR/train.bin and DIR/val.bin (raw uint16), used as the
- *                    split as they are.
+ *   DIR              nanoGPT's layout: DIR/train.bin and DIR/val.bin (raw uint16, or with
+ *                    llm.c's header), used as the split as they are.
+ * Files are mapped read-only (rewriting one while a run reads it is not supported).
  * Split: unless the source brings its own (DIR), the last 10% of tokens (opts->val_frac) are
  * validation, the rest training; fixed, independent of the seed.
  * Batches: row r of training batch `step` starts at a position drawn from (seed, step, r) by a
@@ -88,6 +89,7 @@ TSC_API tsc_status_t tsc_batch_log_open_at(tsc_batch_log_t **out, const char *pa
 TSC_API tsc_status_t tsc_batch_log_put(tsc_batch_log_t *bl, long long step, int B, const uint64_t *offsets);
 /* Flushes to the file (fsync when sync = 1). */
 TSC_API tsc_status_t tsc_batch_log_flush(tsc_batch_log_t *bl, int sync);
+/* Flushes and closes; NULL is a no-op. A write error here goes unreported: flush first. */
 TSC_API void tsc_batch_log_close(tsc_batch_log_t *bl);
 
 /* A recorded order read back, to replay: the offsets of step's B rows. The log must hold steps
