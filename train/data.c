@@ -410,15 +410,23 @@ static int parse_line(const char *p, const char *end, long long *step, long long
     return 0;
 }
 
-/* Where a resumed log continues: the end of the header and of every complete line before the
- * first line of a step >= first_step (first_step < 0: none is dropped). A line without its
- * newline (a crash mid-write) is dropped; a complete line that does not parse is an error. */
-static tsc_status_t log_keep_len(const char *path, const char *text, size_t len, long long first_step,
-                                 size_t *keep) {
+static tsc_status_t check_header(const char *path, const char *text, size_t len) {
     size_t hl = strlen(BATCH_HEADER);
     if (len < hl || memcmp(text, BATCH_HEADER, hl) != 0)
         return tsc_error_set(TSC_ERR_FORMAT, "%s:1: not a batch log (expected the header \"step,row,offset\")", path);
-    size_t pos = hl;
+    return TSC_OK;
+}
+
+/* Where a resumed log continues: after the header and every complete line before the first line
+ * of a step >= first_step (first_step < 0: no step is dropped so), less a last step with fewer
+ * rows than step 0 (a run stopped between its rows). A line without its newline (a crash
+ * mid-write) is dropped; a complete line that does not parse is an error. */
+static tsc_status_t log_keep_len(const char *path, const char *text, size_t len, long long first_step,
+                                 size_t *keep) {
+    tsc_status_t st = check_header(path, text, len);
+    if (st != TSC_OK) return st;
+    size_t pos = strlen(BATCH_HEADER), step_start = pos;
+    long long cur = -1, rows = 0, rows0 = 0;  /* the last step, its rows, step 0's rows */
     for (long long line = 2; pos < len; line++) {
         const char *nl = memchr(text + pos, '\n', len - pos);
         if (!nl) break;
@@ -427,9 +435,14 @@ static tsc_status_t log_keep_len(const char *path, const char *text, size_t len,
         if (parse_line(text + pos, nl, &step, &row, &off) != 0)
             return tsc_error_set(TSC_ERR_FORMAT, "%s:%lld: malformed line (expected step,row,offset)", path, line);
         if (first_step >= 0 && step >= first_step) break;
+        if (step != cur) {
+            if (cur == 0) rows0 = rows;
+            cur = step, rows = 0, step_start = pos;
+        }
+        rows++;
         pos = (size_t)(nl - text) + 1;
     }
-    *keep = pos;
+    *keep = rows0 && rows < rows0 ? step_start : pos;
     return TSC_OK;
 }
 
@@ -535,9 +548,8 @@ static tsc_status_t order_next(tsc_batch_order_t *bo, long long line, order_pos_
 
 static tsc_status_t order_parse(tsc_batch_order_t *bo, const char *text, size_t len) {
     size_t hl = strlen(BATCH_HEADER), pos = hl, cap = 0;
-    if (len < hl || memcmp(text, BATCH_HEADER, hl) != 0)
-        return tsc_error_set(TSC_ERR_FORMAT, "%s:1: not a batch log (expected the header \"step,row,offset\")",
-                             bo->path);
+    tsc_status_t st = check_header(bo->path, text, len);
+    if (st != TSC_OK) return st;
     for (size_t i = hl; i < len; i++) cap += text[i] == '\n';
     if (tsc_mem_check((uint64_t)cap * sizeof *bo->off, "the recorded batch order") != TSC_OK)
         return tsc_error_wrap(TSC_ERR_UNSUPPORTED, "%s: ", bo->path);
@@ -553,8 +565,7 @@ static tsc_status_t order_parse(tsc_batch_order_t *bo, const char *text, size_t 
                                  bo->path, line);
         if (parse_line(text + pos, nl, &step, &row, &bo->off[n]) != 0)
             return tsc_error_set(TSC_ERR_FORMAT, "%s:%lld: malformed line (expected step,row,offset)", bo->path, line);
-        tsc_status_t st = order_next(bo, line, &p, step, row);
-        if (st != TSC_OK) return st;
+        if ((st = order_next(bo, line, &p, step, row)) != TSC_OK) return st;
         pos = (size_t)(nl - text) + 1;
     }
     if (n == 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: no batches recorded", bo->path);

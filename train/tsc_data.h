@@ -76,15 +76,15 @@ TSC_API tsc_status_t tsc_data_kjv_path(char *buf, size_t size);
 /* ---- batch order: RUN/batches.csv, "step,row,offset" lines after a header ---- */
 typedef struct tsc_batch_log tsc_batch_log_t;
 /* Opens path for appending (creating it with its header; a resumed run appends after the last
- * complete step, truncating a partial line a crash left). Same as tsc_batch_log_open_at(out,
- * path, -1). */
+ * complete step, truncating a partial line a crash left, and a last step with fewer rows than
+ * step 0). Same as tsc_batch_log_open_at(out, path, -1). */
 TSC_API tsc_status_t tsc_batch_log_open(tsc_batch_log_t **out, const char *path);
-/* For a run resumed at first_step: opens path like tsc_batch_log_open and drops every line from
- * the first one of a step >= first_step on (the steps the resumed run writes again), together
- * with a last line without its newline (first_step < 0: only that line). The kept part is
- * rewritten atomically (temporary + rename), so a crash here leaves the old or the new log.
- * TSC_ERR_FORMAT naming the file and line for a wrong header or a malformed complete line;
- * TSC_ERR_IO when it cannot be read or written. *out is NULL on failure. */
+/* For a run resumed at first_step: opens path like tsc_batch_log_open and also drops every line
+ * from the first one of a step >= first_step on (the steps the resumed run writes again;
+ * first_step < 0: none). The kept part is rewritten atomically (temporary + rename), so a crash
+ * here leaves the old or the new log. TSC_ERR_FORMAT naming the file and line for a wrong header
+ * or a malformed complete line; TSC_ERR_IO when it cannot be read or written. *out is NULL on
+ * failure. */
 TSC_API tsc_status_t tsc_batch_log_open_at(tsc_batch_log_t **out, const char *path, long long first_step);
 TSC_API tsc_status_t tsc_batch_log_put(tsc_batch_log_t *bl, long long step, int B, const uint64_t *offsets);
 /* Flushes to the file (fsync when sync = 1). */

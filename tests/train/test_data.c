@@ -257,13 +257,15 @@ static void test_log(void) {
     CHECK(tsc_batch_order_get(bo, 5, 3, off) == TSC_ERR_ARG && strstr(tsc_error_last(), "step 5 not recorded"));
     tsc_batch_order_free(bo);
 
-    /* a crash mid-write: a partial last line; a plain reopen drops it and appends after step 4 */
+    /* a crash mid-write: step 5 with two of its rows and a partial third; a plain reopen drops
+     * the whole step and appends after step 4 */
     FILE *fp = fopen(path, "ab");
-    fputs("5,0,10", fp);
+    fputs("5,0,10\n5,1,11\n5,2,1", fp);
     fclose(fp);
-    CHECK(tsc_batch_order_load(&bo, path) == TSC_ERR_FORMAT && strstr(tsc_error_last(), "run_batches.csv:17"));
+    CHECK(tsc_batch_order_load(&bo, path) == TSC_ERR_FORMAT && strstr(tsc_error_last(), "run_batches.csv:19"));
     CHECK(tsc_batch_log_open(&bl, path) == TSC_OK);
     if (!bl) return;
+    CHECK_EQ_INT(slurp(path, text, sizeof text), strlen("step,row,offset\n") + 15 * strlen("0,0,1000\n"));
     put_steps(bl, 5, 6, 1000);
     tsc_batch_log_close(bl);
     CHECK(tsc_batch_order_load(&bo, path) == TSC_OK);
