@@ -23,8 +23,9 @@ extern char **environ;
 
 /* llm.c's token files (dev/data/data_common.py): 256 int32 header words, then the tokens. */
 enum { LLMC_HEADER_BYTES = 256 * 4 };
-#define LLMC_MAGIC 20240520    /* GPT-2 tokens, version 1: uint16 */
-#define LLMC_MAGIC_U32 20240522 /* Llama 3 tokens, version 2: uint32 (not read) */
+#define LLMC_MAGIC 20240520      /* GPT-2 tokens, version 1: uint16 */
+#define LLMC_MAGIC_LLAMA3 20240801 /* Llama 3 tokens, version 7: uint32 (not read) */
+#define LLMC_MAGIC_EVAL 20240522   /* evaluation examples (HellaSwag, MMLU), not a token stream */
 #define KJV_RANGE "gen1:1-rev22:21"
 #define KJV_NEEDS "the built-in text needs Debian's bible-kjv package (bash scripts/setup.sh installs it)"
 
@@ -92,13 +93,18 @@ static int32_t header_word(const mapping_t *m, int i) {
 }
 
 /* A .bin file as tokens: llm.c's header when its first word is the magic, else nanoGPT's raw
- * uint16. kind receives "llm.c" or "raw uint16" for the description. */
+ * uint16. kind receives "llm.c" or "raw uint16" for the description. Raw GPT-2 tokens never
+ * start with one of llm.c's magics: their first token would be 54986 to 55201, past GPT-2's
+ * 50257 ids. */
 static tsc_status_t bin_stream(const char *path, const mapping_t *m, stream_t *s, const char **kind) {
     int32_t magic = m->len >= LLMC_HEADER_BYTES ? header_word(m, 0) : 0;
-    if (magic == LLMC_MAGIC_U32)
-        return tsc_error_set(TSC_ERR_VERSION, "%s: an llm.c token file of uint32 tokens (magic %d, version %d); "
-                             "only version 1 (magic %d, uint16 tokens) is read", path, magic, header_word(m, 1),
-                             LLMC_MAGIC);
+    if (magic == LLMC_MAGIC_LLAMA3)
+        return tsc_error_set(TSC_ERR_UNSUPPORTED, "%s: an llm.c Llama 3 token file (magic %d, version %d, uint32 "
+                             "tokens); only GPT-2's (magic %d, version 1, uint16 tokens) are read", path, magic,
+                             header_word(m, 1), LLMC_MAGIC);
+    if (magic == LLMC_MAGIC_EVAL)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: an llm.c evaluation file (magic %d: multiple-choice examples), "
+                             "not training tokens", path, magic);
     if (magic == LLMC_MAGIC) {
         int32_t version = header_word(m, 1), count = header_word(m, 2);
         if (version != 1)

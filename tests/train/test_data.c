@@ -321,8 +321,11 @@ static void test_bad_inputs(void) {
     write_llmc(p, 20240520, 2, 10, tok, 10);
     CHECK(open_fails(p, TSC_ERR_VERSION, p, "version 2"));
     path_in(p, sizeof p, "llama.bin");
-    write_llmc(p, 20240522, 2, 5, tok, 10);
-    CHECK(open_fails(p, TSC_ERR_VERSION, p, "uint32"));
+    write_llmc(p, 20240801, 7, 5, tok, 10);
+    CHECK(open_fails(p, TSC_ERR_UNSUPPORTED, p, "Llama 3"));
+    path_in(p, sizeof p, "hellaswag.bin");
+    write_llmc(p, 20240522, 1, 5, tok, 10);
+    CHECK(open_fails(p, TSC_ERR_FORMAT, p, "evaluation file"));
     path_in(p, sizeof p, "count.bin");
     write_llmc(p, 20240520, 1, 11, tok, 10);
     CHECK(open_fails(p, TSC_ERR_FORMAT, p, "says 11 tokens"));
