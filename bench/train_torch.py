@@ -13,7 +13,10 @@ without a fused kernel):
 AdamW: lr 3e-4, betas (0.9, 0.95), weight decay 0.1 on matrices (embeddings and Linear
 weights), none on biases and LayerNorm. --bf16 runs forward and loss under
 torch.autocast("cpu", dtype=torch.bfloat16); backward and the optimizer stay as autocast
-leaves them (FP32 master weights).
+leaves them (FP32 master weights). What CPU autocast does in torch 1.13 (checked op by op):
+Linear and @ take BF16 operands and give BF16 outputs; the mask, softmax and GELU then run on
+those BF16 tensors; the residual stream stays FP32 (FP32 + BF16 promotes), so LayerNorm runs
+in FP32; cross-entropy runs in FP32.
 
 Tokens are uniform random ids (the speed does not depend on them), or random windows of a
 text file read byte-level with --text (then --vocab must be >= 256).
