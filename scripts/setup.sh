@@ -2,8 +2,7 @@
 # Installs the Debian packages tilescope needs that are missing. Idempotent:
 # prints what it installs, or nothing to do. Uses apt-get as root, sudo otherwise.
 # --test adds what only the tests need: python3-torch (the PyTorch presets are checked against real
-# torch), chromium (the HTML viewer is tested in a real headless browser) and bible-kjv (the
-# PyTorch example trains on its text). --ci is --test plus
+# torch) and chromium (the HTML viewer is tested in a real headless browser). --ci is --test plus
 # clang (CI builds with a second compiler). --bench adds the benchmarks' baselines (python3-torch).
 set -euo pipefail
 pkgs=(
@@ -15,11 +14,12 @@ pkgs=(
   poppler-utils                          # pdfinfo/pdftotext/pdftoppm in report tests
   python3-h5py python3-numpy             # interop tests and baselines
   python3-matplotlib                     # the heatmap benchmark's baseline
+  bible-kjv                              # `tilescope train`'s built-in text (and the PyTorch example's)
 )
 case "${1:-}" in
   --bench) pkgs+=(python3-torch) ;;                  # the attention and diagnose benchmarks' baselines
-  --test) pkgs+=(python3-torch chromium bible-kjv) ;;
-  --ci) pkgs+=(python3-torch chromium bible-kjv clang) ;;  # CI builds and tests with a second compiler too
+  --test) pkgs+=(python3-torch chromium) ;;
+  --ci) pkgs+=(python3-torch chromium clang) ;;  # CI builds and tests with a second compiler too
   "") ;;
   *) echo "setup: unknown option '$1' (expected --test, --ci or --bench)" >&2; exit 2 ;;
 esac

@@ -13,8 +13,9 @@
  *   FILE.txt / any   plain text, byte-level: vocabulary 256, token = byte.
  *   FILE.bin         llm.c token file (256 x int32 header, magic 20240520, version 1, token
  *                    count; uint16 tokens) or, without that magic, nanoGPT's raw uint16 tokens.
- *   DIR              nanoGPT's layout: DIR/train.bin and DIR/val.bin (raw uint16), used as the
- *                    split as they are.
+ *   DIR              nanoGPT's layout: DIR/train.bin and DIR/val.bin (raw uint16, or with
+ *                    llm.c's header), used as the split as they are.
+ * Files are mapped read-only (rewriting one while a run reads it is not supported).
  * Split: unless the source brings its own (DIR), the last 10% of tokens (opts->val_frac) are
  * validation, the rest training; fixed, independent of the seed.
  * Batches: row r of training batch `step` starts at a position drawn from (seed, step, r) by a
@@ -54,7 +55,7 @@ TSC_API void tsc_data_close(tsc_data_t *d);
  * not assumed). */
 TSC_API int tsc_data_vocab(const tsc_data_t *d);
 TSC_API size_t tsc_data_n_tokens(const tsc_data_t *d, tsc_split_t split);
-/* What was opened, one line ("kjv: 4.33M tokens (byte-level), 3.90M train / 0.43M val"). */
+/* What was opened, one line ("kjv: 4.30M tokens (byte-level, vocabulary 256), 3.87M train / 429.8k val"). */
 TSC_API const char *tsc_data_describe(const tsc_data_t *d);
 
 /* Batch `step` (>= 0) of B rows of T tokens: x[b*T + t] and targets y = the next token.
@@ -75,15 +76,26 @@ TSC_API tsc_status_t tsc_data_kjv_path(char *buf, size_t size);
 /* ---- batch order: RUN/batches.csv, "step,row,offset" lines after a header ---- */
 typedef struct tsc_batch_log tsc_batch_log_t;
 /* Opens path for appending (creating it with its header; a resumed run appends after the last
- * complete step, truncating a partial line a crash left). */
+ * complete step, truncating a partial line a crash left, and a last step with fewer rows than
+ * step 0). Same as tsc_batch_log_open_at(out, path, -1). */
 TSC_API tsc_status_t tsc_batch_log_open(tsc_batch_log_t **out, const char *path);
+/* For a run resumed at first_step: opens path like tsc_batch_log_open and also drops every line
+ * from the first one of a step >= first_step on (the steps the resumed run writes again;
+ * first_step < 0: none). The kept part is rewritten atomically (temporary + rename), so a crash
+ * here leaves the old or the new log. TSC_ERR_FORMAT naming the file and line for a wrong header
+ * or a malformed complete line; TSC_ERR_IO when it cannot be read or written. *out is NULL on
+ * failure. */
+TSC_API tsc_status_t tsc_batch_log_open_at(tsc_batch_log_t **out, const char *path, long long first_step);
 TSC_API tsc_status_t tsc_batch_log_put(tsc_batch_log_t *bl, long long step, int B, const uint64_t *offsets);
 /* Flushes to the file (fsync when sync = 1). */
 TSC_API tsc_status_t tsc_batch_log_flush(tsc_batch_log_t *bl, int sync);
+/* Flushes and closes; NULL is a no-op. A write error here goes unreported: flush first. */
 TSC_API void tsc_batch_log_close(tsc_batch_log_t *bl);
 
-/* A recorded order read back, to replay: the offsets of step's B rows. Errors name the file and
- * line (malformed line, rows missing, B differs from the run's, step not recorded). */
+/* A recorded order read back, to replay: the offsets of step's B rows. The log must hold steps
+ * 0, 1, 2, ... in order, each with rows 0 .. B-1 in order and every step as many rows as step 0.
+ * Errors name the file and line (malformed line, rows missing, out of order, a last line without
+ * its newline) or, from _get, the file (B differs from the run's, step not recorded). */
 typedef struct tsc_batch_order tsc_batch_order_t;
 TSC_API tsc_status_t tsc_batch_order_load(tsc_batch_order_t **out, const char *path);
 TSC_API void tsc_batch_order_free(tsc_batch_order_t *bo);
