@@ -19,7 +19,8 @@
  * Split: unless the source brings its own (DIR), the last 10% of tokens (opts->val_frac) are
  * validation, the rest training; fixed, independent of the seed.
  * Batches: row r of training batch `step` starts at a position drawn from (seed, step, r) by a
- * counter-based generator, so any step's batch is computed without the ones before it and a
+ * counter-based generator (splitmix64 chained over the three, mapped onto [0, n_train - T - 1];
+ * docs/TRAINING_DATA.md), so any step's batch is computed without the ones before it and a
  * run's batch order replays from its seed alone; tsc_batch_log_* records the offsets a run used
  * (RUN/batches.csv) and replays a recorded order for another run. Validation batches are
  * consecutive windows from the start of the validation split (the same every evaluation).
@@ -65,7 +66,7 @@ TSC_API const char *tsc_data_describe(const tsc_data_t *d);
 TSC_API tsc_status_t tsc_data_batch(const tsc_data_t *d, tsc_split_t split, uint64_t seed, long long step,
                                     int B, int T, int32_t *x, int32_t *y, uint64_t *offsets);
 /* The same batch from explicit row offsets (a replayed order). TSC_ERR_ARG when an offset + T
- * runs past the split. */
+ * runs past the split. Both batch functions only read d: threads may call them at once. */
 TSC_API tsc_status_t tsc_data_batch_at(const tsc_data_t *d, tsc_split_t split, const uint64_t *offsets,
                                        int B, int T, int32_t *x, int32_t *y);
 
