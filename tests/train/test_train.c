@@ -67,7 +67,18 @@ static void kill_at_25(void *user, const tsc_train_report_t *r) {
     if (r->step == 24) raise(SIGKILL);
 }
 
-int main(void) {
+/* The child of the kill test runs in a fresh process image (exec), since OpenMP's thread pool does
+ * not survive fork(). */
+static int child_main(const char *dir) {
+    tsc_train_opts_t k;
+    tiny_opts(&k);
+    k.report = kill_at_25;
+    tsc_train_run(&k, dir);
+    return 3;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--child")) return child_main(argv[2]);
     char tmp[] = "/tmp/tsc_train_XXXXXX";
     if (!mkdtemp(tmp)) return 1;
     char a[256], b[256], c[256], p1[700], p2[700];
@@ -115,11 +126,8 @@ int main(void) {
     /* SIGKILL at step 24 (checkpoint at 20), then resume: the uninterrupted run, bit for bit. */
     pid_t pid = fork();
     if (pid == 0) {
-        tsc_train_opts_t k;
-        tiny_opts(&k);
-        k.report = kill_at_25;
-        tsc_train_run(&k, c);
-        _exit(3);
+        execl("/proc/self/exe", argv[0], "--child", c, (char *)NULL);
+        _exit(4);
     }
     int wst = 0;
     waitpid(pid, &wst, 0);
