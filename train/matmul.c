@@ -32,6 +32,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "tsc_formats.h"
 
@@ -39,6 +40,22 @@
 #define TSC_MM_X86 1
 #include <immintrin.h>
 #endif
+
+/* ------------------------------------------------------------------ counters */
+
+static double stat_sec, stat_flops;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+void tsc_gemm_stats(double *seconds, double *flops, int reset) {
+    if (seconds) *seconds = stat_sec;
+    if (flops) *flops = stat_flops;
+    if (reset) stat_sec = stat_flops = 0;
+}
 
 /* ------------------------------------------------------------------ FP32 / FP64 (BLAS) */
 
@@ -95,10 +112,11 @@ static inline uint32_t pair_word(tsc_mref_t X, int r, int p, int K) {
 
 /* pa[i * K2 + p]: row i's pair p, M rows padded to a multiple of MR with zero rows. */
 static void pack_a(int M, int K, int K2, tsc_mref_t A, uint32_t *pa) {
-    int Mp = (M + MR - 1) / MR * MR;
+    int Mb = (M + MR - 1) / MR;
 #pragma omp parallel for schedule(static)
-    for (int i = 0; i < Mp; i++)
-        for (int p = 0; p < K2; p++) pa[(size_t)i * K2 + p] = i < M ? pair_word(A, i, p, K) : 0;
+    for (int ib = 0; ib < Mb; ib++)
+        for (int p = 0; p < K2; p++)
+            for (int i = ib * MR; i < (ib + 1) * MR; i++) pa[(size_t)i * K2 + p] = i < M ? pair_word(A, i, p, K) : 0;
 }
 
 /* pb[((jp * K2) + p) * NP + l]: column 16 jp + l's pair p; panels padded to an even count. */
@@ -113,15 +131,14 @@ static void pack_b(int N, int K, int K2, tsc_mref_t B, uint32_t *pb) {
             }
 }
 
-/* ---- FP32: the same blocking, one fused multiply-add per k in increasing k from +0 */
+/* ---- FP32: the same blocking, one fused multiply-add per k in increasing k from +0. A is read in
+ * place (row r's element k at row[r][k * cs]); B is packed: pb[(jp * K + k) * NP + l] = B(16 jp + l, k),
+ * zero padded to an even panel count. The kernel writes a full block straight into C (ldo = ldc,
+ * acc as asked) and an edge block into a tile (ldo = NR, acc 0). */
 
-/* pa[i * K + k] = A(i, k), pb[(jp * K + k) * NP + l] = B(16 jp + l, k); zero padded as above. */
-static void pack_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *pa, float *pb) {
-    int Mp = (M + MR - 1) / MR * MR, npan = (N + NR - 1) / NR * 2;
-    const float *a = A.p, *b = B.p;
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < Mp; i++)
-        for (int k = 0; k < K; k++) pa[(size_t)i * K + k] = i < M ? a[(size_t)i * A.rs + (size_t)k * A.cs] : 0.0f;
+static void pack_b_f32(int N, int K, tsc_mref_t B, float *pb) {
+    int npan = (N + NR - 1) / NR * 2;
+    const float *b = B.p;
 #pragma omp parallel for schedule(static)
     for (int jp = 0; jp < npan; jp++)
         for (int k = 0; k < K; k++)
@@ -131,36 +148,48 @@ static void pack_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *pa,
             }
 }
 
-static void kern_f32_portable(const float *pa, const float *pb, int K, float *tile) {
+typedef void (*kern_f32_fn)(const float *const *row, size_t cs, const float *pb, int K, float *out, size_t ldo,
+                            int acc);
+
+static void kern_f32_portable(const float *const *row, size_t cs, const float *pb, int K, float *out, size_t ldo,
+                              int acc) {
     for (int r = 0; r < MR; r++)
         for (int c = 0; c < NR; c++) {
-            const float *a = pa + (size_t)r * K, *b = pb + (size_t)(c / NP) * K * NP + c % NP;
-            float acc = 0.0f;
-            for (int k = 0; k < K; k++) acc = fmaf(a[k], b[(size_t)k * NP], acc);
-            tile[r * NR + c] = acc;
+            const float *b = pb + (size_t)(c / NP) * K * NP + c % NP;
+            float s = 0.0f;
+            for (int k = 0; k < K; k++) s = fmaf(row[r][(size_t)k * cs], b[(size_t)k * NP], s);
+            out[r * ldo + c] = acc ? out[r * ldo + c] + s : s;
         }
 }
 
 #ifdef TSC_MM_X86
 __attribute__((target("avx512f,fma")))
-static void kern_f32_avx512(const float *pa, const float *pb, int K, float *tile) {
+static void kern_f32_avx512(const float *const *row, size_t cs, const float *pb, int K, float *out, size_t ldo,
+                            int acc) {
     __m512 c0[MR], c1[MR];
+    const float *a[MR];
 #pragma GCC unroll 8
-    for (int r = 0; r < MR; r++) c0[r] = c1[r] = _mm512_setzero_ps();
+    for (int r = 0; r < MR; r++) c0[r] = c1[r] = _mm512_setzero_ps(), a[r] = row[r];
     const float *pb1 = pb + (size_t)K * NP;
     for (int k = 0; k < K; k++) {
         __m512 b0 = _mm512_loadu_ps(pb + (size_t)k * NP), b1 = _mm512_loadu_ps(pb1 + (size_t)k * NP);
+        size_t ka = (size_t)k * cs;
 #pragma GCC unroll 8
         for (int r = 0; r < MR; r++) {
-            __m512 a = _mm512_set1_ps(pa[(size_t)r * K + k]);
-            c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
-            c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
+            __m512 av = _mm512_set1_ps(a[r][ka]);
+            c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+            c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
         }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < MR; r++) {
-        _mm512_storeu_ps(tile + r * NR, c0[r]);
-        _mm512_storeu_ps(tile + r * NR + NP, c1[r]);
+        float *o = out + r * ldo;
+        if (acc) {
+            c0[r] = _mm512_add_ps(_mm512_loadu_ps(o), c0[r]);
+            c1[r] = _mm512_add_ps(_mm512_loadu_ps(o + NP), c1[r]);
+        }
+        _mm512_storeu_ps(o, c0[r]);
+        _mm512_storeu_ps(o + NP, c1[r]);
     }
 }
 
@@ -177,26 +206,35 @@ static int have_avx512(void) {
 void tsc_gemm_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *C, size_t ldc, int accumulate,
                   float *work) {
     if (M <= 0 || N <= 0) return;
+    double t0 = now();
 #ifndef TSC_MM_X86
     gemm_f32_blas(M, N, K, A, B, C, ldc, accumulate); /* no AVX-512 build: BLAS (docs/TRAINING.md) */
     (void)work;
 #else
     int Mb = (M + MR - 1) / MR, Nb = (N + NR - 1) / NR;
-    float *pa = work, *pb = work + (size_t)Mb * MR * K;
-    pack_f32(M, N, K, A, B, pa, pb);
-    void (*kern)(const float *, const float *, int, float *) = have_avx512() ? kern_f32_avx512 : kern_f32_portable;
+    pack_b_f32(N, K, B, work);
+    kern_f32_fn kern = have_avx512() ? kern_f32_avx512 : kern_f32_portable;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int jb = 0; jb < Nb; jb++)
         for (int ib = 0; ib < Mb; ib++) {
+            const float *row[MR];
+            for (int r = 0; r < MR; r++) /* rows past M repeat row M − 1; their results are dropped */
+                row[r] = (const float *)A.p + (size_t)(ib * MR + r < M ? ib * MR + r : M - 1) * A.rs;
+            const float *pb = work + (size_t)jb * NR * K;
+            float *dst = C + (size_t)ib * MR * ldc + (size_t)jb * NR;
+            if ((ib + 1) * MR <= M && (jb + 1) * NR <= N) {
+                kern(row, A.cs, pb, K, dst, ldc, accumulate);
+                continue;
+            }
             float tile[MR * NR];
-            kern(pa + (size_t)ib * MR * K, pb + (size_t)jb * NR * K, K, tile);
+            kern(row, A.cs, pb, K, tile, NR, 0);
             for (int r = 0; r < MR && ib * MR + r < M; r++)
-                for (int c = 0; c < NR && jb * NR + c < N; c++) {
-                    float *dst = C + (size_t)(ib * MR + r) * ldc + jb * NR + c;
-                    *dst = accumulate ? *dst + tile[r * NR + c] : tile[r * NR + c];
-                }
+                for (int c = 0; c < NR && jb * NR + c < N; c++)
+                    dst[r * ldc + c] = accumulate ? dst[r * ldc + c] + tile[r * NR + c] : tile[r * NR + c];
         }
 #endif
+    stat_sec += now() - t0;
+    stat_flops += 2.0 * M * N * K;
 }
 
 /* ---- BF16 */
@@ -287,6 +325,7 @@ size_t tsc_gemm_work(int M, int N, int K) {
 void tsc_gemm_bf16(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, const float *bias, float *C, size_t ldc,
                    int accumulate, uint32_t *work) {
     if (M <= 0 || N <= 0) return;
+    double t0 = now();
     int K2 = (K + 1) / 2, Mb = (M + MR - 1) / MR, Nb = (N + NR - 1) / NR;
     uint32_t *pa = work, *pb = work + (size_t)Mb * MR * K2;
     pack_a(M, K, K2, A, pa);
@@ -303,4 +342,6 @@ void tsc_gemm_bf16(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, const float 
                     epilogue(tile[r * NR + c], bias, j, C + (size_t)i * ldc + j, accumulate);
                 }
         }
+    stat_sec += now() - t0;
+    stat_flops += 2.0 * M * N * K;
 }

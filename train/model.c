@@ -42,7 +42,7 @@ typedef struct {
     void *att;                 /* [N, C] o in [B, T, H, D] order: input of w_o */
     void *res2;                /* [N, C] after the attention's residual add */
     void *x2, *mean2, *rstd2;  /* [N, C], [N], [N] norm 2 */
-    void *h1, *h2, *h3;        /* [N, F] GPT-2: pre-GELU, -, GELU; Llama: gate, up, silu(gate)·up */
+    void *h1, *h2, *h3;        /* [N, F] GPT-2: pre-GELU, its tanh, GELU; Llama: gate, up, silu(gate)·up */
 } layer_act_t;
 
 struct tsc_model {
@@ -187,8 +187,7 @@ static tsc_status_t alloc_layers(tsc_model_t *m) {
         A(a->q, N * C); A(a->k, N * Ckv); A(a->v, N * Ckv);
         A(a->o, N * C); A(a->lse, N * H); A(a->dout, N * C); A(a->att, N * C);
         A(a->res2, N * C); A(a->x2, N * C); A(a->mean2, N); A(a->rstd2, N);
-        A(a->h1, N * F); A(a->h3, N * F);
-        if (c->arch == TSC_ARCH_LLAMA) A(a->h2, N * F);
+        A(a->h1, N * F); A(a->h2, N * F); A(a->h3, N * F);
     }
     A(m->res_out, N * C); A(m->xf, N * C); A(m->meanf, N); A(m->rstdf, N);
     A(m->logits, N * c->vocab); A(m->dlogits, N * c->vocab);

@@ -41,6 +41,10 @@ float tsc_bf16_dot_step(float acc, float a, float b);
  * Returns whether the AVX-512 kernel is now in use. Not thread-safe. */
 int tsc_gemm_bf16_simd_set(int enable);
 
+/* Time spent in tsc_gemm_f32 / tsc_gemm_bf16 since the last reset and the FLOPs they did
+ * (2·M·N·K each); reset 1 zeroes the counters after reading. Single-threaded callers only. */
+void tsc_gemm_stats(double *seconds, double *flops, int reset);
+
 /* Element-wise operations (ops_tmpl.c), instantiated for float (_f) and double (_d). Rows are
  * independent: OpenMP splits rows; reductions over rows (gains, biases) run sequentially. */
 #define TSC_OPS_DECL(real, S)                                                                        \
@@ -51,8 +55,8 @@ int tsc_gemm_bf16_simd_set(int enable);
     void tsc_rmsnorm_fwd##S(real *y, real *rstd, const real *x, const real *w, int N, int C, double eps); \
     void tsc_rmsnorm_bwd##S(real *dx, real *dw, const real *dy, const real *x, const real *w,          \
                             const real *rstd, int N, int C);                                            \
-    void tsc_gelu_fwd##S(real *y, const real *x, size_t n);                                            \
-    void tsc_gelu_bwd##S(real *dx, const real *dy, const real *x, size_t n);                           \
+    void tsc_gelu_fwd##S(real *y, real *th, const real *x, size_t n);                                  \
+    void tsc_gelu_bwd##S(real *dx, const real *dy, const real *x, const real *th, size_t n);           \
     void tsc_swiglu_fwd##S(real *y, const real *g, const real *u, size_t n);                           \
     void tsc_swiglu_bwd##S(real *dg, real *du, const real *dy, const real *g, const real *u, size_t n); \
     void tsc_rope_fwd##S(real *x, const real *cs, const real *sn, int B, int H, int T, int D, int inv); \
