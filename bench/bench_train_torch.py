@@ -39,6 +39,9 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(C, H, Fd) for _ in range(L))
         self.lnf = nn.LayerNorm(C)
         self.register_buffer("mask", torch.tril(torch.ones(ctx, ctx)))
+        for p in self.parameters():  # the init of tsc_model_init: N(0, 0.02) matrices
+            if p.dim() > 1:
+                nn.init.normal_(p, std=0.02)
 
     def forward(self, idx, tgt):
         T = idx.shape[1]
