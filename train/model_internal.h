@@ -7,6 +7,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tsc_model.h"
+
+/* The consistency checks of tsc_model_config_parse (model_config.c): TSC_OK, or TSC_ERR_ARG
+ * naming the offending key. */
+tsc_status_t tsc_model_config_check(const tsc_model_config_t *cfg);
+
 /* A read-only matrix view: element (r, c) at p[r * rs + c * cs] (float or double). */
 typedef struct {
     const void *p;

@@ -216,7 +216,6 @@ static tsc_status_t F(block_bwd)(tsc_model_t *m, int l) {
 static tsc_status_t F(backward)(tsc_model_t *m) {
     const tsc_model_config_t *c = &m->cfg;
     int N = m->B * m->T, C = c->d_model, V = c->vocab;
-    if (m->n_valid < 0) return tsc_error_set(TSC_ERR_ARG, "model: backward needs a forward with targets");
     F(tsc_crossent_bwd)(R(m->dlogits), R(m->logits), m->targets, N, V, m->n_valid ? m->n_valid : 1);
     size_t head = m->top.lm_head == NONE ? m->top.wte : m->top.lm_head;
     real *dres = R(m->dres), *dx = R(m->dx);
