@@ -37,7 +37,8 @@ void tsc_gemm_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *C, siz
  * thread count. */
 void tsc_gemm_bf16(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, const float *bias, float *C, size_t ldc,
                    int accumulate, uint32_t *work);
-/* Elements (4 bytes each) of the work array tsc_gemm_f32 and tsc_gemm_bf16 need (packed operands). */
+/* Elements (4 bytes each) of the work array tsc_gemm_f32 and tsc_gemm_bf16 need (packed operands),
+ * for dense views (the larger stride of A equals its other extent, likewise B), as the models pass. */
 size_t tsc_gemm_work(int M, int N, int K);
 /* One step of the FP32 accumulation chain: acc + a·b with a, b BF16 values as floats, as one
  * vdpbf16ps lane does it (denormal a, b read as zero, exact product, one rounding to nearest-even,
