@@ -32,6 +32,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "tsc_formats.h"
 
@@ -39,6 +40,22 @@
 #define TSC_MM_X86 1
 #include <immintrin.h>
 #endif
+
+/* ------------------------------------------------------------------ counters */
+
+static double stat_sec, stat_flops;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+void tsc_gemm_stats(double *seconds, double *flops, int reset) {
+    if (seconds) *seconds = stat_sec;
+    if (flops) *flops = stat_flops;
+    if (reset) stat_sec = stat_flops = 0;
+}
 
 /* ------------------------------------------------------------------ FP32 / FP64 (BLAS) */
 
@@ -85,24 +102,37 @@ float tsc_bf16_dot_step(float acc, float a, float b) {
     return r;
 }
 
-static inline uint32_t pair_word(tsc_mref_t X, int r, int p, int K) {
-    const float *x = (const float *)X.p + (size_t)r * X.rs;
+/* X's elements rounded to BF16 once (the AVX-512 conversion where the CPU has it), at the same
+ * strides: the view spans (rows − 1)·rs + (K − 1)·cs + 1 elements (rows·K for a dense view). */
+typedef struct {
+    const uint16_t *h;
+    size_t rs, cs;
+} bref_t;
+
+static bref_t to_bf16(tsc_mref_t X, int rows, int K, uint16_t *dst) {
+    size_t n = K > 0 ? (size_t)(rows - 1) * X.rs + (size_t)(K - 1) * X.cs + 1 : 0;
+    tsc_convert_from_f32(TSC_FMT_BF16, (const float *)X.p, dst, n, TSC_ROUND_NEAREST_EVEN, NULL);
+    return (bref_t){dst, X.rs, X.cs};
+}
+
+static inline uint32_t pair_word(bref_t X, int r, int p, int K) {
+    const uint16_t *x = X.h + (size_t)r * X.rs;
     int k = 2 * p;
-    uint32_t lo = tsc_bf16_from_f32(x[(size_t)k * X.cs]);
-    uint32_t hi = k + 1 < K ? tsc_bf16_from_f32(x[(size_t)(k + 1) * X.cs]) : 0;
+    uint32_t lo = x[(size_t)k * X.cs], hi = k + 1 < K ? x[(size_t)(k + 1) * X.cs] : 0;
     return lo | hi << 16;
 }
 
 /* pa[i * K2 + p]: row i's pair p, M rows padded to a multiple of MR with zero rows. */
-static void pack_a(int M, int K, int K2, tsc_mref_t A, uint32_t *pa) {
-    int Mp = (M + MR - 1) / MR * MR;
+static void pack_a(int M, int K, int K2, bref_t A, uint32_t *pa) {
+    int Mb = (M + MR - 1) / MR;
 #pragma omp parallel for schedule(static)
-    for (int i = 0; i < Mp; i++)
-        for (int p = 0; p < K2; p++) pa[(size_t)i * K2 + p] = i < M ? pair_word(A, i, p, K) : 0;
+    for (int ib = 0; ib < Mb; ib++)
+        for (int p = 0; p < K2; p++)
+            for (int i = ib * MR; i < (ib + 1) * MR; i++) pa[(size_t)i * K2 + p] = i < M ? pair_word(A, i, p, K) : 0;
 }
 
 /* pb[((jp * K2) + p) * NP + l]: column 16 jp + l's pair p; panels padded to an even count. */
-static void pack_b(int N, int K, int K2, tsc_mref_t B, uint32_t *pb) {
+static void pack_b(int N, int K, int K2, bref_t B, uint32_t *pb) {
     int npan = (N + NR - 1) / NR * 2;
 #pragma omp parallel for schedule(static)
     for (int jp = 0; jp < npan; jp++)
@@ -113,15 +143,14 @@ static void pack_b(int N, int K, int K2, tsc_mref_t B, uint32_t *pb) {
             }
 }
 
-/* ---- FP32: the same blocking, one fused multiply-add per k in increasing k from +0 */
+/* ---- FP32: the same blocking, one fused multiply-add per k in increasing k from +0. A is read in
+ * place (row r's element k at row[r][k * cs]); B is packed: pb[(jp * K + k) * NP + l] = B(16 jp + l, k),
+ * zero padded to an even panel count. The kernel writes a full block straight into C (ldo = ldc,
+ * acc as asked) and an edge block into a tile (ldo = NR, acc 0). */
 
-/* pa[i * K + k] = A(i, k), pb[(jp * K + k) * NP + l] = B(16 jp + l, k); zero padded as above. */
-static void pack_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *pa, float *pb) {
-    int Mp = (M + MR - 1) / MR * MR, npan = (N + NR - 1) / NR * 2;
-    const float *a = A.p, *b = B.p;
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < Mp; i++)
-        for (int k = 0; k < K; k++) pa[(size_t)i * K + k] = i < M ? a[(size_t)i * A.rs + (size_t)k * A.cs] : 0.0f;
+static void pack_b_f32(int N, int K, tsc_mref_t B, float *pb) {
+    int npan = (N + NR - 1) / NR * 2;
+    const float *b = B.p;
 #pragma omp parallel for schedule(static)
     for (int jp = 0; jp < npan; jp++)
         for (int k = 0; k < K; k++)
@@ -131,36 +160,48 @@ static void pack_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *pa,
             }
 }
 
-static void kern_f32_portable(const float *pa, const float *pb, int K, float *tile) {
+typedef void (*kern_f32_fn)(const float *const *row, size_t cs, const float *pb, int K, float *out, size_t ldo,
+                            int acc);
+
+static void kern_f32_portable(const float *const *row, size_t cs, const float *pb, int K, float *out, size_t ldo,
+                              int acc) {
     for (int r = 0; r < MR; r++)
         for (int c = 0; c < NR; c++) {
-            const float *a = pa + (size_t)r * K, *b = pb + (size_t)(c / NP) * K * NP + c % NP;
-            float acc = 0.0f;
-            for (int k = 0; k < K; k++) acc = fmaf(a[k], b[(size_t)k * NP], acc);
-            tile[r * NR + c] = acc;
+            const float *b = pb + (size_t)(c / NP) * K * NP + c % NP;
+            float s = 0.0f;
+            for (int k = 0; k < K; k++) s = fmaf(row[r][(size_t)k * cs], b[(size_t)k * NP], s);
+            out[r * ldo + c] = acc ? out[r * ldo + c] + s : s;
         }
 }
 
 #ifdef TSC_MM_X86
 __attribute__((target("avx512f,fma")))
-static void kern_f32_avx512(const float *pa, const float *pb, int K, float *tile) {
+static void kern_f32_avx512(const float *const *row, size_t cs, const float *pb, int K, float *out, size_t ldo,
+                            int acc) {
     __m512 c0[MR], c1[MR];
+    const float *a[MR];
 #pragma GCC unroll 8
-    for (int r = 0; r < MR; r++) c0[r] = c1[r] = _mm512_setzero_ps();
+    for (int r = 0; r < MR; r++) c0[r] = c1[r] = _mm512_setzero_ps(), a[r] = row[r];
     const float *pb1 = pb + (size_t)K * NP;
     for (int k = 0; k < K; k++) {
         __m512 b0 = _mm512_loadu_ps(pb + (size_t)k * NP), b1 = _mm512_loadu_ps(pb1 + (size_t)k * NP);
+        size_t ka = (size_t)k * cs;
 #pragma GCC unroll 8
         for (int r = 0; r < MR; r++) {
-            __m512 a = _mm512_set1_ps(pa[(size_t)r * K + k]);
-            c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
-            c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
+            __m512 av = _mm512_set1_ps(a[r][ka]);
+            c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+            c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
         }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < MR; r++) {
-        _mm512_storeu_ps(tile + r * NR, c0[r]);
-        _mm512_storeu_ps(tile + r * NR + NP, c1[r]);
+        float *o = out + r * ldo;
+        if (acc) {
+            c0[r] = _mm512_add_ps(_mm512_loadu_ps(o), c0[r]);
+            c1[r] = _mm512_add_ps(_mm512_loadu_ps(o + NP), c1[r]);
+        }
+        _mm512_storeu_ps(o, c0[r]);
+        _mm512_storeu_ps(o + NP, c1[r]);
     }
 }
 
@@ -177,48 +218,84 @@ static int have_avx512(void) {
 void tsc_gemm_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *C, size_t ldc, int accumulate,
                   float *work) {
     if (M <= 0 || N <= 0) return;
+    double t0 = now();
 #ifndef TSC_MM_X86
     gemm_f32_blas(M, N, K, A, B, C, ldc, accumulate); /* no AVX-512 build: BLAS (docs/TRAINING.md) */
     (void)work;
 #else
     int Mb = (M + MR - 1) / MR, Nb = (N + NR - 1) / NR;
-    float *pa = work, *pb = work + (size_t)Mb * MR * K;
-    pack_f32(M, N, K, A, B, pa, pb);
-    void (*kern)(const float *, const float *, int, float *) = have_avx512() ? kern_f32_avx512 : kern_f32_portable;
+    pack_b_f32(N, K, B, work);
+    kern_f32_fn kern = have_avx512() ? kern_f32_avx512 : kern_f32_portable;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int jb = 0; jb < Nb; jb++)
         for (int ib = 0; ib < Mb; ib++) {
+            const float *row[MR];
+            for (int r = 0; r < MR; r++) /* rows past M repeat row M − 1; their results are dropped */
+                row[r] = (const float *)A.p + (size_t)(ib * MR + r < M ? ib * MR + r : M - 1) * A.rs;
+            const float *pb = work + (size_t)jb * NR * K;
+            float *dst = C + (size_t)ib * MR * ldc + (size_t)jb * NR;
+            if ((ib + 1) * MR <= M && (jb + 1) * NR <= N) {
+                kern(row, A.cs, pb, K, dst, ldc, accumulate);
+                continue;
+            }
             float tile[MR * NR];
-            kern(pa + (size_t)ib * MR * K, pb + (size_t)jb * NR * K, K, tile);
+            kern(row, A.cs, pb, K, tile, NR, 0);
             for (int r = 0; r < MR && ib * MR + r < M; r++)
-                for (int c = 0; c < NR && jb * NR + c < N; c++) {
-                    float *dst = C + (size_t)(ib * MR + r) * ldc + jb * NR + c;
-                    *dst = accumulate ? *dst + tile[r * NR + c] : tile[r * NR + c];
-                }
+                for (int c = 0; c < NR && jb * NR + c < N; c++)
+                    dst[r * ldc + c] = accumulate ? dst[r * ldc + c] + tile[r * NR + c] : tile[r * NR + c];
         }
 #endif
+    stat_sec += now() - t0;
+    stat_flops += 2.0 * M * N * K;
 }
 
 /* ---- BF16 */
 
-/* tile[r * NR + c] = the FP32 chain of rows pa + r * K2 (r < MR) against the two panels at pb. */
-static void kern_portable(const uint32_t *pa, const uint32_t *pb, int K2, float *tile) {
+/* The result of one element: + bias (already BF16-rounded; NULL: none), rounded to BF16, NaN
+ * canonical, stored or added. The AVX-512 kernel's epilogue is this, 16 lanes at a time. */
+static inline void epilogue(float acc, const float *bias16, int j, float *c, int accumulate) {
+    if (bias16) acc += bias16[j];
+    uint32_t h = isnan(acc) ? 0x7fc0u : tsc_bf16_from_f32(acc);
+    float v = bits_f(h << 16);
+    *c = accumulate ? *c + v : v;
+}
+
+/* The FP32 chains of rows pa + r·K2 (r < MR) against the two panels at pb. raw: into out[r·NR + c]
+ * as they are (an edge block, finished by the caller); else through the epilogue into out[r·ldo + c]
+ * (bias16 from the block's first column). */
+static void kern_portable(const uint32_t *pa, const uint32_t *pb, int K2, float *out, size_t ldo, int acc,
+                          const float *bias16, int raw) {
     for (int r = 0; r < MR; r++)
         for (int c = 0; c < NR; c++) {
             const uint32_t *a = pa + (size_t)r * K2, *b = pb + (size_t)(c / NP) * K2 * NP + c % NP;
-            float acc = 0.0f;
+            float s = 0.0f;
             for (int p = 0; p < K2; p++) {
                 uint32_t x = a[p], y = b[(size_t)p * NP];
-                acc = tsc_bf16_dot_step(acc, bits_f(x & 0xffff0000u), bits_f(y & 0xffff0000u));
-                acc = tsc_bf16_dot_step(acc, bits_f(x << 16), bits_f(y << 16));
+                s = tsc_bf16_dot_step(s, bits_f(x & 0xffff0000u), bits_f(y & 0xffff0000u));
+                s = tsc_bf16_dot_step(s, bits_f(x << 16), bits_f(y << 16));
             }
-            tile[r * NR + c] = acc;
+            if (raw) out[r * NR + c] = s;
+            else epilogue(s, bias16, c, out + r * ldo + c, acc);
         }
 }
 
 #ifdef TSC_MM_X86
+/* epilogue() on 16 lanes: integer nearest-even to BF16 (as tsc_bf16_from_f32 for every non-NaN). */
+__attribute__((target("avx512f")))
+static inline __m512 epilogue16(__m512 v, const float *bias16, const float *o, int acc) {
+    if (bias16) v = _mm512_add_ps(v, _mm512_loadu_ps(bias16));
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+    r = _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u));
+    r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(0x7fc00000));
+    __m512 h = _mm512_castsi512_ps(r);
+    return acc ? _mm512_add_ps(_mm512_loadu_ps(o), h) : h;
+}
+
 __attribute__((target("avx512bf16,avx512f,avx512vl,avx512bw")))
-static void kern_avx512(const uint32_t *pa, const uint32_t *pb, int K2, float *tile) {
+static void kern_avx512(const uint32_t *pa, const uint32_t *pb, int K2, float *out, size_t ldo, int acc,
+                        const float *bias16, int raw) {
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 8
     for (int r = 0; r < MR; r++) c0[r] = c1[r] = _mm512_setzero_ps();
@@ -235,8 +312,13 @@ static void kern_avx512(const uint32_t *pa, const uint32_t *pb, int K2, float *t
     }
 #pragma GCC unroll 8
     for (int r = 0; r < MR; r++) {
-        _mm512_storeu_ps(tile + r * NR, c0[r]);
-        _mm512_storeu_ps(tile + r * NR + NP, c1[r]);
+        float *o = out + (raw ? (size_t)r * NR : r * ldo);
+        if (!raw) {
+            c0[r] = epilogue16(c0[r], bias16, o, acc);
+            c1[r] = epilogue16(c1[r], bias16 ? bias16 + NP : NULL, o + NP, acc);
+        }
+        _mm512_storeu_ps(o, c0[r]);
+        _mm512_storeu_ps(o + NP, c1[r]);
     }
 }
 
@@ -262,7 +344,7 @@ int tsc_gemm_bf16_simd_set(int enable) {
 #endif
 }
 
-typedef void (*kern_fn)(const uint32_t *, const uint32_t *, int, float *);
+typedef void (*kern_fn)(const uint32_t *, const uint32_t *, int, float *, size_t, int, const float *, int);
 
 static kern_fn pick_kernel(void) {
 #ifdef TSC_MM_X86
@@ -271,36 +353,41 @@ static kern_fn pick_kernel(void) {
     return kern_portable;
 }
 
-/* The result of one element: + bias, rounded to BF16, NaN canonical, stored or added. */
-static inline void epilogue(float acc, const float *bias, int j, float *c, int accumulate) {
-    if (bias) acc += tsc_bf16_to_f32(tsc_bf16_from_f32(bias[j]));
-    uint32_t h = isnan(acc) ? 0x7fc0u : tsc_bf16_from_f32(acc);
-    float v = bits_f(h << 16);
-    *c = accumulate ? *c + v : v;
-}
-
 size_t tsc_gemm_work(int M, int N, int K) {
     size_t Mb = (size_t)(M + MR - 1) / MR, Nb = (size_t)(N + NR - 1) / NR;
-    return (Mb * MR + Nb * NR) * (size_t)(K + 1);
+    size_t packed = (Mb * MR + Nb * NR) * (size_t)(K + 1);              /* FP32 panels, or BF16 pairs */
+    size_t halves = ((size_t)M * K + (size_t)N * K) / 2 + 2;             /* BF16 copies of A and B */
+    return packed + halves + (size_t)N;                                  /* + the rounded bias */
 }
 
 void tsc_gemm_bf16(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, const float *bias, float *C, size_t ldc,
                    int accumulate, uint32_t *work) {
     if (M <= 0 || N <= 0) return;
+    double t0 = now();
     int K2 = (K + 1) / 2, Mb = (M + MR - 1) / MR, Nb = (N + NR - 1) / NR;
-    uint32_t *pa = work, *pb = work + (size_t)Mb * MR * K2;
-    pack_a(M, K, K2, A, pa);
-    pack_b(N, K, K2, B, pb);
+    uint32_t *pa = work, *pb = pa + (size_t)Mb * MR * K2;
+    uint16_t *a16 = (uint16_t *)(pb + (size_t)Nb * NR * K2), *b16 = a16 + (size_t)M * K;
+    float *bias16 = (float *)(work + ((size_t)(Mb * MR + Nb * NR) * K2 + ((size_t)M * K + (size_t)N * K) / 2 + 2));
+    if (bias)
+        for (int j = 0; j < N; j++) bias16[j] = tsc_bf16_to_f32(tsc_bf16_from_f32(bias[j]));
+    pack_a(M, K, K2, to_bf16(A, M, K, a16), pa);
+    pack_b(N, K, K2, to_bf16(B, N, K, b16), pb);
     kern_fn kern = pick_kernel();
 #pragma omp parallel for collapse(2) schedule(static)
     for (int jb = 0; jb < Nb; jb++)
         for (int ib = 0; ib < Mb; ib++) {
+            const uint32_t *a = pa + (size_t)ib * MR * K2, *b = pb + (size_t)jb * NR * K2;
+            float *dst = C + (size_t)ib * MR * ldc + (size_t)jb * NR;
+            if ((ib + 1) * MR <= M && (jb + 1) * NR <= N) {
+                kern(a, b, K2, dst, ldc, accumulate, bias ? bias16 + jb * NR : NULL, 0);
+                continue;
+            }
             float tile[MR * NR];
-            kern(pa + (size_t)ib * MR * K2, pb + (size_t)jb * NR * K2, K2, tile);
+            kern(a, b, K2, tile, NR, 0, NULL, 1);
             for (int r = 0; r < MR && ib * MR + r < M; r++)
-                for (int c = 0; c < NR && jb * NR + c < N; c++) {
-                    int i = ib * MR + r, j = jb * NR + c;
-                    epilogue(tile[r * NR + c], bias, j, C + (size_t)i * ldc + j, accumulate);
-                }
+                for (int c = 0; c < NR && jb * NR + c < N; c++)
+                    epilogue(tile[r * NR + c], bias ? bias16 : NULL, jb * NR + c, dst + (size_t)r * ldc + c, accumulate);
         }
+    stat_sec += now() - t0;
+    stat_flops += 2.0 * M * N * K;
 }

@@ -42,7 +42,7 @@ typedef struct {
     void *att;                 /* [N, C] o in [B, T, H, D] order: input of w_o */
     void *res2;                /* [N, C] after the attention's residual add */
     void *x2, *mean2, *rstd2;  /* [N, C], [N], [N] norm 2 */
-    void *h1, *h2, *h3;        /* [N, F] GPT-2: pre-GELU, -, GELU; Llama: gate, up, silu(gate)·up */
+    void *h1, *h2, *h3;        /* [N, F] GPT-2: pre-GELU, its tanh, GELU; Llama: gate, up, silu(gate)·up */
 } layer_act_t;
 
 struct tsc_model {
@@ -153,12 +153,12 @@ static void *buf(tsc_model_t *m, size_t n, size_t es) {
     return p;
 }
 
-/* Bytes of the activations and scratch create allocates (for tsc_mem_check). */
+/* Elements of the activations and scratch alloc_layers allocates (for tsc_mem_check). */
 static size_t act_elems(const tsc_model_config_t *c, int B, int T) {
     size_t N = (size_t)B * T, C = c->d_model, F = c->d_ff, V = c->vocab, H = c->n_head;
     size_t Ckv = (size_t)c->n_kv_head * (C / H);
-    size_t per_layer = 6 * N * C + 3 * N + 2 * N * Ckv + 4 * N * C / 1 + N * H + 3 * N * F;
-    return c->n_layer * per_layer + 2 * N * C + 2 * N + 2 * N * V + 4 * N * C + 4 * N * Ckv + 3 * N * F;
+    size_t per_layer = 8 * N * C + 4 * N + 2 * N * Ckv + N * H + 3 * N * F;
+    return c->n_layer * per_layer + 5 * N * C + 2 * N + 2 * N * V + 4 * N * Ckv + 3 * N * F;
 }
 
 static size_t gemm_work(const tsc_model_config_t *c, int N) {
@@ -187,8 +187,7 @@ static tsc_status_t alloc_layers(tsc_model_t *m) {
         A(a->q, N * C); A(a->k, N * Ckv); A(a->v, N * Ckv);
         A(a->o, N * C); A(a->lse, N * H); A(a->dout, N * C); A(a->att, N * C);
         A(a->res2, N * C); A(a->x2, N * C); A(a->mean2, N); A(a->rstd2, N);
-        A(a->h1, N * F); A(a->h3, N * F);
-        if (c->arch == TSC_ARCH_LLAMA) A(a->h2, N * F);
+        A(a->h1, N * F); A(a->h2, N * F); A(a->h3, N * F);
     }
     A(m->res_out, N * C); A(m->xf, N * C); A(m->meanf, N); A(m->rstdf, N);
     A(m->logits, N * c->vocab); A(m->dlogits, N * c->vocab);
@@ -222,16 +221,14 @@ static void rope_tables(tsc_model_t *m) {
 tsc_status_t tsc_model_create(tsc_model_t **out, const tsc_model_config_t *cfg, tsc_prec_t prec, int B, int T) {
     if (!out || !cfg) return tsc_error_set(TSC_ERR_ARG, "model: NULL argument");
     *out = NULL;
-    if (cfg->n_layer <= 0 || cfg->n_head <= 0 || cfg->n_kv_head <= 0 || cfg->d_model <= 0 || cfg->d_ff <= 0 ||
-        cfg->vocab <= 0 || cfg->max_T <= 0 || cfg->d_model % cfg->n_head || cfg->n_head % cfg->n_kv_head ||
-        (cfg->arch == TSC_ARCH_LLAMA && (cfg->d_model / cfg->n_head) % 2))
-        return tsc_error_set(TSC_ERR_ARG, "model: inconsistent configuration '%s' (check it with tsc_model_config_parse)", cfg->name);
+    tsc_status_t st = tsc_model_config_check(cfg);
+    if (st != TSC_OK) return st;
     if ((unsigned)prec > TSC_PREC_FP64) return tsc_error_set(TSC_ERR_ARG, "model: unknown precision %d", (int)prec);
     if (B <= 0 || T <= 0 || T > cfg->max_T)
         return tsc_error_set(TSC_ERR_ARG, "model: batch %d x %d tokens (need B >= 1, 1 <= T <= ctx %d)", B, T,
                              cfg->max_T);
     size_t es = prec == TSC_PREC_FP64 ? 8 : 4, np = tsc_model_config_n_params(cfg);
-    tsc_status_t st = tsc_mem_check((act_elems(cfg, B, T) + 2 * np) * es, "model parameters and activations");
+    st = tsc_mem_check((act_elems(cfg, B, T) + 2 * np) * es, "model parameters and activations");
     if (st != TSC_OK) return st;
     tsc_model_t *m = calloc(1, sizeof *m);
     if (!m) return tsc_error_set(TSC_ERR_NOMEM, "model: out of memory");
@@ -428,5 +425,6 @@ tsc_status_t tsc_model_backward(tsc_model_t *m) {
     if (!m) return tsc_error_set(TSC_ERR_ARG, "model: NULL argument");
     if (!m->have_fwd || m->n_valid < 0)
         return tsc_error_set(TSC_ERR_ARG, "model: backward needs a forward with targets first");
+    m->have_bwd = 0;
     return m->es == 8 ? backward_d(m) : backward_f(m);
 }

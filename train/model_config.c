@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_internal.h"
 #include "tsc_model.h"
 
 static const tsc_model_config_t NAMED[] = {
@@ -35,7 +36,7 @@ tsc_status_t tsc_model_config_get(const char *name, tsc_model_config_t *cfg) {
     return tsc_error_set(TSC_ERR_ARG, "unknown model '%s' (known: %s)", name ? name : "(null)", list);
 }
 
-static tsc_status_t check(const tsc_model_config_t *c) {
+tsc_status_t tsc_model_config_check(const tsc_model_config_t *c) {
     struct { const char *key; long v; } pos[] = {{"layers", c->n_layer}, {"heads", c->n_head},
         {"kv_heads", c->n_kv_head}, {"dim", c->d_model}, {"ff", c->d_ff}, {"vocab", c->vocab}, {"ctx", c->max_T}};
     for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
@@ -120,7 +121,7 @@ tsc_status_t tsc_model_config_parse(const char *spec, tsc_model_config_t *cfg) {
     if (!kv_set && (c.arch == TSC_ARCH_GPT2 || !base_gqa)) c.n_kv_head = c.n_head;
     if (!kv_set && c.arch == TSC_ARCH_LLAMA && base_gqa && c.n_head % c.n_kv_head) c.n_kv_head = c.n_head;
     if (custom) snprintf(c.name, sizeof c.name, "custom");
-    tsc_status_t st = check(&c);
+    tsc_status_t st = tsc_model_config_check(&c);
     if (st != TSC_OK) return st;
     *cfg = c;
     return TSC_OK;

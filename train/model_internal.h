@@ -7,6 +7,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tsc_model.h"
+
+/* The consistency checks of tsc_model_config_parse (model_config.c): TSC_OK, or TSC_ERR_ARG
+ * naming the offending key. */
+tsc_status_t tsc_model_config_check(const tsc_model_config_t *cfg);
+
 /* A read-only matrix view: element (r, c) at p[r * rs + c * cs] (float or double). */
 typedef struct {
     const void *p;
@@ -31,7 +37,8 @@ void tsc_gemm_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *C, siz
  * thread count. */
 void tsc_gemm_bf16(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, const float *bias, float *C, size_t ldc,
                    int accumulate, uint32_t *work);
-/* Elements (4 bytes each) of the work array tsc_gemm_f32 and tsc_gemm_bf16 need (packed operands). */
+/* Elements (4 bytes each) of the work array tsc_gemm_f32 and tsc_gemm_bf16 need (packed operands),
+ * for dense views (the larger stride of A equals its other extent, likewise B), as the models pass. */
 size_t tsc_gemm_work(int M, int N, int K);
 /* One step of the FP32 accumulation chain: acc + a·b with a, b BF16 values as floats, as one
  * vdpbf16ps lane does it (denormal a, b read as zero, exact product, one rounding to nearest-even,
@@ -40,6 +47,10 @@ float tsc_bf16_dot_step(float acc, float a, float b);
 /* 1: the AVX-512 BF16 kernel runs when the CPU has it (default); 0: the portable kernel.
  * Returns whether the AVX-512 kernel is now in use. Not thread-safe. */
 int tsc_gemm_bf16_simd_set(int enable);
+
+/* Time spent in tsc_gemm_f32 / tsc_gemm_bf16 since the last reset and the FLOPs they did
+ * (2·M·N·K each); reset 1 zeroes the counters after reading. Single-threaded callers only. */
+void tsc_gemm_stats(double *seconds, double *flops, int reset);
 
 /* Element-wise operations (ops_tmpl.c), instantiated for float (_f) and double (_d). Rows are
  * independent: OpenMP splits rows; reductions over rows (gains, biases) run sequentially. */
@@ -51,8 +62,8 @@ int tsc_gemm_bf16_simd_set(int enable);
     void tsc_rmsnorm_fwd##S(real *y, real *rstd, const real *x, const real *w, int N, int C, double eps); \
     void tsc_rmsnorm_bwd##S(real *dx, real *dw, const real *dy, const real *x, const real *w,          \
                             const real *rstd, int N, int C);                                            \
-    void tsc_gelu_fwd##S(real *y, const real *x, size_t n);                                            \
-    void tsc_gelu_bwd##S(real *dx, const real *dy, const real *x, size_t n);                           \
+    void tsc_gelu_fwd##S(real *y, real *th, const real *x, size_t n);                                  \
+    void tsc_gelu_bwd##S(real *dx, const real *dy, const real *x, const real *th, size_t n);           \
     void tsc_swiglu_fwd##S(real *y, const real *g, const real *u, size_t n);                           \
     void tsc_swiglu_bwd##S(real *dg, real *du, const real *dy, const real *g, const real *u, size_t n); \
     void tsc_rope_fwd##S(real *x, const real *cs, const real *sn, int B, int H, int T, int D, int inv); \

@@ -137,7 +137,7 @@ static tsc_status_t F(block_fwd)(tsc_model_t *m, int l, real *out) {
     F(norm_fwd)(m, R(a->x2), R(a->mean2), R(a->rstd2), R(a->res2), o->ln2_w, o->ln2_b);
     if (c->arch == TSC_ARCH_GPT2) {
         F(linear_fwd)(m, R(a->h1), R(a->x2), o->w_up, o->b_up, N, C, Fd); /* [N, F] */
-        F(tsc_gelu_fwd)(R(a->h3), R(a->h1), NF);
+        F(tsc_gelu_fwd)(R(a->h3), R(a->h2), R(a->h1), NF); /* h2: tanh values */
     } else {
         F(linear_fwd)(m, R(a->h1), R(a->x2), o->w_gate, NONE, N, C, Fd);
         F(linear_fwd)(m, R(a->h2), R(a->x2), o->w_up, NONE, N, C, Fd);
@@ -187,7 +187,7 @@ static tsc_status_t F(block_bwd)(tsc_model_t *m, int l) {
     memset(dx, 0, (size_t)N * C * sizeof(real));
     F(linear_bwd)(m, R(m->dh3), 0, o->w_down, 0, o->b_down, dres, R(a->h3), N, Fd, C);
     if (c->arch == TSC_ARCH_GPT2) {
-        F(tsc_gelu_bwd)(R(m->dh1), R(m->dh3), R(a->h1), NF);
+        F(tsc_gelu_bwd)(R(m->dh1), R(m->dh3), R(a->h1), R(a->h2), NF);
         F(linear_bwd)(m, dx, 0, o->w_up, 0, o->b_up, R(m->dh1), R(a->x2), N, C, Fd);
     } else {
         F(tsc_swiglu_bwd)(R(m->dh1), R(m->dh2), R(m->dh3), R(a->h1), R(a->h2), NF);
@@ -216,7 +216,6 @@ static tsc_status_t F(block_bwd)(tsc_model_t *m, int l) {
 static tsc_status_t F(backward)(tsc_model_t *m) {
     const tsc_model_config_t *c = &m->cfg;
     int N = m->B * m->T, C = c->d_model, V = c->vocab;
-    if (m->n_valid < 0) return tsc_error_set(TSC_ERR_ARG, "model: backward needs a forward with targets");
     F(tsc_crossent_bwd)(R(m->dlogits), R(m->logits), m->targets, N, V, m->n_valid ? m->n_valid : 1);
     size_t head = m->top.lm_head == NONE ? m->top.wte : m->top.lm_head;
     real *dres = R(m->dres), *dx = R(m->dx);

@@ -86,18 +86,20 @@ void F(tsc_rmsnorm_bwd)(real *dx, real *dw, const real *dy, const real *x, const
 
 /* GELU, tanh approximation: y = x/2 · (1 + tanh(√(2/π) (x + 0.044715 x³))). */
 #define GELU_S 0.7978845608028654
-void F(tsc_gelu_fwd)(real *y, const real *x, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        real v = x[i], u = (real)GELU_S * (v + (real)0.044715 * v * v * v);
-        y[i] = (real)0.5 * v * (1 + TANH(u));
-    }
-}
-
-void F(tsc_gelu_bwd)(real *dx, const real *dy, const real *x, size_t n) {
+void F(tsc_gelu_fwd)(real *y, real *th, const real *x, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         real v = x[i], u = (real)GELU_S * (v + (real)0.044715 * v * v * v), t = TANH(u);
+        y[i] = (real)0.5 * v * (1 + t);
+        th[i] = t;
+    }
+}
+
+/* th: the forward's tanh values (so the backward computes none). */
+void F(tsc_gelu_bwd)(real *dx, const real *dy, const real *x, const real *th, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        real v = x[i], t = th[i];
         real du = (real)GELU_S * (1 + (real)(3 * 0.044715) * v * v);
         dx[i] = dy[i] * ((real)0.5 * (1 + t) + (real)0.5 * v * (1 - t * t) * du);
     }

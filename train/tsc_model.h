@@ -16,7 +16,8 @@
  * layer's W^Q is rows [0, H*D) of its query projection and goes into a dump as w_q [H*D, C].
  *
  * Precision (tsc_prec_t):
- *   FP32  every tensor FP32; matmuls accumulate in FP32.
+ *   FP32  every tensor FP32; matmuls accumulate in FP32 (one FMA chain per output element, in k
+ *         order: the same bits for any thread count).
  *   BF16  autocast semantics: each matmul rounds its two operands to BF16 (round to nearest
  *         even), accumulates in FP32 and rounds its output to BF16 (forward and both backward
  *         products); norms, softmax, cross-entropy, residual adds and the optimizer run in FP32
@@ -71,7 +72,7 @@ TSC_API const char *tsc_model_config_name(int i);
  * Checks consistency (dim divisible by heads, heads by kv_heads, positive sizes); TSC_ERR_ARG
  * naming the offending key otherwise. */
 TSC_API tsc_status_t tsc_model_config_parse(const char *spec, tsc_model_config_t *cfg);
-/* One line: "gpt2 6 layers, 6 heads (6 kv), dim 192, ff 768, vocab 256, ctx 256, 2.7M params". */
+/* One line: "gpt2 6 layers, 6 heads (6 kv), dim 192, ff 768, vocab 256, ctx 256, 2.8M params". */
 TSC_API void tsc_model_config_str(const tsc_model_config_t *cfg, char *buf, size_t size);
 /* Parameter count of a configuration. */
 TSC_API size_t tsc_model_config_n_params(const tsc_model_config_t *cfg);
@@ -98,7 +99,10 @@ TSC_API void *tsc_model_grads(tsc_model_t *m);
 /* The named tensors inside the flat arrays, in storage order. Names: "wte", "wpe", "ln_f.w",
  * "h.3.attn.w_q", "h.3.attn.w_k", "h.3.attn.w_v", "h.3.attn.w_o", "h.3.mlp.w_up", ... shape
  * [rows, cols] (cols 1 for vectors); decay: 1 for matrices AdamW decays, 0 for biases, gains
- * and (by convention) nothing else. */
+ * and (by convention) nothing else. Llama has no biases and no "wpe"; its norms are RMSNorm gains
+ * ("h.3.ln1.w", "h.3.ln2.w", "ln_f.w"), its MLP adds "h.3.mlp.w_gate" (SwiGLU), its output head
+ * is the untied "lm_head" [vocab, C], and RoPE rotates the interleaved pairs (2i, 2i+1) of each
+ * head (docs/TRAINING.md). */
 typedef struct {
     const char *name;
     size_t offset;     /* in elements from the start of the flat array */

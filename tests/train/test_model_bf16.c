@@ -147,9 +147,39 @@ static void check_forward_bf16(const char *name) {
     tsc_model_free(m);
 }
 
+/* FP32 product: per element fmaf(A(i,k), B(j,k), acc) for k = 0, 1, ... from +0, bit for bit, on a
+ * row-major A and on the transposed views the backward uses (A(i,k) at k·M + i, B(j,k) at k·N + j). */
+static void check_f32(uint64_t *s) {
+    int M = 21, N = 45, K = 77;
+    float *A = malloc((size_t)M * K * 4), *B = malloc((size_t)N * K * 4), *C = malloc((size_t)M * N * 4);
+    float *work = malloc(tsc_gemm_work(M, N, K) * 4);
+    for (int i = 0; i < M * K; i++) A[i] = (float)tsc_test_nrand(s);
+    for (int i = 0; i < N * K; i++) B[i] = (float)tsc_test_nrand(s);
+    for (int layout = 0; layout < 2; layout++) {
+        tsc_mref_t a = layout ? (tsc_mref_t){A, 1, (size_t)M} : (tsc_mref_t){A, (size_t)K, 1};
+        tsc_mref_t b = layout ? (tsc_mref_t){B, 1, (size_t)N} : (tsc_mref_t){B, (size_t)K, 1};
+        for (int i = 0; i < M * N; i++) C[i] = 1.0f;
+        tsc_gemm_f32(M, N, K, a, b, C, (size_t)N, 1, work);
+        size_t bad = 0;
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float acc = 0.0f;
+                for (int k = 0; k < K; k++) {
+                    float x = layout ? A[(size_t)k * M + i] : A[(size_t)i * K + k];
+                    float y = layout ? B[(size_t)k * N + j] : B[(size_t)j * K + k];
+                    acc = fmaf(x, y, acc);
+                }
+                bad += fbits(C[i * N + j]) != fbits(1.0f + acc);
+            }
+        CHECKF(bad == 0, "fp32 gemm layout %d: %zu of %d elements differ from the FMA chain", layout, bad, M * N);
+    }
+    free(A); free(B); free(C); free(work);
+}
+
 int main(void) {
     uint64_t s = 2024;
     check_step();
+    check_f32(&s);
     run_case(13, 37, 67, 0, 0, 0, 0, &s);
     run_case(9, 50, 130, 1, 0, 1, 0, &s);
     run_case(17, 33, 64, 0, 1, 0, 0, &s);

@@ -131,7 +131,8 @@ static void check_norms(uint64_t *s) {
 static double act_obj(const double *v, void *vc) {
     opctx_t *c = vc;
     double y[NN], L = 0;
-    if (c->kind == 0) tsc_gelu_fwd_d(y, v, NN);
+    double th[NN];
+    if (c->kind == 0) tsc_gelu_fwd_d(y, th, v, NN);
     if (c->kind == 1) tsc_swiglu_fwd_d(y, v, c->u, NN);   /* d/d gate */
     if (c->kind == 2) tsc_swiglu_fwd_d(y, c->u, v, NN);   /* d/d up */
     if (c->kind == 3) {                                   /* RoPE on [B 1, H 1, T 4, D 6] */
@@ -146,7 +147,9 @@ static void check_acts(uint64_t *s) {
     double x[NN], u[NN], r[NN], dx[NN], du[NN], v[NN], cs[12], sn[12];
     for (int i = 0; i < NN; i++) x[i] = 2 * tsc_test_nrand(s), u[i] = tsc_test_nrand(s), r[i] = tsc_test_nrand(s);
     opctx_t c = {NULL, NULL, r, u, 0};
-    tsc_gelu_bwd_d(dx, r, x, NN);
+    double th[NN], y[NN];
+    tsc_gelu_fwd_d(y, th, x, NN);
+    tsc_gelu_bwd_d(dx, r, x, th, NN);
     memcpy(v, x, sizeof v); fd_compare("gelu", v, NN, dx, act_obj, &c);
     tsc_swiglu_bwd_d(dx, du, r, x, u, NN);
     c.u = u; c.kind = 1; memcpy(v, x, sizeof v); fd_compare("swiglu dgate", v, NN, dx, act_obj, &c);
