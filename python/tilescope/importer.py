@@ -21,6 +21,10 @@ from .capture import Capture
 
 NAMES = ("q", "k", "v", "o", "do", "lse", "x", "w_q", "w_k", "w_v", "w_o")
 DEFAULT_MAPS = ("{name}", "step_{step}/layer_{layer}/{name}", "layer{layer}.{name}", "layers.{layer}.{name}")
+def _fail(path, msg):
+    raise _lib.TilescopeError("%s: %s" % (path, msg))
+
+
 def _reader():
     """libtilescope with the tensor-file reader's functions declared (capture/tsc_import.h)."""
     L = _lib.lib()
