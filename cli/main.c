@@ -28,12 +28,14 @@ extern const char tsc_usage_figure[], tsc_usage_report[], tsc_usage_demo[];
 extern const char tsc_usage_view[];
 extern const char tsc_usage_compare[];
 extern const char tsc_usage_train[];
+extern const char tsc_usage_import[];
 
 static const char usage_help[] = "usage: tilescope help [COMMAND]\n";
 
 const tsc_cli_cmd_t tsc_cli_commands[] = {
     {"info", tsc_cmd_info, "what a dump holds: geometry, steps, layers, datasets, completeness", tsc_usage_info},
     {"synth", tsc_cmd_synth, "write a dump with planted, documented structure", tsc_usage_synth},
+    {"import", tsc_cmd_import, "tensors saved elsewhere (.safetensors, .npy, .npz, torch .pt) into a dump", tsc_usage_import},
     {"pack", tsc_cmd_pack, "pack a capture-session folder (a killed run) into one dump file", tsc_usage_pack},
     {"replay", tsc_cmd_replay, "recompute attention under precision policies; compare them", tsc_usage_replay},
     {"fit", tsc_cmd_fit, "which policy's replay reproduces the captured O (bit-identical share, ULPs)", tsc_usage_fit},

@@ -10,10 +10,9 @@ map wins; tensors no map matches are listed as skipped. Without {step} the step 
 (default 0), without {layer} the layer is 0. The geometry comes from the tensors (q [B, H, T, D],
 k [B, Hkv, T, D], or [B, T, H, D] with layout="bthd"); BF16 tensors are stored bit for bit.
 """
-import json
+import ctypes
 import os
 import re
-import struct
 
 import numpy as np
 
@@ -22,62 +21,43 @@ from .capture import Capture
 
 NAMES = ("q", "k", "v", "o", "do", "lse", "x", "w_q", "w_k", "w_v", "w_o")
 DEFAULT_MAPS = ("{name}", "step_{step}/layer_{layer}/{name}", "layer{layer}.{name}", "layers.{layer}.{name}")
-# safetensors dtypes tilescope stores, and the numpy type of their bits
-_ST_DTYPES = {"F64": ("fp64", np.float64), "F32": ("fp32", np.float32), "F16": ("fp16", np.float16),
-              "BF16": ("bf16", np.uint16)}
-
-
 def _fail(path, msg):
     raise _lib.TilescopeError("%s: %s" % (path, msg))
 
 
-def read_safetensors(path):
-    """{name: (format, numpy array of the stored bits)} from a .safetensors file (an 8-byte
-    little-endian header length, a JSON header {name: {dtype, shape, data_offsets}}, the raw
-    little-endian bytes). Every inconsistency is a TilescopeError naming the file and tensor."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        raw = f.read(8)
-        if len(raw) < 8:
-            _fail(path, "truncated: %d bytes, a safetensors file starts with an 8-byte header length" % len(raw))
-        (n,) = struct.unpack("<Q", raw)
-        if n > size - 8:
-            _fail(path, "header length %d exceeds the file (%d bytes): truncated or not safetensors" % (n, size))
-        try:
-            header = json.loads(f.read(n).decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as e:
-            _fail(path, "malformed JSON header: %s" % e)
-        if not isinstance(header, dict):
-            _fail(path, "malformed header: a JSON object expected")
-        data = f.read()
-    out, spans = {}, []
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        if not isinstance(e, dict) or not {"dtype", "shape", "data_offsets"} <= set(e):
-            _fail(path, "tensor %r: header entry lacks dtype, shape or data_offsets" % name)
-        if e["dtype"] not in _ST_DTYPES:
-            _fail(path, "tensor %r: dtype %r is not one tilescope stores (F64, F32, F16, BF16)" % (name, e["dtype"]))
-        fmt, np_t = _ST_DTYPES[e["dtype"]]
-        shape, offs = e["shape"], e["data_offsets"]
-        if (not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape)
-                or not isinstance(offs, list) or len(offs) != 2 or not all(isinstance(o, int) for o in offs)):
-            _fail(path, "tensor %r: malformed shape %r or data_offsets %r" % (name, shape, offs))
-        begin, end = offs
-        want = int(np.prod(shape, dtype=np.int64)) * np.dtype(np_t).itemsize
-        if not 0 <= begin <= end or end - begin != want:
-            _fail(path, "tensor %r: data_offsets [%d, %d] hold %d bytes, shape %s in %s needs %d"
-                  % (name, begin, end, end - begin, shape, e["dtype"], want))
-        if end > len(data):
-            _fail(path, "tensor %r: data_offsets end %d beyond the %d data bytes (truncated file)" % (name, end, len(data)))
-        spans.append((begin, end, name))
-        out[name] = (fmt, np.frombuffer(data, dtype=np.dtype(np_t).newbyteorder("<"), count=want // np.dtype(np_t).itemsize,
-                                        offset=begin).reshape(shape))
-    spans.sort()
-    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
-        if b1 < e0:
-            _fail(path, "tensors %r and %r overlap (data_offsets)" % (n0, n1))
-    return out
+def _reader():
+    """libtilescope with the tensor-file reader's functions declared (capture/tsc_import.h)."""
+    L = _lib.lib()
+    if not getattr(L, "_tsc_reader_declared", False):
+        vp = ctypes.c_void_p
+        for name, res, args in (("tsc_tensor_file_open", ctypes.c_int, [ctypes.POINTER(vp), ctypes.c_char_p]),
+                                ("tsc_tensor_file_json", None, [vp, vp]),
+                                ("tsc_tensor_file_read", ctypes.c_int, [vp, ctypes.c_int, vp]),
+                                ("tsc_tensor_file_close", None, [vp])):
+            getattr(L, name).restype, getattr(L, name).argtypes = res, args
+        L._tsc_reader_declared = True
+    return L
+
+
+def read_tensor_file(path):
+    """{name: (format, numpy array of the stored bits)} from a .safetensors or .npy file, read by
+    libtilescope's reader (the one `tilescope import` uses): the whole header is checked first (header
+    length, JSON, dtype, shape against data_offsets, overlap, truncation); BF16 comes as uint16 bits.
+    Every inconsistency is a TilescopeError naming the file and the tensor."""
+    L, h = _reader(), ctypes.c_void_p()
+    _lib.check(L.tsc_tensor_file_open(ctypes.byref(h), str(path).encode()), str(path))
+    try:
+        out = {}
+        for i, t in enumerate(_lib.json_of(L.tsc_tensor_file_json, h)["tensors"]):
+            a = np.empty(t["shape"], dtype=_lib.NP_STORAGE[t["format"]])
+            _lib.check(L.tsc_tensor_file_read(h, i, a.ctypes.data_as(ctypes.c_void_p)), str(path))
+            out[t["name"]] = (t["format"], a)
+        return out
+    finally:
+        L.tsc_tensor_file_close(h)
+
+
+read_safetensors = read_tensor_file
 
 
 def _flatten(obj, prefix=""):
@@ -95,19 +75,18 @@ def _flatten(obj, prefix=""):
 
 
 def load_tensors(path):
-    """{name: tensor-like} of a .safetensors, .npz, .npy (named by the file's stem) or torch .pt file."""
+    """{name: tensor-like} of a .safetensors, .npz, .npy (named by the file's stem) or torch .pt file
+    (.safetensors and .npy through libtilescope's reader, .npz through numpy, .pt through torch)."""
     path = str(path)
     ext = os.path.splitext(path)[1].lower()
     if not os.path.isfile(path):
         _fail(path, "no such file")
-    if ext == ".safetensors":
-        return read_safetensors(path)
+    if ext in (".safetensors", ".npy"):
+        return read_tensor_file(path)
     try:
         if ext == ".npz":
             with np.load(path, allow_pickle=False) as z:
                 return {k: z[k] for k in z.files}
-        if ext == ".npy":
-            return {os.path.splitext(os.path.basename(path))[0]: np.load(path, allow_pickle=False)}
         if ext in (".pt", ".pth", ".bin"):
             import torch
             try:

@@ -8,7 +8,8 @@
 3. Malformed files each give a TilescopeError naming the file and the problem: a header length past
    the end, malformed JSON, data_offsets that do not match the shape, overlapping tensors, a
    truncated file, an unknown dtype; a tensor whose shape contradicts q's names the tensor; a
-   failed import leaves no dump behind.
+   failed import leaves no dump behind. The package reads safetensors and npy through the
+   library's reader (a name given twice, which json.loads would let through, is refused).
 """
 import json
 import os
@@ -152,6 +153,14 @@ with tempfile.TemporaryDirectory(prefix="tsc-import-") as tmp:
     wrong["s10.blocks.0.attn.v"] = rng.standard_normal((B, Hkv, T - 1, D)).astype(np.float32)
     check(err(lambda p: write_safetensors(p, wrong), "s10.blocks.0.attn.v"),
           "a shape that contradicts q names the tensor, and no dump is left")
+    # one parser: the package reads safetensors and npy through libtilescope's reader, whose checks
+    # json.loads and np.load lack (a name given twice; uint16 "BF16" bits in an npy)
+    dup = b'{"s10.blocks.0.attn.q": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, ' \
+          b'"s10.blocks.0.attn.q": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}'
+    check(err(lambda p: open(p, "wb").write(struct.pack("<Q", len(dup)) + dup + bytes(8)), "named twice"),
+          "a tensor named twice in the header (the C reader's check)")
+    check(err(lambda p: np.save(p, np.zeros((B, H, T, D), np.uint16)), "'<u2'", path=os.path.join(tmp, "bad.npy")),
+          "an npy of uint16 is refused naming its dtype")
     p = subprocess.run([sys.executable, "-m", "tilescope", "import", os.path.join(tmp, "bad.safetensors"), "-o",
                         os.path.join(tmp, "x.h5")], capture_output=True, text=True, env=env)
     check(p.returncode == 1 and "tilescope import:" in p.stderr, "the command line fails with exit 1 and a message")
