@@ -652,10 +652,10 @@ static tsc_status_t run_body_resume(run_t *r, void *vctx) {
         st = tsc_ckpt_load_data(run_file(r, "ckpt.bin"), &c);
     }
     if (st == TSC_OK) st = tsc_out_write_all(run_file(r, "run.cfg"), r->cfg_text, strlen(r->cfg_text));
-    static const char *csvs[] = {"log.csv", "wq_norms.csv", "batches.csv"};
-    for (int i = 0; i < 3 && st == TSC_OK; i++) st = csv_cut(r, csvs[i], c.steps_done);
+    static const char *csvs[] = {"log.csv", "wq_norms.csv"};
+    for (int i = 0; i < 2 && st == TSC_OK; i++) st = csv_cut(r, csvs[i], c.steps_done);
     if (st == TSC_OK && (r->log = open_append(r, "log.csv", &st))) r->wq = open_append(r, "wq_norms.csv", &st);
-    if (st == TSC_OK) st = tsc_batch_log_open(&r->blog, run_file(r, "batches.csv"));
+    if (st == TSC_OK) st = tsc_batch_log_open_at(&r->blog, run_file(r, "batches.csv"), c.steps_done);
     if (st == TSC_OK) st = recorders_open(r, c.steps_done);
     if (st == TSC_OK) st = train_loop(r, c.steps_done);
     free(c.cfg_text);
