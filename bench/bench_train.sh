@@ -46,12 +46,22 @@ f32=$(tsc_rate fp32)
 t32=$(torch_rate)
 b16=$(tsc_rate bf16 --attn-policy bf16-torch)
 tb16=$(torch_rate --bf16)
+# the matmuls' share of the FMA peak (forward + backward of the same model, bench_train_step.c)
+step_bin=$(dirname "$tsc")/bench_train_step
+fma=""
+if [ -x "$step_bin" ]; then
+    for p in fp32 bf16; do
+        frac=$(OMP_NUM_THREADS=$threads "$step_bin" $model $B $T $p 5 | sed -n 's/.* = \([0-9.]*\)% of peak.*/\1/p' | head -1)
+        fma="$fma $p ${frac:-?}%"
+    done
+fi
 bench_load end
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "" || b == "nan" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
 printf '%-34s %12s %12s %8s %6s\n' "precision" "tilescope" "torch" "ratio" "goal"
 printf '%-34s %12.0f %12s %8s %6s\n' "fp32 (tok/s)" "$f32" "${t32:-n/a}" "$(ratio "$f32" "$t32")" "1.5"
 printf '%-34s %12.0f %12s %8s %6s\n' "bf16 autocast, bf16-torch attention" "$b16" "${tb16:-n/a}" "$(ratio "$b16" "$tb16")" "1.0"
 [ -n "$py" ] || echo "torch not found (python3-torch): no ratio"
+[ -z "$fma" ] || echo "matmuls, fraction of the FMA peak (bench_train_step):$fma"
 if [ "$busy" = 1 ]; then
     echo "$BENCH_NOT_CLAIMED"
 else
