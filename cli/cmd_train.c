@@ -42,7 +42,7 @@ const char tsc_usage_train[] =
     "                      decay to --min-lr-frac F x lr (default 0.1) at the last step\n"
     "  --weight-decay X    AdamW decay of the matrices (default 0.1); --grad-clip X (default 1, 0 off)\n"
     "  --beta1 X --beta2 X AdamW betas (default 0.9, 0.95)\n"
-    "  --val-every N       validation loss every N steps and at the last (default 50), over\n"
+    "  --val-every N       validation loss every N steps and at the last (default 25), over\n"
     "                      --val-batches N batches (default 4)\n"
     "  --stats-every N     W^Q spectral norms every N steps (default 50)\n"
     "  --ckpt-every N      checkpoint every N steps (default 100) and at the end\n"

@@ -36,7 +36,7 @@ void tsc_train_opts_init(tsc_train_opts_t *o) {
     o->weight_decay = 0.1;
     o->grad_clip = 1.0;
     o->seed = 1337;
-    o->val_every = 50;
+    o->val_every = 25;
     o->val_batches = 4;
     o->stats_every = 50;
     o->ckpt_every = 100;

@@ -66,7 +66,7 @@ typedef struct {
     const char *attn_policy[TSC_TRAIN_MAX_POLICIES]; /* "POLICY" (every layer) or "L[,L...]=POLICY",
                                                         applied in order; none: fp32 */
     int n_attn_policy;
-    int val_every, val_batches; /* 50, 4; validation also at the last step */
+    int val_every, val_batches; /* 25, 4; validation also at the last step */
     int stats_every;           /* W^Q spectral norms every N steps (and at the last); 50 */
     int ckpt_every;            /* 100; also at the end */
     const char *capture;       /* a sampling spec (tsc_select.h) for RUN/capture.h5, or NULL */
