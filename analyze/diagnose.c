@@ -13,6 +13,7 @@
 #include "tsc_attention.h"
 #include "tsc_dump.h"
 #include "tsc_h5.h"
+#include "tsc_mem.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -400,6 +401,9 @@ static tsc_status_t head_setup(rep_t *r, const tsc_analysis_t *a, tsc_diag_head_
     dh->n_features_summed = r->nf;
     r->n_memo = r->n_cached = r->cache_on = 0;
     size_t n = (size_t)r->ns * r->nb * r->T * r->nf;
+    tsc_status_t mst = tsc_mem_check(2 * n * sizeof(float) + (uint64_t)r->ns * r->nb * r->T,
+                                     "diagnose: a head's FP32 outputs and tie rows over its steps");
+    if (mst != TSC_OK) return mst;
     free(r->ohp), free(r->dof), free(r->bstep);
     free(r->tie);
     r->tie = calloc((size_t)r->ns * r->nb * r->T + 1, 1);
@@ -789,6 +793,12 @@ static tsc_status_t examine_all(tsc_diagnosis_t *dg, const char *dump_path, cons
     tsc_status_t *hst = calloc(dg->n ? dg->n : 1, sizeof *hst);
     char (*hmsg)[512] = calloc(dg->n ? dg->n : 1, sizeof *hmsg);
     if (!rs || !hst || !hmsg) st = tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    /* per thread: q, k, v, dO, O of one head, its row vectors, two row-window traces (4 rows of S,
+     * P-bar and tile numbers) and the input cache: O(T·D), never T x T */
+    const tsc_dump_meta_t *m = tsc_dump_meta(d);
+    uint64_t T = (uint64_t)m->seq_len, per = 5 * T * m->head_dim * sizeof(float) + 16 * T +
+                                             TSC_ATTN_TRACE_ROW_BLOCK * 2 * T * 2 * sizeof(double) + DIAG_CACHE_BYTES;
+    if (st == TSC_OK) st = tsc_mem_check((uint64_t)nthr * per, "diagnose: the per-thread replay buffers");
     for (int t = 0; t < nthr && st == TSC_OK; t++) st = rep_init(&rs[t], d, a, P->lp, &opts->an.sel.batches);
     long long n_done = 0;
     if (st == TSC_OK) tsc_progress_begin(opts->an.progress, "at-risk heads examined", (long long)n_exam);
