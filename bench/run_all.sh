@@ -34,6 +34,8 @@ run "bash bench/bench_dump_io.sh build --reps 3" bash "$src/bench/bench_dump_io.
 run "bash bench/run_heatmap.sh build --reps 3" bash "$src/bench/run_heatmap.sh" "$build" --reps 3
 run "bash bench/bench_report.sh build" bash "$src/bench/bench_report.sh" "$build"
 run "build/bench_formats" "$build/bench_formats"
+# the longest: T = 32768 (synth, analyze, diagnose of 2 heads; each command stopped after 30 min)
+run "bash bench/bench_long_context.sh build/tilescope 2 1800 32768" bash "$src/bench/bench_long_context.sh" "$build/tilescope" 2 1800 32768
 
 {
     echo "# Benchmark results"
