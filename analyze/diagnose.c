@@ -290,7 +290,8 @@ static void event_row(const event_ctx_t *c, const tsc_attn_trace_t *tr, int t) {
             if (j % bk == 0) s = 0.0f;
             float a = (float)pbar[j];
             if (a == 0.0f) continue;
-            float vv = (float)tsc_round(r->v[(size_t)j * r->D + i], c->lp->fmt[TSC_STAGE_V], TSC_ROUND_NEAREST_EVEN, NULL);
+            float vv = (float)tsc_round(r->v[(size_t)j * r->D + i], c->lp->fmt[TSC_STAGE_V], TSC_ROUND_NEAREST_EVEN,
+                                        NULL);
             float p = a * vv, sn = fmaf(a, vv, s);
             if (s != 0.0f && p != 0.0f && sn != 0.0f && isfinite(sn)) {
                 int es, ep, en;
