@@ -311,12 +311,16 @@ static tsc_status_t add_full(view_t *v, size_t base, int *n_full) {
     size_t total = base;
     tsc_status_t st = TSC_OK;
     *n_full = 0;
+    /* cairo's image edge is at most 32767 pixels: a longer context keeps its overviews only (not
+     * computed at all: a full map is T x T floats) */
+    const int fits = tsc_dump_meta(v->src.d)->seq_len <= 32767;
     for (int i = 0; st == TSC_OK && i < v->n; i++) {
         vhead_t *h = order[i];
         if (h->ov_f == 1) { /* the overview is the full pattern */
             (*n_full)++;
             continue;
         }
+        if (!fits) break;
         tsc_attn_map_t m;
         st = tsc_attn_map_compute(v->src.d, h->step, h->layer, h->head, v->o->batch, v->o->policy, 0, &m);
         char *url = NULL;
