@@ -31,12 +31,46 @@ void tsc_attn_map_choices(tsc_dump_t *d, char *buf, size_t cap) {
                  mt->n_layer - 1, mt->n_head - 1, mt->n_kv_head, mt->batch - 1);
 }
 
-/* S of one head under pol into s [T, T] (−inf where masked), through the reference's trace. */
-static tsc_status_t scores(const tsc_policy_t *pol, const tsc_dump_meta_t *mt, float *qkv, double *s) {
+/* P, the tie counts and the column masses of row i, from its scores sr [T] (−inf where masked);
+ * P goes into the kept part of m->p (tsc_attn_map_t). */
+static void map_row(tsc_attn_map_t *m, const double *sr, int i) {
+    const int T = m->T, f = m->pool, a = i / f;
+    int nv = m->causal ? i + 1 : T;
+    double mx = -INFINITY, sum = 0.0;
+    for (int j = 0; j < nv; j++)
+        if (sr[j] > mx) mx = sr[j];
+    int ne = 0, nx = 0;
+    for (int j = 0; j < nv; j++) {
+        sum += exp(sr[j] - mx);
+        ne += sr[j] >= mx - m->tie_eps;
+        nx += sr[j] == mx;
+    }
+    float *pr = a >= m->p_row0 && a < m->p_row0 + m->p_rows ? m->p + (size_t)(a - m->p_row0) * m->p_cols : NULL;
+    for (int j = 0; j < T; j++) {
+        double p = j < nv ? exp(sr[j] - mx) / sum : 0.0;
+        if (pr && f == 1) pr[j] = (float)p;
+        else if (pr && j < nv && (float)p > pr[j / f]) pr[j / f] = (float)p;
+        m->col_mass[j] += p;
+        if (j < nv) m->col_uniform[j] += 1.0 / nv;
+    }
+    m->tie_eps_count[i] = ne, m->tie_exact_count[i] = nx;
+    m->n_tied_rows += ne >= 2;
+}
+
+/* The row-window trace's consumer: each completed block of rows into the map. */
+static void map_block(void *ctx, const tsc_attn_trace_t *tr, int t0, int nr) {
+    tsc_attn_map_t *m = ctx;
+    for (int i = t0; i < t0 + nr; i++) map_row(m, tr->s + (size_t)(i % tr->rows) * m->T, i);
+}
+
+/* Runs pol's forward on qkv (q, k, v, then o and lse scratch) with a row-window trace of S feeding
+ * map_row, then marks the sinks. */
+static tsc_status_t map_rows(tsc_attn_map_t *m, const tsc_policy_t *pol, const tsc_dump_meta_t *mt, float *qkv) {
     const int T = mt->seq_len, D = mt->head_dim;
     const size_t n = (size_t)T * (size_t)D;
     tsc_attn_trace_t tr;
-    tsc_status_t st = tsc_attn_trace_init(&tr, T, D, pol->block_k, TSC_TRACE_SCORES);
+    tsc_status_t st = tsc_attn_trace_init_rows(&tr, T, D, pol->block_k, TSC_TRACE_SCORES, TSC_ATTN_TRACE_ROW_BLOCK,
+                                               map_block, m);
     if (st != TSC_OK) return st;
     tr.b = 0, tr.h = 0;
     tsc_attn_dims_t dims = {1, 1, 1, T, D, mt->causal, mt->softmax_scale};
@@ -57,42 +91,14 @@ static tsc_status_t scores(const tsc_policy_t *pol, const tsc_dump_meta_t *mt, f
         io.q = qkv, io.k = qkv + n, io.v = qkv + 2 * n, io.o = o, io.lse = o + n;
     }
     st = tsc_attn_run(pol, &dims, &io, &tr, 1);
-    if (st == TSC_OK) memcpy(s, tr.s, sizeof(double) * (size_t)T * (size_t)T);
     free(wide);
     tsc_attn_trace_free(&tr);
-    return st;
-}
-
-/* P, tie counts and column masses from S. */
-static void probabilities(tsc_attn_map_t *m, const double *s) {
-    const int T = m->T;
-    for (int i = 0; i < T; i++) {
-        const double *sr = s + (size_t)i * T;
-        int nv = m->causal ? i + 1 : T;
-        double mx = -INFINITY, sum = 0.0;
-        for (int j = 0; j < nv; j++)
-            if (sr[j] > mx) mx = sr[j];
-        int ne = 0, nx = 0;
-        for (int j = 0; j < nv; j++) {
-            sum += exp(sr[j] - mx);
-            ne += sr[j] >= mx - m->tie_eps;
-            nx += sr[j] == mx;
-        }
-        float *pr = m->p + (size_t)i * T;
-        for (int j = 0; j < T; j++) {
-            double p = j < nv ? exp(sr[j] - mx) / sum : 0.0;
-            pr[j] = (float)p;
-            m->col_mass[j] += p;
-            if (j < nv) m->col_uniform[j] += 1.0 / nv;
-        }
-        m->tie_eps_count[i] = ne, m->tie_exact_count[i] = nx;
-        m->n_tied_rows += ne >= 2;
-    }
-    for (int j = 0; j < T; j++) {
+    for (int j = 0; st == TSC_OK && j < T; j++) {
         m->is_sink[j] = m->col_mass[j] >= TSC_ATTN_MAP_SINK_SHARE * T &&
                         m->col_mass[j] >= TSC_ATTN_MAP_SINK_UNIFORM * m->col_uniform[j];
         m->n_sinks += m->is_sink[j];
     }
+    return st;
 }
 
 static tsc_status_t check_args(tsc_dump_t *d, long long step, int layer, int head, int batch) {
@@ -116,8 +122,9 @@ static tsc_status_t check_args(tsc_dump_t *d, long long step, int layer, int hea
     return TSC_OK;
 }
 
-tsc_status_t tsc_attn_map_compute(tsc_dump_t *d, long long step, int layer, int head, int batch, const char *policy,
-                                  double tie_eps, tsc_attn_map_t *m) {
+tsc_status_t tsc_attn_map_compute_kept(tsc_dump_t *d, long long step, int layer, int head, int batch,
+                                       const char *policy, double tie_eps, const tsc_attn_map_keep_t *keep,
+                                       tsc_attn_map_t *m) {
     if (!d || !m) return tsc_error_set(TSC_ERR_ARG, "tsc_attn_map_compute: NULL argument");
     memset(m, 0, sizeof *m);
     tsc_status_t st = check_args(d, step, layer, head, batch);
@@ -127,33 +134,42 @@ tsc_status_t tsc_attn_map_compute(tsc_dump_t *d, long long step, int layer, int 
         return tsc_error_wrap(st, "attention map: policy: ");
     const tsc_dump_meta_t *mt = tsc_dump_meta(d);
     const int T = mt->seq_len, D = mt->head_dim;
-    const size_t n = (size_t)T * (size_t)D, tt = (size_t)T * (size_t)T;
-    if ((st = tsc_mem_check(tt * (2 * sizeof(double) + sizeof(float)) + 5 * n * sizeof(float),
+    const int f = keep ? keep->pool : 1, g = f > 0 ? (T + f - 1) / f : 0; /* the grid: g x g */
+    const int r0 = keep ? keep->row0 : 0, r1 = keep && keep->row1 > 0 ? keep->row1 : g;
+    if (f < 1 || r0 < 0 || r0 >= r1 || r1 > g)
+        return tsc_error_set(TSC_ERR_ARG, "attention map: pool %d, rows %d:%d: need pool >= 1 and 0 <= a < b <= %d", f,
+                             r0, r1, g);
+    const size_t n = (size_t)T * (size_t)D, kept = (size_t)(r1 - r0) * (size_t)g;
+    if ((st = tsc_mem_check(kept * sizeof(float) + 5 * n * sizeof(float) + (size_t)T * 32,
                             "the attention map of one head")) != TSC_OK)
         return st;
     m->T = T, m->causal = mt->causal, m->head = head, m->batch = batch, m->layer = layer, m->step = step;
     m->kv_head = head / (mt->n_head / mt->n_kv_head);
     m->tie_eps = tie_eps > 0 ? tie_eps : TSC_ATTN_MAP_TIE_EPS;
+    m->pool = f, m->p_row0 = r0, m->p_rows = r1 - r0, m->p_cols = g;
     tsc_policy_format(&pol, m->policy, sizeof m->policy);
     float *qkv = calloc(5 * n + (size_t)T, sizeof(float));
-    double *s = malloc(sizeof(double) * tt);
-    m->p = malloc(sizeof(float) * tt);
+    m->p = f == 1 ? calloc(kept, sizeof(float)) : malloc(sizeof(float) * kept);
     m->tie_eps_count = calloc((size_t)T, sizeof(int32_t)), m->tie_exact_count = calloc((size_t)T, sizeof(int32_t));
     m->col_mass = calloc((size_t)T, sizeof(double)), m->col_uniform = calloc((size_t)T, sizeof(double));
     m->is_sink = calloc((size_t)T, 1);
-    if (!qkv || !s || !m->p || !m->tie_eps_count || !m->tie_exact_count || !m->col_mass || !m->col_uniform ||
+    if (!qkv || !m->p || !m->tie_eps_count || !m->tie_exact_count || !m->col_mass || !m->col_uniform ||
         !m->is_sink) {
         st = tsc_error_set(TSC_ERR_NOMEM, "attention map: out of memory");
         goto out;
     }
+    for (size_t c = 0; f > 1 && c < kept; c++) m->p[c] = -1.0f; /* pooled: no visible entry yet */
     const char *path = tsc_dump_path(d);
     if ((st = replay_read_head(d, path, step, layer, "q", batch, head, 0, n, qkv)) != TSC_OK) goto out;
     if ((st = replay_read_head(d, path, step, layer, "k", batch, m->kv_head, 1, n, qkv + n)) != TSC_OK) goto out;
     /* v only feeds the forward's output, which is not used: zeros keep it finite */
-    if ((st = scores(&pol, mt, qkv, s)) != TSC_OK) goto out;
-    probabilities(m, s);
+    st = map_rows(m, &pol, mt, qkv);
 out:
     free(qkv);
-    free(s);
     return st;
+}
+
+tsc_status_t tsc_attn_map_compute(tsc_dump_t *d, long long step, int layer, int head, int batch, const char *policy,
+                                  double tie_eps, tsc_attn_map_t *m) {
+    return tsc_attn_map_compute_kept(d, step, layer, head, batch, policy, tie_eps, NULL, m);
 }

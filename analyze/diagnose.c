@@ -13,6 +13,7 @@
 #include "tsc_attention.h"
 #include "tsc_dump.h"
 #include "tsc_h5.h"
+#include "tsc_mem.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -47,7 +48,8 @@ typedef struct {
     int use_mask;              /* 1: B sums over the tie rows only */
     int64_t n_tie_rows;
     const tsc_policy_t *lp;
-    tsc_attn_trace_t tr;       /* tiles trace of lp (tie rows) */
+    tsc_attn_trace_t tr;       /* row-window tiles trace of lp (tie rows, tie_block) */
+    size_t tie_at;             /* where tie_block writes: r->tie + tie_at + t */
     double row_sq;             /* the last bias_of / delta_sum_of: sum of squared per-row terms, */
     long long row_n;           /* and the rows summed (for the spread of the sum, row_se) */
     /* the head's inputs once its replayed steps are chosen: every substitution replays the same
@@ -160,6 +162,25 @@ static tsc_status_t run(rep_t *r, const tsc_policy_t *pol, int backward, tsc_att
 static tsc_status_t bias_replay(rep_t *r, const tsc_policy_t *pol, int layer, int h, int hp_pass, double *sum,
                                 double *per_step);
 
+/* The row-window trace's consumer for the tie rows (rep_t.tr): a row is a tie row when the exact
+ * ties at its row max, summed over its tiles, are at least 2. Memory O(T·tiles per row) for the
+ * block of TSC_ATTN_TRACE_ROW_BLOCK rows, never T x T. */
+static void tie_block(void *ctx, const tsc_attn_trace_t *tr, int t0, int nr) {
+    rep_t *r = ctx;
+    for (int t = t0; t < t0 + nr; t++) {
+        const double *tm = tr->tile_max + (size_t)(t % tr->rows) * tr->n_kt;
+        const int32_t *te = tr->ties_exact + (size_t)(t % tr->rows) * tr->n_kt;
+        double mx = -INFINITY;
+        int nt = 0;
+        for (int kt = 0; kt < tr->n_kt; kt++)
+            if (!isnan(tm[kt]) && tm[kt] > mx) mx = tm[kt];
+        for (int kt = 0; kt < tr->n_kt; kt++)
+            if (tm[kt] == mx) nt += te[kt];
+        r->tie[r->tie_at + t] = nt >= 2;
+        r->n_tie_rows += nt >= 2;
+    }
+}
+
 /* B(pol) over the head's steps (see tsc_diagnose.h); with hp_pass, fills the hp cache instead.
  * per_step (may be NULL) gets B per step. */
 static tsc_status_t bias_of(rep_t *r, const tsc_policy_t *pol, int layer, int h, int hp_pass, double *sum,
@@ -185,22 +206,9 @@ static tsc_status_t bias_replay(rep_t *r, const tsc_policy_t *pol, int layer, in
         for (int bi = 0; bi < r->nb; bi++) {
             tsc_status_t st = load(r, r->steps[si], layer, h, r->bs[bi]);
             size_t mrow = ((size_t)si * r->nb + bi) * (size_t)r->T;
-            if (hp_pass && st == TSC_OK) {
-                /* tie rows from lp's tile statistics: ties at the row max summed over its tiles */
+            if (hp_pass && st == TSC_OK) { /* tie rows from lp's tile statistics (tie_block) */
+                r->tie_at = mrow;
                 if ((st = run(r, r->lp, 0, &r->tr)) != TSC_OK) return st;
-                for (int t = 0; t < r->T; t++) {
-                    double mx = -INFINITY;
-                    int nt = 0;
-                    for (int kt = 0; kt < r->tr.n_kt; kt++) {
-                        double v = r->tr.tile_max[(size_t)t * r->tr.n_kt + kt];
-                        if (!isnan(v) && v > mx) mx = v;
-                    }
-                    for (int kt = 0; kt < r->tr.n_kt; kt++)
-                        if (r->tr.tile_max[(size_t)t * r->tr.n_kt + kt] == mx)
-                            nt += r->tr.ties_exact[(size_t)t * r->tr.n_kt + kt];
-                    r->tie[mrow + t] = nt >= 2;
-                    r->n_tie_rows += nt >= 2;
-                }
             }
             if (st == TSC_OK) st = run(r, pol, 0, NULL);
             if (st != TSC_OK) return st;
@@ -255,59 +263,86 @@ static tsc_status_t delta_sum_of(rep_t *r, const tsc_policy_t *hp, const tsc_pol
     return TSC_OK;
 }
 
-/* The largest rounding event among the features F of every row of batch row b at step: FP32
- * additions s + a*v (sums from 0 per key tile) whose significand overflowed and whose result has
- * rounding bit 1 and sticky bits set relative to out_fmt; the error is R_out(sum) - sum. */
-static tsc_status_t find_event(rep_t *r, const tsc_policy_t *lp, tsc_format_t out_fmt, long long step, int layer,
-                               int h, int b, const uint8_t *rows, tsc_diag_head_t *dh, double *best) {
-    tsc_attn_trace_t tr;
-    tsc_status_t st = tsc_attn_trace_init(&tr, r->T, r->D, lp->block_k, TSC_TRACE_SCORES | TSC_TRACE_TILES);
-    if (st != TSC_OK) return st;
-    if ((st = load(r, step, layer, h, b)) == TSC_OK) st = run(r, lp, 0, &tr);
-    if (st != TSC_OK) {
-        tsc_attn_trace_free(&tr);
-        return st;
-    }
-    int keep = tsc_format_mant_bits(out_fmt), sh = 23 - keep;
-    uint32_t rb = sh >= 2 ? 1u << (sh - 1) : 0, stm = rb ? rb - 1 : 0;
-    for (int t = 0; t < r->T && rb; t++)
-        for (int f = 0; f < r->nf && (!rows || rows[t]); f++) {
-            int i = r->feats[f], nv = r->m->causal ? t + 1 : r->T;
-            int lt = r->m->causal ? t / lp->block_k : tr.n_kt - 1;
-            double l = tr.l[(size_t)t * tr.n_kt + lt]; /* O = O-bar / l: the event's weight in O */
-            if (!(l > 0)) l = 1.0;
-            float s = 0.0f;
-            for (int j = 0; j < nv; j++) {
-                if (j % lp->block_k == 0) s = 0.0f;
-                float a = (float)tr.pbar[(size_t)t * r->T + j];
-                if (a == 0.0f) continue;
-                float vv = (float)tsc_round(r->v[(size_t)j * r->D + i], lp->fmt[TSC_STAGE_V], TSC_ROUND_NEAREST_EVEN, NULL);
-                float p = a * vv, sn = fmaf(a, vv, s);
-                if (s != 0.0f && p != 0.0f && sn != 0.0f && isfinite(sn)) {
-                    int es, ep, en;
-                    frexpf(s, &es);
-                    frexpf(p, &ep);
-                    frexpf(sn, &en);
-                    uint32_t u;
-                    memcpy(&u, &sn, sizeof u);
-                    if (en > (es > ep ? es : ep) && (u & rb) && (u & stm)) {
-                        double rounded = tsc_round((double)sn, out_fmt, TSC_ROUND_NEAREST_EVEN, NULL);
-                        double e = rounded - (double)sn;
-                        if (fabs(e) / l > *best) {
-                            *best = fabs(e) / l;
-                            dh->ev_found = 1;
-                            dh->ev_b = b, dh->ev_t = t, dh->ev_i = i, dh->ev_key = j;
-                            dh->ev_before = s, dh->ev_term = p, dh->ev_sum = sn;
-                            dh->ev_pbar = a, dh->ev_v = vv;
-                            dh->ev_rounded = rounded, dh->ev_err = e;
-                        }
+/* find_event's search, fed row by row by a row-window trace of lp's forward. */
+typedef struct {
+    rep_t *r;
+    const tsc_policy_t *lp;
+    tsc_format_t out_fmt;
+    const uint8_t *rows;       /* rows searched (NULL: all) */
+    tsc_diag_head_t *dh;
+    double *best;
+    int b;
+    uint32_t rb, stm;          /* the rounding bit and the sticky bits below it, relative to out_fmt */
+} event_ctx_t;
+
+/* The events of row t (see find_event), from the row's slot of the window trace. */
+static void event_row(const event_ctx_t *c, const tsc_attn_trace_t *tr, int t) {
+    const rep_t *r = c->r;
+    const int bk = c->lp->block_k, slot = t % tr->rows;
+    const double *pbar = tr->pbar + (size_t)slot * r->T;
+    for (int f = 0; f < r->nf; f++) {
+        int i = r->feats[f], nv = r->m->causal ? t + 1 : r->T;
+        int lt = r->m->causal ? t / bk : tr->n_kt - 1;
+        double l = tr->l[(size_t)slot * tr->n_kt + lt]; /* O = O-bar / l: the event's weight in O */
+        if (!(l > 0)) l = 1.0;
+        float s = 0.0f;
+        for (int j = 0; j < nv; j++) {
+            if (j % bk == 0) s = 0.0f;
+            float a = (float)pbar[j];
+            if (a == 0.0f) continue;
+            float vv = (float)tsc_round(r->v[(size_t)j * r->D + i], c->lp->fmt[TSC_STAGE_V], TSC_ROUND_NEAREST_EVEN,
+                                        NULL);
+            float p = a * vv, sn = fmaf(a, vv, s);
+            if (s != 0.0f && p != 0.0f && sn != 0.0f && isfinite(sn)) {
+                int es, ep, en;
+                frexpf(s, &es);
+                frexpf(p, &ep);
+                frexpf(sn, &en);
+                uint32_t u;
+                memcpy(&u, &sn, sizeof u);
+                if (en > (es > ep ? es : ep) && (u & c->rb) && (u & c->stm)) {
+                    double rounded = tsc_round((double)sn, c->out_fmt, TSC_ROUND_NEAREST_EVEN, NULL);
+                    double e = rounded - (double)sn;
+                    if (fabs(e) / l > *c->best) {
+                        tsc_diag_head_t *dh = c->dh;
+                        *c->best = fabs(e) / l;
+                        dh->ev_found = 1;
+                        dh->ev_b = c->b, dh->ev_t = t, dh->ev_i = i, dh->ev_key = j;
+                        dh->ev_before = s, dh->ev_term = p, dh->ev_sum = sn;
+                        dh->ev_pbar = a, dh->ev_v = vv;
+                        dh->ev_rounded = rounded, dh->ev_err = e;
                     }
                 }
-                s = sn;
             }
+            s = sn;
         }
-    snprintf(dh->ev_fmt, sizeof dh->ev_fmt, "%s", tsc_format_name(out_fmt));
+    }
+}
+
+static void event_block(void *ctx, const tsc_attn_trace_t *tr, int t0, int nr) {
+    const event_ctx_t *c = ctx;
+    for (int t = t0; t < t0 + nr && c->rb; t++)
+        if (!c->rows || c->rows[t]) event_row(c, tr, t);
+}
+
+/* The largest rounding event among the features F of every row of batch row b at step: FP32
+ * additions s + a*v (sums from 0 per key tile) whose significand overflowed and whose result has
+ * rounding bit 1 and sticky bits set relative to out_fmt; the error is R_out(sum) - sum. The
+ * forward's scores are read a block of rows at a time (a row-window trace), so memory is O(T) per
+ * row held, not T x T. */
+static tsc_status_t find_event(rep_t *r, const tsc_policy_t *lp, tsc_format_t out_fmt, long long step, int layer,
+                               int h, int b, const uint8_t *rows, tsc_diag_head_t *dh, double *best) {
+    int sh = 23 - tsc_format_mant_bits(out_fmt);
+    uint32_t rb = sh >= 2 ? 1u << (sh - 1) : 0;
+    event_ctx_t c = {r, lp, out_fmt, rows, dh, best, b, rb, rb ? rb - 1 : 0};
+    tsc_attn_trace_t tr;
+    tsc_status_t st = tsc_attn_trace_init_rows(&tr, r->T, r->D, lp->block_k, TSC_TRACE_SCORES | TSC_TRACE_TILES,
+                                               TSC_ATTN_TRACE_ROW_BLOCK, event_block, &c);
+    if (st != TSC_OK) return st;
+    if ((st = load(r, step, layer, h, b)) == TSC_OK) st = run(r, lp, 0, &tr);
     tsc_attn_trace_free(&tr);
+    if (st != TSC_OK) return st;
+    snprintf(dh->ev_fmt, sizeof dh->ev_fmt, "%s", tsc_format_name(out_fmt));
     return TSC_OK;
 }
 
@@ -367,6 +402,9 @@ static tsc_status_t head_setup(rep_t *r, const tsc_analysis_t *a, tsc_diag_head_
     dh->n_features_summed = r->nf;
     r->n_memo = r->n_cached = r->cache_on = 0;
     size_t n = (size_t)r->ns * r->nb * r->T * r->nf;
+    tsc_status_t mst = tsc_mem_check(2 * n * sizeof(float) + (uint64_t)r->ns * r->nb * r->T,
+                                     "diagnose: a head's FP32 outputs and tie rows over its steps");
+    if (mst != TSC_OK) return mst;
     free(r->ohp), free(r->dof), free(r->bstep);
     free(r->tie);
     r->tie = calloc((size_t)r->ns * r->nb * r->T + 1, 1);
@@ -727,7 +765,8 @@ static tsc_status_t rep_init(rep_t *r, tsc_dump_t *d, const tsc_analysis_t *a, c
     r->dl_hp = malloc((size_t)r->T * sizeof(double));
     r->steps = malloc((size_t)(a->n_steps ? a->n_steps : 1) * sizeof(long long));
     if (bad || !r->lse || !r->dl || !r->dl_hp || !r->steps) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
-    return tsc_attn_trace_init(&r->tr, r->T, r->D, lp->block_k, TSC_TRACE_TILES);
+    return tsc_attn_trace_init_rows(&r->tr, r->T, r->D, lp->block_k, TSC_TRACE_TILES, TSC_ATTN_TRACE_ROW_BLOCK,
+                                    tie_block, r);
 }
 
 static void rep_free(rep_t *r) {
@@ -755,6 +794,12 @@ static tsc_status_t examine_all(tsc_diagnosis_t *dg, const char *dump_path, cons
     tsc_status_t *hst = calloc(dg->n ? dg->n : 1, sizeof *hst);
     char (*hmsg)[512] = calloc(dg->n ? dg->n : 1, sizeof *hmsg);
     if (!rs || !hst || !hmsg) st = tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    /* per thread: q, k, v, dO, O of one head, its row vectors, two row-window traces (4 rows of S,
+     * P-bar and tile numbers) and the input cache: O(T·D), never T x T */
+    const tsc_dump_meta_t *m = tsc_dump_meta(d);
+    uint64_t T = (uint64_t)m->seq_len, per = 5 * T * m->head_dim * sizeof(float) + 16 * T +
+                                             TSC_ATTN_TRACE_ROW_BLOCK * 2 * T * 2 * sizeof(double) + DIAG_CACHE_BYTES;
+    if (st == TSC_OK) st = tsc_mem_check((uint64_t)nthr * per, "diagnose: the per-thread replay buffers");
     for (int t = 0; t < nthr && st == TSC_OK; t++) st = rep_init(&rs[t], d, a, P->lp, &opts->an.sel.batches);
     long long n_done = 0;
     if (st == TSC_OK) tsc_progress_begin(opts->an.progress, "at-risk heads examined", (long long)n_exam);

@@ -422,6 +422,12 @@ tsc_status_t tsc_replay_run(tsc_replay_t *r, tsc_replay_progress_fn progress, vo
     b.TD = (size_t)T * D;
     b.nq = (size_t)r->n_batches * r->n_heads * b.TD;
     b.nr = (size_t)r->n_batches * r->n_heads * T;
+    /* one layer's selected heads at a time: O(B·H·T·D), never T x T (an FP64 policy widens its
+     * inputs into 4 more such arrays, counted too) */
+    tsc_status_t mst = tsc_mem_check(sizeof(float) * 4 * b.nq + sizeof(double) * (8 * b.nq + 4 * b.nr) +
+                                         sizeof(double) * 4 * b.nq,
+                                     "replay: the buffers of one layer's selected heads");
+    if (mst != TSC_OK) return mst;
     b.in = malloc(sizeof(float) * 4 * b.nq);
     b.out = malloc(sizeof(double) * (4 * b.nq + 2 * b.nr));
     b.ref = malloc(sizeof(double) * 2 * (b.nq + b.nr));

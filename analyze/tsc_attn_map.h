@@ -16,6 +16,12 @@
  *   if (tsc_attn_map_compute(d, 0, 1, 3, 0, NULL, 0, &m) != TSC_OK) puts(tsc_error_last());
  *   ... m.p[i * m.T + j], m.tie_eps_count[i], m.is_sink[j] ...
  *   tsc_attn_map_free(&m);
+ *
+ * Memory. The scores are read a few rows at a time from the reference's row-window trace, so the
+ * computation holds O(T·(D + tile)) besides P; P itself is kept only as asked (tsc_attn_map_keep_t):
+ * every row at full resolution (tsc_attn_map_compute: T x T floats, for short T), a band of rows,
+ * or max-pooled f x f blocks (an overview: (T/f)² floats), so a long-context map (T up to 131072)
+ * costs what its figure shows. Tie counts, column masses and sinks always cover every row.
  */
 #ifndef TSC_ATTN_MAP_H
 #define TSC_ATTN_MAP_H
@@ -41,7 +47,10 @@ typedef struct {
     long long step;
     double tie_eps;
     char policy[128];        /* the policy S was rounded under (canonical string) */
-    float *p;                /* [T, T] P; 0 where masked */
+    float *p;                /* [p_rows, p_cols] the P kept: rows p_row0 .. p_row0 + p_rows - 1 of P
+                              * (pool 1: p_cols = T, 0 where masked), or of P max-pooled in pool x pool
+                              * blocks (the max over the block's visible entries; -1 where it has none) */
+    int pool, p_row0, p_rows, p_cols;
     int32_t *tie_eps_count;  /* [T] visible keys within ε of the row max */
     int32_t *tie_exact_count;/* [T] visible keys equal to the row max */
     double *col_mass;        /* [T] Σ_i P_ij */
@@ -56,9 +65,23 @@ typedef struct {
  * caller's (tsc_attn_map_free, also after a failure). Errors: TSC_ERR_ARG (head, batch out of
  * range, a bad policy; the message lists the valid range), TSC_ERR_MISSING (no such step or
  * layer, no q or k), TSC_ERR_NONFINITE (q or k holds NaN/Inf), the dump reader's errors,
- * TSC_ERR_NOMEM or the memory budget's error (O(T²) doubles). */
+ * TSC_ERR_NOMEM or the memory budget's error (T x T floats for P). */
 TSC_API tsc_status_t tsc_attn_map_compute(tsc_dump_t *d, long long step, int layer, int head, int batch,
                                           const char *policy, double tie_eps, tsc_attn_map_t *m);
+/* Which part of P a map keeps (see tsc_attn_map_t.p): rows [row0, row1) of P max-pooled in
+ * pool x pool blocks (pool 1: P itself), row indices counted in the pooled grid of ceil(T/pool)
+ * rows; row1 <= 0 means to the last. */
+typedef struct {
+    int row0, row1;
+    int pool;
+} tsc_attn_map_keep_t;
+
+/* tsc_attn_map_compute keeping only what keep asks of P (NULL: every row, pool 1, which is
+ * tsc_attn_map_compute). TSC_ERR_ARG also for pool < 1 or rows outside the grid; the memory
+ * budget is checked against what is kept. */
+TSC_API tsc_status_t tsc_attn_map_compute_kept(tsc_dump_t *d, long long step, int layer, int head, int batch,
+                                               const char *policy, double tie_eps, const tsc_attn_map_keep_t *keep,
+                                               tsc_attn_map_t *m);
 TSC_API void tsc_attn_map_free(tsc_attn_map_t *m);
 
 /* The step, layer, head and batch choices of a dump as one line for messages ("steps 0, 1, 2;

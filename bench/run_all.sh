@@ -35,6 +35,10 @@ run "bash bench/run_heatmap.sh build --reps 3" bash "$src/bench/run_heatmap.sh" 
 run "bash bench/bench_report.sh build" bash "$src/bench/bench_report.sh" "$build"
 run "build/bench_formats" "$build/bench_formats"
 run "bash bench/bench_train.sh build/tilescope 2" bash "$src/bench/bench_train.sh" "$build/tilescope" 2
+# long contexts, kept to T = 16384 and analyze here (synth alone takes minutes at T = 32768; the T = 32768
+# measurement, diagnose included, is `bash bench/bench_long_context.sh build/tilescope 2 1800 32768`)
+run "TSC_BENCH_CMDS=analyze bash bench/bench_long_context.sh build/tilescope 2 900 16384" \
+    env TSC_BENCH_CMDS=analyze bash "$src/bench/bench_long_context.sh" "$build/tilescope" 2 900 16384
 
 {
     echo "# Benchmark results"

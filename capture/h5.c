@@ -686,9 +686,10 @@ static tsc_status_t attr_read_num(hid_t obj, const char *name, int as_double, vo
                 if (!as_double && cls == H5T_FLOAT && !(dv == floor(dv) && fabs(dv) < 9.2e18))
                     st = tsc_error_set(TSC_ERR_FORMAT, "%s: attribute '%s' = %.17g, expected an integer",
                                        tsc_h5_where(obj, where, sizeof where), name, dv);
-                long long lv = cls == H5T_INTEGER ? ((long long *)buf)[i] : (long long)buf[i];
+                /* converted only when it is an integer in range: (long long) of 1e307 or NaN is undefined */
                 if (as_double) ((double *)v)[i] = dv;
-                else ((long *)v)[i] = (long)lv;
+                else if (st == TSC_OK)
+                    ((long *)v)[i] = (long)(cls == H5T_INTEGER ? ((long long *)buf)[i] : (long long)buf[i]);
             }
             if (st == TSC_OK) *n = (size_t)np;
         }

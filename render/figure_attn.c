@@ -101,11 +101,12 @@ static tsc_status_t fig_maps(attn_fig_t *f) {
         return tsc_error_set(TSC_ERR_NOMEM, "figure attn: out of memory");
     for (int i = 0; i < f->n; i++) {
         int h = o->head >= 0 ? o->head : i;
-        tsc_status_t st = tsc_attn_map_compute(f->src.d, f->step, o->layer, h, o->batch, o->policy, o->tie_eps,
-                                               &f->maps[i]);
+        tsc_attn_map_keep_t rows = {f->r0, f->r1, 1}; /* only the rows shown: long contexts */
+        tsc_status_t st = tsc_attn_map_compute_kept(f->src.d, f->step, o->layer, h, o->batch, o->policy, o->tie_eps,
+                                                    &rows, &f->maps[i]);
         if (st != TSC_OK) return st;
         for (int r = f->r0; r < f->r1; r++)
-            memcpy(f->data + (size_t)i * cells + (size_t)(r - f->r0) * f->cols, f->maps[i].p + (size_t)r * T,
+            memcpy(f->data + (size_t)i * cells + (size_t)(r - f->r0) * f->cols, f->maps[i].p + (size_t)(r - f->r0) * T,
                    sizeof(float) * (size_t)f->cols);
         float *pd = f->data + (size_t)i * cells; /* the legend says P < P_MIN shows at the lowest colour */
         for (size_t c = 0; c < cells; c++)

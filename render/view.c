@@ -50,10 +50,10 @@ static uint8_t level(double p) {
     return (uint8_t)(1 + lround(254 * t));
 }
 
-/* The map as levels pooled in f x f blocks (max of the visible entries; 0 when all are masked),
- * encoded as a PNG data URL. */
-static tsc_status_t encode(const tsc_attn_map_t *m, int f, char **url) {
-    const int T = m->T, n = (T + f - 1) / f;
+/* The map's kept P (a square grid: every row kept, pooled or not) as levels, encoded as a PNG data
+ * URL (0 where masked). */
+static tsc_status_t encode(const tsc_attn_map_t *m, char **url) {
+    const int n = m->p_cols;
     cairo_surface_t *img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, n, n);
     if (cairo_surface_status(img) != CAIRO_STATUS_SUCCESS) {
         cairo_surface_destroy(img);
@@ -64,11 +64,8 @@ static tsc_status_t encode(const tsc_attn_map_t *m, int f, char **url) {
     int stride = cairo_image_surface_get_stride(img);
     for (int a = 0; a < n; a++)
         for (int b = 0; b < n; b++) {
-            double mx = -1;
-            for (int i = a * f; i < (a + 1) * f && i < T; i++)
-                for (int j = b * f; j < (b + 1) * f && j < T; j++)
-                    if ((!m->causal || j <= i) && m->p[(size_t)i * T + j] > mx) mx = m->p[(size_t)i * T + j];
-            uint32_t v = mx < 0 ? 0 : level(mx);
+            double mx = (!m->causal || b <= a) ? m->p[(size_t)a * n + b] : -1;
+            uint32_t v = mx >= 0 ? level(mx) : 0; /* NaN, -1 (nothing visible) and masked: 0 */
             uint32_t argb = 0xFF000000u | v << 16 | v << 8 | v;
             memcpy(px + (size_t)a * stride + (size_t)b * 4, &argb, 4);
         }
@@ -95,8 +92,8 @@ static tsc_status_t add_head(view_t *v, const tsc_attn_map_t *m) {
     }
     vhead_t *h = &v->h[v->n];
     memset(h, 0, sizeof *h);
+    h->ov_f = m->pool;
     h->step = m->step, h->layer = m->layer, h->head = m->head, h->kv = m->kv_head;
-    h->ov_f = (m->T + v->o->overview - 1) / v->o->overview;
     h->tied = malloc(sizeof(int32_t) * (size_t)(m->n_tied_rows + 1));
     h->sinks = malloc(sizeof(int) * (size_t)(m->n_sinks + 1));
     h->sink_share = malloc(sizeof(double) * (size_t)(m->n_sinks + 1));
@@ -108,7 +105,7 @@ static tsc_status_t add_head(view_t *v, const tsc_attn_map_t *m) {
         if (m->is_sink[j]) h->sink_share[h->n_sinks] = m->col_mass[j] / m->T, h->sinks[h->n_sinks++] = j;
     const tsc_jv_t *rec = attn_src_record(&v->src, m->step, m->layer, m->head);
     h->score = (rec && tsc_jv_num(rec, "flagged") > 0 ? 4.0 * m->T : 0) + h->n_tied + (double)m->T * h->n_sinks;
-    return encode(m, h->ov_f, &h->ov);
+    return encode(m, &h->ov); /* computed pooled by ov_f (collect) */
 }
 
 static void view_free(view_t *v) {
@@ -152,7 +149,9 @@ static tsc_status_t collect(view_t *v) {
         for (int li = 0; st == TSC_OK && li < nl && li < mt->n_layer; li++)
             for (int h = 0; st == TSC_OK && h < mt->n_head; h++) {
                 tsc_attn_map_t m;
-                st = tsc_attn_map_compute(v->src.d, steps[si], layers[li], h, v->o->batch, v->o->policy, 0, &m);
+                tsc_attn_map_keep_t ov = {0, 0, (mt->seq_len + v->o->overview - 1) / v->o->overview};
+                st = tsc_attn_map_compute_kept(v->src.d, steps[si], layers[li], h, v->o->batch, v->o->policy, 0, &ov,
+                                               &m);
                 if (st == TSC_ERR_NONFINITE) { /* a head the capture did not keep (NaN) has no tile */
                     tsc_error_clear();
                     st = TSC_OK;
@@ -312,17 +311,26 @@ static tsc_status_t add_full(view_t *v, size_t base, int *n_full) {
     size_t total = base;
     tsc_status_t st = TSC_OK;
     *n_full = 0;
+    /* cairo's image edge is at most 32767 pixels: a longer context keeps its overviews only (not
+     * computed at all: a full map is T x T floats) */
+    const int fits = tsc_dump_meta(v->src.d)->seq_len <= 32767;
     for (int i = 0; st == TSC_OK && i < v->n; i++) {
         vhead_t *h = order[i];
         if (h->ov_f == 1) { /* the overview is the full pattern */
             (*n_full)++;
             continue;
         }
+        if (!fits) break;
         tsc_attn_map_t m;
         st = tsc_attn_map_compute(v->src.d, h->step, h->layer, h->head, v->o->batch, v->o->policy, 0, &m);
         char *url = NULL;
-        if (st == TSC_OK) st = encode(&m, 1, &url);
+        if (st == TSC_OK) st = encode(&m, &url);
         tsc_attn_map_free(&m);
+        if (st == TSC_ERR_UNSUPPORTED || st == TSC_ERR_EXTERNAL) { /* over the memory budget or cairo's */
+            tsc_error_clear(); /* image size (long contexts): the overviews stay, no full pattern */
+            st = TSC_OK;
+            break;
+        }
         if (st != TSC_OK) break;
         if (total + strlen(url) + 16 > budget) { free(url); break; }
         total += strlen(url) + 16;
