@@ -426,13 +426,17 @@ static const char caveats[] =
     "  accumulation of a biased error.\n"
     "- fig5a, fig12 (accumulated delta difference): a sum over few captured steps; its sign is noise unless the\n"
     "  diagnosis flags a head (the section above says whether it did).\n"
-    "- fig4, fig8 (rank-1 terms and their cosines): early in training the attention is nearly uniform and the\n"
-    "  inputs similar, so high cosines between tokens are expected with or without the mechanism.\n"
+    "- fig4, fig8 (rank-1 terms and their cosines): the cosines follow the stage of training: near 1 in a model that\n"
+    "  has barely trained (nearly uniform attention, similar inputs), low in one that has trained a little. The\n"
+    "  paper's near-parallel terms were measured close to its failure, so neither tests its claim.\n"
     "- fig6, fig9 (ties at the row maximum): drawn only when the capture has a row with two equal maxima. While the\n"
     "  largest attention logit is small, P-bar is close to 1 at every key, not the paper's regime (a sharp maximum,\n"
-    "  the other keys' mass below half an ULP of the sum: docs/MECHANISM.md section 5), so no bias is expected.\n"
+    "  the other keys' mass below half an ULP of the sum: docs/MECHANISM.md section 5), so no bias is expected;\n"
+    "  fig6b's error then moves up and down at every key, and a negative step that fig6c finds at a tied key is\n"
+    "  one of many of its size.\n"
     "- fig1 (evidence map): each link is coloured by the evidence of this run. Links 3 and 5 can show as supported\n"
-    "  for the reasons above (high early cosines; with few heads the shown head is the largest trivially).\n\n";
+    "  for the reasons above (high cosines in a barely trained model; with two heads the shown head is the\n"
+    "  largest or the smallest).\n\n";
 
 /* DIR/outcome.md, and the table on stdout. */
 static int write_outcome(repro_t *r, const tsc_jv_t *sm, const tsc_strbuf_t *fignotes) {

@@ -78,5 +78,6 @@ for args in "--config huge -o x" "--budget -1 -o x" "--budget abc -o x" "--seed 
 done
 [ ! -e x ] && ok || bad "a usage error created the output folder"
 touch file
+cd a && expect 1 "holds a run already" "$T" repro --config tiny -o out; cd "$tmp" || exit 1
 expect 1 "cannot create the folder" "$T" repro --config tiny -o file/out
 finish
