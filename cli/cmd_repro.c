@@ -42,7 +42,8 @@ const char tsc_usage_repro[] =
     "                      accelerating conditions, labelled; docs/REPRO.md)\n"
     "  --budget MINUTES    total time allowed (number; default per config: tiny 5, mini 10, full 360)\n"
     "  --seed S            weights and batch order (integer, default 1337)\n"
-    "  --steps N           optimizer steps per run (integer >= 10; default per config: 30, 150, 3000)\n"
+    "  --steps N           optimizer steps per run (integer >= 10; default per config: 30, 150, 3000); the\n"
+    "                      warm-up is the config's, at most a fifth of the steps\n"
     "  --layer L           the layer captured and run alone in lp1 (integer, default 1)\n"
     "Exit: 0 done (whatever the outcome), 1 a step failed (its message says which), 2 usage error.\n";
 
@@ -98,7 +99,7 @@ typedef struct {
     const repro_cfg_t *cfg;
     const char *dir;
     long long steps, seed;
-    int layer, ran[N_RUNS], diverged_nan[N_RUNS];
+    int layer, warmup, ran[N_RUNS], diverged_nan[N_RUNS]; /* warmup: the config's, at most a fifth of the steps */
     double budget_s, t0;
     tsc_strbuf_t cmds; /* the commands, one a line, for outcome.md */
 } repro_t;
@@ -137,7 +138,7 @@ static void train_args(const repro_t *r, int i, args_t *a) {
     arg(a, "--batch"), arg(a, "%d", r->cfg->batch);
     arg(a, "--seq-len"), arg(a, "%d", r->cfg->seq_len);
     arg(a, "--lr"), arg(a, "%s", r->cfg->lr);
-    arg(a, "--warmup"), arg(a, "%d", r->cfg->warmup);
+    arg(a, "--warmup"), arg(a, "%d", r->warmup);
     arg(a, "--val-every"), arg(a, "%lld", k);
     arg(a, "--val-batches"), arg(a, "%d", r->cfg->val_batches);
     arg(a, "--stats-every"), arg(a, "%lld", k);
@@ -216,7 +217,7 @@ static int print_plan(const repro_t *r) {
     const repro_cfg_t *c = r->cfg;
     printf("repro: config %s (%s)\n", c->name, c->label);
     printf("  model %s, BF16 autocast, batch %d x %d tokens, %lld steps per run, peak lr %s, warm-up %d, "
-           "seed %lld\n", c->model, c->batch, c->seq_len, r->steps, c->lr, c->warmup, r->seed);
+           "seed %lld\n", c->model, c->batch, c->seq_len, r->steps, c->lr, r->warmup, r->seed);
     printf("  runs: lp hp lp1 stable, then the controls onetile hpdelta if the budget allows (%.1f min in all)\n",
            r->budget_s / 60);
     printf("  lp captures layer %d every %lld steps and runs the flight recorder (last 4 steps); the others "
@@ -447,7 +448,7 @@ static int write_outcome(repro_t *r, const tsc_jv_t *sm, const tsc_strbuf_t *fig
     tsc_strbuf_printf(&sb, "# Outcome of `tilescope repro`, config %s\n\n%s: model %s, BF16 autocast, batch %d x %d "
                            "tokens, %lld steps per run, peak learning rate %s, warm-up %d steps, seed %lld. Every run "
                            "replays the batch order of lp (its batches.csv).\n\n",
-                      c->name, c->label, c->model, c->batch, c->seq_len, r->steps, c->lr, c->warmup, r->seed);
+                      c->name, c->label, c->model, c->batch, c->seq_len, r->steps, c->lr, r->warmup, r->seed);
     tsc_strbuf_printf(&sb, "## Outcome\n\n%s\nDiverged: the validation loss above twice its running minimum, or a "
                            "non-finite loss (the trainer stops there). Accumulated delta bias: sum over the captured "
                            "steps of sum_T(delta_lp - delta_hp) of the head with the largest magnitude (positive is "
@@ -530,6 +531,7 @@ int tsc_cmd_repro(int argc, char **argv) {
         return tsc_cli_usage_error(cmd, "--layer %d: model %s has layers 0 to %d", (int)layer, r.cfg->model, mc.n_layer - 1);
     r.layer = (int)layer, r.seed = (long long)seed;
     r.steps = steps > 0 ? (long long)steps : r.cfg->steps;
+    r.warmup = r.steps / 5 < r.cfg->warmup ? (int)(r.steps / 5) : r.cfg->warmup;
     r.budget_s = 60 * (budget > 0 ? budget : r.cfg->budget_min);
     char runs[1100];
     snprintf(runs, sizeof runs, "%s/runs", r.dir);
