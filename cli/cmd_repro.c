@@ -535,8 +535,8 @@ int tsc_cmd_repro(int argc, char **argv) {
     r.budget_s = 60 * (budget > 0 ? budget : r.cfg->budget_min);
     char runs[1100];
     snprintf(runs, sizeof runs, "%s/runs", r.dir);
-    if (tsc_cli_make_dir(r.dir) || tsc_cli_make_dir(runs))
-        return tsc_cli_fail(cmd, "%s: cannot create the folder: %s", errno == ENOTDIR ? runs : r.dir, strerror(errno));
+    const char *bad = tsc_cli_make_dir(r.dir) ? r.dir : tsc_cli_make_dir(runs) ? runs : NULL;
+    if (bad) return tsc_cli_fail(cmd, "%s: cannot create the folder: %s", bad, strerror(errno));
     r.t0 = now_s();
     tsc_strbuf_init(&r.cmds);
     print_plan(&r);
