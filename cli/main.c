@@ -29,6 +29,7 @@ extern const char tsc_usage_view[];
 extern const char tsc_usage_compare[];
 extern const char tsc_usage_train[];
 extern const char tsc_usage_import[];
+extern const char tsc_usage_repro[];
 
 static const char usage_help[] = "usage: tilescope help [COMMAND]\n";
 
@@ -47,6 +48,7 @@ const tsc_cli_cmd_t tsc_cli_commands[] = {
     {"report", tsc_cmd_report, "multi-page PDF + offline HTML report (and summary.json) of an analysis folder", tsc_usage_report},
     {"compare", tsc_cmd_compare, "two analysis folders side by side: per-head bias, spectral norms, losses; what changed", tsc_usage_compare},
     {"train", tsc_cmd_train, "train a GPT-2 / Llama style model on the CPU, attention under a policy per layer", tsc_usage_train},
+    {"repro", tsc_cmd_repro, "the paper's experiment in miniature: train hp/lp/stable runs, diagnose, every figure, outcome", tsc_usage_repro},
     {"demo", tsc_cmd_demo, "synthesize a GPT-2-small-shaped dump, diagnose it, write the report and figures", tsc_usage_demo},
     {"help", cmd_help, "help on a command", usage_help},
     {NULL, NULL, NULL, NULL}

@@ -1,0 +1,548 @@
+/* cmd_repro.c: `tilescope repro -o DIR`: the paper's experiment in miniature. The same model, seed and batch
+ * order trained under several attention policies (`tilescope train`), the diagnosis of the low-precision run's
+ * capture (`tilescope diagnose`), every figure that can be drawn, the report, and DIR/outcome.md. Each step runs
+ * in-process through the other commands' entry points, so it is exactly what a user would type (docs/REPRO.md). */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "tsc_figure.h"
+#include "tsc_file.h"
+#include "tsc_log.h"
+#include "tsc_model.h"
+#include "tsc_report.h"
+#include "tsc_strbuf.h"
+
+const char tsc_usage_repro[] =
+    "usage: tilescope repro -o DIR [--config tiny|mini|full] [--budget MINUTES] [--seed S] [options]\n"
+    "The paper's experiment in miniature (docs/REPRO.md). Trains one model, seed and batch order under\n"
+    "several attention policies, BF16 autocast elsewhere (DIR/runs/NAME/, `tilescope train`):\n"
+    "  lp       bf16-torch in every layer; captures layer L every K steps and runs the flight recorder\n"
+    "  hp       fp32 attention\n"
+    "  lp1      bf16-torch in layer L only\n"
+    "  stable   bf16-torch+stable:beta=2,eps=1e-3 in every layer\n"
+    "  onetile  control: bf16-torch with one tile per sequence (+tile:q=T,k=T)\n"
+    "  hpdelta  control: bf16-torch+hp-delta (delta from an FP32 O)\n"
+    "lp runs first; the others replay its batches.csv. Then `tilescope diagnose` on lp's capture\n"
+    "(DIR/diagnose/), every figure that can be drawn (DIR/figures/figN.png, with the runs' logs), the report\n"
+    "(DIR/report.pdf, DIR/report.html) and DIR/outcome.md: per run the final, lowest and highest validation\n"
+    "loss, the step of divergence (validation loss above twice its running minimum, or a non-finite loss),\n"
+    "the diagnosis' accumulated delta bias (lp) and the largest W^Q spectral norm; and the commands.\n"
+    "Budget: the steps are fixed per configuration (--steps to change them), so a re-run with the same\n"
+    "seed gives the same files byte for byte. The budget is a cap: lp's measured time decides whether\n"
+    "the controls fit (they are skipped when not); the plan is printed first.\n"
+    "  -o, --out DIR       output folder, created if missing (required)\n"
+    "  --config C          tiny (seconds: the test), mini (default: minutes), full (an hour per run;\n"
+    "                      accelerating conditions, labelled; docs/REPRO.md)\n"
+    "  --budget MINUTES    total time allowed (number; default per config: tiny 5, mini 10, full 360)\n"
+    "  --seed S            weights and batch order (integer, default 1337)\n"
+    "  --steps N           optimizer steps per run (integer >= 10; default per config: 30, 150, 3000); the\n"
+    "                      warm-up is the config's, at most a fifth of the steps\n"
+    "  --layer L           the layer captured and run alone in lp1 (integer, default 1)\n"
+    "Exit: 0 done (whatever the outcome), 1 a step failed (its message says which), 2 usage error.\n";
+
+/* A configuration: model and batch geometry, steps, schedule, and the default budget. */
+typedef struct {
+    const char *name, *model;
+    int batch, seq_len;
+    long long steps;
+    const char *lr;
+    int warmup, val_batches;
+    double budget_min;
+    const char *label;
+} repro_cfg_t;
+
+static const repro_cfg_t configs[] = {
+    {"tiny", "gpt2-tiny", 4, 32, 30, "1e-3", 5, 2, 5, "test configuration: too short for any outcome"},
+    {"mini", "gpt2-mini", 4, 128, 150, "1e-3", 20, 4, 10, "a try in minutes: far too short to diverge"},
+    {"full", "gpt2-mini,ctx=1024", 2, 1024, 3000, "3e-3", 200, 8, 360,
+     "accelerating conditions: peak learning rate 3e-3 (3x the trainer's default), context 1024 so the 512 tile "
+     "splits each row in two as in the paper"}};
+
+enum { RUN_LP, RUN_HP, RUN_LP1, RUN_STABLE, RUN_ONETILE, RUN_HPDELTA, N_RUNS, N_CORE = RUN_ONETILE };
+static const char *const run_names[N_RUNS] = {"lp", "hp", "lp1", "stable", "onetile", "hpdelta"};
+
+/* An argument vector with its own storage, printable as the command a user would type. */
+typedef struct {
+    char *v[48];
+    int n;
+    char buf[4096];
+    size_t used;
+} args_t;
+
+static void arg(args_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void arg(args_t *a, const char *fmt, ...) {
+    if (a->n >= (int)(sizeof a->v / sizeof a->v[0]) - 1 || a->used >= sizeof a->buf) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(a->buf + a->used, sizeof a->buf - a->used, fmt, ap);
+    va_end(ap);
+    if (k < 0 || (size_t)k >= sizeof a->buf - a->used) return;
+    a->v[a->n++] = a->buf + a->used;
+    a->v[a->n] = NULL;
+    a->used += (size_t)k + 1;
+}
+
+/* "tilescope CMD ARGS..." into sb. */
+static void args_text(tsc_strbuf_t *sb, const char *cmd, const args_t *a) {
+    tsc_strbuf_printf(sb, "tilescope %s", cmd);
+    for (int i = 0; i < a->n; i++) tsc_strbuf_printf(sb, " %s", a->v[i]);
+}
+
+typedef struct {
+    const repro_cfg_t *cfg;
+    const char *dir;
+    long long steps, seed;
+    int layer, warmup, ran[N_RUNS], diverged_nan[N_RUNS]; /* warmup: the config's, at most a fifth of the steps */
+    double budget_s, t0;
+    tsc_strbuf_t cmds; /* the commands, one a line, for outcome.md */
+} repro_t;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The attention policy of run i ("" for hp: the trainer's fp32). */
+static void run_policy(const repro_t *r, int i, char *buf, size_t cap) {
+    switch (i) {
+    case RUN_LP: snprintf(buf, cap, "bf16-torch"); break;
+    case RUN_LP1: snprintf(buf, cap, "%d=bf16-torch", r->layer); break;
+    case RUN_STABLE: snprintf(buf, cap, "bf16-torch+stable:beta=2,eps=1e-3"); break;
+    case RUN_ONETILE: snprintf(buf, cap, "bf16-torch+tile:q=%d,k=%d", r->cfg->seq_len, r->cfg->seq_len); break;
+    case RUN_HPDELTA: snprintf(buf, cap, "bf16-torch+hp-delta"); break;
+    default: buf[0] = 0;
+    }
+}
+
+/* Capture and statistics interval: ten captures per run. */
+static long long every(const repro_t *r) { return r->steps / 10 > 0 ? r->steps / 10 : 1; }
+
+/* The `tilescope train` arguments of run i. */
+static void train_args(const repro_t *r, int i, args_t *a) {
+    char pol[128];
+    long long k = every(r);
+    arg(a, "-o");
+    arg(a, "%s/runs/%s", r->dir, run_names[i]);
+    arg(a, "--model"), arg(a, "%s", r->cfg->model);
+    arg(a, "--precision"), arg(a, "bf16");
+    arg(a, "--steps"), arg(a, "%lld", r->steps);
+    arg(a, "--seed"), arg(a, "%lld", r->seed);
+    arg(a, "--batch"), arg(a, "%d", r->cfg->batch);
+    arg(a, "--seq-len"), arg(a, "%d", r->cfg->seq_len);
+    arg(a, "--lr"), arg(a, "%s", r->cfg->lr);
+    arg(a, "--warmup"), arg(a, "%d", r->warmup);
+    arg(a, "--val-every"), arg(a, "%lld", k);
+    arg(a, "--val-batches"), arg(a, "%d", r->cfg->val_batches);
+    arg(a, "--stats-every"), arg(a, "%lld", k);
+    arg(a, "--ckpt-every"), arg(a, "%lld", r->steps);
+    run_policy(r, i, pol, sizeof pol);
+    if (pol[0]) arg(a, "--attn-policy"), arg(a, "%s", pol);
+    if (i == RUN_LP) {
+        arg(a, "--capture"), arg(a, "steps=0:%lld:%lld,layers=%d", r->steps, k, r->layer);
+        arg(a, "--flight"), arg(a, "4");
+        arg(a, "--flight-layers"), arg(a, "%d", r->layer);
+    } else {
+        arg(a, "--batches"), arg(a, "%s/runs/lp/batches.csv", r->dir);
+    }
+    arg(a, "--quiet");
+}
+
+/* The last train_loss of a log is non-finite: the run stopped on a NaN/Inf loss (a result, not a failure). */
+static int ended_nonfinite(const char *path) {
+    tsc_log_t *lg;
+    if (tsc_log_read(path, "run", &lg) != TSC_OK) {
+        tsc_error_clear();
+        return 0;
+    }
+    int c = tsc_log_column(lg, "train_loss");
+    int bad = c >= 0 && lg->n_rows > 0 && !isfinite(lg->values[(lg->n_rows - 1) * (size_t)lg->n_cols + (size_t)c]);
+    tsc_log_free(lg);
+    return bad;
+}
+
+/* Trains run i; 0, or 1 after the message (a run that stops on a non-finite loss is recorded, not a failure). */
+static int train_run(repro_t *r, int i) {
+    args_t a = {.n = 0};
+    train_args(r, i, &a);
+    tsc_strbuf_t line;
+    tsc_strbuf_init(&line);
+    args_text(&line, "train", &a);
+    printf("[train %s] %s\n", run_names[i], tsc_strbuf_str(&line));
+    fflush(stdout);
+    tsc_strbuf_printf(&r->cmds, "%s\n", tsc_strbuf_str(&line));
+    tsc_strbuf_free(&line);
+    double t = now_s();
+    int rc = tsc_cmd_train(a.n, a.v);
+    char log[1200];
+    snprintf(log, sizeof log, "%s/runs/%s/log.csv", r->dir, run_names[i]);
+    if (rc == 1 && ended_nonfinite(log)) {
+        printf("      %s stopped on a non-finite loss: recorded as diverged\n", run_names[i]);
+        r->diverged_nan[i] = 1;
+        rc = 0;
+    }
+    if (rc) return tsc_cli_fail("repro", "train %s failed (exit %d)", run_names[i], rc);
+    r->ran[i] = 1;
+    printf("      %.1f s\n", now_s() - t);
+    return 0;
+}
+
+/* Runs lp, then the other core runs, then the controls when lp's measured time says they fit. */
+static int train_all(repro_t *r) {
+    double t = now_s();
+    int rc = train_run(r, RUN_LP);
+    if (rc) return rc;
+    double per_run = now_s() - t, left = r->budget_s - (now_s() - r->t0);
+    double core = per_run * (N_CORE - 1), ctrl = per_run * (N_RUNS - N_CORE), reserve = 0.1 * r->budget_s;
+    int controls = core + ctrl <= left - reserve;
+    printf("budget: lp took %.1f s; the other core runs need about %.0f s, the controls %.0f s more, "
+           "%.0f s of the budget left (%.0f s kept for the diagnosis and figures): controls %s\n",
+           per_run, core, ctrl, left, reserve, controls ? "run" : "skipped");
+    if (core > left)
+        printf("budget: warning: the core runs will overrun the budget by about %.0f s (they run anyway; "
+               "--steps shortens them)\n", core - left);
+    for (int i = RUN_HP; i < N_RUNS; i++)
+        if ((i < N_CORE || controls) && (rc = train_run(r, i))) return rc;
+    return 0;
+}
+
+static int print_plan(const repro_t *r) {
+    const repro_cfg_t *c = r->cfg;
+    printf("repro: config %s (%s)\n", c->name, c->label);
+    printf("  model %s, BF16 autocast, batch %d x %d tokens, %lld steps per run, peak lr %s, warm-up %d, "
+           "seed %lld\n", c->model, c->batch, c->seq_len, r->steps, c->lr, r->warmup, r->seed);
+    printf("  runs: lp hp lp1 stable, then the controls onetile hpdelta if the budget allows (%.1f min in all)\n",
+           r->budget_s / 60);
+    printf("  lp captures layer %d every %lld steps and runs the flight recorder (last 4 steps); the others "
+           "replay lp's batches.csv\n", r->layer, every(r));
+    if (c->seq_len <= 512)
+        printf("  note: %d tokens fit in one 512 x 512 tile, so onetile computes what lp computes (a vacuous "
+               "control here)\n", c->seq_len);
+    printf("  then: diagnose lp's capture -> %s/diagnose/, figures -> %s/figures/, %s/report.pdf, %s/outcome.md\n",
+           r->dir, r->dir, r->dir, r->dir);
+    fflush(stdout);
+    return 0;
+}
+
+/* Validation loss of a run: last, lowest and highest finite values; the first step where it exceeds twice its
+ * running minimum or where the training or validation loss is non-finite (-1: none). */
+typedef struct {
+    double last, lo, hi;
+    long long diverged;
+} val_stats_t;
+
+static int val_stats(const char *path, val_stats_t *v) {
+    tsc_log_t *lg;
+    *v = (val_stats_t){NAN, INFINITY, -INFINITY, -1};
+    if (tsc_log_read(path, "run", &lg) != TSC_OK) return -1;
+    int cv = tsc_log_column(lg, "val_loss"), ct = tsc_log_column(lg, "train_loss");
+    for (size_t k = 0; cv >= 0 && ct >= 0 && k < lg->n_rows; k++) {
+        double x = lg->values[k * (size_t)lg->n_cols + (size_t)cv], t = lg->values[k * (size_t)lg->n_cols + (size_t)ct];
+        int nonfinite = !isfinite(t) || isinf(x);
+        if (v->diverged < 0 && (nonfinite || (isfinite(x) && x > 2 * v->lo))) v->diverged = (long long)lg->step[k];
+        if (!isfinite(x)) continue;
+        v->last = x;
+        if (x < v->lo) v->lo = x;
+        if (x > v->hi) v->hi = x;
+    }
+    tsc_log_free(lg);
+    return cv >= 0 && ct >= 0 ? 0 : -1;
+}
+
+/* The largest per-head W^Q spectral norm of wq_norms.csv at its first and at its last step. */
+static void wq_extremes(const char *path, double *first, double *last, int *layer, int *head) {
+    tsc_log_t *lg;
+    *first = *last = NAN;
+    *layer = *head = -1;
+    if (tsc_log_read(path, "wq", &lg) != TSC_OK) {
+        tsc_error_clear();
+        return;
+    }
+    int cl = tsc_log_column(lg, "layer"), ch = tsc_log_column(lg, "head"), cs = tsc_log_column(lg, "wq_sn");
+    if (cl < 0 || ch < 0 || cs < 0 || lg->n_rows == 0) {
+        tsc_log_free(lg);
+        return;
+    }
+    double s0 = lg->step[0], s1 = lg->step[lg->n_rows - 1];
+    for (size_t k = 0; k < lg->n_rows; k++) {
+        const double *row = lg->values + k * (size_t)lg->n_cols;
+        if (lg->step[k] == s0 && !(row[cs] <= *first)) *first = row[cs];
+        if (lg->step[k] == s1 && !(row[cs] <= *last)) *last = row[cs], *layer = (int)row[cl], *head = (int)row[ch];
+    }
+    tsc_log_free(lg);
+}
+
+/* From the diagnosis: the head of the layer with the largest |accumulated delta bias| at the last analysed step. */
+static void delta_bias(const tsc_jv_t *sm, int layer, double *cum, int *head, long long *step) {
+    const tsc_jv_t *hs = tsc_jv_path(sm, "heads");
+    *cum = NAN, *head = -1, *step = -1;
+    for (size_t i = 0; hs && i < hs->n; i++)
+        if (tsc_jv_int(hs->items[i], "layer", -1) == layer && tsc_jv_int(hs->items[i], "step", -1) > *step)
+            *step = tsc_jv_int(hs->items[i], "step", -1);
+    for (size_t i = 0; hs && i < hs->n; i++) {
+        const tsc_jv_t *h = hs->items[i];
+        double c = tsc_jv_num(h, "delta.cumsum");
+        if (tsc_jv_int(h, "layer", -1) != layer || tsc_jv_int(h, "step", -1) != *step || !isfinite(c)) continue;
+        if (!(fabs(c) <= fabs(*cum))) *cum = c, *head = (int)tsc_jv_int(h, "head", -1);
+    }
+}
+
+static void fmt_num(char *buf, size_t cap, double x, const char *f) {
+    if (isfinite(x)) snprintf(buf, cap, f, x);
+    else snprintf(buf, cap, "-");
+}
+
+/* The outcome table (markdown) into sb. */
+static void outcome_table(const repro_t *r, const tsc_jv_t *sm, tsc_strbuf_t *sb) {
+    tsc_strbuf_printf(sb, "| run | attention | final val loss | lowest | highest | diverged at step | "
+                          "accumulated delta bias, layer %d | largest W^Q spectral norm: step 0 -> last (layer, head) |\n"
+                          "| --- | --- | --- | --- | --- | --- | --- | --- |\n", r->layer);
+    for (int i = 0; i < N_RUNS; i++) {
+        char pol[128], path[1200], a[32], b[32], c[32], d[48], e[96], w0[32], w1[32];
+        run_policy(r, i, pol, sizeof pol);
+        if (!r->ran[i]) {
+            tsc_strbuf_printf(sb, "| %s | %s | not run (budget) | | | | | |\n", run_names[i], pol[0] ? pol : "fp32");
+            continue;
+        }
+        val_stats_t v;
+        snprintf(path, sizeof path, "%s/runs/%s/log.csv", r->dir, run_names[i]);
+        if (val_stats(path, &v)) tsc_error_clear();
+        fmt_num(a, sizeof a, v.last, "%.5f"), fmt_num(b, sizeof b, v.lo, "%.5f"), fmt_num(c, sizeof c, v.hi, "%.5f");
+        if (v.diverged >= 0) snprintf(d, sizeof d, "%lld%s", v.diverged, r->diverged_nan[i] ? " (NaN)" : "");
+        else snprintf(d, sizeof d, "none");
+        snprintf(e, sizeof e, "n/a (no capture)");
+        if (i == RUN_LP) {
+            double cum;
+            int h;
+            long long st;
+            delta_bias(sm, r->layer, &cum, &h, &st);
+            if (h >= 0) snprintf(e, sizeof e, "%+.3g (head %d, steps 0..%lld)", cum, h, st);
+        }
+        double s0, s1;
+        int wl, wh;
+        snprintf(path, sizeof path, "%s/runs/%s/wq_norms.csv", r->dir, run_names[i]);
+        wq_extremes(path, &s0, &s1, &wl, &wh);
+        fmt_num(w0, sizeof w0, s0, "%.4f"), fmt_num(w1, sizeof w1, s1, "%.4f");
+        tsc_strbuf_printf(sb, "| %s | %s | %s | %s | %s | %s | %s | %s -> %s (%d, %d) |\n", run_names[i],
+                          pol[0] ? pol : "fp32", a, b, c, d, e, w0, w1, wl, wh);
+    }
+}
+
+/* The logs as figure sources ("lp=DIR/runs/lp/log.csv", lp first: it is the capture's run) into specs. */
+static int log_specs(const repro_t *r, char specs[N_RUNS][1200], const char *v[N_RUNS]) {
+    int n = 0;
+    for (int i = 0; i < N_RUNS; i++)
+        if (r->ran[i]) {
+            snprintf(specs[n], sizeof specs[n], "%s=%s/runs/%s/log.csv", run_names[i], r->dir, run_names[i]);
+            v[n] = specs[n];
+            n++;
+        }
+    return n;
+}
+
+/* Whether figure id is about the captured run alone (fig1's loss link, fig13's ties beside the loss): drawn with
+ * lp's log only. */
+static int lp_only(const char *id) { return strcmp(id, "fig1") == 0 || strcmp(id, "fig13") == 0; }
+
+/* Every figure into DIR/figures/ (the ones without data listed with the reason in notes), then the report (src:
+ * every run's log; src_lp: lp's alone). */
+static int figures_and_report(repro_t *r, tsc_figure_src_t *src, tsc_figure_src_t *src_lp, tsc_strbuf_t *notes,
+                              const char *logflags) {
+    char figdir[1100], path[1200];
+    snprintf(figdir, sizeof figdir, "%s/figures", r->dir);
+    if (tsc_cli_make_dir(figdir)) return tsc_cli_fail("repro", "%s: cannot create the folder: %s", figdir, strerror(errno));
+    tsc_figure_opts_t fo;
+    tsc_figure_opts_init(&fo);
+    fo.dpi = 150;
+    tsc_strbuf_t missing;
+    tsc_strbuf_init(&missing);
+    int drawn = 0;
+    tsc_strbuf_printf(&r->cmds, "tilescope figure FIG --from %s/diagnose%s --dpi 150 -o %s/FIG.png"
+                                "   (each FIG of `tilescope figure --list` but fig1, fig13)\n"
+                                "tilescope figure FIG --from %s/diagnose --log lp=%s/runs/lp/log.csv --log-same-run "
+                                "--dpi 150 -o %s/FIG.png   (FIG: fig1, fig13)\n",
+                      r->dir, logflags, figdir, r->dir, r->dir, figdir);
+    for (int i = 0; i < tsc_figure_count(); i++) {
+        snprintf(path, sizeof path, "%s/%s.png", figdir, tsc_figure_id(i));
+        const char *id = tsc_figure_id(i), *msg;
+        if (tsc_figure_write(lp_only(id) ? src_lp : src, id, &fo, path, TSC_IMG_PNG, NULL) == TSC_OK) {
+            tsc_strbuf_printf(notes, "%s%s", drawn++ ? ", " : "Drawn: ", id);
+        } else {
+            msg = tsc_error_last();
+            if (strncmp(msg, id, strlen(id)) == 0 && msg[strlen(id)] == ':') msg += strlen(id) + 1;
+            tsc_strbuf_printf(&missing, "- %s:%s%s\n", id, *msg == ' ' ? "" : " ", msg);
+            tsc_error_clear();
+        }
+    }
+    if (missing.len) tsc_strbuf_printf(notes, ".\n\nNot drawn (no data for them in these runs):\n\n%s", tsc_strbuf_str(&missing));
+    else tsc_strbuf_puts(notes, ".\n");
+    tsc_strbuf_free(&missing);
+    printf("      figures in %s/\n", figdir);
+    snprintf(path, sizeof path, "%s/report.pdf", r->dir);
+    tsc_strbuf_printf(&r->cmds, "tilescope report %s/diagnose%s --log-same-run -o %s\n", r->dir, logflags, path);
+    printf("[report] %s\n", path);
+    fflush(stdout);
+    tsc_report_opts_t ro;
+    tsc_report_opts_init(&ro);
+    tsc_report_info_t info;
+    if (tsc_report_write(src, path, &ro, &info) != TSC_OK) return tsc_cli_fail("repro", "report: %s", tsc_error_last());
+    printf("      %d pages; %s\n", info.n_pages, info.html_path);
+    return 0;
+}
+
+/* DIR/runs/lp/flight*.h5: what the flight recorder wrote, into sb. */
+static void flight_note(const repro_t *r, tsc_strbuf_t *sb) {
+    char d[1100];
+    snprintf(d, sizeof d, "%s/runs/lp", r->dir);
+    DIR *dp = opendir(d);
+    int n = 0;
+    for (struct dirent *e; dp && (e = readdir(dp));) {
+        size_t l = strlen(e->d_name);
+        if (strncmp(e->d_name, "flight", 6) == 0 && l > 3 && strcmp(e->d_name + l - 3, ".h5") == 0)
+            tsc_strbuf_printf(sb, "%s%s/%s", n++ ? ", " : "The flight recorder fired and wrote ", d, e->d_name);
+    }
+    if (dp) closedir(dp);
+    tsc_strbuf_puts(sb, n ? " (its trigger: a loss or gradient-norm spike over its running baseline, a NaN, or a "
+                            "signal; a small early spike fires it too, so read it with the log).\n"
+                          : "The flight recorder did not fire (no spike, no NaN).\n");
+}
+
+static const char caveats[] =
+    "## Reading these figures on a short run\n\n"
+    "The paper's run failed after about 7000 steps of GPT-2 small on OpenWebText. A run of this configuration is\n"
+    "orders of magnitude shorter and smaller, so:\n\n"
+    "- fig2, fig7, fig10 (losses): every run is still learning; the curves of the runs lie on top of each other (the\n"
+    "  run drawn last hides the others: read the table) and their differences are of the size of the BF16 rounding\n"
+    "  noise between policies. \"No divergence\" here says nothing about whether the mechanism would act later.\n"
+    "- fig13 (lp's validation loss and its rows with tied maxima): in a young model the scores are small and close\n"
+    "  together, so BF16 scores tie often; a rising count here is not the paper's precursor of a blow-up.\n"
+    "- fig3, fig11 (spectral norms): the early growth of freshly initialised weights, the same in every run, not the\n"
+    "  accumulation of a biased error.\n"
+    "- fig5a, fig12 (accumulated delta difference): a sum over few captured steps; its sign is noise unless the\n"
+    "  diagnosis flags a head (the section above says whether it did).\n"
+    "- fig4, fig8 (rank-1 terms and their cosines): the cosines follow the stage of training: near 1 in a model that\n"
+    "  has barely trained (nearly uniform attention, similar inputs), low in one that has trained a little. The\n"
+    "  paper's near-parallel terms were measured close to its failure, so neither tests its claim.\n"
+    "- fig6, fig9 (ties at the row maximum): drawn only when the capture has a row with two equal maxima. While the\n"
+    "  largest attention logit is small, P-bar is close to 1 at every key, not the paper's regime (a sharp maximum,\n"
+    "  the other keys' mass below half an ULP of the sum: docs/MECHANISM.md section 5), so no bias is expected;\n"
+    "  fig6b's error then moves up and down at every key, and a negative step that fig6c finds at a tied key is\n"
+    "  one of many of its size.\n"
+    "- fig1 (evidence map): each link is coloured by the evidence of this run. Links 3 and 5 can show as supported\n"
+    "  for the reasons above (high cosines in a barely trained model; with two heads the shown head is the\n"
+    "  largest or the smallest).\n\n";
+
+/* DIR/outcome.md, and the table on stdout. */
+static int write_outcome(repro_t *r, const tsc_jv_t *sm, const tsc_strbuf_t *fignotes) {
+    tsc_strbuf_t sb, table;
+    tsc_strbuf_init(&sb), tsc_strbuf_init(&table);
+    outcome_table(r, sm, &table);
+    const repro_cfg_t *c = r->cfg;
+    tsc_strbuf_printf(&sb, "# Outcome of `tilescope repro`, config %s\n\n%s: model %s, BF16 autocast, batch %d x %d "
+                           "tokens, %lld steps per run, peak learning rate %s, warm-up %d steps, seed %lld. Every run "
+                           "replays the batch order of lp (its batches.csv).\n\n",
+                      c->name, c->label, c->model, c->batch, c->seq_len, r->steps, c->lr, r->warmup, r->seed);
+    tsc_strbuf_printf(&sb, "## Outcome\n\n%s\nDiverged: the validation loss above twice its running minimum, or a "
+                           "non-finite loss (the trainer stops there). Accumulated delta bias: sum over the captured "
+                           "steps of sum_T(delta_lp - delta_hp) of the head with the largest magnitude (positive is "
+                           "the paper's direction). Heads and layers are 0-based.\n\n", tsc_strbuf_str(&table));
+    double nf = tsc_jv_num(sm, "n_flagged_heads");
+    const char *fit = tsc_jv_str(sm, "diagnosis.fit.sentence");
+    tsc_strbuf_printf(&sb, "## Diagnosis of lp's capture (%s/diagnose/)\n\n%s; %.0f at-risk layer/heads flagged.\n",
+                      r->dir, fit ? fit : "no fit", isfinite(nf) ? nf : 0);
+    flight_note(r, &sb);
+    if (r->cfg->seq_len <= 512)
+        tsc_strbuf_printf(&sb, "onetile: %d tokens fit in one 512 x 512 tile, so onetile computes what lp computes "
+                               "(its log equals lp's): a vacuous control in this configuration.\n", c->seq_len);
+    tsc_strbuf_puts(&sb, "The trainer has no per-head policy, so the paper's control \"FP32 O in the at-risk heads "
+                         "only\" is not run.\n\n");
+    tsc_strbuf_printf(&sb, "## Figures (%s/figures/)\n\n%s\n%s## Commands\n\n```\n%s```\n", r->dir,
+                      tsc_strbuf_str(fignotes), caveats, tsc_strbuf_str(&r->cmds));
+    char path[1200];
+    snprintf(path, sizeof path, "%s/outcome.md", r->dir);
+    tsc_status_t st = tsc_strbuf_status(&sb);
+    if (st == TSC_OK) st = tsc_out_write_all(path, tsc_strbuf_str(&sb), sb.len);
+    printf("\n%s\n%s\n", tsc_strbuf_str(&table), path);
+    tsc_strbuf_free(&sb), tsc_strbuf_free(&table);
+    return st == TSC_OK ? 0 : tsc_cli_fail("repro", "%s", tsc_error_last());
+}
+
+/* diagnose -> figures -> report -> outcome.md. */
+static int analyse(repro_t *r) {
+    char cap[1100], ddir[1100], specs[N_RUNS][1200], logflags[N_RUNS * 1300] = "";
+    const char *v[N_RUNS];
+    snprintf(cap, sizeof cap, "%s/runs/lp/capture.h5", r->dir);
+    snprintf(ddir, sizeof ddir, "%s/diagnose", r->dir);
+    char *dargv[] = {cap, "-o", ddir, "--quiet", NULL};
+    tsc_strbuf_printf(&r->cmds, "tilescope diagnose %s -o %s --quiet\n", cap, ddir);
+    printf("[diagnose] tilescope diagnose %s -o %s --quiet\n", cap, ddir);
+    fflush(stdout);
+    if (tsc_cmd_diagnose(4, dargv) != 0) return tsc_cli_fail("repro", "diagnose %s failed", cap);
+    int n = log_specs(r, specs, v);
+    for (int i = 0; i < n; i++) snprintf(logflags + strlen(logflags), sizeof logflags - strlen(logflags), " --log %s", v[i]);
+    tsc_figure_src_t *src, *src_lp;
+    if (tsc_figure_src_open_logs(ddir, v, n, &src) != TSC_OK) return tsc_cli_fail("repro", "%s", tsc_error_last());
+    if (tsc_figure_src_open_logs(ddir, v, 1, &src_lp) != TSC_OK) {
+        tsc_figure_src_close(src);
+        return tsc_cli_fail("repro", "%s", tsc_error_last());
+    }
+    /* fig1's loss link reads the first log, lp's: the capture's run (the report's too: lp's log comes first) */
+    tsc_figure_src_set_same_run(src, 1);
+    tsc_figure_src_set_same_run(src_lp, 1);
+    tsc_strbuf_t notes;
+    tsc_strbuf_init(&notes);
+    int rc = figures_and_report(r, src, src_lp, &notes, logflags);
+    if (!rc) rc = write_outcome(r, tsc_figure_src_summary(src), &notes);
+    tsc_strbuf_free(&notes);
+    tsc_figure_src_close(src_lp);
+    tsc_figure_src_close(src);
+    return rc;
+}
+
+int tsc_cmd_repro(int argc, char **argv) {
+    const char *cmd = "repro", *config = "mini";
+    repro_t r = {.dir = NULL, .steps = -1, .seed = 1337, .layer = 1};
+    double budget = -1, seed = 1337, steps = -1, layer = 1;
+    const tsc_cli_flag_t flags[] = {{"--out", "-o", TSC_CLI_STR, &r.dir, 0, 0},
+                                    {"--config", NULL, TSC_CLI_STR, &config, 0, 0},
+                                    {"--budget", NULL, TSC_CLI_DOUBLE, &budget, 0.01, 1e6},
+                                    {"--seed", NULL, TSC_CLI_WHOLE, &seed, 0, 4611686018427387904.0},
+                                    {"--steps", NULL, TSC_CLI_WHOLE, &steps, 10, 1e9},
+                                    {"--layer", NULL, TSC_CLI_WHOLE, &layer, 0, 63}};
+    const char *operand = NULL;
+    int rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, &operand);
+    if (rc) return rc;
+    if (operand) return tsc_cli_usage_error(cmd, "unexpected argument '%s' (the output folder goes after -o)", operand);
+    if (!r.dir) return tsc_cli_usage_error(cmd, "-o DIR is required");
+    if (strlen(r.dir) > 900) return tsc_cli_usage_error(cmd, "-o: path too long");
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
+        if (strcmp(config, configs[i].name) == 0) r.cfg = &configs[i];
+    if (!r.cfg) return tsc_cli_usage_error(cmd, "--config: expected tiny, mini or full, got '%s'", config);
+    tsc_model_config_t mc;
+    if (tsc_model_config_parse(r.cfg->model, &mc) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    if ((int)layer >= mc.n_layer)
+        return tsc_cli_usage_error(cmd, "--layer %d: model %s has layers 0 to %d", (int)layer, r.cfg->model, mc.n_layer - 1);
+    r.layer = (int)layer, r.seed = (long long)seed;
+    r.steps = steps > 0 ? (long long)steps : r.cfg->steps;
+    r.warmup = r.steps / 5 < r.cfg->warmup ? (int)(r.steps / 5) : r.cfg->warmup;
+    r.budget_s = 60 * (budget > 0 ? budget : r.cfg->budget_min);
+    char runs[1100];
+    snprintf(runs, sizeof runs, "%s/runs", r.dir);
+    const char *bad = tsc_cli_make_dir(r.dir) ? r.dir : tsc_cli_make_dir(runs) ? runs : NULL;
+    if (bad) return tsc_cli_fail(cmd, "%s: cannot create the folder: %s", bad, strerror(errno));
+    r.t0 = now_s();
+    tsc_strbuf_init(&r.cmds);
+    print_plan(&r);
+    rc = train_all(&r);
+    if (!rc) rc = analyse(&r);
+    tsc_strbuf_free(&r.cmds);
+    if (!rc) printf("repro done in %.1f s\n", now_s() - r.t0);
+    return rc;
+}
