@@ -213,6 +213,9 @@ static int log_series(const tsc_figure_src_t *s, int val, tsc_plot_series_t *ser
         bufs[2 * k] = x, bufs[2 * k + 1] = y;
         memset(&ser[k], 0, sizeof ser[k]);
         ser[k].name = lg->name, ser[k].x = x, ser[k].y = y, ser[k].n = n, ser[k].style = TSC_PLOT_LINES;
+        /* runs of one experiment can coincide: a dash type per run lets the curves under the last one
+         * show through its gaps, so overlapping runs read as overlapping, not as missing */
+        ser[k].dash = k == 0 ? 1 : 2 + (k - 1) % 4;
         cap_printf(info, "%s'%s' = column %s of %s (%zu points)", k ? "; " : "", lg->name, lg->cols[c], tsc_fig_base(lg->path), n);
         k++;
     }
@@ -1194,7 +1197,7 @@ static tsc_status_t fig13(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     snprintf(info->caption, sizeof info->caption, "fig13: ");
     int k = log_series(s, 1, ser, bufs, info);
     char cname[64];
-    snprintf(cname, sizeof cname, "rows with >= 2 maxima, layer %d%s", sel->layer, k ? " (right axis)" : "");
+    snprintf(cname, sizeof cname, "tied rows, layer %d%s", sel->layer, k ? " (right axis)" : "");
     ser[k] = (tsc_plot_series_t){.name = cname, .x = c.steps, .y = cnt, .n = (size_t)c.S,
                                  .style = TSC_PLOT_LINESPOINTS, .y2 = k ? 1 : 0};
     tsc_plot_opts_t po;

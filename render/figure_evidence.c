@@ -142,11 +142,14 @@ static void node_wq_norm(node_t *n, const tsc_figure_src_t *s, const tsc_fig_sel
                 sorted[b] = sorted[b - 1], sorted[b - 1] = t;
             }
         double med = nf ? (nf % 2 ? sorted[nf / 2] : 0.5 * (sorted[nf / 2 - 1] + sorted[nf / 2])) : NAN;
-        /* supports the link when this head stands out of its layer: in its top quarter, or 1.5x the median */
-        n->evidence = rank <= (H + 3) / 4 || wn[sel->head] >= 1.5 * med ? 2 : 1;
+        /* supports the link when this head stands out of its layer: 1.5x the median, or in its top quarter
+         * when the layer has 4 heads or more (the largest of 2 or 3 heads stands out of nothing) */
+        n->evidence = (H >= 4 && rank <= (H + 3) / 4) || wn[sel->head] >= 1.5 * med ? 2 : 1;
         addf(n->body, sizeof n->body, "head %d: %.4g (rank %d of %d in layer %d; largest %.4g, median %.4g)", sel->head,
              wn[sel->head], rank, H, sel->layer, mx, med);
-        if (n->evidence == 1) addf(n->body, sizeof n->body, "\nnot among the largest of its layer");
+        if (n->evidence == 1)
+            addf(n->body, sizeof n->body, H >= 4 ? "\nnot among the largest of its layer"
+                                                 : "\nbelow 1.5x the median (%d heads: too few to rank)", H);
     } else {
         addf(n->body, sizeof n->body, "no evidence: w_q not captured");
     }

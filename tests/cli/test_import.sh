@@ -9,6 +9,12 @@
 py=$(find_py h5py numpy torch) || { echo "SKIP: no python3 with h5py, numpy and torch"; exit 77; }
 export PYTHONPATH="$(cd "$(dirname "$0")/../../python" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
 [ -n "${TSC_BUILD:-}" ] && export TILESCOPE_LIB="$TSC_BUILD/libtilescope.so"
+# Python loading a sanitized library needs the ASan runtime first in the process (as tests/run_py.sh
+# does); the commands that run Python (the package, or tilescope handing .pt/.npz to it) get it.
+pyenv=()
+if [ -n "${TSC_BUILD:-}" ] && grep -q '^TSC_SANITIZE:BOOL=ON' "$TSC_BUILD/CMakeCache.txt" 2>/dev/null; then
+  pyenv=(env LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
+fi
 cd "$tmp"
 # run0 CMD...: a pass when CMD exits 0 (stdout in out, stderr in err)
 run0() { "$@" >out 2>err && ok || bad "'$*' failed: $(head -3 err)"; }
@@ -62,10 +68,10 @@ PY
 run0 "$TSC" import a.safetensors -o st.h5 --map 'model.{layer}.{name}' --step 5 --policy bf16-fa2
 grep -q "import: a.safetensors -> st.h5: 10 datasets, steps \[5\], layers \[0, 2\]; skipped 1 tensors no map selects: embed" out && ok ||
   bad "the summary line: $(cat out)"
-run0 "$py" -m tilescope import a.safetensors -o st_py.h5 --map 'model.{layer}.{name}' --step 5 --policy bf16-fa2
-run0 "$TSC" import a.pt -o pt.h5 --map 'blocks.{layer}.{name}' --layout bthd
+run0 "${pyenv[@]}" "$py" -m tilescope import a.safetensors -o st_py.h5 --map 'model.{layer}.{name}' --step 5 --policy bf16-fa2
+run0 "${pyenv[@]}" "$TSC" import a.pt -o pt.h5 --map 'blocks.{layer}.{name}' --layout bthd
 grep -q "skipped 1 tensors no map selects: lr" out && ok || bad "a.pt: $(cat out)"
-run0 "$TSC" import a.npz -o npz.h5 --map 'query=q'
+run0 "${pyenv[@]}" "$TSC" import a.npz -o npz.h5 --map 'query=q'
 run0 "$TSC" import q.npy -o npy.h5
 "$py" - <<'PY' && ok || bad "the dumps' bits differ from the files'"
 import h5py, numpy as np, sys
