@@ -30,9 +30,8 @@ tsc_rate() {
     local prec=$1; shift
     "$tsc" train --model $model --precision "$prec" --batch $B --seq-len $T --steps "$steps" --threads "$threads" \
         --val-every 100000 --stats-every 100000 --ckpt-every 100000 "$@" -o "$tmp/run-$prec" \
-        | awk '/^step /{ for (i = 1; i <= NF; i++) if ($(i+1) == "tok/s") r[n++] = $i }
-               END { if (n < 4) { print "nan"; exit } m = 0; for (i = 3; i < n; i++) v[m++] = r[i];
-                     asort(v); print (m % 2) ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2 }'
+        | awk '/^step /{ n++; for (i = 1; i <= NF; i++) if ($(i+1) == "tok/s" && n > 3) print $i }' \
+        | sort -g | awk '{ v[++m] = $1 } END { if (m < 1) print "nan"; else print (m % 2) ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2 }'
 }
 torch_rate() {
     [ -n "$py" ] || { echo nan; return; }
