@@ -256,6 +256,7 @@ typedef struct {
     char verdict[1024], meta[2048], event[2048], mitig[8192], stages[2048];
     char fit[TSC_POLICY_STR_MAX + 128], fit_warn[256];  /* the diagnosed policy's fit; "" without one */
     int has_event;
+    int diagnosed;     /* summary.json comes from diagnose (it has a diagnosis, maybe with no head at risk) */
     const tsc_jv_t *top;
     tsc_strbuf_t repro;
     char **ar_cells, **hd_cells;
@@ -362,7 +363,11 @@ static void addf_buf(char *buf, size_t cap, const char *fmt, ...) {
  * each beta of the sweep did (summary.json diagnosis.at_risk[].fixes, .beta_sweep). */
 static void mitig_text(const tsc_jv_t *sm, const char *dir, char *mitig, size_t cap) {
     const tsc_jv_t *ar = tsc_jv_path(sm, "diagnosis.at_risk");
-    if (!ar || !ar->n) {
+    if (ar && !ar->n) {
+        snprintf(mitig, cap, "Not measured: the diagnosis found no head at risk, so no fix was replayed.");
+        return;
+    }
+    if (!ar) {
         snprintf(mitig, cap, "Not measured: this analysis has no diagnosis. `tilescope diagnose DUMP -o %s` "
                              "replays the stabilised policy (+stable) and a beta sweep.", dir);
         return;
@@ -533,6 +538,7 @@ static tsc_status_t build_content(tsc_figure_src_t *src, const tsc_figure_opts_t
     fit_text(sm, c);
     meta_text(sm, dir, c->meta, sizeof c->meta);
     c->has_event = event_text(c->top, tsc_jv_int(c->top, "step", 0), c->event, sizeof c->event);
+    c->diagnosed = tsc_jv_path(sm, "diagnosis.at_risk") != NULL;
     mitig_text(sm, dir, c->mitig, sizeof c->mitig);
     stage_text(sm, c->stages, sizeof c->stages);
     repro_text(src, o, pdf_path, c);
@@ -620,6 +626,11 @@ static void doc_back(tsc_rdoc_t *d, const content_t *c) {
                                          "example: the FP32 sum's bits after the output format's kept mantissa, then the "
                                          "rounding bit, then the sticky bits.", 4, TSC_RH_P);
         add_para(d, 0, MONO, SMALL_PT, 0, c->event, 8, TSC_RH_PRE);
+    } else if (c->diagnosed) {
+        add_para(d, 1, SANS, BODY_PT, 0, "No rounding event was traced: the diagnosis looks for the largest event at each "
+                                         "at-risk head, and found no head at risk.", 8, TSC_RH_P);
+        tsc_rblock_t *b = tsc_rdoc_add(d, TSC_RB_HTML);
+        if (b) b->only = 2, b->text = "<p>No rounding event was traced: the diagnosis found no head at risk.</p>\n";
     } else {
         add_para(d, 1, SANS, BODY_PT, 0, "No rounding event was traced: run `tilescope diagnose` on the dump (it looks for "
                                          "the largest event at each at-risk head).", 8, TSC_RH_P);
