@@ -194,7 +194,7 @@ class capture:
             modules = [m for _, m in model.named_modules() if _style(m)]
         self.modules = list(modules)
         self._layer_of = {id(m): i for i, m in enumerate(self.modules)}
-        self._stack, self._hooks, self._warned = [], [], set()
+        self._stack, self._hooks, self._layer_hooks, self._warned = [], [], [], set()
         self._step, self._manual, self._want_step = -1, False, False
         self._pending, self._calls = {}, 0
         self._cap = None
@@ -205,15 +205,6 @@ class capture:
     # -- context ------------------------------------------------------------------------------
     def __enter__(self):
         self._hooks.append(self.model.register_forward_pre_hook(self._model_pre))
-        for m in self.modules:
-            self._hooks.append(m.register_forward_pre_hook(self._module_pre))
-            self._hooks.append(m.register_forward_hook(self._module_post))
-            style = _style(m)
-            if style == "nanogpt":
-                self._hooks.append(m.c_attn.register_forward_hook(self._nanogpt_qkv(m)))
-                self._hooks.append(m.c_proj.register_forward_pre_hook(self._proj_o(m)))
-            elif style == "llama":
-                self._hooks.append(m.o_proj.register_forward_pre_hook(self._proj_o(m)))
         self._open_ctx = True
         _ACTIVE.append(self)
         _patch_sdpa(True)
@@ -236,6 +227,7 @@ class capture:
         for h in self._hooks:
             h.remove()
         self._hooks = []
+        self._layer_hooks_set(False)
         self._finish_step()
         if self._thread is not None:
             self._q.put(None)
@@ -263,6 +255,26 @@ class capture:
         self._step = n
         self._want_step = self._sel.has(n)
         self._calls = 0
+        self._layer_hooks_set(self._want_step)
+
+    def _layer_hooks_set(self, on):
+        """The attention modules' hooks exist only during sampled steps: a step the sampling spec
+        skips runs the model with no hook of ours but the model's own pre-hook (step counting)."""
+        if on and not self._layer_hooks:
+            for m in self.modules:
+                self._layer_hooks.append(m.register_forward_pre_hook(self._module_pre))
+                self._layer_hooks.append(m.register_forward_hook(self._module_post))
+                style = _style(m)
+                if style == "nanogpt":
+                    self._layer_hooks.append(m.c_attn.register_forward_hook(self._nanogpt_qkv(m)))
+                    self._layer_hooks.append(m.c_proj.register_forward_pre_hook(self._proj_o(m)))
+                elif style == "llama":
+                    self._layer_hooks.append(m.o_proj.register_forward_pre_hook(self._proj_o(m)))
+        elif not on and self._layer_hooks:
+            for h in self._layer_hooks:
+                h.remove()
+            self._layer_hooks = []
+            self._stack = []
 
     def _model_pre(self, module, args):
         if not self._manual and module.training and torch.is_grad_enabled():

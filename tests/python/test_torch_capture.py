@@ -164,6 +164,9 @@ def weights(mod):
     return dict(w_q=mod.q_proj.weight, w_k=mod.k_proj.weight, w_v=mod.v_proj.weight, w_o=mod.o_proj.weight)
 
 
+HOOKS_ON_SKIPPED = []  # (dump, step, hooks) of steps the spec skips that still had hooks on the attention modules
+
+
 def train(model, attn_mods, path, select, n_steps, steps_sampled, layers_sel, autocast=False, manual=True,
           eval_every=0, **kw):
     """Trains n_steps under capture; returns the tensors the model saw at the sampled steps."""
@@ -180,6 +183,10 @@ def train(model, attn_mods, path, select, n_steps, steps_sampled, layers_sel, au
             loss = F.cross_entropy(logits.float().view(-1, 50), idx.view(-1))
             opt.zero_grad()
             loss.backward()
+            # a step the spec skips runs with no hook of the capture on the attention modules
+            hooked = sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in attn_mods)
+            if step not in steps_sampled and hooked:
+                HOOKS_ON_SKIPPED.append((path, step, hooked))
             if step in steps_sampled:
                 for layer in layers_sel:
                     m = attn_mods[layer]
@@ -326,4 +333,5 @@ dist.barrier()
         f = os.path.join(tmp, "run.rank%d.h5" % r)
         ok = os.path.isfile(f) and tilescope.info(f)["meta"]["rank"] == r and tilescope.info(f)["meta"]["world_size"] == 2
         check(ok, "rank %d wrote run.rank%d.h5 with rank %d of world size 2" % (r, r, r))
+check(not HOOKS_ON_SKIPPED, "steps the spec skips run without the capture's module hooks: %s" % HOOKS_ON_SKIPPED[:3])
 c.finish()
