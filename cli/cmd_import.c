@@ -60,7 +60,8 @@ static void package_dir(char *out, size_t cap) {
     if (slash) *slash = '\0';
     char probe[PATH_MAX + 32];
     snprintf(probe, sizeof probe, "%s/CMakeCache.txt", exe);
-    if (access(probe, F_OK) == 0 && TSC_PY_SOURCE_DIR[0]) snprintf(out, cap, "%s", TSC_PY_SOURCE_DIR);
+    static const char source_dir[] = TSC_PY_SOURCE_DIR;  /* "" in a build without the source tree */
+    if (access(probe, F_OK) == 0 && source_dir[0]) snprintf(out, cap, "%s", source_dir);
     else if (TSC_PY_FROM_BIN[0] == '/') snprintf(out, cap, "%s", TSC_PY_FROM_BIN);
     else snprintf(out, cap, "%s/%s", exe, TSC_PY_FROM_BIN);
     snprintf(probe, sizeof probe, "%s/tilescope/importer.py", out);

@@ -88,11 +88,6 @@ static inline float bits_f(uint32_t u) {
     memcpy(&f, &u, 4);
     return f;
 }
-static inline uint32_t f_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
 
 float tsc_bf16_dot_step(float acc, float a, float b) {
     if (fpclassify(a) == FP_SUBNORMAL) a = copysignf(0.0f, a);
