@@ -17,8 +17,6 @@
 #include "tsc_data.h"
 #include "tsc_file.h"
 #include "tsc_flight.h"
-#include "tsc_mem.h"
-#include "tsc_strbuf.h"
 
 void tsc_train_opts_init(tsc_train_opts_t *o) {
     memset(o, 0, sizeof *o);
@@ -144,6 +142,16 @@ static double grad_norm(const run_t *r) {
 static void adamw_f32(run_t *r, long long t, double lr, double scale) { ADAMW_BODY(float) }
 static void adamw_f64(run_t *r, long long t, double lr, double scale) { ADAMW_BODY(double) }
 
+/* Layer l's attention weight w ("w_q", "w_k", "w_v", "w_o"); NULL with the error set when the model
+ * lacks it. */
+static const tsc_model_tensor_t *attn_weight(const run_t *r, int l, const char *w) {
+    char name[64];
+    snprintf(name, sizeof name, "h.%d.attn.%s", l, w);
+    const tsc_model_tensor_t *tn = tsc_model_tensor_find(r->model, name);
+    if (!tn) tsc_error_set(TSC_ERR_INTERNAL, "the model has no tensor %s", name);
+    return tn;
+}
+
 /* Per head of every layer, the spectral norm of W^Q's rows [h*D, (h+1)*D): sqrt of the largest
  * eigenvalue of the D x D Gram matrix W_h W_h^T (LAPACK dsyev, all eigenvalues). */
 static tsc_status_t wq_norms(run_t *r) {
@@ -151,10 +159,11 @@ static tsc_status_t wq_norms(run_t *r) {
     double *gram = malloc(sizeof(double) * (size_t)D * D), *ev = malloc(sizeof(double) * D);
     tsc_status_t st = TSC_OK;
     for (int l = 0; l < r->L && gram && ev && st == TSC_OK; l++) {
-        char name[64];
-        snprintf(name, sizeof name, "h.%d.attn.w_q", l);
-        const tsc_model_tensor_t *tn = tsc_model_tensor_find(r->model, name);
-        if (!tn) return tsc_error_set(TSC_ERR_INTERNAL, "the model has no tensor %s", name);
+        const tsc_model_tensor_t *tn = attn_weight(r, l, "w_q");
+        if (!tn) {
+            st = TSC_ERR_INTERNAL;
+            break;
+        }
         const void *base = tsc_model_params(r->model);
         for (int h = 0; h < H; h++) {
             for (int a = 0; a < D; a++)
@@ -303,10 +312,8 @@ static tsc_status_t put_layer(run_t *r, sink_t *k, int l) {
     static const char *w[] = {"w_q", "w_k", "w_v", "w_o"};
     const char *base = tsc_model_params(r->model);
     for (int i = 0; i < 4 && st == TSC_OK; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "h.%d.attn.%s", l, w[i]);
-        const tsc_model_tensor_t *tn = tsc_model_tensor_find(r->model, name);
-        if (!tn) return tsc_error_set(TSC_ERR_INTERNAL, "the model has no tensor %s", name);
+        const tsc_model_tensor_t *tn = attn_weight(r, l, w[i]);
+        if (!tn) return TSC_ERR_INTERNAL;
         uint64_t d[2] = {(uint64_t)tn->rows, (uint64_t)tn->cols};
         st = k->put(k->sink, l, w[i], r->elsize == 8 ? TSC_FMT_FP64 : TSC_FMT_FP32, 2, d,
                     base + tn->offset * r->elsize);
