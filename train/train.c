@@ -87,6 +87,7 @@ typedef struct {
     FILE *log, *wq;
     tsc_capture_t *cap;
     tsc_flight_t *flight;       /* the flight recorder, or NULL */
+    uint16_t *scratch;          /* BF16 bits of one tensor handed to either (B * T * C: x, q, o, do the largest) */
     double *wq_sn;              /* [L * H] of the last stats step */
     char *cfg_text;
     tsc_train_cfg_t *resumed;   /* settings read back by a resume (r->o's strings point into it) */
@@ -321,19 +322,14 @@ static tsc_status_t put_layer(run_t *r, sink_t *k, int l) {
     return st;
 }
 
-static uint16_t *scratch_new(run_t *r) {
-    return malloc(sizeof(uint16_t) * (size_t)r->B * r->T * (size_t)r->cfg.d_model); /* x, q, o, do: the largest */
-}
 
 static tsc_status_t capture_step(run_t *r, long long s) {
     if (!r->cap || !tsc_capture_wants(r->cap, s, -1)) return TSC_OK;
-    sink_t k = {cap_put, r->cap, scratch_new(r)};
-    if (!k.scratch) return tsc_error_set(TSC_ERR_NOMEM, "out of memory (capture)");
+    sink_t k = {cap_put, r->cap, r->scratch};
     tsc_status_t st = tsc_capture_step_begin(r->cap, s);
     for (int l = 0; l < r->L && st == TSC_OK; l++)
         if (tsc_capture_wants(r->cap, s, l)) st = put_layer(r, &k, l);
     if (st == TSC_OK) st = tsc_capture_step_end(r->cap);
-    free(k.scratch);
     return st == TSC_OK ? st : tsc_error_wrap(st, "capturing step %lld: ", s);
 }
 
@@ -341,14 +337,12 @@ static tsc_status_t capture_step(run_t *r, long long s) {
  * watches. *event is set when it wrote a dump. */
 static tsc_status_t flight_step(run_t *r, long long s, double loss, double gn, const char **event) {
     if (!r->flight || tsc_flight_stopped(r->flight)) return TSC_OK;
-    sink_t k = {flight_put, r->flight, scratch_new(r)};
-    if (!k.scratch) return tsc_error_set(TSC_ERR_NOMEM, "out of memory (flight recorder)");
+    sink_t k = {flight_put, r->flight, r->scratch};
     tsc_status_t st = tsc_flight_step_begin(r->flight, s);
     for (int l = 0; l < r->L && st == TSC_OK; l++)
         if (tsc_flight_wants(r->flight, l)) st = put_layer(r, &k, l);
     int fired = 0;
     if (st == TSC_OK) st = tsc_flight_step_end(r->flight, loss, gn, &fired);
-    free(k.scratch);
     if (fired) *event = tsc_flight_last_dump(r->flight);
     return st == TSC_OK ? st : tsc_error_wrap(st, "flight recorder, step %lld: ", s);
 }
@@ -370,6 +364,7 @@ static void run_free(run_t *r) {
     free(r->y);
     free(r->offsets);
     free(r->wq_sn);
+    free(r->scratch);
     free(r->cfg_text);
     free(r->resumed);
 }
@@ -423,7 +418,9 @@ static tsc_status_t run_setup(run_t *r) {
     r->y = malloc(sizeof(int32_t) * r->B * r->T);
     r->offsets = malloc(sizeof(uint64_t) * r->B);
     r->wq_sn = calloc((size_t)r->L * r->cfg.n_head, sizeof(double));
-    if (!r->m || !r->v || !r->x || !r->y || !r->offsets || !r->wq_sn)
+    int records = o->capture || o->flight_steps > 0;
+    if (records) r->scratch = malloc(sizeof(uint16_t) * (size_t)r->B * r->T * (size_t)r->cfg.d_model);
+    if (!r->m || !r->v || !r->x || !r->y || !r->offsets || !r->wq_sn || (records && !r->scratch))
         return tsc_error_set(TSC_ERR_NOMEM, "train: out of memory");
     if (o->batches && (st = tsc_batch_order_load(&r->order, o->batches)) != TSC_OK) return st;
     r->cfg_text = tsc_train_cfg_text(o, r->threads);
