@@ -288,13 +288,9 @@ double tsc_decode(uint64_t bits, tsc_format_t fmt) {
 
 /* ---------------------------------------------------------------- fast scalar paths */
 
-/* BF16 bits of a float, nearest-even and toward zero: the same rounding as tsc_f32_keep_rne/_rz
- * (fbits_internal.h) with the shift folded in before the select, which keeps the bulk loop of
- * 16-bit results vectorised (going through the 32-bit form made it 3.6x slower). */
-static inline uint16_t bf16_rne_bits(uint32_t u) {
-    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x0040u : r); /* select: vectorises */
-}
+/* BF16 bits of a float toward zero (nearest-even: tsc_bf16_rne_bits, tsc_formats.h): the same
+ * rounding as tsc_f32_keep_rz (fbits_internal.h) with the shift folded in before the select,
+ * which keeps the bulk loop of 16-bit results vectorised (the 32-bit form was 3.6x slower). */
 static inline uint16_t bf16_rtz_bits(uint32_t u) {
     return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x0040u : u >> 16);
 }
@@ -306,7 +302,7 @@ static inline uint16_t bf16_rtz_bits(uint32_t u) {
 #define TSC_SIMD_LOOP
 #endif
 
-uint16_t tsc_bf16_from_f32(float x) { return bf16_rne_bits(tsc_f32_bits(x)); }
+uint16_t tsc_bf16_from_f32(float x) { return tsc_bf16_rne_bits(tsc_f32_bits(x)); }
 float tsc_bf16_to_f32(uint16_t b) { return tsc_f32_from_bits((uint32_t)b << 16); }
 
 /* Nearest-even FP32 -> FP16 on the bits (the generic path gives the same bits, slower). */
@@ -332,7 +328,7 @@ uint16_t tsc_fp16_from_f32(float x) { return fp16_rne_bits(tsc_f32_bits(x)); }
 float tsc_fp16_to_f32(uint16_t h) { return (float)tsc_decode(h, TSC_FMT_FP16); }
 
 float tsc_round_f32(float x, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng) {
-    if (fmt == TSC_FMT_BF16 && mode == TSC_ROUND_NEAREST_EVEN) return tsc_f32_from_bits((uint32_t)bf16_rne_bits(tsc_f32_bits(x)) << 16);
+    if (fmt == TSC_FMT_BF16 && mode == TSC_ROUND_NEAREST_EVEN) return tsc_f32_from_bits((uint32_t)tsc_bf16_rne_bits(tsc_f32_bits(x)) << 16);
     if (fmt == TSC_FMT_FP32 && mode != TSC_ROUND_STOCHASTIC) return x;
     return (float)tsc_round((double)x, fmt, mode, rng);
 }
@@ -341,11 +337,11 @@ float tsc_round_f32(float x, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng)
 
 static void bf16_rne_portable(const float *src, uint16_t *dst, size_t n) {
     TSC_SIMD_LOOP
-    for (size_t i = 0; i < n; i++) dst[i] = bf16_rne_bits(tsc_f32_bits(src[i]));
+    for (size_t i = 0; i < n; i++) dst[i] = tsc_bf16_rne_bits(tsc_f32_bits(src[i]));
 }
 
 #ifdef TSC_HAVE_X86_SIMD
-/* VCVTNEPS2BF16 rounds to nearest-even and quiets NaN exactly like bf16_rne_bits, but it
+/* VCVTNEPS2BF16 rounds to nearest-even and quiets NaN exactly like tsc_bf16_rne_bits, but it
  * treats FP32 subnormal inputs as zero (DAZ, whatever MXCSR says). Those lanes are patched
  * with the integer formula, so the result is bit-identical to the portable path. */
 __attribute__((target("avx512bf16,avx512vl,avx512f,avx512bw")))

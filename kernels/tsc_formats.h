@@ -68,6 +68,12 @@ TSC_API int tsc_format_exp_bits(tsc_format_t fmt);
 
 /* Fast scalar conversions, nearest-even. */
 TSC_API uint16_t tsc_bf16_from_f32(float x);
+/* tsc_bf16_from_f32 on the FP32 bit pattern u, inline (loops of it vectorise): nearest-even, a NaN
+ * keeps its sign and top payload bits and is made quiet. */
+static inline uint16_t tsc_bf16_rne_bits(uint32_t u) {
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x0040u : r); /* a select: vectorises */
+}
 TSC_API float tsc_bf16_to_f32(uint16_t b);
 TSC_API uint16_t tsc_fp16_from_f32(float x);
 TSC_API float tsc_fp16_to_f32(uint16_t h);

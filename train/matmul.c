@@ -97,45 +97,98 @@ float tsc_bf16_dot_step(float acc, float a, float b) {
     return r;
 }
 
-/* X's elements rounded to BF16 once (the AVX-512 conversion where the CPU has it), at the same
- * strides: the view spans (rows − 1)·rs + (K − 1)·cs + 1 elements (rows·K for a dense view). */
-typedef struct {
-    const uint16_t *h;
-    size_t rs, cs;
-} bref_t;
+/* Packing. Every operand element is rounded to BF16 here (nearest-even, tsc_bf16_rne_bits), once
+ * per product, and paired: pair p of a row holds k = 2p in its low half and 2p + 1 in its high half
+ * (0 past K). Layouts:
+ *   A: row-major pair words, pa[r · K2 + p], M padded to a multiple of MR with zero rows;
+ *   B: panels of NP columns, pb[(jp · K2 + p) · NP + l] = column 16 jp + l's pair p, the panel
+ *      count padded to even.
+ * A row-major A (cs = 1: the forward's activations, the backward's dY) is then its BF16 copy,
+ * converted row by row by tsc_convert_from_f32 (the AVX-512 conversion where the CPU has it). A
+ * k-major view (rs = 1: the backward's transposed operands) holds a panel's 16 values of one k side
+ * by side, so B's panel of pair p is 16 loads of k = 2p and 16 of 2p + 1 (16 lanes at a time where
+ * the CPU has AVX-512); A's k-major rows are gathered with the same words. */
 
-static bref_t to_bf16(tsc_mref_t X, int rows, int K, uint16_t *dst) {
-    size_t n = K > 0 ? (size_t)(rows - 1) * X.rs + (size_t)(K - 1) * X.cs + 1 : 0;
-    tsc_convert_from_f32(TSC_FMT_BF16, (const float *)X.p, dst, n, TSC_ROUND_NEAREST_EVEN, NULL);
-    return (bref_t){dst, X.rs, X.cs};
-}
-
-static inline uint32_t pair_word(bref_t X, int r, int p, int K) {
-    const uint16_t *x = X.h + (size_t)r * X.rs;
-    int k = 2 * p;
-    uint32_t lo = x[(size_t)k * X.cs], hi = k + 1 < K ? x[(size_t)(k + 1) * X.cs] : 0;
-    return lo | hi << 16;
-}
-
-/* pa[i * K2 + p]: row i's pair p, M rows padded to a multiple of MR with zero rows. */
-static void pack_a(int M, int K, int K2, bref_t A, uint32_t *pa) {
-    int Mb = (M + MR - 1) / MR;
-#pragma omp parallel for schedule(static)
-    for (int ib = 0; ib < Mb; ib++)
-        for (int p = 0; p < K2; p++)
-            for (int i = ib * MR; i < (ib + 1) * MR; i++) pa[(size_t)i * K2 + p] = i < M ? pair_word(A, i, p, K) : 0;
-}
-
-/* pb[((jp * K2) + p) * NP + l]: column 16 jp + l's pair p; panels padded to an even count. */
-static void pack_b(int N, int K, int K2, bref_t B, uint32_t *pb) {
-    int npan = (N + NR - 1) / NR * 2;
-#pragma omp parallel for schedule(static)
-    for (int jp = 0; jp < npan; jp++)
-        for (int p = 0; p < K2; p++)
-            for (int l = 0; l < NP; l++) {
-                int j = jp * NP + l;
-                pb[((size_t)jp * K2 + p) * NP + l] = j < N ? pair_word(B, j, p, K) : 0;
+/* Pair words of rows [r0, r0 + n) ∩ [0, rows) of X, row r0 + i's pair p at dst[i·si + p·sp];
+ * rows past `rows` zero. The scalar reference of every path below. */
+static void pack_scalar(tsc_mref_t X, int rows, int K, int K2, int r0, int n, uint32_t *dst, size_t si,
+                        size_t sp) {
+    const float *x = X.p;
+    for (int i = 0; i < n; i++)
+        for (int p = 0; p < K2; p++) {
+            uint32_t w = 0;
+            if (r0 + i < rows) {
+                const float *e = x + (size_t)(r0 + i) * X.rs + (size_t)(2 * p) * X.cs;
+                uint32_t a, b = 0;
+                memcpy(&a, e, 4);
+                if (2 * p + 1 < K) memcpy(&b, e + X.cs, 4);
+                w = (uint32_t)tsc_bf16_rne_bits(a) | (2 * p + 1 < K ? (uint32_t)tsc_bf16_rne_bits(b) << 16 : 0u);
             }
+            dst[(size_t)i * si + (size_t)p * sp] = w;
+        }
+}
+
+#ifdef TSC_MM_X86
+/* tsc_bf16_rne_bits on 16 lanes (the result in each lane's low half). */
+__attribute__((target("avx512f")))
+static inline __m512i rne16(__m512i u) {
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+    __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+}
+
+/* A full k-major panel (16 columns, all < N): pair p from 16 values at k = 2p and 16 at 2p + 1. */
+__attribute__((target("avx512f")))
+static void pack_panel_kmajor_avx512(const float *x, size_t cs, int K, int K2, uint32_t *dst) {
+    int full = K / 2;
+    for (int p = 0; p < full; p++) {
+        const float *lo = x + (size_t)(2 * p) * cs;
+        __m512i a = rne16(_mm512_loadu_si512(lo)), b = rne16(_mm512_loadu_si512(lo + cs));
+        _mm512_storeu_si512(dst + (size_t)p * NP, _mm512_or_si512(a, _mm512_slli_epi32(b, 16)));
+    }
+    if (full < K2) _mm512_storeu_si512(dst + (size_t)full * NP, rne16(_mm512_loadu_si512(x + (size_t)(2 * full) * cs)));
+}
+#endif
+
+static void pack_a(int M, int K, int K2, tsc_mref_t A, uint32_t *pa) {
+    int Mp = (M + MR - 1) / MR * MR;
+    if (A.cs == 1) {
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < Mp; r++) {
+            uint16_t *h = (uint16_t *)(pa + (size_t)r * K2);
+            if (r >= M) {
+                memset(h, 0, (size_t)K2 * 4);
+                continue;
+            }
+            tsc_convert_from_f32(TSC_FMT_BF16, (const float *)A.p + (size_t)r * A.rs, h, (size_t)K,
+                                 TSC_ROUND_NEAREST_EVEN, NULL);
+            if (K % 2) h[K] = 0;
+        }
+        return;
+    }
+    /* k-major: blocks of MR rows; each row's words in order, read from 2·K2 rows of the source */
+#pragma omp parallel for schedule(static)
+    for (int ib = 0; ib < Mp / MR; ib++) pack_scalar(A, M, K, K2, ib * MR, MR, pa + (size_t)ib * MR * K2, (size_t)K2, 1);
+}
+
+static void pack_b(int N, int K, int K2, tsc_mref_t B, uint32_t *pb) {
+    int npan = (N + NR - 1) / NR * 2;
+#ifdef TSC_MM_X86
+    int simd = B.rs == 1 && tsc_train_have_avx512();
+#endif
+#pragma omp parallel for schedule(static)
+    for (int jp = 0; jp < npan; jp++) {
+        uint32_t *dst = pb + (size_t)jp * K2 * NP;
+#ifdef TSC_MM_X86
+        if (simd && (jp + 1) * NP <= N) {
+            pack_panel_kmajor_avx512((const float *)B.p + (size_t)jp * NP, B.cs, K, K2, dst);
+            continue;
+        }
+#endif
+        pack_scalar(B, N, K, K2, jp * NP, NP, dst, 1, NP);
+    }
 }
 
 /* ---- FP32: the same blocking, one fused multiply-add per k in increasing k from +0. A is read in
@@ -200,13 +253,25 @@ static void kern_f32_avx512(const float *const *row, size_t cs, const float *pb,
     }
 }
 
-static int have_avx512(void) {
+static int f32_simd_off;
+
+int tsc_train_have_avx512(void) {
     static int cached = -1;
     if (cached < 0) {
         __builtin_cpu_init();
         cached = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
     }
-    return cached;
+    return cached && !f32_simd_off;
+}
+
+int tsc_train_f32_simd_set(int enable) {
+    f32_simd_off = !enable;
+    return tsc_train_have_avx512();
+}
+#else
+int tsc_train_f32_simd_set(int enable) {
+    (void)enable;
+    return 0;
 }
 #endif
 
@@ -220,7 +285,7 @@ void tsc_gemm_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *C, siz
 #else
     int Mb = (M + MR - 1) / MR, Nb = (N + NR - 1) / NR;
     pack_b_f32(N, K, B, work);
-    kern_f32_fn kern = have_avx512() ? kern_f32_avx512 : kern_f32_portable;
+    kern_f32_fn kern = tsc_train_have_avx512() ? kern_f32_avx512 : kern_f32_portable;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int jb = 0; jb < Nb; jb++)
         for (int ib = 0; ib < Mb; ib++) {
@@ -350,9 +415,8 @@ static kern_fn pick_kernel(void) {
 
 size_t tsc_gemm_work(int M, int N, int K) {
     size_t Mb = (size_t)(M + MR - 1) / MR, Nb = (size_t)(N + NR - 1) / NR;
-    size_t packed = (Mb * MR + Nb * NR) * (size_t)(K + 1);              /* FP32 panels, or BF16 pairs */
-    size_t halves = ((size_t)M * K + (size_t)N * K) / 2 + 2;             /* BF16 copies of A and B */
-    return packed + halves + (size_t)N;                                  /* + the rounded bias */
+    size_t packed = (Mb * MR + Nb * NR) * (size_t)(K + 1); /* FP32 panels, or BF16 pairs */
+    return packed + (size_t)N;                              /* + the rounded bias */
 }
 
 void tsc_gemm_bf16(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, const float *bias, float *C, size_t ldc,
@@ -361,12 +425,11 @@ void tsc_gemm_bf16(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, const float 
     double t0 = now();
     int K2 = (K + 1) / 2, Mb = (M + MR - 1) / MR, Nb = (N + NR - 1) / NR;
     uint32_t *pa = work, *pb = pa + (size_t)Mb * MR * K2;
-    uint16_t *a16 = (uint16_t *)(pb + (size_t)Nb * NR * K2), *b16 = a16 + (size_t)M * K;
-    float *bias16 = (float *)(work + ((size_t)(Mb * MR + Nb * NR) * K2 + ((size_t)M * K + (size_t)N * K) / 2 + 2));
+    float *bias16 = (float *)(pb + (size_t)Nb * NR * K2);
     if (bias)
         for (int j = 0; j < N; j++) bias16[j] = tsc_bf16_to_f32(tsc_bf16_from_f32(bias[j]));
-    pack_a(M, K, K2, to_bf16(A, M, K, a16), pa);
-    pack_b(N, K, K2, to_bf16(B, N, K, b16), pb);
+    pack_a(M, K, K2, A, pa);
+    pack_b(N, K, K2, B, pb);
     kern_fn kern = pick_kernel();
 #pragma omp parallel for collapse(2) schedule(static)
     for (int jb = 0; jb < Nb; jb++)

@@ -37,6 +37,11 @@ void tsc_gemm_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *C, siz
  * thread count. */
 void tsc_gemm_bf16(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, const float *bias, float *C, size_t ldc,
                    int accumulate, uint32_t *work);
+/* Whether the AVX-512 + FMA instances of the FP32 product and of FP32 GELU run: the CPU has them
+ * and tsc_train_f32_simd_set has not turned them off. The scalar instances give the same bits. */
+int tsc_train_have_avx512(void);
+/* Turns those instances on (default) or off (tests); returns whether they run now. */
+int tsc_train_f32_simd_set(int enable);
 /* Elements (4 bytes each) of the work array tsc_gemm_f32 and tsc_gemm_bf16 need (packed operands),
  * for dense views (the larger stride of A equals its other extent, likewise B), as the models pass. */
 size_t tsc_gemm_work(int M, int N, int K);

@@ -39,9 +39,13 @@ static void F(linear_bwd)(const tsc_model_t *m, real *din, int din_acc, size_t w
     F(gemm)(m, OC, IC, N, (tsc_mref_t){dout, 1, (size_t)OC}, (tsc_mref_t){in, 1, (size_t)IC}, NULL, G(w), dw_acc);
     if (b == NONE) return;
     real *db = G(b);
-    memset(db, 0, (size_t)OC * sizeof(real));
-    for (int i = 0; i < N; i++)
-        for (int j = 0; j < OC; j++) db[j] += dout[(size_t)i * OC + j];
+#pragma omp parallel for schedule(static)
+    for (int j0 = 0; j0 < OC; j0 += 16) { /* threads split the columns; each sums its rows in order */
+        int j1 = j0 + 16 < OC ? j0 + 16 : OC;
+        for (int j = j0; j < j1; j++) db[j] = 0;
+        for (int i = 0; i < N; i++)
+            for (int j = j0; j < j1; j++) db[j] += dout[(size_t)i * OC + j];
+    }
 }
 
 /* [B, T, H, D] (rows of a [N, H·D] matrix) <-> [B, H, T, D]. */

@@ -7,6 +7,7 @@
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
 #define F(name) CAT(name, S)
+#define COLS 16 /* columns per thread's share of a column sum */
 
 void F(tsc_layernorm_fwd)(real *y, real *mean, real *rstd, const real *x, const real *w, const real *b, int N,
                           int C, double eps) {
@@ -45,14 +46,19 @@ void F(tsc_layernorm_bwd)(real *dx, real *dw, real *db, const real *dy, const re
             dxi[c] += (dyi[c] * w[c] - g_mean - xh * gx_mean) * s;
         }
     }
-    memset(dw, 0, (size_t)C * sizeof(real));
-    memset(db, 0, (size_t)C * sizeof(real));
-    for (int i = 0; i < N; i++) /* sequential over rows: the same sums for any thread count */
-        for (int c = 0; c < C; c++) {
-            real dyv = dy[(size_t)i * C + c];
-            dw[c] += dyv * (x[(size_t)i * C + c] - mean[i]) * rstd[i];
-            db[c] += dyv;
-        }
+    /* column sums: threads split the columns, each column sums its rows in order (the same bits
+     * for any thread count) */
+#pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += COLS) {
+        int c1 = c0 + COLS < C ? c0 + COLS : C;
+        for (int c = c0; c < c1; c++) dw[c] = db[c] = 0;
+        for (int i = 0; i < N; i++)
+            for (int c = c0; c < c1; c++) {
+                real dyv = dy[(size_t)i * C + c];
+                dw[c] += dyv * (x[(size_t)i * C + c] - mean[i]) * rstd[i];
+                db[c] += dyv;
+            }
+    }
 }
 
 void F(tsc_rmsnorm_fwd)(real *y, real *rstd, const real *x, const real *w, int N, int C, double eps) {
@@ -79,19 +85,45 @@ void F(tsc_rmsnorm_bwd)(real *dx, real *dw, const real *dy, const real *x, const
         gx_mean /= C;
         for (int c = 0; c < C; c++) dxi[c] += (dyi[c] * w[c] - xi[c] * s * gx_mean) * s;
     }
-    memset(dw, 0, (size_t)C * sizeof(real));
-    for (int i = 0; i < N; i++)
-        for (int c = 0; c < C; c++) dw[c] += dy[(size_t)i * C + c] * x[(size_t)i * C + c] * rstd[i];
+#pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += COLS) { /* as tsc_layernorm_bwd's column sums */
+        int c1 = c0 + COLS < C ? c0 + COLS : C;
+        for (int c = c0; c < c1; c++) dw[c] = 0;
+        for (int i = 0; i < N; i++)
+            for (int c = c0; c < c1; c++) dw[c] += dy[(size_t)i * C + c] * x[(size_t)i * C + c] * rstd[i];
+    }
 }
 
 /* GELU, tanh approximation: y = x/2 · (1 + tanh(√(2/π) (x + 0.044715 x³))). */
 #define GELU_S 0.7978845608028654
-void F(tsc_gelu_fwd)(real *y, real *th, const real *x, size_t n) {
-#pragma omp parallel for schedule(static)
+static inline __attribute__((always_inline)) void F(gelu_span)(real *y, real *th, const real *x, size_t n) {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
         real v = x[i], u = (real)GELU_S * (v + (real)0.044715 * v * v * v), t = TANH(u);
         y[i] = (real)0.5 * v * (1 + t);
         th[i] = t;
+    }
+}
+#ifdef GELU_SPAN_SIMD /* an instance compiled for a wider vector unit, chosen at run time */
+GELU_SPAN_SIMD static void F(gelu_span_simd)(real *y, real *th, const real *x, size_t n) { F(gelu_span)(y, th, x, n); }
+#endif
+
+void F(tsc_gelu_fwd)(real *y, real *th, const real *x, size_t n) {
+    enum { SPAN = 4096 };
+    size_t ns = (n + SPAN - 1) / SPAN;
+#ifdef GELU_SPAN_SIMD
+    int simd = GELU_SIMD_OK();
+#endif
+#pragma omp parallel for schedule(static)
+    for (size_t s = 0; s < ns; s++) {
+        size_t lo = s * SPAN, len = n - lo < SPAN ? n - lo : SPAN;
+#ifdef GELU_SPAN_SIMD
+        if (simd) {
+            F(gelu_span_simd)(y + lo, th + lo, x + lo, len);
+            continue;
+        }
+#endif
+        F(gelu_span)(y + lo, th + lo, x + lo, len);
     }
 }
 
@@ -174,6 +206,7 @@ void F(tsc_crossent_bwd)(real *dlogits, const real *logits, const int32_t *targe
 }
 
 #undef F
+#undef COLS
 #undef CAT
 #undef CAT_
 #else

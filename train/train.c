@@ -131,6 +131,7 @@ static double grad_norm(const run_t *r) {
         const tsc_model_tensor_t *tn = tsc_model_tensor(r->model, k);                           \
         T wd = tn->decay ? (T)r->o.weight_decay : 0;                                             \
         size_t end = tn->offset + (size_t)tn->rows * tn->cols;                                   \
+        _Pragma("omp parallel for schedule(static)")                                             \
         for (size_t i = tn->offset; i < end; i++) {                                              \
             T gi = g[i] * sc;                                                                    \
             m[i] = b1 * m[i] + (1 - b1) * gi;                                                    \

@@ -91,24 +91,45 @@ static void run_case(int M, int N, int K, int specials, int tiny, int with_bias,
     tsc_gemm_bf16_simd_set(0);
     tsc_gemm_bf16(M, N, K, (tsc_mref_t){A, (size_t)K, 1}, (tsc_mref_t){B, (size_t)K, 1}, with_bias ? bias : NULL, c2,
                   (size_t)N, acc, work);
+    /* the transposed views the backward passes (A(i,k) at k·M + i, B(j,k) at k·N + j), SIMD kernel */
+    float *At = malloc(nA * 4), *Bt = malloc(nB * 4), *c3 = malloc(nC * 4);
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++) At[(size_t)k * M + i] = A[(size_t)i * K + k];
+    for (int j = 0; j < N; j++)
+        for (int k = 0; k < K; k++) Bt[(size_t)k * N + j] = B[(size_t)j * K + k];
+    memcpy(c3, c0, nC * 4);
     tsc_gemm_bf16_simd_set(1);
-    size_t bad1 = 0, bad2 = 0, nan = 0, zero = 0;
+    tsc_gemm_bf16(M, N, K, (tsc_mref_t){At, 1, (size_t)M}, (tsc_mref_t){Bt, 1, (size_t)N}, with_bias ? bias : NULL,
+                  c3, (size_t)N, acc, work);
+    float *c4 = malloc(nC * 4); /* the same on the scalar kernel and scalar packing */
+    memcpy(c4, c0, nC * 4);
+    tsc_gemm_bf16_simd_set(0);
+    tsc_train_f32_simd_set(0);
+    tsc_gemm_bf16(M, N, K, (tsc_mref_t){At, 1, (size_t)M}, (tsc_mref_t){Bt, 1, (size_t)N}, with_bias ? bias : NULL,
+                  c4, (size_t)N, acc, work);
+    tsc_gemm_bf16_simd_set(1);
+    tsc_train_f32_simd_set(1);
+    size_t bad1 = 0, bad2 = 0, bad3 = 0, nan = 0, zero = 0;
     for (size_t i = 0; i < nC; i++) {
         if (fbits(c1[i]) != fbits(ref[i]) && bad1++ < 3)
             fprintf(stderr, "simd [%zu]: 0x%08x ref 0x%08x\n", i, fbits(c1[i]), fbits(ref[i]));
         if (fbits(c2[i]) != fbits(ref[i]) && bad2++ < 3)
             fprintf(stderr, "portable [%zu]: 0x%08x ref 0x%08x\n", i, fbits(c2[i]), fbits(ref[i]));
+        if ((fbits(c3[i]) != fbits(ref[i]) || fbits(c4[i]) != fbits(ref[i])) && bad3++ < 3)
+            fprintf(stderr, "transposed [%zu]: 0x%08x ref 0x%08x\n", i, fbits(c3[i]), fbits(ref[i]));
         nan += isnan(ref[i]);
         zero += ref[i] == 0;
     }
     printf("M %d N %d K %d specials %d tiny %d bias %d acc %d (avx512-bf16 %s): %zu elements, %zu NaN, %zu zero; "
-           "mismatches simd %zu portable %zu\n", M, N, K, specials, tiny, with_bias, acc, simd ? "on" : "absent",
-           nC, nan, zero, bad1, bad2);
+           "mismatches simd %zu portable %zu transposed %zu\n", M, N, K, specials, tiny, with_bias, acc,
+           simd ? "on" : "absent", nC, nan, zero, bad1, bad2, bad3);
     CHECK_EQ_INT(bad1, 0);
     CHECK_EQ_INT(bad2, 0);
+    CHECK_EQ_INT(bad3, 0);
     if (specials && K > 64) CHECK(nan > 0 && nan < nC); /* the long case exercises NaN and finite results */
     if (tiny && !acc) CHECK(zero > 0);          /* and FTZ of the FP32 accumulator */
     free(A); free(B); free(bias); free(ref); free(c0); free(c1); free(c2); free(work);
+    free(At); free(Bt); free(c3); free(c4);
 }
 
 /* The steps the reference relies on, on hand-picked values. */
@@ -159,7 +180,9 @@ static void check_f32(uint64_t *s) {
         tsc_mref_t a = layout ? (tsc_mref_t){A, 1, (size_t)M} : (tsc_mref_t){A, (size_t)K, 1};
         tsc_mref_t b = layout ? (tsc_mref_t){B, 1, (size_t)N} : (tsc_mref_t){B, (size_t)K, 1};
         for (int i = 0; i < M * N; i++) C[i] = 1.0f;
+        tsc_train_f32_simd_set(layout == 0); /* row-major on the AVX-512 kernel (if any), transposed on the scalar one */
         tsc_gemm_f32(M, N, K, a, b, C, (size_t)N, 1, work);
+        tsc_train_f32_simd_set(1);
         size_t bad = 0;
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) {
@@ -176,10 +199,46 @@ static void check_f32(uint64_t *s) {
     free(A); free(B); free(C); free(work);
 }
 
+/* FP32 GELU (its own e^x, ops.c): the AVX-512 and scalar instances give the same bits, and both
+ * are within bounds of GELU and tanh computed in double. */
+static void check_gelu_f32(uint64_t *s) {
+    enum { NV = 20000 };
+    float *x = malloc(NV * 4), *y1 = malloc(NV * 4), *t1 = malloc(NV * 4), *y2 = malloc(NV * 4), *t2 = malloc(NV * 4);
+    const float special[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-40f, 100.0f, -100.0f, 9.0f, -9.0f, 1e30f, -1e30f};
+    int ns = (int)(sizeof special / sizeof special[0]);
+    for (int i = 0; i < NV; i++)
+        x[i] = i < ns ? special[i] : (float)(tsc_test_nrand(s) * (i % 3 == 0 ? 6.0 : 1.5));
+    int simd = tsc_train_f32_simd_set(1);
+    tsc_gelu_fwd_f(y1, t1, x, NV);
+    tsc_train_f32_simd_set(0);
+    tsc_gelu_fwd_f(y2, t2, x, NV);
+    tsc_train_f32_simd_set(1);
+    size_t differ = 0;
+    double worst_y = 0, worst_t = 0;
+    for (int i = 0; i < NV; i++) {
+        differ += fbits(y1[i]) != fbits(y2[i]) || fbits(t1[i]) != fbits(t2[i]);
+        double v = x[i], u = 0.7978845608028654 * (v + 0.044715 * v * v * v), t = tanh(u), y = 0.5 * v * (1 + t);
+        double ey = fabs(y1[i] - y) / fmax(1.0, fabs(v)), et = fabs(t1[i] - t);
+        if (ey > worst_y) worst_y = ey;
+        if (et > worst_t) worst_t = et;
+    }
+    printf("fp32 GELU (avx512 %s): %d values, %zu differ between instances; worst |y - gelu|/max(1,|x|) %.3g, "
+           "worst |tanh error| %.3g\n", simd ? "on" : "absent", NV, differ, worst_y, worst_t);
+    CHECK_EQ_INT(differ, 0);
+    CHECK(worst_y < 3e-7);
+    CHECK(worst_t < 3e-7);
+    CHECK(y1[5] == 100.0f && y1[6] == 0.0f && t1[0] == 0.0f); /* saturated ends, tanh(0) */
+    float nan_in = NAN, ny, nt;
+    tsc_gelu_fwd_f(&ny, &nt, &nan_in, 1);
+    CHECK(isnan(ny));
+    free(x); free(y1); free(t1); free(y2); free(t2);
+}
+
 int main(void) {
     uint64_t s = 2024;
     check_step();
     check_f32(&s);
+    check_gelu_f32(&s);
     run_case(13, 37, 67, 0, 0, 0, 0, &s);
     run_case(9, 50, 130, 1, 0, 1, 0, &s);
     run_case(17, 33, 64, 0, 1, 0, 0, &s);
