@@ -1,8 +1,10 @@
 /* matmul.c: the matrix products of train/'s models, C[i, j] (+)= Σ_k A(i, k) · B(j, k).
  *
- * FP32 and FP64: OpenBLAS sgemm / dgemm (the build links it). OpenBLAS splits a product among
- * its threads by blocks of C, never along k, so each element's sum has the same order for any
- * thread count (tests/train/test_model.c checks 1 vs 2 threads).
+ * FP64: OpenBLAS dgemm (the build links it); it splits a product among its threads by blocks of
+ * C, never along k. FP32: our own kernel, one FMA chain per element in increasing k (AVX-512 with
+ * a scalar twin of the same bits; BLAS sgemm on a build for a CPU family without AVX-512 code,
+ * since OpenBLAS sgemm gave different bits for 1 and 2 threads). tests/train/test_model.c checks
+ * 1 vs 2 threads.
  *
  * BF16 autocast. A and B are rounded to BF16 (nearest-even, tsc_bf16_from_f32) and packed as
  * pairs (k = 2p, 2p+1) in one 32-bit word, element 2p in the low half. Each C[i, j] is one FP32
