@@ -45,6 +45,10 @@ const char tsc_usage_repro[] =
     "  --steps N           optimizer steps per run (integer >= 10; default per config: 30, 150, 3000); the\n"
     "                      warm-up is the config's, at most a fifth of the steps\n"
     "  --layer L           the layer captured and run alone in lp1 (integer, default 1)\n"
+    "  --lr LR, --model M, --batch B, --seq-len T\n"
+    "                      override the configuration's peak learning rate, model (a name or KEY=VALUE\n"
+    "                      config, as `tilescope train --model`), batch and context: the regime search\n"
+    "                      (docs/REPRO.md); outcome.md labels the overrides\n"
     "Exit: 0 done (whatever the outcome), 1 a step failed (its message says which), 2 usage error.\n";
 
 /* A configuration: model and batch geometry, steps, schedule, and the default budget. */
@@ -508,15 +512,19 @@ static int analyse(repro_t *r) {
 }
 
 int tsc_cmd_repro(int argc, char **argv) {
-    const char *cmd = "repro", *config = "mini";
+    const char *cmd = "repro", *config = "mini", *model = NULL;
     repro_t r = {.dir = NULL, .steps = -1, .seed = 1337, .layer = 1};
-    double budget = -1, seed = 1337, steps = -1, layer = 1;
+    double budget = -1, seed = 1337, steps = -1, layer = 1, lr = -1, batch = -1, seq_len = -1;
     const tsc_cli_flag_t flags[] = {{"--out", "-o", TSC_CLI_STR, &r.dir, 0, 0},
                                     {"--config", NULL, TSC_CLI_STR, &config, 0, 0},
                                     {"--budget", NULL, TSC_CLI_DOUBLE, &budget, 0.01, 1e6},
                                     {"--seed", NULL, TSC_CLI_WHOLE, &seed, 0, 4611686018427387904.0},
                                     {"--steps", NULL, TSC_CLI_WHOLE, &steps, 10, 1e9},
-                                    {"--layer", NULL, TSC_CLI_WHOLE, &layer, 0, 63}};
+                                    {"--layer", NULL, TSC_CLI_WHOLE, &layer, 0, 63},
+                                    {"--lr", NULL, TSC_CLI_DOUBLE, &lr, 1e-8, 1},
+                                    {"--model", NULL, TSC_CLI_STR, &model, 0, 0},
+                                    {"--batch", NULL, TSC_CLI_WHOLE, &batch, 1, 4096},
+                                    {"--seq-len", NULL, TSC_CLI_WHOLE, &seq_len, 2, 1 << 20}};
     const char *operand = NULL;
     int rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, &operand);
     if (rc) return rc;
@@ -526,8 +534,31 @@ int tsc_cmd_repro(int argc, char **argv) {
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
         if (strcmp(config, configs[i].name) == 0) r.cfg = &configs[i];
     if (!r.cfg) return tsc_cli_usage_error(cmd, "--config: expected tiny, mini or full, got '%s'", config);
+    /* overrides: a copy of the configuration, labelled */
+    repro_cfg_t cfg = *r.cfg;
+    char lr_text[32], label[1024], over[512] = "";
+    if (lr > 0) snprintf(lr_text, sizeof lr_text, "%g", lr), cfg.lr = lr_text;
+    if (model) {
+        if (strlen(model) > 400) return tsc_cli_usage_error(cmd, "--model: too long");
+        cfg.model = model;
+    }
+    if (batch > 0) cfg.batch = (int)batch;
+    if (seq_len > 0) cfg.seq_len = (int)seq_len;
+    if (lr > 0) snprintf(over + strlen(over), sizeof over - strlen(over), ", peak lr %s", cfg.lr);
+    if (model) snprintf(over + strlen(over), sizeof over - strlen(over), ", model %s", cfg.model);
+    if (batch > 0) snprintf(over + strlen(over), sizeof over - strlen(over), ", batch %d", cfg.batch);
+    if (seq_len > 0) snprintf(over + strlen(over), sizeof over - strlen(over), ", context %d", cfg.seq_len);
+    if (over[0]) {
+        snprintf(label, sizeof label, "%s; overridden:%s", cfg.label, over + 1);
+        cfg.label = label;
+    }
+    r.cfg = &cfg;
     tsc_model_config_t mc;
-    if (tsc_model_config_parse(r.cfg->model, &mc) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    if (tsc_model_config_parse(r.cfg->model, &mc) != TSC_OK)
+        return model ? tsc_cli_usage_error(cmd, "--model: %s", tsc_error_last()) : tsc_cli_fail(cmd, "%s", tsc_error_last());
+    if (r.cfg->seq_len > mc.max_T)
+        return tsc_cli_usage_error(cmd, "--seq-len %d: model %s has a context of %d (add ,ctx=%d to --model)",
+                                   r.cfg->seq_len, r.cfg->model, mc.max_T, r.cfg->seq_len);
     if ((int)layer >= mc.n_layer)
         return tsc_cli_usage_error(cmd, "--layer %d: model %s has layers 0 to %d", (int)layer, r.cfg->model, mc.n_layer - 1);
     r.layer = (int)layer, r.seed = (long long)seed;

@@ -71,9 +71,18 @@ for f in outcome.md report.pdf report.html $(cd $o && ls figures/*.png); do
     cmp -s $o/$f b/out/$f && ok || bad "$f differs between two runs with the same seed"
 done
 
+# overrides: the trainer gets them and outcome.md labels them
+(cd b && "$T" repro --config tiny --steps 10 --lr 2e-3 --batch 2 --seq-len 16 -o over > over.txt 2> over.err) &&
+    ok || bad "repro with overrides failed: $(tail -3 b/over.err)"
+grep -q '^lr = 0.002$' b/over/runs/hp/run.cfg && grep -q '^batch = 2$' b/over/runs/hp/run.cfg &&
+    grep -q '^seq_len = 16$' b/over/runs/hp/run.cfg && ok || bad "the overrides did not reach the trainer: $(cat b/over/runs/hp/run.cfg)"
+grep -q 'overridden: peak lr 0.002, batch 2, context 16' b/over/outcome.md && ok || bad "outcome.md does not label the overrides"
+
 # usage errors: 2; an output folder that cannot be made: 1 with a message
 for args in "--config huge -o x" "--budget -1 -o x" "--budget abc -o x" "--seed -3 -o x" "--steps 5 -o x" \
-            "--config tiny --layer 2 -o x" "--nope -o x" "extra -o x" "--config tiny"; do
+            "--config tiny --layer 2 -o x" "--nope -o x" "extra -o x" "--config tiny" \
+            "--config tiny --seq-len 64 -o x" "--config tiny --lr 0 -o x" "--config tiny --lr 2 -o x" \
+            "--config tiny --batch 0 -o x" "--config tiny --model nosuch -o x"; do
     "$T" repro $args > /dev/null 2>&1; [ $? -eq 2 ] && ok || bad "repro $args should exit 2"
 done
 [ ! -e x ] && ok || bad "a usage error created the output folder"
