@@ -49,7 +49,8 @@ static void set_verdict(const tsc_jv_t *sm, const tsc_jv_t *top, const tsc_fig_s
 }
 
 /* Link 1: a traced rounding event, else the census of rounding-up events; the rows with ties. */
-static void node_rounding(node_t *n, const tsc_jv_t *top, const tsc_jv_t *rec, const tsc_fig_sel_t *sel) {
+static void node_rounding(node_t *n, const tsc_jv_t *top, const tsc_jv_t *rec, const tsc_fig_sel_t *sel,
+                          int diagnosed) {
     const tsc_jv_t *ev = top ? tsc_jv_get(top, "event") : NULL;
     if (ev && tsc_jv_num(ev, "found") == 1) {
         n->evidence = 2;
@@ -65,7 +66,9 @@ static void node_rounding(node_t *n, const tsc_jv_t *top, const tsc_jv_t *rec, c
         addf(n->body, sizeof n->body, "census: %g rounding-up events (neg) vs %g (pos) in %g additions",
              tsc_jv_num(rec, "census.events_neg"), tsc_jv_num(rec, "census.events_pos"), tsc_jv_num(rec, "census.additions"));
     } else {
-        addf(n->body, sizeof n->body, "no evidence: no rounding event traced (run tilescope diagnose)");
+        addf(n->body, sizeof n->body, diagnosed ? "no evidence: diagnose traced no rounding event (it examines "
+                                                  "flagged heads; --alpha 1 --min-ulp 0 examines the most biased)"
+                                                : "no evidence: no rounding event traced (run tilescope diagnose)");
     }
     if (rec && tsc_jv_num(rec, "ties.rows_multi_max") >= 0)
         addf(n->body, sizeof n->body, "\nrows with >= 2 maxima: %g of %g", tsc_jv_num(rec, "ties.rows_multi_max"),
@@ -218,7 +221,7 @@ static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, si
     memset(nd, 0, N_NODES * sizeof *nd);
     for (int i = 0; i < N_NODES; i++) nd[i].title = titles[i];
     set_verdict(sm, top, &sel, verdict, vcap);
-    node_rounding(&nd[0], top, rec, &sel);
+    node_rounding(&nd[0], top, rec, &sel, tsc_jv_get(sm, "diagnosis") != NULL);
     double cum = node_delta(&nd[1], sm, top, rec);
     node_rank1(nd, sm, top, rec, &sel, cum);
     node_wq_norm(&nd[4], s, &sel);

@@ -68,6 +68,29 @@ grep -q "3. Similar rank-1 terms (not supported): .*mean cosine 0.120 (not simil
   bad "cosine 0.12 supported: $(cat e.cap)"
 cp orig.json an/summary.json
 
+# evidence map, link 1 without a rounding event (census emptied): an analysis points to diagnose; a
+# diagnosis that examined no head says so, and how to make it examine one
+nocensus() { "$PY" - "$1" <<'PYEOF'
+import json, sys
+s = json.load(open("an/summary.json"))
+for r in s["heads"]:
+    r["census"].update(events_neg=0, events_pos=0)
+if sys.argv[1] == "diagnosed":
+    s["diagnosis"] = {"n_at_risk": 0, "at_risk": []}
+json.dump(s, open("an/summary.json", "w"))
+PYEOF
+}
+nocensus analysed
+"$T" figure fig1 --from an -o e.png 2> err | tr '\n' ' ' > e.cap || bad "fig1: $(cat err)"
+grep -q "1. Rounding in P-bar V: no evidence: no rounding event traced (run tilescope diagnose)" e.cap &&
+    ok || bad "analysis, link 1: $(cat e.cap)"
+cp orig.json an/summary.json
+nocensus diagnosed
+"$T" figure fig1 --from an -o e.png 2> err | tr '\n' ' ' > e.cap || bad "fig1: $(cat err)"
+grep -q "1. Rounding in P-bar V: no evidence: diagnose traced no rounding event (it examines flagged heads; --alpha 1 --min-ulp 0 examines the most biased)" e.cap &&
+    ok || bad "diagnosis without an examined head, link 1: $(cat e.cap)"
+cp orig.json an/summary.json
+
 # evidence map, link 6: the log must cover the analysed steps and be the dump's run
 last=${STEPS##*,}
 { echo "step,val_loss"; for i in $(seq 0 $((last + 4))); do echo "$i,$((3 + i * i))"; done; } > cover.csv
