@@ -15,6 +15,7 @@
 #include "tsc_dump.h"
 #include "tsc_h5.h"
 #include "tsc_plot.h"
+#include "tsc_policy.h"
 #include "figure_internal.h"
 #include "tsc_surface.h"
 
@@ -448,9 +449,42 @@ static int top_tokens(const tsc_figure_src_t *s, const tsc_fig_sel_t *sel, int T
     return got;
 }
 
-/* P row of query t over keys (softmax in double of alpha q.k over the visible keys). pbar: exp(s - max)
- * (the unnormalised P-bar), p: normalised; both [T]. */
-static void attn_row(const float *q, const float *k, int T, int D, double alpha, int causal, int t, double *pbar,
+/* How the scores of the figures' attention rows are formed: as lp forms them (the analysis' lp policy:
+ * S = R_S(R_S(q.k) * alpha), alpha itself rounded to S's format first where the policy says so), so
+ * the keys where P-bar = 1 are the ties lp's kernel sees (BF16 scores tie far more often than exact
+ * ones); exact (alpha q.k in double) when S is not a low-precision stage, or when lp scales q and k
+ * instead (not modelled here). */
+typedef struct {
+    double alpha;
+    int round;
+    tsc_format_t fmt;
+    tsc_round_t mode;
+} score_t;
+
+static void score_init(score_t *sc, double alpha, const char *lp_policy) {
+    *sc = (score_t){.alpha = alpha};
+    tsc_policy_t pol;
+    if (!lp_policy || tsc_policy_parse(lp_policy, &pol) != TSC_OK) { tsc_error_clear(); return; }
+    if (!tsc_policy_stage_is_low(&pol, TSC_STAGE_S) || pol.scale == TSC_SCALE_QK) return;
+    sc->round = 1, sc->fmt = pol.fmt[TSC_STAGE_S], sc->mode = pol.mode[TSC_STAGE_S];
+    if (sc->mode == TSC_ROUND_STOCHASTIC) sc->mode = TSC_ROUND_NEAREST_EVEN; /* no stream to replay here */
+    if (pol.scale == TSC_SCALE_S_LP) sc->alpha = tsc_round(alpha, sc->fmt, TSC_ROUND_NEAREST_EVEN, NULL);
+}
+
+/* The scores in words, for captions: "S = R(R(q.k) alpha) in bf16 as lp forms them" or "alpha q.k". */
+static const char *score_words(const score_t *sc, char *buf, size_t cap) {
+    if (sc->round)
+        snprintf(buf, cap, "S = R(R(q.k) alpha) rounded to %s as lp's kernel forms them, q.k summed in double",
+                 tsc_format_name(sc->fmt));
+    else
+        snprintf(buf, cap, "S = alpha q.k in double");
+    return buf;
+}
+
+/* P row of query t over keys (softmax in double of the scores over the visible keys, the scores as sc
+ * forms them from q.k summed in double). pbar: exp(s - max) (the unnormalised P-bar), p: normalised;
+ * both [T]. */
+static void attn_row(const float *q, const float *k, int T, int D, const score_t *sc, int causal, int t, double *pbar,
                      double *p) {
     double m = -INFINITY, sum = 0;
     int vis = causal ? t + 1 : T;
@@ -458,7 +492,8 @@ static void attn_row(const float *q, const float *k, int T, int D, double alpha,
         if (j >= vis) { pbar[j] = 0; continue; }
         double acc = 0;
         for (int e = 0; e < D; e++) acc += (double)q[(size_t)t * D + e] * (double)k[(size_t)j * D + e];
-        pbar[j] = alpha * acc;
+        pbar[j] = sc->round ? tsc_round(tsc_round(acc, sc->fmt, sc->mode, NULL) * sc->alpha, sc->fmt, sc->mode, NULL)
+                            : sc->alpha * acc;
         if (pbar[j] > m) m = pbar[j];
     }
     for (int j = 0; j < vis; j++) pbar[j] = exp(pbar[j] - m), sum += pbar[j];
@@ -476,7 +511,7 @@ typedef struct {
     tsc_dump_t *d;
     char path[1100];
     int T, D, C, H, Hkv, causal;
-    double alpha;
+    score_t sc;
     float *q, *k, *v;
 } dump_head_t;
 
@@ -492,7 +527,8 @@ static tsc_status_t dump_head(const tsc_figure_src_t *s, const tsc_figure_opts_t
     if (st != TSC_OK) return st;
     const tsc_dump_meta_t *m = tsc_dump_meta(dh->d);
     dh->T = m->seq_len, dh->D = m->head_dim, dh->C = m->d_model, dh->H = m->n_head, dh->Hkv = m->n_kv_head;
-    dh->causal = m->causal, dh->alpha = m->softmax_scale;
+    dh->causal = m->causal;
+    score_init(&dh->sc, m->softmax_scale, tsc_jv_str(s->summary, "lp"));
     if (sel->head >= dh->H || sel->batch >= m->batch) {
         dump_head_free(dh);
         return tsc_error_set(TSC_ERR_ARG, "%s: head %d / batch %d outside the dump %s (H %d, B %d)", id, sel->head,
@@ -513,7 +549,7 @@ static tsc_status_t dump_head(const tsc_figure_src_t *s, const tsc_figure_opts_t
 static int tie_mask(const dump_head_t *dh, double *pbar, double *p, unsigned char *tie) {
     int n = 0;
     for (int t = 0; t < dh->T; t++) {
-        attn_row(dh->q, dh->k, dh->T, dh->D, dh->alpha, dh->causal, t, pbar, p);
+        attn_row(dh->q, dh->k, dh->T, dh->D, &dh->sc, dh->causal, t, pbar, p);
         n += tie[t] = n_pbar_one(pbar, dh->T) >= 2;
     }
     return n;
@@ -522,7 +558,7 @@ static int tie_mask(const dump_head_t *dh, double *pbar, double *p, unsigned cha
 /* PK[t] into pk[D] and the rank-1 term (PK)[t]^T X[t] into term[D, C] (pbar, p: [T] scratch). */
 static void rank1_term(const dump_head_t *dh, const float *x, int t, double *pbar, double *p, double *pk, float *term) {
     int T = dh->T, D = dh->D, C = dh->C;
-    attn_row(dh->q, dh->k, T, D, dh->alpha, dh->causal, t, pbar, p);
+    attn_row(dh->q, dh->k, T, D, &dh->sc, dh->causal, t, pbar, p);
     for (int e = 0; e < D; e++) {
         double acc = 0;
         for (int j = 0; j < T; j++) acc += p[j] * dh->k[(size_t)j * D + e];
@@ -591,13 +627,15 @@ static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
                                                .title = t[3 * i + 2], .xlabel = "input channel"};
     }
     tsc_heatmap_info_t hi[6];
+    char sw[160];
     snprintf(info->caption, sizeof info->caption,
              "fig4: PK[T] (head features), X[T] (input channels) and their outer product (PK)[T]^T X[T], the rank-1 "
              "term of the W^Q gradient (eq. 2), layer %d head %d step %lld batch %d, at tokens %d and %d (the two "
-             "largest |delta_lp - delta_hp| in %.300s among the %d rows with two or more maxima%s); P from "
-             "softmax(alpha q k^T) in double from q, k, x of %.300s. Each panel has its own symmetric colour scale. "
+             "largest |delta_lp - delta_hp| in %.300s among the %d rows with two or more maxima%s); P = softmax(S) "
+             "in double, %s, from q, k, x of %.300s. Each panel has its own symmetric colour scale. "
              "Cosine similarity of the two terms: %.6f.", sel->layer, sel->head, sel->step, sel->batch, tok[0], tok[1],
-             tsc_fig_base(s->analysis_path), n_tie, n_tie >= 2 ? "" : ": too few, so among all rows", tsc_fig_base(dh.path), cosv);
+             tsc_fig_base(s->analysis_path), n_tie, n_tie >= 2 ? "" : ": too few, so among all rows",
+             score_words(&dh.sc, sw, sizeof sw), tsc_fig_base(dh.path), cosv);
     st = emit_heat(out, &ho, pan, 6, hi);
     free(pkx);
     if (st == TSC_OK && hi[2].note[0]) cap_printf(info, " Note: %s.", hi[2].note);
@@ -773,7 +811,7 @@ static tsc_status_t fig6a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
            *vv = malloc((size_t)T * sizeof *vv);
     if (!pbar || !p || !vv) st = tsc_error_set(TSC_ERR_NOMEM, "fig6a: out of memory");
     else {
-        attn_row(dh.q, dh.k, T, D, dh.alpha, dh.causal, t, pbar, p);
+        attn_row(dh.q, dh.k, T, D, &dh.sc, dh.causal, t, pbar, p);
         int ones = n_pbar_one(pbar, T);
         for (int j = 0; j < T; j++) vv[j] = dh.v[(size_t)j * D + f];
         tsc_plot_series_t ser[2] = {{.name = "V[:, I]", .y = vv, .n = (size_t)T, .style = TSC_PLOT_LINES},
@@ -781,14 +819,14 @@ static tsc_status_t fig6a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
                                      .style = TSC_PLOT_IMPULSES, .y2 = 1}};
         tsc_plot_opts_t po;
         plot_defaults(&po, o, info);
-        char title[96];
+        char title[96], sw[160];
         snprintf(title, sizeof title, "V[:, %d] and P-bar[%d, :], layer %d head %d", f, t, sel->layer, sel->head);
         po.title = title, po.xlabel = "token (key)", po.ylabel = "V", po.y2label = "P-bar";
         snprintf(info->caption, sizeof info->caption,
-                 "fig6a: V[:, I] (left) and the unnormalised P-bar[T, :] = exp(alpha q.k - rowmax) in double (right) "
-                 "over the keys, at T = %d, I = %d, layer %d head %d step %lld batch %d, from q, k, v of %s. "
-                 "%d keys have P-bar = 1 (ties at the row maximum).", t, f, sel->layer, sel->head, sel->step,
-                 sel->batch, tsc_fig_base(dh.path), ones);
+                 "fig6a: V[:, I] (left) and the unnormalised P-bar[T, :] = exp(S - rowmax) in double (right) "
+                 "over the keys, %s, at T = %d, I = %d, layer %d head %d step %lld batch %d, from q, k, v of %s. "
+                 "%d keys have P-bar = 1 (ties at the row maximum).", score_words(&dh.sc, sw, sizeof sw), t, f,
+                 sel->layer, sel->head, sel->step, sel->batch, tsc_fig_base(dh.path), ones);
         st = emit_plot(out, &po, ser, 2);
     }
     free(pbar), free(p), free(vv);
@@ -807,7 +845,7 @@ static int probe_tie_keys(const tsc_figure_src_t *s, const tsc_figure_opts_t *o,
     int n = -1;
     double *pbar = malloc((size_t)T * sizeof *pbar), *p = malloc((size_t)T * sizeof *p);
     if (pbar && p && dh.T == T && t < T) {
-        attn_row(dh.q, dh.k, T, dh.D, dh.alpha, dh.causal, t, pbar, p);
+        attn_row(dh.q, dh.k, T, dh.D, &dh.sc, dh.causal, t, pbar, p);
         n = 0;
         for (int j = 0; j < T; j++) n += (one[j] = pbar[j] == 1.0);
     }
@@ -1007,7 +1045,7 @@ static tsc_status_t fig9(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
     double *pbar = malloc((size_t)T * sizeof *pbar), *ps = malloc((size_t)3 * T * sizeof *ps);
     if (!pbar || !ps) { st = tsc_error_set(TSC_ERR_NOMEM, "fig9: out of memory"); goto out; }
     for (int t = T - 1; t >= 1 && nr < 3; t--) {
-        attn_row(dh.q, dh.k, T, D, dh.alpha, dh.causal, t, pbar, ps + (size_t)nr * T);
+        attn_row(dh.q, dh.k, T, D, &dh.sc, dh.causal, t, pbar, ps + (size_t)nr * T);
         if (n_pbar_one(pbar, T) >= 2) rows[nr++] = t;
     }
     if (!nr) {
@@ -1021,21 +1059,29 @@ static tsc_status_t fig9(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
         snprintf(names[i], sizeof names[i], "row T = %d", rows[i]);
         /* a log axis has no place for the masked zeros: keys past T are NaN (gaps) */
         for (int j = 0; j < T; j++)
-            if (ps[(size_t)i * T + j] <= 0) ps[(size_t)i * T + j] = NAN;
+            if (!(ps[(size_t)i * T + j] >= 1e-300)) ps[(size_t)i * T + j] = NAN; /* 0 and denormals: gaps */
         /* rows of one head often coincide: solid, dashed and dotted keep each one visible */
         ser[i] = (tsc_plot_series_t){.name = names[i], .y = ps + (size_t)i * T, .n = (size_t)(dh.causal ? rows[i] + 1 : T),
-                                     .style = TSC_PLOT_LINES, .dash = 1 + i};
+                                     .style = TSC_PLOT_LINESPOINTS, .dash = 1 + i};
     }
     tsc_plot_opts_t po;
     plot_defaults(&po, o, info);
     char title[96];
     snprintf(title, sizeof title, "attention rows with two maxima, layer %d head %d", sel->layer, sel->head);
     po.title = title, po.xlabel = "key", po.ylabel = "P[T, key]", po.logy = 1;
+    /* a fixed range: with a sharp maximum every other key can underflow, leaving one value per row */
+    double pmin = 1;
+    for (int i = 0; i < nr; i++)
+        for (size_t j = 0; j < ser[i].n; j++)
+            if (ser[i].y[j] > 0 && ser[i].y[j] < pmin) pmin = ser[i].y[j];
+    po.ymin = pmin / 2, po.ymax = 1.5;
+    char sw[160];
     snprintf(info->caption, sizeof info->caption,
-             "fig9: attention probabilities P[T, :] (softmax of alpha q.k in double) of the last %d rows with two or "
-             "more keys at the row maximum, layer %d head %d step %lld batch %d, from q, k of %s. Log y axis; solid, "
-             "dashed and dotted lines, drawn in that order, so a row that coincides with another stays visible.", nr,
-             sel->layer, sel->head, sel->step, sel->batch, tsc_fig_base(dh.path));
+             "fig9: attention probabilities P[T, :] (softmax of S in double, %s) of the last %d rows with two or "
+             "more keys at the row maximum, layer %d head %d step %lld batch %d, from q, k of %s. Log y axis (from "
+             "half the smallest probability drawn to 1; keys whose probability underflows to 0 are gaps); solid, "
+             "dashed and dotted lines, drawn in that order, so a row that coincides with another stays visible.",
+             score_words(&dh.sc, sw, sizeof sw), nr, sel->layer, sel->head, sel->step, sel->batch, tsc_fig_base(dh.path));
     st = emit_plot(out, &po, ser, nr);
 out:
     free(pbar), free(ps);
