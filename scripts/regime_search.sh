@@ -17,6 +17,8 @@ points=(
     "lr1e-2|--steps 600 --lr 1e-2 --budget 12"
     "lr3e-2|--steps 600 --lr 3e-2 --budget 12"
     "ctx256-lr3e-3|--steps 800 --lr 3e-3 --batch 8 --seq-len 256 --budget 20"
+    "ctx512-lr3e-3|--steps 800 --lr 3e-3 --model gpt2-mini,ctx=512 --batch 4 --seq-len 512 --budget 20"
+    "ctx256-lr1e-2|--steps 800 --lr 1e-2 --batch 8 --seq-len 256 --budget 20"
 )
 summary=$out/search.md
 {
