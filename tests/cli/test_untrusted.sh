@@ -70,10 +70,13 @@ for cmd in "info huge.h5" "analyze huge.h5 -o an3" "replay huge.h5 --policy fp32
   { [ "$got" = 1 ] && grep -qF -- "$want" err; } && ok || bad "$cmd: exit $got, $(head -2 err)"
   [ "$(tail -1 rss)" -lt 204800 ] && ok || bad "$cmd: max RSS $(tail -1 rss) KiB"
 done
-# the memory budget bounds the validator's buffers
+# the memory budget bounds the validator's buffers, each sized by the slice it reads (2048 bytes: T 64 x D 16
+# of fp16), never by the root attributes
 TSC_MAX_MEMORY=1K timeout 10 "$TSC" info good.h5 >out 2>err
-grep -qF "the validator's slice buffer needs 32832 bytes (0.0 GiB), above the memory budget of 1024 bytes" out &&
+grep -qF "step 0, layer 0, do: one slice of the deep check needs 2048 bytes (0.0 GiB), above the memory budget of 1024 bytes" out &&
   ok || bad "TSC_MAX_MEMORY=1K: $(grep -m1 error out)"
+TSC_MAX_MEMORY=16K timeout 10 "$TSC" info good.h5 >out 2>err
+! grep -q "deep check needs" out && ok || bad "TSC_MAX_MEMORY=4K (above every slice): $(grep -m1 'deep check' out)"
 
 # a float where an integer belongs is an error, not truncated (0.5 would read as non-causal)
 mk causal_half half.h5 good.h5
