@@ -31,7 +31,8 @@ static inline __attribute__((always_inline)) float exp_f32(float x) {
 }
 
 /* FP32 tanh from one e^x: 1 − 2 / (e^{2u} + 1) (±1 where e^{2u} is beyond the clamp); within a
- * few FP32 ulps of 1 + tanh where GELU uses it (the absolute error is below 1e-7). */
+ * few FP32 ulps of 1 + tanh where GELU uses it (absolute error at most 1.9e-7 over the values
+ * tests/train/test_model_bf16.c draws). */
 static inline __attribute__((always_inline)) float tanh_f32(float u) {
     return 1.0f - 2.0f / (exp_f32(2.0f * u) + 1.0f);
 }
