@@ -96,16 +96,19 @@ void F(tsc_rmsnorm_bwd)(real *dx, real *dw, const real *dy, const real *x, const
 
 /* GELU, tanh approximation: y = x/2 · (1 + tanh(√(2/π) (x + 0.044715 x³))). */
 #define GELU_S 0.7978845608028654
-static inline __attribute__((always_inline)) void F(gelu_span)(real *y, real *th, const real *x, size_t n) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        real v = x[i], u = (real)GELU_S * (v + (real)0.044715 * v * v * v), t = TANH(u);
-        y[i] = (real)0.5 * v * (1 + t);
-        th[i] = t;
-    }
+static inline __attribute__((always_inline)) void F(gelu_one)(real *y, real *th, real v) {
+    real u = (real)GELU_S * (v + (real)0.044715 * v * v * v), t = TANH(u);
+    *y = (real)0.5 * v * (1 + t);
+    *th = t;
 }
-#ifdef GELU_SPAN_SIMD /* an instance compiled for a wider vector unit, chosen at run time */
-GELU_SPAN_SIMD static void F(gelu_span_simd)(real *y, real *th, const real *x, size_t n) { F(gelu_span)(y, th, x, n); }
+static void F(gelu_span)(real *y, real *th, const real *x, size_t n) {
+    for (size_t i = 0; i < n; i++) F(gelu_one)(y + i, th + i, x[i]);
+}
+#ifdef GELU_SPAN_SIMD /* the same compiled for a wider vector unit, chosen at run time: vectorised */
+GELU_SPAN_SIMD static void F(gelu_span_simd)(real *y, real *th, const real *x, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) F(gelu_one)(y + i, th + i, x[i]);
+}
 #endif
 
 void F(tsc_gelu_fwd)(real *y, real *th, const real *x, size_t n) {
