@@ -1061,8 +1061,14 @@ static tsc_status_t fig9(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
         for (int j = 0; j < T; j++)
             if (!(ps[(size_t)i * T + j] >= 1e-300)) ps[(size_t)i * T + j] = NAN; /* 0 and denormals: gaps */
         /* rows of one head often coincide: solid, dashed and dotted keep each one visible */
-        ser[i] = (tsc_plot_series_t){.name = names[i], .y = ps + (size_t)i * T, .n = (size_t)(dh.causal ? rows[i] + 1 : T),
-                                     .style = TSC_PLOT_LINESPOINTS, .dash = 1 + i};
+        /* markers only where a value stands alone between gaps (a line cannot show it); else a line */
+        const double *y = ps + (size_t)i * T;
+        size_t n = (size_t)(dh.causal ? rows[i] + 1 : T);
+        int alone = 0;
+        for (size_t j = 0; j < n && !alone; j++)
+            alone = !isnan(y[j]) && (j == 0 || isnan(y[j - 1])) && (j + 1 == n || isnan(y[j + 1]));
+        ser[i] = (tsc_plot_series_t){.name = names[i], .y = y, .n = n,
+                                     .style = alone ? TSC_PLOT_LINESPOINTS : TSC_PLOT_LINES, .dash = 1 + i};
     }
     tsc_plot_opts_t po;
     plot_defaults(&po, o, info);
