@@ -61,7 +61,8 @@ run "TSC_BENCH_CMDS=analyze bash bench/bench_long_context.sh build/tilescope 2 9
         [ -z "$row" ] || echo "- row: | \`$shown\` |${row#TABLE |}"
         echo
         echo '```text'
-        grep -v '^TABLE |' "$tmp/$i.out"
+        # paths of this machine out: the source folder becomes ".", a temporary folder "TMP"
+        grep -v '^TABLE |' "$tmp/$i.out" | sed -e "s|$src/||g" -e 's|/tmp/tmp\.[A-Za-z0-9]*|TMP|g'
         echo '```'
     done
 } > "$tmp/results.md"
