@@ -1115,8 +1115,8 @@ static int dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn fn, void *c
                     report(fn, ctx, 2, &errors, "step %lld, layer %d, %s: %s", step, layer, names[k], tsc_error_last());
                     continue;
                 }
-                if (need > slice_max) {
-                    void *nb = realloc(buf, need);
+                if (need > slice_max || !buf) { /* at least one byte: a read always gets a buffer */
+                    void *nb = realloc(buf, need ? need : 1);
                     if (!nb) { report(fn, ctx, 2, &errors, "out of memory while validating"); continue; }
                     buf = nb;
                     slice_max = need;
