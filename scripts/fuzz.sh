@@ -43,11 +43,12 @@ max_len() {
     esac
 }
 
-# Per-input time limit: the text readers take microseconds; a dump input 10-50 ms, and libhdf5
-# itself can loop on some corrupt files (fuzz/pending/README.md), so a long limit only costs time.
+# Per-input time limit: the text readers take microseconds; a dump input 10-50 ms (2 s leaves room
+# for a loaded machine), and libhdf5 itself can loop on some corrupt files (fuzz/pending/README.md):
+# every timeout costs its limit plus a job restart, so a long limit only costs time.
 time_limit() {
     case $1 in
-    dump) echo 5 ;;
+    dump) echo 2 ;;
     *) echo 10 ;;
     esac
 }
