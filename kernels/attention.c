@@ -98,6 +98,7 @@ static inline int attn_ld(int T) {
 #undef TMPL_DOUBLE
 
 float tsc_attn_expf(float x) { return expf_f(x); }
+float tsc_attn_logf(float x) { return tsc_hd_logf(x); }
 
 /* ---- SIMD selection ---- */
 

@@ -13,6 +13,7 @@ static const tsc_attn_backend_t *const registry[] = {
 #ifdef TSC_ATTN_X86
     &tsc_attn_backend_cpu_simd,
 #endif
+    &tsc_attn_backend_cpu_rowwise,
 #ifdef TSC_HAVE_CUDA
     &tsc_attn_backend_cuda,
 #endif

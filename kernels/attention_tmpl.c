@@ -45,39 +45,12 @@ static void SFX(rnd_arr)(R *restrict x, int n, rst_t *rs) {
 #define FMA(a, b, c) fma((a), (b), (c))
 #else
 #define EXPR(x) SFX(expf)(x)
-#define LOGR(x) logf(x)
+#define LOGR(x) tsc_hd_logf(x)
 #define FMA(a, b, c) fmaf((a), (b), (c))
-/* exp for the FP32 reference: Cody-Waite reduction by ln 2, a degree-6 polynomial (cephes
- * expf coefficients) in FMA steps, then the power of two in two factors so results down to
- * the subnormal range come out right. Branch-free and always inlined so loops over it vectorise
- * (a call in the loop would keep them scalar). */
-static inline __attribute__((always_inline)) float SFX(expf)(float x) {
-    const float log2e = 1.44269504088896341f, magic = 12582912.0f; /* 1.5 * 2^23 */
-    const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
-    float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
-    float t = FMA(xc, log2e, magic);
-    float n = t - magic;
-    float r = FMA(-n, ln2_hi, xc);
-    r = FMA(-n, ln2_lo, r);
-    float p = 1.9875691500e-4f;
-    p = FMA(p, r, 1.3981999507e-3f);
-    p = FMA(p, r, 8.3334519073e-3f);
-    p = FMA(p, r, 4.1665795894e-2f);
-    p = FMA(p, r, 1.6666665459e-1f);
-    p = FMA(p, r, 5.0000001201e-1f);
-    float r2 = r * r;
-    float e = FMA(p, r2, r) + 1.0f;
-    int ni = (int)n;
-    int n1 = ni / 2, n2 = ni - n1;
-    uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(n2 + 127) << 23;
-    float s1, s2;
-    memcpy(&s1, &b1, 4);
-    memcpy(&s2, &b2, 4);
-    float y = e * s1 * s2;
-    y = x > 88.72283935546875f ? INFINITY : y;
-    y = x < -103.97208404541016f ? 0.0f : y;
-    return x != x ? x : y;
-}
+/* exp and log for the FP32 reference: hd_math_internal.h's, the functions the CUDA kernels run
+ * (only IEEE basic operations, so every path gives the same bits). Always inlined so loops over
+ * exp vectorise (a call in the loop would keep them scalar). */
+static inline __attribute__((always_inline)) float SFX(expf)(float x) { return tsc_hd_expf(x); }
 #endif
 
 /* Per-head context: stage roundings (with this head's stochastic-rounding streams). */

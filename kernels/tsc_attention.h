@@ -16,7 +16,8 @@
  * to the ACC format (FP32 in every preset but fp64). Arithmetic not named below runs in the
  * compute type (FP32, or FP64 when any stage is FP64; tsc_policy_uses_fp64) and exp is
  * tsc_attn_expf (FP32; at most 1.0103 ulp from exp wherever the result is a normal number, measured
- * over every such input; exp(0) = 1 exactly) or libm exp (FP64).
+ * over every such input; exp(0) = 1 exactly) or libm exp (FP64); log (in LSE) is tsc_attn_logf
+ * (FP32, correctly rounded; the same bits on a GPU, unlike libm's logf) or libm log (FP64).
  *
  * Forward, per row t, m = −inf, ℓ = 0, Ō = 0, then for each key tile j' holding unmasked keys:
  *   S_j   = R_S(R_S(Σ_d fma q[t,d]·k[j,d]) · α)                    (causal: j > t is masked)
@@ -85,7 +86,12 @@
  *   "cpu-simd"  the same template compiled for AVX-512 + FMA with hand-written register-
  *               blocked loops (x86-64 GCC builds; runs only where the CPU has AVX-512).
  *               FP64-compute policies run the reference's double instance.
- *   "cuda"      registered only in a build with CUDA (TSC_HAVE_CUDA); none is built today.
+ *   "cpu-rowwise" the CUDA exact mode's per-row functions (attn_rowwise_internal.h) run on the
+ *               CPU: how a machine without a GPU checks the GPU's order of operations. Exact
+ *               only, float I/O, no traces, no +sr/+materialized/FP8/FP64 stages; slow.
+ *   "cuda"      registered only in a build with CUDA (TSC_HAVE_CUDA; tsc_attn_cuda.h): exact
+ *               mode (the reference's bits) and fast mode (tensor cores); available() when a
+ *               GPU is present.
  * tsc_attn_run uses the default backend: cpu-simd where it runs and tsc_attn_simd_set(1) (the
  * default), else cpu-ref; tsc_attn_run_with picks one and adds the options below. Exact mode
  * (the default) promises the reference's bits in every output and tile statistic; fast mode
@@ -305,8 +311,10 @@ TSC_API tsc_status_t tsc_attn_run_with(const tsc_attn_backend_t *be, const tsc_p
  * head, T' = number of unmasked (t, j) pairs. */
 TSC_API double tsc_attn_flops(const tsc_attn_dims_t *dims, int backward);
 
-/* The FP32 exp of the reference (deterministic, same bits on every path). */
+/* The FP32 exp and log of the reference (deterministic, same bits on every path, the CUDA
+ * kernels included). */
 TSC_API float tsc_attn_expf(float x);
+TSC_API float tsc_attn_logf(float x);
 
 /* Selects the SIMD path (1, default where the CPU has AVX-512F/FMA: backend "cpu-simd") or the
  * portable one (0: "cpu-ref") for the default backend; both give identical bits. Returns the previous setting. Not thread-safe: set it before
