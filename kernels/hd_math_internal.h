@@ -19,21 +19,21 @@
 #ifndef TSC_HD_MATH_INTERNAL_H
 #define TSC_HD_MATH_INTERNAL_H
 
+#include <math.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __CUDACC__
 #define TSC_HD __host__ __device__ __forceinline__
-#define TSC_HD_INF __int_as_float(0x7f800000)
 #else
-#include <math.h>
-#include <string.h>
 #if defined(__GNUC__)
 #define TSC_HD static inline __attribute__((always_inline))
 #else
 #define TSC_HD static inline
 #endif
-#define TSC_HD_INF INFINITY
 #endif
+#define TSC_HD_INF INFINITY
 
 /* format and mode numbers as in tsc_formats.h (tsc_format_t, tsc_round_t) */
 enum { TSC_HD_FP64 = 0, TSC_HD_FP32 = 1, TSC_HD_TF32 = 2, TSC_HD_BF16 = 3, TSC_HD_FP16 = 4 };

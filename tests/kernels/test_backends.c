@@ -5,6 +5,7 @@
  * checker itself is tested by planting faults, and the tile statistics are recomputed from a
  * trace's scores so that a wrong definition shared by all backends would be caught too. */
 #include "tsc_attention.h"
+#include "tsc_attn_cuda.h"
 #include "tsc_formats.h"
 #include "tsc_test.h"
 
@@ -503,9 +504,22 @@ static void check_registry(void) {
         printf("backend %-9s %s caps 0x%03x: %s\n", be->name, be->available() ? "available  " : "unavailable", be->caps,
                be->summary);
     }
-#ifndef TSC_HAVE_CUDA
-    CHECK(tsc_attn_backend_get("cuda") == NULL);
-#endif
+    /* "cuda" is registered exactly in a CUDA build; without a GPU it is unavailable and refused */
+    const tsc_attn_backend_t *cu = tsc_attn_backend_get("cuda");
+    CHECK((cu != NULL) == (strstr(tsc_cuda_describe(), "has no CUDA") == NULL));
+    printf("cuda: %s\n", tsc_cuda_describe());
+    if (cu) CHECK_EQ_INT(cu->available(), tsc_cuda_available());
+    if (cu && !cu->available()) {
+        const tsc_attn_dims_t d = {1, 1, 1, 4, 8, 1, 0.3};
+        float x[32] = {0}, o[32];
+        tsc_policy_t p;
+        CHECK(tsc_policy_parse("bf16-fa2", &p) == TSC_OK);
+        tsc_attn_io_t io = {TSC_ATTN_F32, x, x, x, NULL, o, NULL, NULL, NULL, NULL, NULL};
+        CHECK(tsc_attn_run_with(cu, &p, &d, &io, NULL) == TSC_ERR_UNSUPPORTED);
+        CHECK(strstr(tsc_error_last(), "cannot run on this machine") != NULL);
+        tsc_attn_cuda_io_t dio = {TSC_CUDA_F32, x, x, x, NULL, o, NULL, NULL, NULL, NULL, NULL};
+        CHECK(tsc_attn_cuda_run(&p, &d, &dio, NULL, NULL) == TSC_ERR_UNSUPPORTED);
+    }
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
     const tsc_attn_backend_t *simd = tsc_attn_backend_get("cpu-simd");
     CHECK(simd != NULL);
