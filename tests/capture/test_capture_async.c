@@ -8,6 +8,7 @@
  * tsc_capture_put_device without a GPU is refused on a sampled step and a no-op on an unsampled
  * one. (On a GPU, tests/kernels/test_cuda-style checks of the device copy are in
  * bench/gpu_check.sh.) */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,25 @@
 #include "tsc_attn_cuda.h"
 #include "tsc_capture_async.h"
 #include "tsc_dump.h"
+#include "tsc_h5.h"
 #include "tsc_test.h"
+
+/* Holds the library's HDF5 lock for a while, so the writer thread (which writes through HDF5)
+ * stalls and the staging buffer fills: the training thread must then wait, deterministically. */
+static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
+static int holding;
+static void *hold_h5(void *arg) {
+    (void)arg;
+    tsc_h5_lock();
+    pthread_mutex_lock(&hold_mu);
+    holding = 1;
+    pthread_cond_signal(&hold_cv);
+    pthread_mutex_unlock(&hold_mu);
+    usleep(300 * 1000);
+    tsc_h5_unlock();
+    return NULL;
+}
 
 static tsc_dump_meta_t geom(void) {
     tsc_dump_meta_t m;
@@ -105,14 +124,16 @@ int main(void) {
     tsc_capture_async_t *a = NULL;
     /* room for a little more than one step's three tensors: the thread waits for the writer */
     CHECK(tsc_capture_async_open(&a, cb, qbytes * 3) == TSC_OK);
+    pthread_t holder;
+    pthread_create(&holder, NULL, hold_h5, NULL);
+    pthread_mutex_lock(&hold_mu);
+    while (!holding) pthread_cond_wait(&hold_cv, &hold_mu);
+    pthread_mutex_unlock(&hold_mu);
+    /* the asynchronous capture first, while the writer is stalled */
     for (long long step = 0; step < 10; step++) {
-        CHECK(tsc_capture_step_begin(ca, step) == TSC_OK);
         CHECK(tsc_capture_async_step_begin(a, step) == TSC_OK);
         for (int layer = 0; layer < 2; layer++) {
             make(&x, &m, step, layer);
-            CHECK(tsc_capture_put(ca, layer, "q", TSC_FMT_BF16, 4, x.dq, x.q) == TSC_OK);
-            CHECK(tsc_capture_put(ca, layer, "k", TSC_FMT_FP32, 4, x.dk, x.k) == TSC_OK);
-            CHECK(tsc_capture_put(ca, layer, "lse", TSC_FMT_FP32, 3, x.dl, x.lse) == TSC_OK);
             CHECK(tsc_capture_put_async(a, layer, "q", TSC_FMT_BF16, 4, x.dq, x.q) == TSC_OK);
             CHECK(tsc_capture_put_async(a, layer, "k", TSC_FMT_FP32, 4, x.dk, x.k) == TSC_OK);
             CHECK(tsc_capture_put_async(a, layer, "lse", TSC_FMT_FP32, 3, x.dl, x.lse) == TSC_OK);
@@ -120,8 +141,19 @@ int main(void) {
             memset(x.q, 0xff, qbytes);
             memset(x.k, 0xff, nq * 4);
         }
-        CHECK(tsc_capture_step_end(ca) == TSC_OK);
         CHECK(tsc_capture_async_step_end(a, NULL) == TSC_OK);
+    }
+    pthread_join(holder, NULL);
+    /* the same tensors through the synchronous API */
+    for (long long step = 0; step < 10; step++) {
+        CHECK(tsc_capture_step_begin(ca, step) == TSC_OK);
+        for (int layer = 0; layer < 2; layer++) {
+            make(&x, &m, step, layer);
+            CHECK(tsc_capture_put(ca, layer, "q", TSC_FMT_BF16, 4, x.dq, x.q) == TSC_OK);
+            CHECK(tsc_capture_put(ca, layer, "k", TSC_FMT_FP32, 4, x.dk, x.k) == TSC_OK);
+            CHECK(tsc_capture_put(ca, layer, "lse", TSC_FMT_FP32, 3, x.dl, x.lse) == TSC_OK);
+        }
+        CHECK(tsc_capture_step_end(ca) == TSC_OK);
     }
     const long waits = tsc_capture_async_waits(a);
     CHECKF(tsc_capture_async_close(a) == TSC_OK, "%s", tsc_error_last());
