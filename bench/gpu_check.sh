@@ -5,7 +5,8 @@
 # FP32 inputs bit for bit against the CPU reference, tile statistics included; test_backends,
 # whose sweep then includes the "cuda" backend; test_capture_async), then the timings
 # (bench_gpu: exact mode on GPT-2-small and Llama-7B layer shapes, capture overhead at 1/100
-# sampling), and writes OUT_DIR/gpu_summary.md (default build-gpu/gpu-check) with every output.
+# sampling, fast mode's TFLOP/s; bench/gpu_torch_sdpa.py: torch's flash kernels on the same
+# shapes), and writes OUT_DIR/gpu_summary.md (default build-gpu/gpu-check) with every output.
 # Exits 1 when a test failed; each step has its own time limit so one hang cannot eat the budget.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -39,5 +40,11 @@ step test_cuda 240 "$build/tests/test_cuda" || rc=1
 step test_backends 120 "$build/tests/test_backends" || rc=1
 step test_capture_async 60 "$build/tests/test_capture_async" || rc=1
 step bench_gpu 240 "$build/bench_gpu" || rc=1
+py=$(command -v python3 || true)
+if [ -n "$py" ] && "$py" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    step torch_sdpa 120 "$py" "$root/bench/gpu_torch_sdpa.py" || rc=1
+else
+    echo "== torch_sdpa: skipped, no python3 with torch and CUDA here" | tee -a "$sum"
+fi
 echo "total: $(( $(date +%s) - start )) s, exit $rc" | tee -a "$sum"
 exit $rc

@@ -306,7 +306,8 @@ tsc_status_t backend_run(const tsc_policy_t *pol, const tsc_attn_dims_t *dims, c
     {
         tsc_attn_cuda_io_t dio = {TSC_CUDA_F32, din[0], din[1], din[2], din[3],
                                   dout[0], dout[1], dout[2], dout[3], dout[4], dout[5]};
-        TRY(tsc_attn_cuda_run(pol, dims, &dio, opts->tiles, 0));
+        TRY(opts->mode == TSC_ATTN_FAST ? tsc_attn_cuda_run_fast(pol, dims, &dio, opts->tiles, 0)
+                                        : tsc_attn_cuda_run(pol, dims, &dio, opts->tiles, 0));
     }
     for (int i = 0; i < 6; i++)
         if (hout[i] && (e = cudaMemcpy(hout[i], dout[i], nout[i] * 4, cudaMemcpyDeviceToHost)) != cudaSuccess) {
@@ -321,6 +322,6 @@ done:
 } // namespace
 
 extern "C" const tsc_attn_backend_t tsc_attn_backend_cuda = {
-    "cuda", "CUDA exact mode: the reference's arithmetic, one GPU thread per chain (tsc_attn_cuda.h)",
-    TSC_ATTN_CAP_F32 | TSC_ATTN_CAP_EXACT | TSC_ATTN_CAP_FORWARD | TSC_ATTN_CAP_BACKWARD | TSC_ATTN_CAP_TILE_STATS,
+    "cuda", "CUDA: exact mode (the reference's bits, one GPU thread per chain) and fast mode (tensor cores)",
+    TSC_ATTN_CAP_F32 | TSC_ATTN_CAP_EXACT | TSC_ATTN_CAP_FAST | TSC_ATTN_CAP_FORWARD | TSC_ATTN_CAP_BACKWARD | TSC_ATTN_CAP_TILE_STATS,
     backend_available, backend_run};

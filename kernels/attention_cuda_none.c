@@ -14,6 +14,11 @@ tsc_status_t tsc_attn_cuda_run(const tsc_policy_t *pol, const tsc_attn_dims_t *d
     return tsc_error_set(TSC_ERR_UNSUPPORTED, "attention (cuda): this build of tilescope has no CUDA (nvcc was "
                          "not found when it was configured, or TSC_WITH_CUDA was OFF)");
 }
+
+tsc_status_t tsc_attn_cuda_run_fast(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
+                                    const tsc_attn_cuda_io_t *io, tsc_attn_tile_stats_t *tiles, void *stream) {
+    return tsc_attn_cuda_run(pol, dims, io, tiles, stream);
+}
 #else
 typedef int tsc_attention_cuda_none_unused_t; /* the CUDA build: attention_cuda.cu defines them */
 #endif

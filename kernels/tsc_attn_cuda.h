@@ -15,7 +15,8 @@
  *
  * Scope: the policies the GPU arithmetic covers (online softmax; stages in fp32, tf32, bf16,
  * fp16; nearest-even or toward zero); others give TSC_ERR_UNSUPPORTED naming what is missing.
- * Not done: the fast mode (tensor cores, FlashAttention's error rule), the P̄V rounding census.
+ * Fast mode: tsc_attn_cuda_run_fast below (tensor cores; not yet run on a GPU). Not done: the
+ * P̄V rounding census.
  *
  * In a build without CUDA these functions exist and return TSC_ERR_UNSUPPORTED ("built without
  * CUDA"); tsc_cuda_available() is 0. The "cuda" backend of tsc_attention.h's registry wraps
@@ -55,6 +56,15 @@ TSC_API const char *tsc_cuda_describe(void);
  * every head, plus two [B, H, T, D] float arrays when the backward runs. */
 TSC_API tsc_status_t tsc_attn_cuda_run(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
                                        const tsc_attn_cuda_io_t *io, tsc_attn_tile_stats_t *tiles, void *stream);
+
+/* Fast mode (attention_cuda_fast.cu): FlashAttention-2 kernels on tensor cores, the bf16-fa2 /
+ * fp16-fa2 arithmetic in the policy's q-stage format (BF16 or FP16; its other stages are not
+ * read), D 64 or 128, 64-key tiles (tiles, when given, for block_k 64). Results agree with the
+ * reference within rounding error, not bit for bit; dQ sums by atomics, so its last bits vary
+ * between runs. UNVERIFIED: compiled, never yet run on a GPU (bench/gpu_check.sh checks it). */
+TSC_API tsc_status_t tsc_attn_cuda_run_fast(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
+                                            const tsc_attn_cuda_io_t *io, tsc_attn_tile_stats_t *tiles,
+                                            void *stream);
 
 #ifdef __cplusplus
 }
