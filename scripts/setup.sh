@@ -17,7 +17,7 @@ pkgs=(
   bible-kjv                              # `tilescope train`'s built-in text (and the PyTorch example's)
 )
 case "${1:-}" in
-  --bench) pkgs+=(python3-torch) ;;                  # the attention and diagnose benchmarks' baselines
+  --bench) pkgs+=(python3-torch time) ;;             # the benchmarks' baselines; GNU time (peak RSS)
   --test) pkgs+=(python3-torch chromium) ;;
   --ci) pkgs+=(python3-torch chromium clang) ;;  # CI builds and tests with a second compiler too
   "") ;;
