@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu_check.sh [OUT_DIR]: everything the CUDA side needs a GPU for, in one run that fits the
 # 15 minutes a lent GPU machine gives (budget: under 8 minutes on an H200): builds tilescope with
-# CUDA (build-gpu/), runs the GPU tests (tests/kernels/test_cuda: exact mode on device BF16/FP16/
+# CUDA (build-gpu/), runs the GPU tests (tests/capture/test_cuda: exact mode on device BF16/FP16/
 # FP32 inputs bit for bit against the CPU reference, tile statistics included; test_backends,
 # whose sweep then includes the "cuda" backend; test_capture_async), then the timings
 # (bench_gpu: exact mode on GPT-2-small and Llama-7B layer shapes, capture overhead at 1/100

@@ -6,7 +6,7 @@
  * a·b + c into one fma where the reference rounds the product first. Division and sqrt are
  * IEEE-rounded (nvcc's defaults without --use_fast_math), and denormals are kept (no -ftz).
  *
- * Scratch per query row ((3·Bc + 2·D) floats) lives in global memory, rows side by side: slow
+ * Scratch per query row ((3·Bc + 3·D) floats) lives in global memory, rows side by side: slow
  * (uncoalesced) but the exact mode is for checking, not for speed. */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -47,7 +47,8 @@ __device__ size_t kv_of(const heads_t &g, int bh, size_t TD) {
 }
 
 __global__ void k_fwd(tsc_rw_pol_t p, heads_t g, const float *q, const float *k, const float *v, float *o,
-                      float *lse, double *rmax, int32_t *tc, int32_t *tce, int32_t *po, int n_kt, float *scratch) {
+                      float *lse, double *rmax, int32_t *tc, int32_t *tce, int32_t *po, int n_kt, float *scratch,
+                      tsc_rw_census_t *cen, int cen_fmt) {
     const size_t r = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (r >= (size_t)g.BH * p.T) return;
     const int bh = (int)(r / p.T), t = (int)(r % p.T);
@@ -58,7 +59,7 @@ __global__ void k_fwd(tsc_rw_pol_t p, heads_t g, const float *q, const float *k,
     tl.tie_count_eps = tce ? tce + r * n_kt : 0;
     tl.pbar_one = po ? po + r * n_kt : 0;
     tsc_rw_fwd_row(&p, q + qo + (size_t)t * p.D, k + ko, v + ko, t, o + qo + (size_t)t * p.D, lse ? lse + r : 0,
-                   rmax ? &tl : 0, scratch + r * g.scr);
+                   rmax ? &tl : 0, scratch + r * g.scr, cen ? cen + r : 0, cen_fmt);
 }
 
 __global__ void k_delta(tsc_rw_pol_t p, heads_t g, const float *q, const float *k, const float *v, const float *dO,
@@ -167,8 +168,9 @@ extern "C" const char *tsc_cuda_describe(void) {
         if ((st = (x)) != TSC_OK) goto done;                                                                   \
     } while (0)
 
-extern "C" tsc_status_t tsc_attn_cuda_run(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
-                                          const tsc_attn_cuda_io_t *io, tsc_attn_tile_stats_t *tiles, void *stream) {
+static tsc_status_t run_exact(const tsc_policy_t *pol, const tsc_attn_dims_t *dims, const tsc_attn_cuda_io_t *io,
+                              tsc_attn_tile_stats_t *tiles, tsc_attn_census_t *census, tsc_format_t census_fmt,
+                              void *stream) {
     if (!pol || !dims || !io || !io->q || !io->k || !io->v)
         return tsc_error_set(TSC_ERR_ARG, "attention (cuda): NULL policy, dims or input");
     if (dims->B < 1 || dims->H < 1 || dims->Hkv < 1 || dims->T < 1 || dims->D < 1 || dims->H % dims->Hkv ||
@@ -194,12 +196,14 @@ extern "C" tsc_status_t tsc_attn_cuda_run(const tsc_policy_t *pol, const tsc_att
     const int n_kt = (T + p.Bc - 1) / p.Bc;
     const size_t nt = nr * n_kt;
     const int bwd = io->dout != 0, grads = bwd && (io->dq || io->dk || io->dv);
-    heads_t g = {B * H, H, Hkv, 3 * (size_t)p.Bc + 2 * (size_t)D};
+    heads_t g = {B * H, H, Hkv, 3 * (size_t)p.Bc + 3 * (size_t)D};
     pool_t pl;
     pl.n = 0;
     float *q, *k, *v, *o, *lse, *scr, *dO = 0, *ohp = 0, *delta = 0, *dq = 0, *dk_all = 0, *dv_all = 0;
     double *rmax = 0;
     int32_t *tc = 0, *tce = 0, *po = 0;
+    tsc_rw_census_t *cen = 0, *hcen = 0;
+    const int cen_fmt = (int)census_fmt;
     cudaError_t e;
     TRY(pool_alloc(&pl, &q, nq));
     TRY(pool_alloc(&pl, &k, nk));
@@ -225,7 +229,14 @@ extern "C" tsc_status_t tsc_attn_cuda_run(const tsc_policy_t *pol, const tsc_att
     k_load<<<blocks_for(nk), kThreads, 0, s>>>(p, TSC_RW_K, io->k, io->dtype, k, nk);
     k_load<<<blocks_for(nk), kThreads, 0, s>>>(p, TSC_RW_V, io->v, io->dtype, v, nk);
     TRY(launched("loading q, k, v"));
-    k_fwd<<<blocks_for(nr), kThreads, 0, s>>>(p, g, q, k, v, o, lse, rmax, tc, tce, po, n_kt, scr);
+    if (census) {
+        TRY(pool_alloc(&pl, &cen, nr));
+        if ((e = cudaMemsetAsync(cen, 0, nr * sizeof *cen, s)) != cudaSuccess) {
+            st = cuda_fail(e, "cudaMemset");
+            goto done;
+        }
+    }
+    k_fwd<<<blocks_for(nr), kThreads, 0, s>>>(p, g, q, k, v, o, lse, rmax, tc, tce, po, n_kt, scr, cen, cen_fmt);
     TRY(launched("the forward"));
     if (bwd) {
         TRY(pool_alloc(&pl, &dO, nq));
@@ -234,7 +245,7 @@ extern "C" tsc_status_t tsc_attn_cuda_run(const tsc_policy_t *pol, const tsc_att
         const float *osrc = o;
         if (p.delta_src == TSC_RW_DELTA_HP) { /* δ from an all-FP32 forward's O */
             TRY(pool_alloc(&pl, &ohp, nq));
-            k_fwd<<<blocks_for(nr), kThreads, 0, s>>>(hp, g, q, k, v, ohp, 0, 0, 0, 0, 0, n_kt, scr);
+            k_fwd<<<blocks_for(nr), kThreads, 0, s>>>(hp, g, q, k, v, ohp, 0, 0, 0, 0, 0, n_kt, scr, 0, 0);
             osrc = ohp;
         } else if (p.delta_src == TSC_RW_DELTA_DPP) {
             osrc = 0;
@@ -267,11 +278,55 @@ extern "C" tsc_status_t tsc_attn_cuda_run(const tsc_policy_t *pol, const tsc_att
         st = cuda_fail(e, "copying the tile statistics out");
         goto done;
     }
-    if ((e = cudaStreamSynchronize(s)) != cudaSuccess) st = cuda_fail(e, "running the kernels");
+    if ((e = cudaStreamSynchronize(s)) != cudaSuccess) {
+        st = cuda_fail(e, "running the kernels");
+        goto done;
+    }
+    if (census) { /* per head, rows in order: the same sums on every run */
+        hcen = (tsc_rw_census_t *)malloc(nr * sizeof *hcen);
+        if (!hcen) {
+            st = tsc_error_set(TSC_ERR_NOMEM, "attention (cuda): out of memory for the census");
+            goto done;
+        }
+        if ((e = cudaMemcpy(hcen, cen, nr * sizeof *hcen, cudaMemcpyDeviceToHost)) != cudaSuccess) {
+            st = cuda_fail(e, "copying the census out");
+            goto done;
+        }
+        for (int bh = 0; bh < B * H; bh++) {
+            tsc_attn_census_t c = {0, 0, 0, 0.0, 0.0};
+            for (int t = 0; t < T; t++) {
+                const tsc_rw_census_t *x = &hcen[(size_t)bh * T + t];
+                c.additions += x->additions;
+                c.events_neg += x->events_neg;
+                c.events_pos += x->events_pos;
+                c.err_neg += x->err_neg;
+                c.err_pos += x->err_pos;
+            }
+            census[bh] = c;
+        }
+    }
 done:
     cudaStreamSynchronize(s);
+    free(hcen);
     pool_free(&pl);
     return st;
+}
+
+extern "C" tsc_status_t tsc_attn_cuda_run(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
+                                          const tsc_attn_cuda_io_t *io, tsc_attn_tile_stats_t *tiles, void *stream) {
+    return run_exact(pol, dims, io, tiles, NULL, TSC_FMT_FP32, stream);
+}
+
+extern "C" tsc_status_t tsc_attn_cuda_census(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
+                                             const tsc_attn_cuda_io_t *io, tsc_format_t fmt,
+                                             tsc_attn_census_t *census, void *stream) {
+    if (!census) return tsc_error_set(TSC_ERR_ARG, "attention (cuda): no census array");
+    if (fmt != TSC_FMT_BF16 && fmt != TSC_FMT_FP16)
+        return tsc_error_set(TSC_ERR_UNSUPPORTED, "attention (cuda): the census rounds to bf16 or fp16, not %s",
+                             tsc_format_name(fmt));
+    tsc_attn_cuda_io_t fwd = *io;
+    fwd.dout = 0;
+    return run_exact(pol, dims, &fwd, NULL, census, fmt, stream);
 }
 
 /* ---- the registry's "cuda" backend: host float arrays in and out ---- */

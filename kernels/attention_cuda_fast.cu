@@ -8,7 +8,7 @@
  * summation order, and its last bits, vary from run to run). The order inside each tensor-core
  * product is the hardware's, not the reference's: results agree with the reference within
  * rounding error, not bit for bit (FlashAttention's rule: error against FP64 at most twice that of
- * the same-dtype reference; tests/kernels/test_cuda.c on a GPU). Only the policy's input format is
+ * the same-dtype reference; tests/capture/test_cuda.c on a GPU). Only the policy's input format is
  * read; its other stages are the FA2 kernel's by construction.
  *
  * Geometry: a block of 4 warps takes 64 query rows (forward) or 64 keys (backward); each warp owns

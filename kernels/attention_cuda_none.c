@@ -19,6 +19,12 @@ tsc_status_t tsc_attn_cuda_run_fast(const tsc_policy_t *pol, const tsc_attn_dims
                                     const tsc_attn_cuda_io_t *io, tsc_attn_tile_stats_t *tiles, void *stream) {
     return tsc_attn_cuda_run(pol, dims, io, tiles, stream);
 }
+
+tsc_status_t tsc_attn_cuda_census(const tsc_policy_t *pol, const tsc_attn_dims_t *dims, const tsc_attn_cuda_io_t *io,
+                                  tsc_format_t fmt, tsc_attn_census_t *census, void *stream) {
+    (void)fmt; (void)census;
+    return tsc_attn_cuda_run(pol, dims, io, NULL, stream);
+}
 #else
 typedef int tsc_attention_cuda_none_unused_t; /* the CUDA build: attention_cuda.cu defines them */
 #endif

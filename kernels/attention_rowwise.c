@@ -96,7 +96,7 @@ static void run_head(const tsc_rw_pol_t *p, const tsc_rw_pol_t *hp, const tsc_at
             tl.tie_count_eps = ts->tie_count_eps + off;
             tl.pbar_one = ts->pbar_one + off;
         }
-        tsc_rw_fwd_row(p, q + (size_t)t * D, k, v, t, o + (size_t)t * D, lse + t, ts ? &tl : NULL, scr);
+        tsc_rw_fwd_row(p, q + (size_t)t * D, k, v, t, o + (size_t)t * D, lse + t, ts ? &tl : NULL, scr, NULL, 0);
     }
     if (io->o)
         for (size_t i = 0; i < TD; i++) ((float *)io->o)[qoff + i] = o[i];
@@ -107,7 +107,7 @@ static void run_head(const tsc_rw_pol_t *p, const tsc_rw_pol_t *hp, const tsc_at
     for (size_t i = 0; i < TD; i++) dO[i] = tsc_rw_load(p, TSC_RW_DO, di[qoff + i]);
     const float *src = o;
     if (p->delta_src == TSC_RW_DELTA_HP) {
-        for (int t = 0; t < T; t++) tsc_rw_fwd_row(hp, q + (size_t)t * D, k, v, t, osrc + (size_t)t * D, NULL, NULL, scr);
+        for (int t = 0; t < T; t++) tsc_rw_fwd_row(hp, q + (size_t)t * D, k, v, t, osrc + (size_t)t * D, NULL, NULL, scr, NULL, 0);
         src = osrc;
     } else if (p->delta_src == TSC_RW_DELTA_DPP) {
         src = NULL;
@@ -139,7 +139,7 @@ static tsc_status_t rowwise_run(const tsc_policy_t *pol, const tsc_attn_dims_t *
     /* every query head's dK, dV, summed per group below */
     float *dk_all = grads ? malloc((size_t)B * H * TD * sizeof(float)) : NULL;
     float *dv_all = grads ? malloc((size_t)B * H * TD * sizeof(float)) : NULL;
-    const size_t hmem = 6 * TD + 2 * (size_t)T + 3 * (size_t)p.Bc + 2 * (size_t)D;
+    const size_t hmem = 6 * TD + 2 * (size_t)T + 3 * (size_t)p.Bc + 3 * (size_t)D;
     if (grads && (!dk_all || !dv_all)) {
         free(dk_all);
         free(dv_all);

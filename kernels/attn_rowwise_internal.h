@@ -98,13 +98,67 @@ typedef struct {
     int32_t *tie_count, *tie_count_eps, *pbar_one;
 } tsc_rw_tiles_t;
 
+/* The rounding census of one row's P̄V accumulation (the census of analyze/tsc_census.h, with
+ * the P̄V operands a_j the forward used): per feature, an FP32 sum restarting at each key tile, one
+ * fma per key with a_j != 0; an addition is an event when the significand carried (the sum's
+ * exponent above both the previous sum's and the exact product's) and rounding the FP32 sum to
+ * fmt (BF16 or FP16) has its rounding bit and sticky bits set, with a finite result. err_* are sums
+ * of R(x) − x, not divided by ℓ. */
+typedef struct {
+    long long additions, events_neg, events_pos;
+    double err_neg, err_pos;
+} tsc_rw_census_t;
+
+/* frexp's exponent of a non-zero finite normal double */
+TSC_HD int tsc_rw_dexp(double x) { return (int)((tsc_hd_bits64(x) >> 52) & 0x7ff) - 1022; }
+
+/* Whether rounding the FP32 value x to fmt (BF16 or FP16, nearest-even) is an event, and its
+ * error: with q the quantum at x's exponent (at least the format's smallest normal exponent), an
+ * event when frac(|x|/q) > 1/2 (rounding bit and sticky bits) and the rounded-up magnitude is
+ * finite in fmt. */
+TSC_HD int tsc_rw_event(float x, int fmt, double *err) {
+    const int keep = fmt == TSC_HD_FP16 ? 10 : 7, emin = fmt == TSC_HD_FP16 ? -14 : -126;
+    const double maxf = fmt == TSC_HD_FP16 ? 65504.0 : 3.3895313892515355e38;
+    const double ax = fabs((double)x);
+    int ex = tsc_rw_dexp(ax) - 1;
+    if (ex < emin) ex = emin;
+    const double q = tsc_hd_double((uint64_t)(ex - keep + 1023) << 52);
+    const double n = floor(ax / q), r = ax / q - n;
+    if (!(r > 0.5) || (n + 1.0) * q > maxf) return 0;
+    *err = x < 0 ? -(1.0 - r) * q : (1.0 - r) * q;
+    return 1;
+}
+
+/* The census of one key: s[d] = fma(a, v[d], s[d]) for d < D, counting the events. */
+TSC_HD void tsc_rw_census_key(int fmt, float a, const float *v, float *s, int D, tsc_rw_census_t *c) {
+    c->additions += D;
+    for (int d = 0; d < D; d++) {
+        const float prev = s[d], vd = v[d], sn = fmaf(a, vd, prev);
+        s[d] = sn;
+        if (fmt != TSC_HD_BF16 && fmt != TSC_HD_FP16) continue;
+        if (prev == 0.0f || vd == 0.0f || sn == 0.0f || !(fabsf(sn) <= 3.4028234663852886e38f)) continue;
+        const double pd = (double)a * (double)vd, e = tsc_rw_dexp((double)prev + pd);
+        if (!(e > tsc_rw_dexp((double)prev) && e > tsc_rw_dexp(pd))) continue;
+        double err;
+        if (!tsc_rw_event(sn, fmt, &err)) continue;
+        if (sn < 0) {
+            c->events_neg++;
+            c->err_neg += err;
+        } else {
+            c->events_pos++;
+            c->err_pos += err;
+        }
+    }
+}
+
 /* Forward of query row t of one head. q: the row [D]; K, V: the head's [T, D]; o: the row's
- * output [D] or NULL; lse: where LSE goes, or NULL; tiles: the row's statistics or NULL.
- * scratch: 3·Bc + 2·D floats. */
+ * output [D] or NULL; lse: where LSE goes, or NULL; tiles: the row's statistics or NULL; census:
+ * the row's P̄V rounding census into fmt (cen_fmt), or NULL. scratch: 3·Bc + 3·D floats. */
 TSC_HD void tsc_rw_fwd_row(const tsc_rw_pol_t *p, const float *q, const float *K, const float *V, int t, float *o,
-                           float *lse, const tsc_rw_tiles_t *tiles, float *scratch) {
+                           float *lse, const tsc_rw_tiles_t *tiles, float *scratch, tsc_rw_census_t *census,
+                           int cen_fmt) {
     const int T = p->T, D = p->D, Bc = p->Bc, n_kt = (T + Bc - 1) / Bc;
-    float *s = scratch, *pa = s + Bc, *pb = pa + Bc, *pv = pb + Bc, *oacc = pv + D;
+    float *s = scratch, *pa = s + Bc, *pb = pa + Bc, *pv = pb + Bc, *oacc = pv + D, *cs = oacc + D;
     float m = -TSC_HD_INF, l = 0.0f;
     for (int d = 0; d < D; d++) oacc[d] = 0.0f;
     for (int jt = 0; jt < n_kt; jt++) {
@@ -158,6 +212,11 @@ TSC_HD void tsc_rw_fwd_row(const tsc_rw_pol_t *p, const float *q, const float *K
             l = tsc_rw_r(p, TSC_RW_L, tsc_rw_r(p, TSC_RW_L_RESCALE, c * l) + sum);
         }
         m = mn;
+        if (census) { /* the census sums restart at each key tile */
+            for (int d = 0; d < D; d++) cs[d] = 0.0f;
+            for (int jj = 0; jj < n; jj++)
+                if (pa[jj] != 0.0f) tsc_rw_census_key(cen_fmt, pa[jj], V + (size_t)(j0 + jj) * D, cs, D, census);
+        }
         if (tiles && tiles->row_max) {
             tiles->row_max[jt] = (double)r_m;
             tiles->tie_count[jt] = ties;

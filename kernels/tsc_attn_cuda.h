@@ -15,8 +15,8 @@
  *
  * Scope: the policies the GPU arithmetic covers (online softmax; stages in fp32, tf32, bf16,
  * fp16; nearest-even or toward zero); others give TSC_ERR_UNSUPPORTED naming what is missing.
- * Fast mode: tsc_attn_cuda_run_fast below (tensor cores; not yet run on a GPU). Not done: the
- * P̄V rounding census.
+ * Fast mode: tsc_attn_cuda_run_fast below (tensor cores; not yet run on a GPU). The P̄V rounding
+ * census: tsc_attn_cuda_census.
  *
  * In a build without CUDA these functions exist and return TSC_ERR_UNSUPPORTED ("built without
  * CUDA"); tsc_cuda_available() is 0. The "cuda" backend of tsc_attention.h's registry wraps
@@ -52,10 +52,25 @@ TSC_API const char *tsc_cuda_describe(void);
  * (tsc_attn_tile_stats_init for B, H, T, pol->block_k) filled before return, or NULL. Returns
  * after the work is done (the outputs are ready). TSC_ERR_ARG for bad dims or pointers,
  * TSC_ERR_UNSUPPORTED outside the scope above, TSC_ERR_NOMEM / TSC_ERR_IO for CUDA failures
- * (the detail names the call and CUDA's message). Scratch: (3·Bc + 2·D) floats per query row of
+ * (the detail names the call and CUDA's message). Scratch: (3·Bc + 3·D) floats per query row of
  * every head, plus two [B, H, T, D] float arrays when the backward runs. */
 TSC_API tsc_status_t tsc_attn_cuda_run(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
                                        const tsc_attn_cuda_io_t *io, tsc_attn_tile_stats_t *tiles, void *stream);
+
+/* The rounding census of the P̄V accumulation (the definition of tsc_census.h: FP32 sums per
+ * feature restarting at each key tile, an event where the significand carried and rounding the
+ * sum to fmt has its rounding and sticky bits set), over the P̄V operands the exact forward used,
+ * per (batch, query head). err_* are sums of R(x) − x, not divided by ℓ. */
+typedef struct {
+    long long additions, events_neg, events_pos;
+    double err_neg, err_pos;
+} tsc_attn_census_t;
+
+/* The exact forward with the census into census[B·H] (fmt BF16 or FP16); io's outputs as in
+ * tsc_attn_cuda_run (dout is ignored: forward only). */
+TSC_API tsc_status_t tsc_attn_cuda_census(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
+                                          const tsc_attn_cuda_io_t *io, tsc_format_t fmt,
+                                          tsc_attn_census_t *census, void *stream);
 
 /* Fast mode (attention_cuda_fast.cu): FlashAttention-2 kernels on tensor cores, the bf16-fa2 /
  * fp16-fa2 arithmetic in the policy's q-stage format (BF16 or FP16; its other stages are not

@@ -6,8 +6,8 @@
  * head. Also: unsampled steps cost nothing (no staging bytes), a tensor larger than the staging
  * buffer is refused, a writer error (a shape the dump refuses) comes back with its detail, and
  * tsc_capture_put_device without a GPU is refused on a sampled step and a no-op on an unsampled
- * one. (On a GPU, tests/kernels/test_cuda-style checks of the device copy are in
- * bench/gpu_check.sh.) */
+ * one. (On a GPU, tests/capture/test_cuda checks the device copy itself: device capture equals host
+ * capture of the same tensors.) */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -6,9 +6,18 @@
  * presets the issue names (bf16-fa2, bf16-torch, fp32, +stable) plus fp16 and hp δ.
  * The fast mode (tensor cores) against FlashAttention's rule: for O, dQ, dK and dV, the largest
  * error against the FP64 reference is at most twice that of the same-dtype CPU reference
- * (bf16-fa2 / fp16-fa2 on cpu-ref); the mean signed error (bias) is printed. */
+ * (bf16-fa2 / fp16-fa2 on cpu-ref); the mean signed error (bias) is printed.
+ * The P̄V rounding census (tsc_attn_cuda_census) per head equal to the same functions run on the
+ * host (test_census_rowwise checks those against the analysis' census).
+ * Device capture: 12 steps of q (BF16) and lse (FP32) from device memory through
+ * tsc_capture_put_device (sampling every third step) equal, bit for bit, the same tensors captured
+ * from host memory with tsc_capture_put. */
+#include "attention_internal.h"
 #include "tsc_attention.h"
 #include "tsc_attn_cuda.h"
+#include "tsc_capture.h"
+#include "tsc_capture_async.h"
+#include "tsc_dump.h"
 #include "tsc_formats.h"
 #include "tsc_test.h"
 
@@ -164,6 +173,124 @@ static void fast(const char *pname, tsc_cuda_dtype_t dt, int B, int H, int Hkv, 
     for (int w = 0; w < 4; w++) { free(in[w]); free(in64[w]); free(in16[w]); cudaFree(din[w]); }
 }
 
+static void census(const char *pname, int H, int T, int D) {
+    tsc_policy_t p;
+    CHECK(tsc_policy_parse(pname, &p) == TSC_OK);
+    const tsc_attn_dims_t d = {1, H, H, T, D, 1, 1.0 / sqrt((double)D)};
+    const size_t n = (size_t)H * T * D;
+    float *x[3];
+    void *dx[3];
+    for (int w = 0; w < 3; w++) {
+        x[w] = malloc(n * 4);
+        for (size_t i = 0; i < n; i++)
+            x[w][i] = tsc_bf16_to_f32(tsc_bf16_from_f32((float)((w == 2 ? -2.2 : 0) + tsc_test_nrand(&seed))));
+        dx[w] = dev_copy(x[w], n * 4);
+    }
+    tsc_attn_census_t *got = calloc((size_t)H, sizeof *got);
+    tsc_attn_cuda_io_t io = {TSC_CUDA_F32, dx[0], dx[1], dx[2], NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    CHECKF(tsc_attn_cuda_census(&p, &d, &io, TSC_FMT_BF16, got, NULL) == TSC_OK, "%s", tsc_error_last());
+    tsc_rw_pol_t rp;
+    CHECK(tsc_rw_policy(&p, &d, &rp) == TSC_OK);
+    float *scr = malloc((3 * (size_t)rp.Bc + 3 * (size_t)D) * 4), *orow = malloc((size_t)D * 4), lse;
+    float *q = malloc((size_t)T * D * 4), *k = malloc((size_t)T * D * 4), *v = malloc((size_t)T * D * 4);
+    for (int h = 0; h < H; h++) {
+        const size_t off = (size_t)h * T * D;
+        for (size_t i = 0; i < (size_t)T * D; i++) {
+            q[i] = tsc_rw_load(&rp, TSC_RW_Q, x[0][off + i]);
+            k[i] = tsc_rw_load(&rp, TSC_RW_K, x[1][off + i]);
+            v[i] = tsc_rw_load(&rp, TSC_RW_V, x[2][off + i]);
+        }
+        tsc_attn_census_t want = {0, 0, 0, 0, 0};
+        for (int t = 0; t < T; t++) {
+            tsc_rw_census_t r = {0, 0, 0, 0, 0};
+            tsc_rw_fwd_row(&rp, q + (size_t)t * D, k, v, t, orow, &lse, NULL, scr, &r, TSC_HD_BF16);
+            want.additions += r.additions;
+            want.events_neg += r.events_neg;
+            want.events_pos += r.events_pos;
+            want.err_neg += r.err_neg;
+            want.err_pos += r.err_pos;
+        }
+        CHECKF(got[h].additions == want.additions && got[h].events_neg == want.events_neg &&
+                   got[h].events_pos == want.events_pos && got[h].err_neg == want.err_neg &&
+                   got[h].err_pos == want.err_pos,
+               "census %s head %d: GPU %lld/%lld/%lld %.17g %.17g, host %lld/%lld/%lld %.17g %.17g", pname, h,
+               got[h].additions, got[h].events_neg, got[h].events_pos, got[h].err_neg, got[h].err_pos,
+               want.additions, want.events_neg, want.events_pos, want.err_neg, want.err_pos);
+    }
+    printf("census %s H=%d T=%d D=%d: head 0 %lld additions, %lld negative events, equal to the host's\n", pname, H,
+           T, D, got[0].additions, got[0].events_neg);
+    for (int w = 0; w < 3; w++) { free(x[w]); cudaFree(dx[w]); }
+    free(got); free(scr); free(orow); free(q); free(k); free(v);
+}
+
+static void device_capture(void) {
+    char dir[] = "/tmp/tsc_test_cuda.XXXXXX";
+    if (!mkdtemp(dir)) return;
+    char pd[300], ph[300];
+    snprintf(pd, sizeof pd, "%s/dev.h5", dir);
+    snprintf(ph, sizeof ph, "%s/host.h5", dir);
+    tsc_dump_meta_t m;
+    tsc_dump_meta_init(&m);
+    m.n_layer = 1; m.n_head = 4; m.n_kv_head = 2; m.head_dim = 64; m.d_model = 256; m.seq_len = 100; m.batch = 2;
+    m.softmax_scale = 0.125; m.tile_k = 64;
+    snprintf(m.policy, sizeof m.policy, "bf16-fa2");
+    snprintf(m.producer, sizeof m.producer, "test_cuda");
+    const tsc_capture_opts_t o = {.select = "steps=0:12:3"};
+    tsc_capture_t *cd = NULL, *ch = NULL;
+    CHECK(tsc_capture_open(&cd, pd, &m, &o) == TSC_OK && tsc_capture_open(&ch, ph, &m, &o) == TSC_OK);
+    tsc_capture_async_t *a = NULL;
+    CHECK(tsc_capture_async_open(&a, cd, 1u << 20) == TSC_OK);
+    const size_t nq = (size_t)2 * 4 * 100 * 64, nl = (size_t)2 * 4 * 100;
+    uint16_t *q = malloc(nq * 2);
+    float *lse = malloc(nl * 4);
+    void *dq = dev_copy(NULL, nq * 2), *dl = dev_copy(NULL, nl * 4);
+    const uint64_t dimq[4] = {2, 4, 100, 64}, diml[3] = {2, 4, 100};
+    cudaStream_t st;
+    cudaStreamCreate(&st);
+    for (long long step = 0; step < 12; step++) {
+        for (size_t i = 0; i < nq; i++) q[i] = tsc_bf16_from_f32((float)tsc_test_nrand(&seed));
+        for (size_t i = 0; i < nl; i++) lse[i] = (float)tsc_test_nrand(&seed);
+        cudaMemcpyAsync(dq, q, nq * 2, cudaMemcpyHostToDevice, st);
+        cudaMemcpyAsync(dl, lse, nl * 4, cudaMemcpyHostToDevice, st);
+        CHECK(tsc_capture_async_step_begin(a, step) == TSC_OK);
+        CHECK(tsc_capture_put_device(a, 0, "q", TSC_FMT_BF16, 4, dimq, dq, st) == TSC_OK);
+        CHECK(tsc_capture_put_device(a, 0, "lse", TSC_FMT_FP32, 3, diml, dl, st) == TSC_OK);
+        CHECK(tsc_capture_async_step_end(a, st) == TSC_OK);
+        cudaStreamSynchronize(st); /* the host buffers are refilled next step */
+        CHECK(tsc_capture_step_begin(ch, step) == TSC_OK);
+        CHECK(tsc_capture_put(ch, 0, "q", TSC_FMT_BF16, 4, dimq, q) == TSC_OK);
+        CHECK(tsc_capture_put(ch, 0, "lse", TSC_FMT_FP32, 3, diml, lse) == TSC_OK);
+        CHECK(tsc_capture_step_end(ch) == TSC_OK);
+    }
+    CHECKF(tsc_capture_async_close(a) == TSC_OK, "%s", tsc_error_last());
+    CHECK(tsc_capture_close(cd) == TSC_OK && tsc_capture_close(ch) == TSC_OK);
+    tsc_dump_t *x = NULL, *y = NULL;
+    CHECK(tsc_dump_open(&x, pd) == TSC_OK && tsc_dump_open(&y, ph) == TSC_OK);
+    long bad = 0;
+    float *bx = malloc(100 * 64 * 4), *by = malloc(100 * 64 * 4);
+    if (x && y) {
+        CHECK_EQ_INT(tsc_dump_n_steps(x), 4);
+        CHECK_EQ_INT(tsc_dump_n_steps(y), 4);
+        for (int si = 0; si < tsc_dump_n_steps(y); si++)
+            for (int b = 0; b < 2; b++)
+                for (int h = 0; h < 4; h++) {
+                    const long long s = tsc_dump_step_at(y, si);
+                    bad += tsc_dump_read(x, s, 0, "q", b, h, bx) != TSC_OK || tsc_dump_read(y, s, 0, "q", b, h, by) != TSC_OK ||
+                           memcmp(bx, by, 100 * 64 * 4) != 0;
+                    bad += tsc_dump_read(x, s, 0, "lse", b, h, bx) != TSC_OK ||
+                           tsc_dump_read(y, s, 0, "lse", b, h, by) != TSC_OK || memcmp(bx, by, 100 * 4) != 0;
+                }
+    }
+    CHECKF(bad == 0, "device capture: %ld head slices differ from the host capture", bad);
+    printf("device capture: 4 sampled steps of 12, q and lse from device memory, equal to the host capture\n");
+    tsc_dump_close(x);
+    tsc_dump_close(y);
+    free(bx); free(by); free(q); free(lse);
+    cudaFree(dq); cudaFree(dl);
+    cudaStreamDestroy(st);
+    tsc_test_rmtree(dir);
+}
+
 int main(void) {
     if (!tsc_cuda_available()) {
         printf("skipped: %s\n", tsc_cuda_describe());
@@ -176,6 +303,8 @@ int main(void) {
     one("bf16-torch+stable", TSC_CUDA_BF16, 1, 4, 2, 777, 128, 1);
     one("fp32", TSC_CUDA_F32, 1, 4, 2, 1000, 64, 1);
     one("fp16-fa2+hp-delta", TSC_CUDA_F16, 1, 4, 4, 777, 64, 1);
+    census("bf16-torch", 4, 777, 128);
+    device_capture();
     fast("bf16-fa2", TSC_CUDA_BF16, 2, 8, 2, 1000, 128, 1);
     fast("bf16-fa2", TSC_CUDA_BF16, 1, 4, 4, 777, 64, 0);
     fast("fp16-fa2", TSC_CUDA_F16, 1, 4, 1, 1000, 64, 1);
