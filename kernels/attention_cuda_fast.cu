@@ -284,22 +284,17 @@ __global__ void __launch_bounds__(128) k_bwd_fast(fdims g, const T *Q, const T *
         }
     }
     __syncthreads();
-    for (int n = 0; n < D / 16; n++) {
-        wmma::store_matrix_sync(wF, adK[n], 16, wmma::mem_row_major);
-        __syncwarp();
-        for (int e = lane; e < 256; e += 32) {
-            const int kr = j0 + warp * kRows + e / 16;
-            if (kr < g.T) dK[((size_t)b * g.Hkv + hk) * TD + (size_t)kr * D + n * 16 + e % 16] = wF[e];
+    float *const out[2] = {dK + ((size_t)b * g.Hkv + hk) * TD, dV + ((size_t)b * g.Hkv + hk) * TD};
+    for (int n = 0; n < D / 16; n++)
+        for (int w = 0; w < 2; w++) { /* through the warp's scratch: fragments have no row layout */
+            wmma::store_matrix_sync(wF, w ? adV[n] : adK[n], 16, wmma::mem_row_major);
+            __syncwarp();
+            for (int e = lane; e < 256; e += 32) {
+                const int kr = j0 + warp * kRows + e / 16;
+                if (kr < g.T) out[w][(size_t)kr * D + n * 16 + e % 16] = wF[e];
+            }
+            __syncwarp();
         }
-        __syncwarp();
-        wmma::store_matrix_sync(wF, adV[n], 16, wmma::mem_row_major);
-        __syncwarp();
-        for (int e = lane; e < 256; e += 32) {
-            const int kr = j0 + warp * kRows + e / 16;
-            if (kr < g.T) dV[((size_t)b * g.Hkv + hk) * TD + (size_t)kr * D + n * 16 + e % 16] = wF[e];
-        }
-        __syncwarp();
-    }
 }
 
 tsc_status_t fail(cudaError_t e, const char *what) {
