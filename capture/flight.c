@@ -1,6 +1,7 @@
 /* flight.c: the flight recorder (tsc_flight.h): a ring of the last N steps' tensors in memory,
  * written through the capture API when a trigger fires. */
 #include "tsc_flight.h"
+#include "tsc_attn_cuda.h"
 #include "tsc_capture.h"
 #include "tsc_select.h"
 #include "capture_internal.h"
@@ -13,6 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#ifdef TSC_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 /* One tensor of the layout the first step fixed; its bytes sit at offset in every slot. */
 typedef struct {
@@ -177,10 +182,34 @@ static tsc_status_t name_free(const char *name) {
 static tsc_status_t write_steps(tsc_flight_t *fr, tsc_capture_t *cap) {
     tsc_status_t first = TSC_OK;
     int S = fr->n_slots;
+    unsigned char *host = NULL; /* a device ring's slot, copied back */
+#ifdef TSC_HAVE_CUDA
+    if (fr->opts.device) {
+        host = malloc(fr->step_bytes ? fr->step_bytes : 1);
+        if (!host) return tsc_error_set(TSC_ERR_NOMEM, "flight recorder %s: out of memory", fr->path);
+        cudaError_t e = cudaDeviceSynchronize(); /* the puts' asynchronous copies */
+        if (e != cudaSuccess) {
+            free(host);
+            return tsc_error_set(TSC_ERR_IO, "flight recorder %s: the device: %s", fr->path, cudaGetErrorString(e));
+        }
+    }
+#endif
     for (int i = 0; i < fr->count; i++) {
         int slot = (fr->head - fr->count + i + S) % S;
         const unsigned char *pres = fr->present + (size_t)slot * fr->n_ent;
         const unsigned char *base = fr->ring + (size_t)slot * fr->step_bytes;
+#ifdef TSC_HAVE_CUDA
+        if (host) {
+            cudaError_t e = cudaMemcpy(host, base, fr->step_bytes, cudaMemcpyDeviceToHost);
+            if (e != cudaSuccess) {
+                if (first == TSC_OK)
+                    first = tsc_error_set(TSC_ERR_IO, "flight recorder %s: copying step %lld from the device: %s",
+                                          fr->path, fr->slot_step[slot], cudaGetErrorString(e));
+                continue;
+            }
+            base = host;
+        }
+#endif
         tsc_status_t st = tsc_capture_step_begin(cap, fr->slot_step[slot]);
         for (int e = 0; st == TSC_OK && e < fr->n_ent; e++) {
             const flight_entry_t *t = &fr->ent[e];
@@ -189,6 +218,7 @@ static tsc_status_t write_steps(tsc_flight_t *fr, tsc_capture_t *cap) {
         if (st == TSC_OK) st = tsc_capture_step_end(cap);
         if (st != TSC_OK && first == TSC_OK) first = st;
     }
+    free(host);
     return first;
 }
 
@@ -253,6 +283,9 @@ tsc_status_t tsc_flight_open(tsc_flight_t **out, const char *path, const tsc_dum
     else tsc_flight_opts_init(&o);
     tsc_status_t st = opts_check(&o, path);
     if (st != TSC_OK) return st;
+    if (o.device && !tsc_cuda_available())
+        return tsc_error_set(TSC_ERR_UNSUPPORTED, "flight recorder %s: a ring in GPU memory needs a GPU (%s)", path,
+                             tsc_cuda_describe());
     if ((st = tsc_dump_meta_check(meta)) != TSC_OK) return tsc_error_wrap(st, "flight recorder %s: ", path);
     if ((st = name_free(path)) != TSC_OK) return st;
     tsc_flight_t *fr = calloc(1, sizeof *fr);
@@ -327,7 +360,7 @@ static int find_entry(const tsc_flight_t *fr, int layer, const char *name) {
 
 /* The first step: a new entry with its own copy of the data. */
 static tsc_status_t add_entry(tsc_flight_t *fr, int layer, const char *name, tsc_format_t fmt, int rank,
-                              const uint64_t *dims, size_t bytes, const void *data) {
+                              const uint64_t *dims, size_t bytes, const void *data, int from_device) {
     if (fr->n_ent == fr->cap_ent) {
         int cap = fr->cap_ent ? 2 * fr->cap_ent : 16;
         flight_entry_t *p = realloc(fr->ent, sizeof *p * (size_t)cap);
@@ -339,7 +372,19 @@ static tsc_status_t add_entry(tsc_flight_t *fr, int layer, const char *name, tsc
     memset(t, 0, sizeof *t);
     t->first = malloc(bytes ? bytes : 1);
     if (!t->first) return tsc_error_set(TSC_ERR_NOMEM, "flight recorder %s: out of memory", fr->path);
-    memcpy(t->first, data, bytes);
+    if (!from_device) {
+        memcpy(t->first, data, bytes);
+    } else {
+#ifdef TSC_HAVE_CUDA
+        cudaError_t e = cudaMemcpy(t->first, data, bytes, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) {
+            free(t->first);
+            t->first = NULL;
+            return tsc_error_set(TSC_ERR_IO, "flight recorder %s: copying '%s' from the device: %s", fr->path, name,
+                                 cudaGetErrorString(e));
+        }
+#endif
+    }
     t->layer = layer;
     snprintf(t->name, sizeof t->name, "%s", name);
     t->fmt = fmt;
@@ -372,8 +417,30 @@ static tsc_status_t put_check(const tsc_flight_t *fr, int layer, const char *nam
     return TSC_OK;
 }
 
-tsc_status_t tsc_flight_put(tsc_flight_t *fr, int layer, const char *name, tsc_format_t fmt, int rank,
-                            const uint64_t *dims, const void *data) {
+/* Copies bytes into the ring at dst: host or device memory on either side (a device ring or a
+ * device source needs CUDA; stream orders a device source's copy after the work that wrote it). */
+static tsc_status_t ring_copy(tsc_flight_t *fr, unsigned char *dst, const void *src, size_t bytes, int from_device,
+                              void *stream) {
+    if (!fr->opts.device && !from_device) {
+        memcpy(dst, src, bytes);
+        return TSC_OK;
+    }
+#ifdef TSC_HAVE_CUDA
+    const enum cudaMemcpyKind kind = fr->opts.device ? (from_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                                     : cudaMemcpyDeviceToHost;
+    cudaError_t e = fr->opts.device && from_device ? cudaMemcpyAsync(dst, src, bytes, kind, (cudaStream_t)stream)
+                                                   : cudaMemcpy(dst, src, bytes, kind);
+    if (e != cudaSuccess)
+        return tsc_error_set(TSC_ERR_IO, "flight recorder %s: copying into the ring: %s", fr->path, cudaGetErrorString(e));
+    return TSC_OK;
+#else
+    (void)stream;
+    return tsc_error_set(TSC_ERR_UNSUPPORTED, "flight recorder %s: device memory needs a CUDA build", fr->path);
+#endif
+}
+
+static tsc_status_t put_any(tsc_flight_t *fr, int layer, const char *name, tsc_format_t fmt, int rank,
+                            const uint64_t *dims, const void *data, int from_device, void *stream) {
     if (fr->stopped) return TSC_OK;
     if (fr->cur_step < 0)
         return tsc_error_set(TSC_ERR_ARG, "flight recorder %s: put('%s') outside a step", fr->path, name ? name : "");
@@ -389,7 +456,7 @@ tsc_status_t tsc_flight_put(tsc_flight_t *fr, int layer, const char *name, tsc_f
         if (e >= 0)
             return tsc_error_set(TSC_ERR_ARG, "flight recorder %s: step %lld: layer %d '%s' handed over twice",
                                  fr->path, fr->cur_step, layer, name);
-        st = add_entry(fr, layer, name, fmt, rank, dims, bytes, data);
+        st = add_entry(fr, layer, name, fmt, rank, dims, bytes, data, from_device);
     } else {
         const flight_entry_t *t = e >= 0 ? &fr->ent[e] : NULL;
         if (!t || t->fmt != fmt || t->bytes != bytes)
@@ -400,10 +467,11 @@ tsc_status_t tsc_flight_put(tsc_flight_t *fr, int layer, const char *name, tsc_f
         if (*pres)
             return tsc_error_set(TSC_ERR_ARG, "flight recorder %s: step %lld: layer %d '%s' handed over twice",
                                  fr->path, fr->cur_step, layer, name);
-        memcpy(fr->ring + (size_t)fr->head * fr->step_bytes + t->offset, data, bytes);
+        st = ring_copy(fr, fr->ring + (size_t)fr->head * fr->step_bytes + t->offset, data, bytes, from_device, stream);
+        if (st != TSC_OK) return st;
         *pres = 1;
     }
-    if (st == TSC_OK && fr->opts.check_tensors && !fr->tensor_bad) {
+    if (st == TSC_OK && fr->opts.check_tensors && !fr->tensor_bad && !from_device) {
         long long i = first_nonfinite(fmt, data, bytes / tsc_format_size(fmt));
         if (i >= 0) {
             fr->tensor_bad = 1;
@@ -411,6 +479,31 @@ tsc_status_t tsc_flight_put(tsc_flight_t *fr, int layer, const char *name, tsc_f
         }
     }
     return st;
+}
+
+tsc_status_t tsc_flight_put(tsc_flight_t *fr, int layer, const char *name, tsc_format_t fmt, int rank,
+                            const uint64_t *dims, const void *data) {
+    return put_any(fr, layer, name, fmt, rank, dims, data, 0, NULL);
+}
+
+tsc_status_t tsc_flight_put_device(tsc_flight_t *fr, int layer, const char *name, tsc_format_t fmt, int rank,
+                                   const uint64_t *dims, const void *dev, void *stream) {
+    if (!tsc_cuda_available())
+        return tsc_error_set(TSC_ERR_UNSUPPORTED, "flight recorder %s: device tensors need a GPU (%s)", fr->path,
+                             tsc_cuda_describe());
+    return put_any(fr, layer, name, fmt, rank, dims, dev, 1, stream);
+}
+
+static void ring_free(tsc_flight_t *fr) {
+#ifdef TSC_HAVE_CUDA
+    if (fr->opts.device) {
+        if (fr->ring) cudaFree(fr->ring);
+        fr->ring = NULL;
+        return;
+    }
+#endif
+    free(fr->ring);
+    fr->ring = NULL;
 }
 
 /* The first step with tensors ends: checks the bound, allocates the ring once and moves the
@@ -429,11 +522,15 @@ static tsc_status_t fix_layout(tsc_flight_t *fr) {
                            "layers, or raise max_bytes", fr->path,
                            (unsigned long long)N, total, (unsigned long long)fr->opts.max_bytes);
     } else {
-        fr->ring = malloc((size_t)(N * total));
+        if (!fr->opts.device) fr->ring = malloc((size_t)(N * total));
+#ifdef TSC_HAVE_CUDA
+        else if (cudaMalloc((void **)&fr->ring, (size_t)(N * total)) != cudaSuccess) fr->ring = NULL;
+#endif
         fr->present = calloc((size_t)N * (size_t)fr->n_ent, 1);
         if (!fr->ring || !fr->present) {
-            free(fr->ring); free(fr->present);
-            fr->ring = fr->present = NULL;
+            ring_free(fr);
+            free(fr->present);
+            fr->present = NULL;
             st = tsc_error_set(TSC_ERR_NOMEM, "flight recorder %s: cannot allocate the ring (%llu bytes)", fr->path,
                                (unsigned long long)(N * total));
         }
@@ -441,7 +538,14 @@ static tsc_status_t fix_layout(tsc_flight_t *fr) {
     if (st != TSC_OK) { drop_open_step(fr); return st; }
     fr->step_bytes = total;
     for (int e = 0; e < fr->n_ent; e++) {
-        memcpy(fr->ring + fr->ent[e].offset, fr->ent[e].first, fr->ent[e].bytes);
+        st = ring_copy(fr, fr->ring + fr->ent[e].offset, fr->ent[e].first, fr->ent[e].bytes, 0, NULL);
+        if (st != TSC_OK) { /* back to no ring: the next step with tensors tries again */
+            ring_free(fr);
+            free(fr->present);
+            fr->present = NULL;
+            drop_open_step(fr);
+            return st;
+        }
         free(fr->ent[e].first);
         fr->ent[e].first = NULL;
         fr->present[e] = 1;   /* slot 0 is head (0) while the ring is new */
@@ -550,7 +654,7 @@ tsc_status_t tsc_flight_close(tsc_flight_t *fr) {
     signals_restore(fr);
     if (!fr->ring) drop_open_step(fr);
     free(fr->ent);
-    free(fr->ring);
+    ring_free(fr);
     free(fr->present);
     free(fr->slot_step);
     free(fr);

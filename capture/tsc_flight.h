@@ -76,6 +76,8 @@ typedef struct {
     tsc_flight_spike_t grad; /* the grad norm's spike rule */
     int check_tensors;       /* 1: a NaN/Inf in a tensor handed over fires when its step ends. Default 0 */
     int max_dumps;           /* dumps written before the recorder stops (>= 1). Default 1 */
+    int device;              /* 1: keep the ring in GPU memory (a CUDA build with a GPU; tsc_flight_open
+                                refuses it otherwise). Default 0: host memory */
 } tsc_flight_opts_t;
 
 typedef struct tsc_flight tsc_flight_t;
@@ -109,6 +111,14 @@ TSC_API tsc_status_t tsc_flight_put(tsc_flight_t *fr, int layer, const char *nam
  * the step is dropped). When writing the dump fails, the error is returned with *fired = 1 and
  * what was written stays (a packed file, or the capture's session folder "<dump>.capture"). */
 TSC_API tsc_status_t tsc_flight_step_end(tsc_flight_t *fr, double loss, double grad_norm, int *fired);
+/* tsc_flight_put from device memory (a CUDA build with a GPU; TSC_ERR_UNSUPPORTED otherwise):
+ * with opts.device the copy into the ring is a device-to-device cudaMemcpyAsync on stream (a
+ * cudaStream_t, NULL: the default stream), so the training thread does not wait; the first step
+ * (which fixes the layout) is copied to the host once, synchronously. check_tensors does not look
+ * at device tensors (the loss and grad-norm triggers still work). A dump copies the ring back
+ * after synchronising the device. */
+TSC_API tsc_status_t tsc_flight_put_device(tsc_flight_t *fr, int layer, const char *name, tsc_format_t fmt,
+                                           int rank, const uint64_t *dims, const void *dev, void *stream);
 
 /* Writes the ring now (the completed steps; an open step goes on), with reason as the
  * flight_reason attribute, then stops or re-arms as a fire does. TSC_ERR_ARG when no step was

@@ -11,13 +11,15 @@
  * host (test_census_rowwise checks those against the analysis' census).
  * Device capture: 12 steps of q (BF16) and lse (FP32) from device memory through
  * tsc_capture_put_device (sampling every third step) equal, bit for bit, the same tensors captured
- * from host memory with tsc_capture_put. */
+ * from host memory with tsc_capture_put; and the flight recorder with its ring in GPU memory fed from
+ * device tensors writes the same dump as one with a host ring fed the same tensors from the host. */
 #include "attention_internal.h"
 #include "tsc_attention.h"
 #include "tsc_attn_cuda.h"
 #include "tsc_capture.h"
 #include "tsc_capture_async.h"
 #include "tsc_dump.h"
+#include "tsc_flight.h"
 #include "tsc_formats.h"
 #include "tsc_test.h"
 
@@ -223,6 +225,72 @@ static void census(const char *pname, int H, int T, int D) {
     free(got); free(scr); free(orow); free(q); free(k); free(v);
 }
 
+/* Compares q and lse of every step and head of two dumps; the number that differ. */
+static long dumps_differ(const char *pa, const char *pb, int steps_want) {
+    tsc_dump_t *x = NULL, *y = NULL;
+    if (tsc_dump_open(&x, pa) != TSC_OK || tsc_dump_open(&y, pb) != TSC_OK) {
+        tsc_dump_close(x);
+        return -1;
+    }
+    long bad = tsc_dump_n_steps(x) != steps_want || tsc_dump_n_steps(y) != steps_want;
+    float *bx = malloc(100 * 64 * 4), *by = malloc(100 * 64 * 4);
+    for (int si = 0; si < tsc_dump_n_steps(y) && si < tsc_dump_n_steps(x); si++)
+        for (int b = 0; b < 2; b++)
+            for (int h = 0; h < 4; h++) {
+                const long long s = tsc_dump_step_at(y, si);
+                bad += s != tsc_dump_step_at(x, si);
+                bad += tsc_dump_read(x, s, 0, "q", b, h, bx) != TSC_OK || tsc_dump_read(y, s, 0, "q", b, h, by) != TSC_OK ||
+                       memcmp(bx, by, 100 * 64 * 4) != 0;
+                bad += tsc_dump_read(x, s, 0, "lse", b, h, bx) != TSC_OK ||
+                       tsc_dump_read(y, s, 0, "lse", b, h, by) != TSC_OK || memcmp(bx, by, 100 * 4) != 0;
+            }
+    free(bx);
+    free(by);
+    tsc_dump_close(x);
+    tsc_dump_close(y);
+    return bad;
+}
+
+static void flight_device(const tsc_dump_meta_t *m, const char *dir) {
+    char pd[300], ph[300];
+    snprintf(pd, sizeof pd, "%s/flight-dev.h5", dir);
+    snprintf(ph, sizeof ph, "%s/flight-host.h5", dir);
+    tsc_flight_opts_t o;
+    tsc_flight_opts_init(&o);
+    o.n_steps = 3;
+    tsc_flight_t *fh = NULL, *fd = NULL;
+    CHECK(tsc_flight_open(&fh, ph, m, &o) == TSC_OK);
+    o.device = 1;
+    CHECKF(tsc_flight_open(&fd, pd, m, &o) == TSC_OK, "%s", tsc_error_last());
+    const size_t nq = (size_t)2 * 4 * 100 * 64, nl = (size_t)2 * 4 * 100;
+    uint16_t *q = malloc(nq * 2);
+    float *lse = malloc(nl * 4);
+    void *dq = dev_copy(NULL, nq * 2), *dl = dev_copy(NULL, nl * 4);
+    const uint64_t dimq[4] = {2, 4, 100, 64}, diml[3] = {2, 4, 100};
+    for (long long step = 0; step < 7 && fd && fh; step++) {
+        for (size_t i = 0; i < nq; i++) q[i] = tsc_bf16_from_f32((float)tsc_test_nrand(&seed));
+        for (size_t i = 0; i < nl; i++) lse[i] = (float)tsc_test_nrand(&seed);
+        cudaMemcpy(dq, q, nq * 2, cudaMemcpyHostToDevice);
+        cudaMemcpy(dl, lse, nl * 4, cudaMemcpyHostToDevice);
+        CHECK(tsc_flight_step_begin(fd, step) == TSC_OK && tsc_flight_step_begin(fh, step) == TSC_OK);
+        CHECK(tsc_flight_put_device(fd, 0, "q", TSC_FMT_BF16, 4, dimq, dq, NULL) == TSC_OK);
+        CHECK(tsc_flight_put_device(fd, 0, "lse", TSC_FMT_FP32, 3, diml, dl, NULL) == TSC_OK);
+        CHECK(tsc_flight_put(fh, 0, "q", TSC_FMT_BF16, 4, dimq, q) == TSC_OK);
+        CHECK(tsc_flight_put(fh, 0, "lse", TSC_FMT_FP32, 3, diml, lse) == TSC_OK);
+        int f1 = 0, f2 = 0;
+        CHECK(tsc_flight_step_end(fd, 1.0, 1.0, &f1) == TSC_OK && tsc_flight_step_end(fh, 1.0, 1.0, &f2) == TSC_OK);
+        cudaDeviceSynchronize(); /* dq, dl are refilled next step */
+    }
+    CHECKF(tsc_flight_trigger(fd, "test") == TSC_OK, "%s", tsc_error_last());
+    CHECK(tsc_flight_trigger(fh, "test") == TSC_OK);
+    CHECK(tsc_flight_close(fd) == TSC_OK && tsc_flight_close(fh) == TSC_OK);
+    const long bad = dumps_differ(pd, ph, 3);
+    CHECKF(bad == 0, "flight recorder: the device ring's dump differs from the host ring's (%ld)", bad);
+    printf("flight recorder: a ring of 3 steps in GPU memory wrote the same dump as a host ring\n");
+    free(q); free(lse);
+    cudaFree(dq); cudaFree(dl);
+}
+
 static void device_capture(void) {
     char dir[] = "/tmp/tsc_test_cuda.XXXXXX";
     if (!mkdtemp(dir)) return;
@@ -264,28 +332,11 @@ static void device_capture(void) {
     }
     CHECKF(tsc_capture_async_close(a) == TSC_OK, "%s", tsc_error_last());
     CHECK(tsc_capture_close(cd) == TSC_OK && tsc_capture_close(ch) == TSC_OK);
-    tsc_dump_t *x = NULL, *y = NULL;
-    CHECK(tsc_dump_open(&x, pd) == TSC_OK && tsc_dump_open(&y, ph) == TSC_OK);
-    long bad = 0;
-    float *bx = malloc(100 * 64 * 4), *by = malloc(100 * 64 * 4);
-    if (x && y) {
-        CHECK_EQ_INT(tsc_dump_n_steps(x), 4);
-        CHECK_EQ_INT(tsc_dump_n_steps(y), 4);
-        for (int si = 0; si < tsc_dump_n_steps(y); si++)
-            for (int b = 0; b < 2; b++)
-                for (int h = 0; h < 4; h++) {
-                    const long long s = tsc_dump_step_at(y, si);
-                    bad += tsc_dump_read(x, s, 0, "q", b, h, bx) != TSC_OK || tsc_dump_read(y, s, 0, "q", b, h, by) != TSC_OK ||
-                           memcmp(bx, by, 100 * 64 * 4) != 0;
-                    bad += tsc_dump_read(x, s, 0, "lse", b, h, bx) != TSC_OK ||
-                           tsc_dump_read(y, s, 0, "lse", b, h, by) != TSC_OK || memcmp(bx, by, 100 * 4) != 0;
-                }
-    }
+    const long bad = dumps_differ(pd, ph, 4);
     CHECKF(bad == 0, "device capture: %ld head slices differ from the host capture", bad);
     printf("device capture: 4 sampled steps of 12, q and lse from device memory, equal to the host capture\n");
-    tsc_dump_close(x);
-    tsc_dump_close(y);
-    free(bx); free(by); free(q); free(lse);
+    flight_device(&m, dir);
+    free(q); free(lse);
     cudaFree(dq); cudaFree(dl);
     cudaStreamDestroy(st);
     tsc_test_rmtree(dir);

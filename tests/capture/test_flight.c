@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "tsc_attention.h"
+#include "tsc_attn_cuda.h"
 #include "tsc_flight.h"
 #include "tsc_h5.h"
 #include "tsc_policy.h"
@@ -376,6 +377,29 @@ static void test_cli(const char *path) {
     CHECK(tsc_test_exists(cmd));
 }
 
+/* Without a GPU, a ring in GPU memory and device tensors are refused with a message saying why
+ * (tests/capture/test_cuda.c checks the device ring on a GPU). */
+static void test_device_refused(void) {
+    if (tsc_cuda_available()) return;
+    char path[512];
+    snprintf(path, sizeof path, "%s/device.h5", dir);
+    tsc_flight_opts_t o;
+    tsc_flight_opts_init(&o);
+    CHECK_EQ_INT(o.device, 0);
+    o.device = 1;
+    tsc_dump_meta_t m = geom();
+    tsc_flight_t *fr = (tsc_flight_t *)8;
+    CHECK(tsc_flight_open(&fr, path, &m, &o) == TSC_ERR_UNSUPPORTED && fr == NULL);
+    CHECKF(strstr(tsc_error_last(), "needs a GPU") != NULL, "%s", tsc_error_last());
+    o.device = 0;
+    CHECK(tsc_flight_open(&fr, path, &m, &o) == TSC_OK);
+    CHECK(tsc_flight_step_begin(fr, 0) == TSC_OK);
+    uint64_t dq[4] = {B, H, T, D};
+    CHECK(tsc_flight_put_device(fr, 1, "q", TSC_FMT_BF16, 4, dq, (void *)8, NULL) == TSC_ERR_UNSUPPORTED);
+    CHECK(tsc_flight_close(fr) == TSC_OK);
+    CHECK(!tsc_test_exists(path));
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/test_flight.%d", (int)getpid());
     mkdir(dir, 0755);
@@ -387,6 +411,7 @@ int main(void) {
     test_sigterm();
     test_bound();
     test_cli(spike);
+    test_device_refused();
     tsc_test_rmtree(dir);
     return tsc_test_done();
 }
