@@ -163,13 +163,15 @@ TSC_HD float tsc_hd_logf(float x) {
 }
 
 /* FP32 bits u rounded to 23 − drop mantissa bits (nearest-even or toward zero); a NaN is quieted
- * and keeps its sign and top payload bits. A carry into the exponent gives the next binade or
- * inf, as IEEE rounding does. */
+ * and keeps its sign and top payload bits. Nearest-even adds half an ULP minus one plus the kept
+ * LSB, so the carry happens exactly when the dropped part is above half an ULP or a tie with an odd
+ * LSB; a carry into the exponent gives the next binade or inf, as IEEE rounding does. NaN is taken
+ * first (the carry could turn a NaN with a small payload into inf). Written as selects so C loops
+ * over it vectorise (the CPU reference's BF16/TF32 rounding, fbits_internal.h, is this function). */
 TSC_HD uint32_t tsc_hd_keep(uint32_t u, int drop, int mode) {
     const uint32_t mask = ~0u << drop;
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (u | 0x00400000u) & mask;
-    if (mode == TSC_HD_RZ) return u & mask;
-    return (u + ((1u << (drop - 1)) - 1u) + ((u >> drop) & 1u)) & mask;
+    const uint32_t r = mode == TSC_HD_RZ ? u & mask : (u + ((1u << (drop - 1)) - 1u) + ((u >> drop) & 1u)) & mask;
+    return (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) & mask : r;
 }
 
 /* x rounded to IEEE binary16, as the float holding the value. Normal range: 10 mantissa bits
