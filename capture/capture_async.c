@@ -45,7 +45,7 @@ struct tsc_capture_async {
     int pinned;
     pthread_t thread;
     pthread_mutex_t mu;
-    pthread_cond_t cv_job, cv_space, cv_idle;
+    pthread_cond_t cv_job, cv_space;
     job_t *first, *last;  /* queue handed to the writer */
     job_t *open;          /* the step being put, or NULL (unsampled / none) */
     int stop, busy;
@@ -99,7 +99,6 @@ static void *writer(void *arg) {
         a->busy = 0;
         job_free(j);
         pthread_cond_broadcast(&a->cv_space);
-        pthread_cond_broadcast(&a->cv_idle);
     }
     pthread_mutex_unlock(&a->mu);
     return NULL;
@@ -127,7 +126,6 @@ tsc_status_t tsc_capture_async_open(tsc_capture_async_t **out, tsc_capture_t *ca
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->cv_job, NULL);
     pthread_cond_init(&a->cv_space, NULL);
-    pthread_cond_init(&a->cv_idle, NULL);
     if (pthread_create(&a->thread, NULL, writer, a) != 0) {
         free(a->ring);
         free(a);
@@ -317,7 +315,6 @@ tsc_status_t tsc_capture_async_close(tsc_capture_async_t *a) {
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv_job);
     pthread_cond_destroy(&a->cv_space);
-    pthread_cond_destroy(&a->cv_idle);
     free(a);
     return st;
 }
