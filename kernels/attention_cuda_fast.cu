@@ -51,6 +51,31 @@ template <typename T> __global__ void k_convert(const void *in, int dtype, T *ou
     if (i < n) out[i] = to_t<T>(in_elem(in, dtype, i));
 }
 
+/* dst [64, D] = rows r0 .. r0+63 of src [T, D] (zeros past T), by the whole block. */
+template <typename T, int D> __device__ __forceinline__ void load_rows(T *dst, const T *src, int r0, int n_rows) {
+    for (int i = threadIdx.x; i < kTile * D; i += blockDim.x) {
+        const int r = r0 + i / D;
+        dst[i] = r < n_rows ? src[(size_t)r * D + i % D] : to_t<T>(0.0f);
+    }
+}
+
+/* out [16, 64] (float, row-major) = A [16, D] · B[64, D]^T, by one warp (A, B row-major, in shared
+ * memory). */
+template <typename T, int D> __device__ __forceinline__ void warp_abt(const T *A, const T *B, float *out) {
+    for (int n = 0; n < kTile / 16; n++) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+        wmma::fill_fragment(acc, 0.0f);
+        for (int kk = 0; kk < D / 16; kk++) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
+            wmma::load_matrix_sync(fa, A + kk * 16, D);
+            wmma::load_matrix_sync(fb, B + n * 16 * D + kk * 16, D);
+            wmma::mma_sync(acc, fa, fb, acc);
+        }
+        wmma::store_matrix_sync(out + n * 16, acc, kTile, wmma::mem_row_major);
+    }
+}
+
 struct fdims {
     int B, H, Hkv, T, D, causal;
     float scale;
@@ -72,10 +97,7 @@ __global__ void __launch_bounds__(128) k_fwd_fast(fdims g, const T *Q, const T *
     const size_t TD = (size_t)g.T * D;
     const T *q = Q + (size_t)bh * TD, *k = K + ((size_t)b * g.Hkv + hk) * TD, *v = V + ((size_t)b * g.Hkv + hk) * TD;
     const int q0 = blockIdx.x * kTile;
-    for (int i = threadIdx.x; i < kTile * D; i += blockDim.x) {
-        const int r = i / D;
-        sQ[i] = q0 + r < g.T ? q[(size_t)(q0 + r) * D + i % D] : to_t<T>(0.0f);
-    }
+    load_rows<T, D>(sQ, q, q0, g.T);
     for (int i = lane; i < kRows * D; i += 32) wO[i] = 0.0f;
     /* lanes 2r and 2r+1 own row r of the warp: columns [0, 32) and [32, 64) of each tile */
     const int r = lane / 2, half = lane % 2, t = q0 + warp * kRows + r;
@@ -83,25 +105,10 @@ __global__ void __launch_bounds__(128) k_fwd_fast(fdims g, const T *Q, const T *
     const int last_key = g.causal ? min(g.T, q0 + kTile) : g.T;
     for (int j0 = 0; j0 < last_key; j0 += kTile) {
         __syncthreads();
-        for (int i = threadIdx.x; i < kTile * D; i += blockDim.x) {
-            const int kr = j0 + i / D;
-            sK[i] = kr < g.T ? k[(size_t)kr * D + i % D] : to_t<T>(0.0f);
-            sV[i] = kr < g.T ? v[(size_t)kr * D + i % D] : to_t<T>(0.0f);
-        }
+        load_rows<T, D>(sK, k, j0, g.T);
+        load_rows<T, D>(sV, v, j0, g.T);
         __syncthreads();
-        /* S = Q_w K^T: 16 × 64 */
-        for (int n = 0; n < kTile / 16; n++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::fill_fragment(acc, 0.0f);
-            for (int kk = 0; kk < D / 16; kk++) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
-                wmma::load_matrix_sync(fa, sQ + warp * kRows * D + kk * 16, D);
-                wmma::load_matrix_sync(fb, sK + n * 16 * D + kk * 16, D);
-                wmma::mma_sync(acc, fa, fb, acc);
-            }
-            wmma::store_matrix_sync(wS + n * 16, acc, kTile, wmma::mem_row_major);
-        }
+        warp_abt<T, D>(sQ + warp * kRows * D, sK, wS); /* S = Q_w K^T: 16 × 64 */
         __syncwarp();
         /* online softmax of row r over this tile (two lanes per row) */
         float *srow = wS + r * kTile + half * 32;
@@ -197,11 +204,8 @@ __global__ void __launch_bounds__(128) k_bwd_fast(fdims g, const T *Q, const T *
     const size_t TD = (size_t)g.T * D;
     const int j0 = blockIdx.x * kTile;
     const T *k = K + ((size_t)b * g.Hkv + hk) * TD, *v = V + ((size_t)b * g.Hkv + hk) * TD;
-    for (int i = threadIdx.x; i < kTile * D; i += blockDim.x) {
-        const int kr = j0 + i / D;
-        sK[i] = kr < g.T ? k[(size_t)kr * D + i % D] : to_t<T>(0.0f);
-        sV[i] = kr < g.T ? v[(size_t)kr * D + i % D] : to_t<T>(0.0f);
-    }
+    load_rows<T, D>(sK, k, j0, g.T);
+    load_rows<T, D>(sV, v, j0, g.T);
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> adK[D / 16], adV[D / 16];
     for (int n = 0; n < D / 16; n++) {
         wmma::fill_fragment(adK[n], 0.0f);
@@ -216,28 +220,14 @@ __global__ void __launch_bounds__(128) k_bwd_fast(fdims g, const T *Q, const T *
         const int first_q = g.causal ? j0 / kTile * kTile : 0;
         for (int i0 = first_q; i0 < g.T; i0 += kTile) {
             __syncthreads();
-            for (int i = threadIdx.x; i < kTile * D; i += blockDim.x) {
-                const int qr = i0 + i / D;
-                sQ[i] = qr < g.T ? q[(size_t)qr * D + i % D] : to_t<T>(0.0f);
-                sdO[i] = qr < g.T ? dO_[(size_t)qr * D + i % D] : to_t<T>(0.0f);
-            }
+            load_rows<T, D>(sQ, q, i0, g.T);
+            load_rows<T, D>(sdO, dO_, i0, g.T);
             for (int i = threadIdx.x; i < kTile * D; i += blockDim.x) sdQ[i] = 0.0f;
             __syncthreads();
             /* S^T = K_w Q^T (16 × 64) into wF, dP^T = V_w dO^T into wF2; then P^T (FP32 for dS,
              * rounded for the dV product) and dS^T */
-            for (int pass = 0; pass < 2; pass++)
-                for (int n = 0; n < kTile / 16; n++) {
-                    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-                    wmma::fill_fragment(acc, 0.0f);
-                    for (int kk = 0; kk < D / 16; kk++) {
-                        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-                        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
-                        wmma::load_matrix_sync(fa, (pass ? sV : sK) + warp * kRows * D + kk * 16, D);
-                        wmma::load_matrix_sync(fb, (pass ? sdO : sQ) + n * 16 * D + kk * 16, D);
-                        wmma::mma_sync(acc, fa, fb, acc);
-                    }
-                    wmma::store_matrix_sync((pass ? wF2 : wF) + n * 16, acc, kTile, wmma::mem_row_major);
-                }
+            warp_abt<T, D>(sK + warp * kRows * D, sQ, wF);
+            warp_abt<T, D>(sV + warp * kRows * D, sdO, wF2);
             __syncwarp();
             for (int c = 0; c < 32; c++) {
                 const int col = half * 32 + c, t = i0 + col;
