@@ -20,16 +20,17 @@
 
 /* summary.json and analysis.h5 of one folder must come from one analysis run: both carry the
  * run's id (key / root attribute "run_id", docs/FORMAT.md section 3). A folder written before run
- * ids (neither has one) is accepted unchecked; so is a missing or unreadable analysis.h5 (the
- * figures that read it report that themselves). TSC_ERR_FORMAT for a mismatched pair. */
+ * ids (neither has one) is accepted unchecked; so is a missing analysis.h5 (the figures that read
+ * it report that themselves), but one that is there and cannot be opened is an error: drawing
+ * from summary.json alone beside a damaged analysis.h5 would hide the damage. TSC_ERR_FORMAT for
+ * a mismatched pair. */
 static tsc_status_t check_run_id(const tsc_figure_src_t *s) {
     const char *sid = tsc_jv_str(s->summary, "run_id");
     if (access(s->analysis_path, F_OK) != 0) return TSC_OK;
     hid_t f;
-    if (tsc_h5_open(&f, s->analysis_path, 0) != TSC_OK) {
-        tsc_error_clear();
-        return TSC_OK;
-    }
+    tsc_status_t ost = tsc_h5_open(&f, s->analysis_path, 0);
+    if (ost != TSC_OK)
+        return tsc_error_wrap(ost, "the analysis folder %s is damaged (run analyze again): ", s->dir);
     char hid[TSC_RUN_ID_LEN + 8] = "";
     tsc_status_t st = tsc_h5_attr_read_str(f, "run_id", hid, sizeof hid);
     tsc_h5_close(f);

@@ -3,7 +3,8 @@
 # `analyze` run carry the same random run_id, and a figure refuses a folder whose files come from
 # different runs (swapped summary.json; a new analysis.h5 beside an old summary.json); a folder
 # written before run ids still renders; a second writer into a folder whose .tilescope.lock is held
-# fails at once naming the holder's pid.
+# fails at once naming the holder's pid; a folder whose analysis.h5 is there but damaged is refused
+# by every reader of folders (figure, report, view, compare), never drawn from summary.json alone.
 . "$(dirname "$0")/lib.sh"
 T=${TSC:?TSC must name the tilescope binary}
 command -v gnuplot >/dev/null || { echo "gnuplot is not installed: skip"; exit 77; }
@@ -71,4 +72,19 @@ PYEOF
   [ $rc -eq 1 ] && grep -qF "O/analysis.h5 and O/summary.json come from different runs (run ids (none) and $idn)" err &&
     ok || bad "an id-less analysis.h5 beside a new summary.json: exit $rc, stderr: $(cat err)"
 fi
+# (d) analysis.h5 present but damaged (not HDF5; cut short): every reader of folders refuses it,
+# naming the file, and writes nothing
+for kind in text cut; do
+  rm -rf D && cp -r B D
+  if [ $kind = text ]; then echo "not an analysis" > D/analysis.h5
+  else head -c 2000 B/analysis.h5 > D/analysis.h5; fi
+  for cmd in "figure fig3 --from D -o d.png" "figure fig1 --from D -o d.png" "report D -o d.pdf" \
+             "view D -o d.html" "compare D B -o dc"; do
+    # shellcheck disable=SC2086
+    "$T" $cmd > /dev/null 2> err; rc=$?
+    [ $rc -eq 1 ] && grep -qF "the analysis folder D is damaged (run analyze again): D/analysis.h5: " err && ok ||
+      bad "$kind analysis.h5, $cmd: exit $rc, stderr: $(cat err)"
+  done
+  [ ! -e d.png ] && [ ! -e d.pdf ] && [ ! -e d.html ] && [ ! -e dc ] && ok || bad "a refused reader wrote output ($kind)"
+done
 finish
