@@ -44,6 +44,44 @@ static tsc_status_t check_run_id(const tsc_figure_src_t *s) {
                          s->analysis_path, s->summary_path, hid[0] ? hid : "(none)", sid ? sid : "(none)");
 }
 
+static const char *jv_type_name(const tsc_jv_t *v) {
+    static const char *names[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
+    return v ? names[v->type] : "missing";
+}
+
+/* The members of summary.json that the figures, the report and compare walk, checked for their
+ * types once here, so a damaged or hand-edited file is refused naming the member, rather than
+ * read as "no heads" or "no steps". heads is required (analyze writes it, empty when nothing
+ * was analysed); the others may be absent (older or partial summaries). */
+static tsc_status_t check_summary_shape(const tsc_figure_src_t *s) {
+    static const struct { const char *path; tsc_jv_type_t type; const char *want; } members[] = {
+        {"computed_over", TSC_JV_OBJECT, "an object"},   {"computed_over.step_list", TSC_JV_ARRAY, "an array"},
+        {"flagged_heads", TSC_JV_ARRAY, "an array"},     {"layers", TSC_JV_ARRAY, "an array"},
+        {"diagnosis", TSC_JV_OBJECT, "an object"},       {"diagnosis.at_risk", TSC_JV_ARRAY, "an array"},
+    };
+    const tsc_jv_t *v = tsc_jv_get(s->summary, "heads");
+    const char *bad = NULL, *want = NULL;
+    if (!v || v->type != TSC_JV_ARRAY) {
+        bad = "heads", want = "an array of head records";
+    } else {
+        for (size_t i = 0; i < v->n; i++) {
+            const tsc_jv_t *h = v->items[i];
+            if (h->type != TSC_JV_OBJECT || tsc_jv_int(h, "layer", -1) < 0 || tsc_jv_int(h, "head", -1) < 0 ||
+                tsc_jv_int(h, "step", -1) < 0)
+                return tsc_error_set(TSC_ERR_FORMAT, "%s: 'heads[%zu]' is not a head record (an object with integer "
+                                     "layer, head and step): the file is damaged (run analyze again)", s->summary_path, i);
+        }
+    }
+    /* the others may be absent (older or partial summaries), but not of another type; a parent
+     * of another type is reported before its child is looked at */
+    for (size_t k = 0; k < sizeof members / sizeof members[0] && !bad; k++)
+        if ((v = tsc_jv_path(s->summary, members[k].path)) && v->type != members[k].type)
+            bad = members[k].path, want = members[k].want;
+    if (!bad) return TSC_OK;
+    return tsc_error_set(TSC_ERR_FORMAT, "%s: '%s' is %s, expected %s: the file is damaged (run analyze again)",
+                         s->summary_path, bad, jv_type_name(v), want);
+}
+
 tsc_status_t tsc_figure_src_open(const char *dir, tsc_figure_src_t **out) {
     if (!dir || !out) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_src_open: NULL argument");
     *out = NULL;
@@ -64,7 +102,7 @@ tsc_status_t tsc_figure_src_open(const char *dir, tsc_figure_src_t **out) {
         return tsc_error_set(TSC_ERR_FORMAT, "%s/summary.json: format is '%s', expected 'tilescope-summary'", dir,
                              fmt ? fmt : "(none)");
     }
-    if ((st = check_run_id(s)) != TSC_OK) {
+    if ((st = check_summary_shape(s)) != TSC_OK || (st = check_run_id(s)) != TSC_OK) {
         tsc_jv_free(s->summary);
         free(s);
         return st;

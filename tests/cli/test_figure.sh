@@ -114,7 +114,12 @@ cp an/summary.json bad/summary.json
 echo "not hdf5" > bad/analysis.h5
 "$T" figure fig3 --from bad -o x.png 2> eb2.txt; rc=$?
 [ $rc -eq 1 ] && grep -q "bad/analysis.h5" eb2.txt && ok || bad "garbage analysis.h5: rc $rc $(cat eb2.txt)"
-"$T" figure fig1 --from bad -o evbad.png > /dev/null 2> eb3.txt && ok || bad "fig1 should still draw (no W^Q evidence): $(cat eb3.txt)"
+# even the evidence map, which could draw from summary.json alone, refuses a damaged analysis.h5
+# (drawing would hide the damage); without an analysis.h5 at all it draws (no W^Q evidence)
+"$T" figure fig1 --from bad -o evbad.png > /dev/null 2> eb3.txt; rc=$?
+[ $rc -eq 1 ] && grep -q "bad/analysis.h5" eb3.txt && [ ! -e evbad.png ] && ok || bad "fig1 of a damaged analysis.h5: rc $rc $(cat eb3.txt)"
+rm bad/analysis.h5
+"$T" figure fig1 --from bad -o evbad.png > /dev/null 2> eb3.txt && [ -s evbad.png ] && ok || bad "fig1 should still draw (no W^Q evidence): $(cat eb3.txt)"
 
 # 7. usage errors
 "$T" figure fig99 --from an -o x.png 2> /dev/null; [ $? -eq 2 ] && ok || bad "unknown figure should exit 2"

@@ -4,7 +4,8 @@
 # different runs (swapped summary.json; a new analysis.h5 beside an old summary.json); a folder
 # written before run ids still renders; a second writer into a folder whose .tilescope.lock is held
 # fails at once naming the holder's pid; a folder whose analysis.h5 is there but damaged is refused
-# by every reader of folders (figure, report, view, compare), never drawn from summary.json alone.
+# by every reader of folders (figure, report, view, compare), never drawn from summary.json alone,
+# and so is a summary.json whose members have the wrong type.
 . "$(dirname "$0")/lib.sh"
 T=${TSC:?TSC must name the tilescope binary}
 command -v gnuplot >/dev/null || { echo "gnuplot is not installed: skip"; exit 77; }
@@ -87,4 +88,36 @@ for kind in text cut; do
   done
   [ ! -e d.png ] && [ ! -e d.pdf ] && [ ! -e d.html ] && [ ! -e dc ] && ok || bad "a refused reader wrote output ($kind)"
 done
+# (e) summary.json of the right format but with a member of the wrong type or missing: refused,
+# naming the file and the member, never read as "no heads" or "no steps"
+if [ -n "$PY" ]; then
+  for case in "heads=5:'heads' is a number, expected an array of head records" \
+              "noheads:'heads' is missing, expected an array of head records" \
+              "head0:'heads[0]' is not a head record" \
+              "computed_over=x:'computed_over' is a string, expected an object" \
+              "step_list={}:'computed_over.step_list' is an object, expected an array" \
+              "diagnosis=[]:'diagnosis' is an array, expected an object"; do
+    what=${case%%:*} want=${case#*:}
+    rm -rf E && mkdir E && cp B/analysis.h5 E/ && cp A/summary.json E/  # B's pair after the swap in (a)
+    "$PY" - "$what" <<'PYEOF' || bad "editing summary.json for $what failed"
+import json, sys
+with open("E/summary.json") as f: s = json.load(f)
+w = sys.argv[1]
+if w == "heads=5": s["heads"] = 5
+elif w == "noheads": del s["heads"]
+elif w == "head0": s["heads"][0]["layer"] = "x"
+elif w == "computed_over=x": s["computed_over"] = "x"
+elif w == "step_list={}": s["computed_over"]["step_list"] = {}
+elif w == "diagnosis=[]": s["diagnosis"] = []
+with open("E/summary.json", "w") as f: json.dump(s, f)
+PYEOF
+    for cmd in "figure fig3 --from E -o e.png" "report E -o e.pdf" "compare E B -o ec"; do
+      # shellcheck disable=SC2086
+      "$T" $cmd > /dev/null 2> err; rc=$?
+      [ $rc -eq 1 ] && grep -qF "E/summary.json: $want" err && grep -qF "the file is damaged" err && ok ||
+        bad "summary.json $what, $cmd: exit $rc, stderr: $(cat err)"
+    done
+    [ ! -e e.png ] && [ ! -e e.pdf ] && [ ! -e ec ] && ok || bad "a refused reader wrote output ($what)"
+  done
+fi
 finish
