@@ -33,6 +33,14 @@ tsc_status_t attn_src_open(const char *source, const char *dump, attn_src_t *s) 
         return st;
     }
     snprintf(s->dump_path, sizeof s->dump_path, "%s", dump ? dump : source);
+    /* a folder is either kind of source: say so when it is neither, rather than report the
+     * missing file of one kind only */
+    char p[2100];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/session.h5", s->dump_path);
+    if (stat(s->dump_path, &sb) == 0 && S_ISDIR(sb.st_mode) && stat(p, &sb) != 0)
+        return tsc_error_set(TSC_ERR_IO, "%s: a folder that is neither an analysis folder (no summary.json) nor a "
+                             "capture session (no session.h5)", s->dump_path);
     return tsc_dump_open(&s->d, s->dump_path);
 }
 
