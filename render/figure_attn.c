@@ -15,17 +15,23 @@
 
 /* ---------------------------------------------------------------- the source */
 
-static int has_summary(const char *dir) {
+static int is_dir(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* 1 when dir is a folder holding name */
+static int dir_has(const char *dir, const char *name) {
     char p[2100];
     struct stat sb;
-    snprintf(p, sizeof p, "%s/summary.json", dir);
-    return stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) && stat(p, &sb) == 0;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return is_dir(dir) && stat(p, &sb) == 0;
 }
 
 tsc_status_t attn_src_open(const char *source, const char *dump, attn_src_t *s) {
     memset(s, 0, sizeof *s);
     if (!source) return tsc_error_set(TSC_ERR_ARG, "no source: give a dump or an analysis folder");
-    if (has_summary(source)) {
+    if (dir_has(source, "summary.json")) {
         tsc_status_t st = tsc_figure_src_open(source, &s->an);
         if (st == TSC_OK)
             st = tsc_fig_open_dump(s->an, dump, "the attention pattern", &s->d, s->dump_path, sizeof s->dump_path);
@@ -35,10 +41,7 @@ tsc_status_t attn_src_open(const char *source, const char *dump, attn_src_t *s) 
     snprintf(s->dump_path, sizeof s->dump_path, "%s", dump ? dump : source);
     /* a folder is either kind of source: say so when it is neither, rather than report the
      * missing file of one kind only */
-    char p[2100];
-    struct stat sb;
-    snprintf(p, sizeof p, "%s/session.h5", s->dump_path);
-    if (stat(s->dump_path, &sb) == 0 && S_ISDIR(sb.st_mode) && stat(p, &sb) != 0)
+    if (is_dir(s->dump_path) && !dir_has(s->dump_path, "session.h5"))
         return tsc_error_set(TSC_ERR_IO, "%s: a folder that is neither an analysis folder (no summary.json) nor a "
                              "capture session (no session.h5)", s->dump_path);
     return tsc_dump_open(&s->d, s->dump_path);
