@@ -80,9 +80,13 @@ static tsc_status_t capture_open(tsc_capture_t **out, const char *path, const ts
     s->opts.select = NULL;  /* not kept: the caller's string may not outlive the session */
     char sp[4300];
     snprintf(sp, sizeof sp, "%s/session.h5", s->dir);
-    if (mkdir(s->dir, 0755) != 0 && errno != EEXIST) {
+    struct stat lb;
+    if (mkdir(s->dir, 0755) != 0 && (errno != EEXIST || lstat(s->dir, &lb) != 0 || !S_ISDIR(lb.st_mode))) {
+        /* An existing folder is reused (its session.h5 is checked below); a symbolic link planted at
+         * the folder's name is never followed (it would make this session write, and a later pack
+         * delete, another folder's files). */
         st = tsc_error_set(TSC_ERR_IO, "capture %s: cannot create session folder %s: %s", path, s->dir,
-                           strerror(errno));
+                           errno == EEXIST ? "a file or symbolic link is in the way (not followed)" : strerror(errno));
         free(s);
         return st;
     }

@@ -1,11 +1,14 @@
-/* import.c: tensors of a .safetensors or .npy file mapped onto (step, layer, dataset) and written
+/* import.c: tensors of a tensor file (import_read.c) mapped onto (step, layer, dataset) and written
  * into a dump through the capture API (tsc_import.h). The maps, their defaults and the geometry
- * rules are python/tilescope/importer.py's, so both front ends accept the same command lines. */
+ * rules live here alone: the Python package's import_tensors calls this function. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "import_internal.h"
 #include "tsc_capture.h"
@@ -125,9 +128,8 @@ static int digits_value(const char *s, size_t n, long long max, long long *v) {
 }
 
 /* The first map matching tensor i's name places it; *hit 0 when none does. */
-static tsc_status_t place_one(const tsc_tensor_file_t *f, int i, const map_t *maps, int n_maps, long long step,
+static tsc_status_t place_one(const tsc_tensor_file_t *f, const char *nm, int i, const map_t *maps, int n_maps, long long step,
                               placed_t *pl, int *hit) {
-    const char *nm = tsc_tensor_file_info(f, i)->name;
     char q[TSC_IMPORT_QUOTE_MAX];
     *hit = 0;
     for (int m = 0; m < n_maps; m++) {
@@ -162,6 +164,11 @@ static int cmp_placed(const void *a, const void *b) {
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The name of skipped entry k: a tensor index, or -1 - j for the file's j-th tensor of another type. */
+static const char *skipped_name(const tsc_tensor_file_t *f, int k) {
+    return k >= 0 ? tsc_tensor_file_info(f, k)->name : tsc_tensor_file_other(f, -1 - k)->name;
+}
 
 /* The tensor's shape as the dump sees it ([B, T, H, D] -> [B, H, T, D] under bthd). */
 static tsc_status_t host_shape(const tsc_tensor_file_t *f, const placed_t *p, int bthd, uint64_t dims[TSC_TENSOR_RANK_MAX], int *rank) {
@@ -250,8 +257,15 @@ static tsc_status_t put_one(tsc_tensor_file_t *f, tsc_capture_t *cap, const plac
 /* Writes the placed tensors, step by step, into the dump at path. */
 static tsc_status_t write_dump(tsc_tensor_file_t *f, const placed_t *pl, int n, const tsc_dump_meta_t *m, int bthd,
                                const char *path) {
-    tsc_capture_t *cap;
-    tsc_status_t st = tsc_capture_open(&cap, path, m, NULL);
+    tsc_capture_t *cap = NULL;
+    /* The session folder beside the temporary dump is created here, exclusively: nothing planted at
+     * its name beforehand is reused. */
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s.capture", path);
+    tsc_status_t st = mkdir(dir, 0755) == 0 ? TSC_OK
+                    : tsc_error_set(TSC_ERR_IO, "%s: cannot create the import's session folder: %s", dir, strerror(errno));
+    if (!st) st = tsc_capture_open(&cap, path, m, NULL);
+    if (st && !cap) rmdir(dir);
     for (int i = 0; !st && i < n; i++) {
         if (i == 0 || pl[i].step != pl[i - 1].step) {
             if (i) st = tsc_capture_step_end(cap);
@@ -289,7 +303,7 @@ static tsc_status_t make_result(const tsc_tensor_file_t *f, const placed_t *pl, 
             r->layers[k] = r->layers[k - 1], r->layers[k - 1] = t;
         }
     for (int i = 0; i < n_skip; i++)
-        if (!(r->skipped[r->n_skipped++] = strdup(tsc_tensor_file_info(f, skip[i])->name)))
+        if (!(r->skipped[r->n_skipped++] = strdup(skipped_name(f, skip[i]))))
             return tsc_import_result_free(r), tsc_error_set(TSC_ERR_NOMEM, "out of memory");
     qsort(r->skipped, (size_t)r->n_skipped, sizeof *r->skipped, cmp_str);
     *res = r;
@@ -305,10 +319,21 @@ static tsc_status_t place_all(const tsc_tensor_file_t *f, const map_t *maps, int
     int nt = tsc_tensor_file_count(f), hit, has_q = 0;
     *n = *n_skip = 0;
     for (int i = 0; i < nt; i++) {
-        tsc_status_t st = place_one(f, i, maps, n_maps, o->step, &pl[*n], &hit);
+        tsc_status_t st = place_one(f, tsc_tensor_file_info(f, i)->name, i, maps, n_maps, o->step, &pl[*n], &hit);
         if (st) return st;
         if (hit) has_q |= pl[(*n)++].name == NM_Q;
         else skip[(*n_skip)++] = i;
+    }
+    /* Tensors of a type tilescope does not store are skipped, unless a map asks for one. */
+    for (int i = 0; i < tsc_tensor_file_other_count(f); i++) {
+        const tsc_tensor_info_t *t = tsc_tensor_file_other(f, i);
+        placed_t p;
+        tsc_status_t st = place_one(f, t->name, -1, maps, n_maps, o->step, &p, &hit);
+        if (st) return st;
+        if (hit)
+            return tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s (-> %s): dtype %s is not floating-point", src, tsc_import_quote(t->name, q),
+                                 names[p.name], t->dtype);
+        skip[(*n_skip)++] = -1 - i;
     }
     qsort(pl, (size_t)*n, sizeof *pl, cmp_placed);
     for (int i = 1; i < *n; i++)
@@ -345,7 +370,7 @@ tsc_status_t tsc_import_run(const char *src, const char *out, const tsc_import_o
     if (!st) st = tsc_tensor_file_open(&f, src);
     int nt = tsc_tensor_file_count(f), n = 0, n_skip = 0;
     placed_t *pl = st ? NULL : malloc(sizeof *pl * (size_t)(nt + 1));
-    int *skip = st ? NULL : malloc(sizeof *skip * (size_t)(nt + 1));
+    int *skip = st ? NULL : malloc(sizeof *skip * (size_t)(nt + tsc_tensor_file_other_count(f) + 1));
     if (!st && (!pl || !skip)) st = tsc_error_set(TSC_ERR_NOMEM, "out of memory");
     if (!st) st = place_all(f, maps, n_maps, opts, pl, &n, skip, &n_skip);
     tsc_dump_meta_t meta;

@@ -1,6 +1,7 @@
-/* import_read.c: the .safetensors and .npy readers of tsc_import.h, hardened for hostile files: the
- * whole header is checked at open (a small strict JSON parser for safetensors, a strict dict-literal
- * parser for npy), tensor data is read one tensor at a time with pread. */
+/* import_read.c: the tensor-file readers of tsc_import.h (.safetensors, .npy, .npz, torch .pt),
+ * hardened for hostile files: the whole header is checked at open (a small strict JSON parser for
+ * safetensors, a strict dict-literal parser for npy, the zip directory of .npz and .pt, the restricted
+ * unpickler of import_pickle.c for .pt), tensor data is read one tensor at a time. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,12 +15,26 @@
 #include "tsc_import.h"
 #include "tsc_mem.h"
 
+/* Where a tensor's bytes are. */
+typedef struct {
+    int member;        /* the zip member holding them; -1: the file itself */
+    uint64_t base;     /* contiguous: the tensor's first byte; strided: the storage's first byte */
+    int strided;
+    uint64_t elem0;    /* strided: the first element's index in the storage */
+    uint64_t stride[TSC_TENSOR_RANK_MAX];
+} src_t;
+
 struct tsc_tensor_file {
     char *path;
     int fd;
     uint64_t size;
     int n, cap;
     tsc_tensor_info_t *t;
+    src_t *src;                /* cap entries, one per tensor */
+    int n_other, cap_other;
+    tsc_tensor_info_t *other;  /* tensors of a type tilescope does not store: listed, never read */
+    int has_zip;
+    tsc_zip_t zip;
 };
 
 const char *tsc_import_quote(const char *s, char buf[TSC_IMPORT_QUOTE_MAX]) {
@@ -40,11 +55,29 @@ static tsc_status_t add_tensor(tsc_tensor_file_t *f, tsc_tensor_info_t **out) {
     if (f->n == f->cap) {
         int cap = f->cap ? 2 * f->cap : 16;
         tsc_tensor_info_t *t = realloc(f->t, (size_t)cap * sizeof *t);
-        if (!t) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory listing tensors", f->path);
-        f->t = t;
+        if (t) f->t = t;
+        src_t *s = t ? realloc(f->src, (size_t)cap * sizeof *s) : NULL;
+        if (!s) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory listing tensors", f->path);
+        f->src = s;
         f->cap = cap;
     }
+    memset(&f->src[f->n], 0, sizeof f->src[f->n]);
+    f->src[f->n].member = -1;
     *out = &f->t[f->n++];
+    memset(*out, 0, sizeof **out);
+    return TSC_OK;
+}
+
+/* A tensor of a type tilescope does not store (an int64 buffer of a state dict): named in the list
+ * of skipped tensors, never read. */
+static tsc_status_t add_other(tsc_tensor_file_t *f, tsc_tensor_info_t **out) {
+    if (f->n_other == f->cap_other) {
+        int cap = f->cap_other ? 2 * f->cap_other : 16;
+        tsc_tensor_info_t *t = realloc(f->other, (size_t)cap * sizeof *t);
+        if (!t) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory listing tensors", f->path);
+        f->other = t, f->cap_other = cap;
+    }
+    *out = &f->other[f->n_other++];
     memset(*out, 0, sizeof **out);
     return TSC_OK;
 }
@@ -125,7 +158,11 @@ static size_t utf8_len(const unsigned char *p, const unsigned char *end) {
 static tsc_status_t jp_string(jp_t *j, char **out, size_t *len) {
     *out = NULL;
     if (!jp_eat(j, '"')) return jp_fail(j, "a string expected");
-    char *o = malloc((size_t)(j->end - j->p) + 1), *w = o;
+    /* The output is at most the input up to the closing quote: sized from that, not from the rest of
+     * the header (which made a header of many names cost memory quadratic in its length). */
+    const char *close = j->p;
+    while (close < j->end && *close != '"') close += *close == '\\' && close + 1 < j->end ? 2 : 1;
+    char *o = malloc((size_t)(close - j->p) + 1), *w = o;
     if (!o) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory parsing the header", j->path);
     while (j->p < j->end && *j->p != '"') {
         unsigned char c = (unsigned char)*j->p;
@@ -321,6 +358,8 @@ static tsc_status_t st_header(tsc_tensor_file_t *f, const char *text, size_t len
 
 static const tsc_tensor_file_t *cmp_file;
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
 static int cmp_name(const void *a, const void *b) {
     return strcmp(cmp_file->t[*(const int *)a].name, cmp_file->t[*(const int *)b].name);
 }
@@ -346,7 +385,7 @@ static tsc_status_t st_check(tsc_tensor_file_t *f, uint64_t (*offs)[2], uint64_t
         if (e > data_len)
             return tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s: data_offsets end %llu beyond the %llu data bytes (truncated file)",
                                  f->path, tsc_import_quote(t->name, q), (unsigned long long)e, (unsigned long long)data_len);
-        t->offset = data0 + b;
+        t->offset = f->src[i].base = data0 + b;
     }
     int *ix = malloc((size_t)(f->n ? f->n : 1) * sizeof *ix);
     if (!ix) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory checking tensors", f->path);
@@ -369,15 +408,24 @@ static tsc_status_t st_check(tsc_tensor_file_t *f, uint64_t (*offs)[2], uint64_t
     return st;
 }
 
-static tsc_status_t read_at(tsc_tensor_file_t *f, void *buf, uint64_t n, uint64_t off, const char *what) {
+tsc_status_t tsc_import_pread(int fd, const char *path, void *buf, uint64_t n, uint64_t off, const char *what) {
     for (uint64_t got = 0; got < n;) {
-        ssize_t r = pread(f->fd, (char *)buf + got, n - got > (1u << 30) ? (1u << 30) : (size_t)(n - got), (off_t)(off + got));
+        ssize_t r = pread(fd, (char *)buf + got, n - got > (1u << 30) ? (1u << 30) : (size_t)(n - got), (off_t)(off + got));
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return tsc_error_set(TSC_ERR_IO, "%s: cannot read %s: %s", f->path, what, strerror(errno));
-        if (r == 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: truncated: the file ends inside %s", f->path, what);
+        if (r < 0) return tsc_error_set(TSC_ERR_IO, "%s: cannot read %s: %s", path, what, strerror(errno));
+        if (r == 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: truncated: the file ends inside %s", path, what);
         got += (uint64_t)r;
     }
     return TSC_OK;
+}
+
+static tsc_status_t read_at(tsc_tensor_file_t *f, void *buf, uint64_t n, uint64_t off, const char *what) {
+    return tsc_import_pread(f->fd, f->path, buf, n, off, what);
+}
+
+/* Bytes [off, off + n) of zip member `member` (-1: of the file). */
+static tsc_status_t read_src(tsc_tensor_file_t *f, int member, uint64_t off, uint64_t n, void *buf, const char *what) {
+    return member < 0 ? read_at(f, buf, n, off, what) : tsc_zip_read(&f->zip, member, off, n, buf);
 }
 
 static tsc_status_t st_open(tsc_tensor_file_t *f) {
@@ -463,8 +511,9 @@ static const struct {
     tsc_format_t fmt;
 } npy_dtypes[] = {{"<f8", TSC_FMT_FP64}, {"<f4", TSC_FMT_FP32}, {"<f2", TSC_FMT_FP16}};
 
-/* The header dict {'descr': ..., 'fortran_order': False, 'shape': (...)}, each key once. */
-static tsc_status_t npy_dict(tsc_tensor_file_t *f, tsc_tensor_info_t *t, const char *text, size_t len, char *descr) {
+/* The header dict {'descr': ..., 'fortran_order': False, 'shape': (...)}, each key once (where:
+ * the file, or "file: member" for messages). */
+static tsc_status_t npy_dict(const char *where, tsc_tensor_info_t *t, const char *text, size_t len, char *descr) {
     lit_t l = {text, text + len};
     char key[32], q[TSC_IMPORT_QUOTE_MAX];
     int seen = 0;
@@ -473,14 +522,14 @@ static tsc_status_t npy_dict(tsc_tensor_file_t *f, tsc_tensor_info_t *t, const c
         if (lit_str(&l, key, sizeof key) || !lit_eat(&l, ':')) goto bad;
         int bit = !strcmp(key, "descr") ? 1 : !strcmp(key, "fortran_order") ? 2 : !strcmp(key, "shape") ? 4 : 0;
         if (!bit || (seen & bit))
-            return tsc_error_set(TSC_ERR_FORMAT, "%s: npy header: key %s unknown or given twice", f->path, tsc_import_quote(key, q));
+            return tsc_error_set(TSC_ERR_FORMAT, "%s: npy header: key %s unknown or given twice", where, tsc_import_quote(key, q));
         seen |= bit;
         lit_ws(&l);
         if (bit == 1 && lit_str(&l, descr, 64))
-            return tsc_error_set(TSC_ERR_FORMAT, "%s: npy header: descr is not a simple dtype string (structured arrays are not tensors)", f->path);
+            return tsc_error_set(TSC_ERR_FORMAT, "%s: npy header: descr is not a simple dtype string (structured arrays are not tensors)", where);
         if (bit == 2) {
             if ((size_t)(l.end - l.p) >= 4 && !memcmp(l.p, "True", 4))
-                return tsc_error_set(TSC_ERR_FORMAT, "%s: fortran_order True (column-major) is not supported: save a C-ordered array (np.ascontiguousarray)", f->path);
+                return tsc_error_set(TSC_ERR_FORMAT, "%s: fortran_order True (column-major) is not supported: save a C-ordered array (np.ascontiguousarray)", where);
             if ((size_t)(l.end - l.p) < 5 || memcmp(l.p, "False", 5)) goto bad;
             l.p += 5;
         }
@@ -495,63 +544,382 @@ static tsc_status_t npy_dict(tsc_tensor_file_t *f, tsc_tensor_info_t *t, const c
     return TSC_OK;
 bad:
     return tsc_error_set(TSC_ERR_FORMAT, "%s: malformed npy header at byte %zu: the dict {'descr', 'fortran_order', 'shape'} expected",
-                         f->path, (size_t)(l.p - text));
+                         where, (size_t)(l.p - text));
+}
+
+/* One npy array of `total` bytes in member (-1: the file), named name (taken). Its header is checked
+ * whole; a dtype tilescope does not store is an error, or (other_ok: an .npz member) an entry of the
+ * skipped list. */
+static tsc_status_t npy_parse(tsc_tensor_file_t *f, int member, uint64_t total, char *name, const char *where, int other_ok) {
+    unsigned char h[12];
+    char descr[64], q[TSC_IMPORT_QUOTE_MAX], qd[TSC_IMPORT_QUOTE_MAX];
+    tsc_tensor_info_t tmp, *t = &tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.name = name;
+    tsc_status_t st = TSC_OK;
+    if (total < 10 || read_src(f, member, 0, total < 12 ? 10 : 12, h, "the npy preamble") || memcmp(h, "\x93NUMPY", 6)) {
+        st = tsc_error_set(TSC_ERR_FORMAT, "%s: not an npy array (no \\x93NUMPY magic)", where);
+        goto out;
+    }
+    if (h[6] < 1 || h[6] > 3) {
+        st = tsc_error_set(TSC_ERR_FORMAT, "%s: npy format version %d.%d is not one of 1.0, 2.0, 3.0", where, h[6], h[7]);
+        goto out;
+    }
+    uint64_t hl = h[6] == 1 ? (uint64_t)(h[8] | h[9] << 8) : total < 12 ? UINT64_MAX
+                : (uint64_t)h[8] | (uint64_t)h[9] << 8 | (uint64_t)h[10] << 16 | (uint64_t)h[11] << 24;
+    uint64_t h0 = h[6] == 1 ? 10 : 12;
+    if (hl > total - h0 || hl > (1u << 20)) {
+        st = tsc_error_set(TSC_ERR_FORMAT, "%s: npy header length %llu exceeds the array (%llu bytes) or 1 MiB: truncated or not npy",
+                           where, hl == UINT64_MAX ? 0ull : (unsigned long long)hl, (unsigned long long)total);
+        goto out;
+    }
+    char *text = malloc((size_t)hl + 1);
+    if (!text) {
+        st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", where);
+        goto out;
+    }
+    st = read_src(f, member, h0, hl, text, "the npy header");
+    if (!st) st = npy_dict(where, t, text, (size_t)hl, descr);
+    free(text);
+    if (st) goto out;
+    size_t k = 0;
+    while (k < sizeof npy_dtypes / sizeof npy_dtypes[0] && strcmp(descr, npy_dtypes[k].descr)) k++;
+    if (k == sizeof npy_dtypes / sizeof npy_dtypes[0] && !other_ok) {
+        st = tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s: dtype %s is not one tilescope stores ('<f8', '<f4', '<f2'; BF16 bits in "
+                           "a uint16 array are refused: save BF16 as safetensors or torch .pt)",
+                           where, tsc_import_quote(name, q), tsc_import_quote(descr, qd));
+        goto out;
+    }
+    tmp.fmt = k < sizeof npy_dtypes / sizeof npy_dtypes[0] ? npy_dtypes[k].fmt : TSC_FMT_FP32;
+    tmp.offset = h0 + hl;
+    if (k < sizeof npy_dtypes / sizeof npy_dtypes[0]) {
+        if ((st = tensor_size(f, &tmp))) goto out;
+        if (total - tmp.offset != tmp.nbytes) {
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s: the shape needs %llu data bytes, the %s holds %llu (%s)", where,
+                               tsc_import_quote(name, q), (unsigned long long)tmp.nbytes, member < 0 ? "file" : "member",
+                               (unsigned long long)(total - tmp.offset), total - tmp.offset < tmp.nbytes ? "truncated" : "bytes after the array");
+            goto out;
+        }
+    }
+    if (!(tmp.dtype = strdup(descr))) {
+        st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", where);
+        goto out;
+    }
+    if ((st = k < sizeof npy_dtypes / sizeof npy_dtypes[0] ? add_tensor(f, &t) : add_other(f, &t))) {
+        free((char *)tmp.dtype);
+        goto out;
+    }
+    if (k < sizeof npy_dtypes / sizeof npy_dtypes[0]) f->src[f->n - 1].member = member, f->src[f->n - 1].base = tmp.offset;
+    if (member >= 0) tmp.offset = f->zip.m[member].method ? UINT64_MAX : f->zip.m[member].data + tmp.offset;
+    *t = tmp;
+    return TSC_OK;
+out:
+    free(name);
+    return st;
+}
+
+static char *stem(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *dot = strrchr(base, '.');
+    return strndup(base, dot && dot != base ? (size_t)(dot - base) : strlen(base));
 }
 
 static tsc_status_t npy_open(tsc_tensor_file_t *f) {
-    unsigned char h[12];
-    char descr[64], q[TSC_IMPORT_QUOTE_MAX], qd[TSC_IMPORT_QUOTE_MAX];
-    if (f->size < 10 || read_at(f, h, f->size < 12 ? 10 : 12, 0, "the npy preamble") || memcmp(h, "\x93NUMPY", 6))
-        return tsc_error_set(TSC_ERR_FORMAT, "%s: not an npy file (no \\x93NUMPY magic)", f->path);
-    if (h[6] < 1 || h[6] > 3) return tsc_error_set(TSC_ERR_FORMAT, "%s: npy format version %d.%d is not one of 1.0, 2.0, 3.0", f->path, h[6], h[7]);
-    uint64_t hl = h[6] == 1 ? (uint64_t)(h[8] | h[9] << 8) : f->size < 12 ? UINT64_MAX
-                : (uint64_t)h[8] | (uint64_t)h[9] << 8 | (uint64_t)h[10] << 16 | (uint64_t)h[11] << 24;
-    uint64_t h0 = h[6] == 1 ? 10 : 12;
-    if (hl > f->size - h0 || hl > (1u << 20))
-        return tsc_error_set(TSC_ERR_FORMAT, "%s: npy header length %llu exceeds the file (%llu bytes) or 1 MiB: truncated or not npy",
-                             f->path, hl == UINT64_MAX ? 0ull : (unsigned long long)hl, (unsigned long long)f->size);
-    char *text = malloc((size_t)hl + 1);
-    if (!text) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", f->path);
-    tsc_tensor_info_t *t;
-    tsc_status_t st = read_at(f, text, hl, h0, "the npy header");
-    if (!st) st = add_tensor(f, &t);
-    if (st) return free(text), st;
-    const char *base = strrchr(f->path, '/');
-    base = base ? base + 1 : f->path;
-    const char *dot = strrchr(base, '.');
-    t->name = strndup(base, dot ? (size_t)(dot - base) : strlen(base));
-    st = t->name ? npy_dict(f, t, text, (size_t)hl, descr) : tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", f->path);
-    free(text);
-    if (st) return st;
-    if (!(t->dtype = strdup(descr))) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", f->path);
-    size_t k = 0;
-    while (k < sizeof npy_dtypes / sizeof npy_dtypes[0] && strcmp(descr, npy_dtypes[k].descr)) k++;
-    if (k == sizeof npy_dtypes / sizeof npy_dtypes[0])
-        return tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s: dtype %s is not one tilescope stores ('<f8', '<f4', '<f2'; BF16 bits in "
-                             "a uint16 array are refused: save BF16 as safetensors or torch .pt)",
-                             f->path, tsc_import_quote(t->name, q), tsc_import_quote(descr, qd));
-    t->fmt = npy_dtypes[k].fmt;
-    t->offset = h0 + hl;
-    if (tensor_size(f, t)) return TSC_ERR_FORMAT;
-    if (f->size - t->offset != t->nbytes)
-        return tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s: the shape needs %llu data bytes, the file holds %llu (%s)", f->path,
-                             tsc_import_quote(t->name, q), (unsigned long long)t->nbytes, (unsigned long long)(f->size - t->offset),
-                             f->size - t->offset < t->nbytes ? "truncated file" : "bytes after the array");
+    char *name = stem(f->path);
+    if (!name) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", f->path);
+    return npy_parse(f, -1, f->size, name, f->path, 0);
+}
+
+/* Names are unique within a file (a dict of dicts can spell one path twice). */
+static tsc_status_t check_names(tsc_tensor_file_t *f) {
+    char q[TSC_IMPORT_QUOTE_MAX];
+    int n = f->n + f->n_other;
+    const char **names = malloc(sizeof *names * (size_t)(n + 1));
+    if (!names) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory checking tensors", f->path);
+    for (int i = 0; i < f->n; i++) names[i] = f->t[i].name;
+    for (int i = 0; i < f->n_other; i++) names[f->n + i] = f->other[i].name;
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    tsc_status_t st = TSC_OK;
+    for (int i = 1; i < n && !st; i++)
+        if (!strcmp(names[i], names[i - 1]))
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s is named twice", f->path, tsc_import_quote(names[i], q));
+    free(names);
+    return st;
+}
+
+/* ---------------------------------------------------------------- npz: a zip of npy arrays */
+
+static tsc_status_t npz_open(tsc_tensor_file_t *f) {
+    tsc_status_t st = tsc_zip_open(&f->zip, f->fd, f->size, f->path);
+    f->has_zip = 1;
+    for (int i = 0; !st && i < f->zip.n; i++) {
+        const tsc_zip_member_t *m = &f->zip.m[i];
+        size_t nl = strlen(m->name);
+        char where[TSC_IMPORT_QUOTE_MAX + 600], q[TSC_IMPORT_QUOTE_MAX];
+        snprintf(where, sizeof where, "%.400s: member %s", f->path, tsc_import_quote(m->name, q));
+        if (nl < 4 || strcmp(m->name + nl - 4, ".npy")) {
+            tsc_tensor_info_t *t;
+            if ((st = add_other(f, &t))) break;
+            if (!(t->name = strdup(m->name)) || !(t->dtype = strdup("not an array"))) st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", f->path);
+            continue;
+        }
+        char *name = strndup(m->name, nl - 4);
+        st = name ? npy_parse(f, i, m->usize, name, where, 1) : tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", f->path);
+    }
+    return st ? st : check_names(f);
+}
+
+/* ---------------------------------------------------------------- torch .pt */
+
+/* Tensor t of storage s, whose first byte is at base of member (-1: the file): its extent checked
+ * against the storage, listed as a tensor (or, of a type tilescope does not store, as skipped). */
+static tsc_status_t pt_tensor(tsc_tensor_file_t *f, const tsc_pt_tensor_t *t, const tsc_pt_storage_t *s, int member, uint64_t base) {
+    char q[TSC_IMPORT_QUOTE_MAX];
+    const char *name = t->name[0] ? t->name : NULL;
+    char *own = name ? strdup(name) : stem(f->path); /* a bare tensor is named by the file's stem */
+    if (!own) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", f->path);
+    uint64_t last = t->offset, numel = 1;
+    int empty = 0, contiguous = 1;
+    for (int d = t->rank - 1; d >= 0; d--) {
+        if (!t->size[d]) empty = 1;
+        if (t->size[d] > 1 && t->stride[d] != numel) contiguous = 0;
+        if (t->size[d] && t->stride[d] && (t->size[d] - 1 > (UINT64_MAX - last) / t->stride[d])) last = UINT64_MAX;
+        else if (last != UINT64_MAX) last += (t->size[d] ? t->size[d] - 1 : 0) * t->stride[d];
+        numel = t->size[d] && numel > UINT64_MAX / t->size[d] ? UINT64_MAX : numel * t->size[d];
+    }
+    if (!empty && last >= s->numel) {
+        tsc_status_t st = tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s reaches element %llu of storage '%s', which holds %llu "
+                                        "(a forged size, stride or offset)", f->path, tsc_import_quote(own, q),
+                                        last == UINT64_MAX ? 0ull : (unsigned long long)last, s->key, (unsigned long long)s->numel);
+        free(own);
+        return st;
+    }
+    tsc_tensor_info_t *ti;
+    tsc_status_t st = (int)s->fmt < 0 ? add_other(f, &ti) : add_tensor(f, &ti);
+    if (st) return free(own), st;
+    ti->name = own;
+    ti->rank = t->rank;
+    for (int d = 0; d < t->rank; d++) ti->dims[d] = t->size[d];
+    if (!(ti->dtype = strdup(s->type))) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", f->path);
+    if ((int)s->fmt < 0) return TSC_OK;
+    ti->fmt = s->fmt;
+    if (tensor_size(f, ti)) return TSC_ERR_FORMAT;
+    src_t *sr = &f->src[f->n - 1];
+    sr->member = member;
+    if (contiguous || empty) {
+        sr->base = base + t->offset * s->elsize;
+        ti->offset = member < 0 ? sr->base : f->zip.m[member].method ? UINT64_MAX : f->zip.m[member].data + sr->base;
+    } else {
+        sr->base = base, sr->strided = 1, sr->elem0 = t->offset;
+        memcpy(sr->stride, t->stride, sizeof sr->stride);
+        ti->offset = UINT64_MAX;
+    }
     return TSC_OK;
 }
 
+static const char *const pt_advice = "load it in Python yourself and save its tensors with torch.save(model.state_dict()) "
+                                     "or as safetensors";
+
+/* The zip format (torch >= 1.6): PREFIX/data.pkl, PREFIX/data/<key> for each storage. */
+static tsc_status_t pt_zip_open(tsc_tensor_file_t *f) {
+    tsc_status_t st = tsc_zip_open(&f->zip, f->fd, f->size, f->path);
+    f->has_zip = 1;
+    if (st) return st;
+    if (!f->zip.n) return tsc_error_set(TSC_ERR_FORMAT, "%s: an empty zip archive, not a torch file", f->path);
+    const char *first = f->zip.m[0].name, *slash = strchr(first, '/');
+    if (!slash) return tsc_error_set(TSC_ERR_FORMAT, "%s: not a torch.save archive (its members are not in one folder)", f->path);
+    size_t pl = (size_t)(slash - first) + 1;
+    char *name = malloc(pl + 64 + 4096);
+    if (!name) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", f->path);
+    for (int i = 0; i < f->zip.n; i++) {
+        const char *m = f->zip.m[i].name;
+        if (strncmp(m, first, pl)) continue;
+        if (!strcmp(m + pl, "constants.pkl") || !strcmp(m + pl, "bytecode.pkl") || !strncmp(m + pl, "code/", 5)) {
+            free(name);
+            return tsc_error_set(TSC_ERR_FORMAT, "%s: a TorchScript archive (torch.jit.save): it holds code, which tilescope never "
+                                 "loads; %s", f->path, pt_advice);
+        }
+    }
+    snprintf(name, pl + 64, "%.*sbyteorder", (int)pl, first);
+    int bo = tsc_zip_find(&f->zip, name);
+    char order[8] = "";
+    if (bo >= 0 && (f->zip.m[bo].usize > 7 || (st = tsc_zip_read(&f->zip, bo, 0, f->zip.m[bo].usize, order)) || strcmp(order, "little")))
+        return free(name), st ? st : tsc_error_set(TSC_ERR_FORMAT, "%s: saved as big-endian (byteorder): not read", f->path);
+    snprintf(name, pl + 64, "%.*sdata.pkl", (int)pl, first);
+    int pk = tsc_zip_find(&f->zip, name);
+    if (pk < 0) {
+        free(name);
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: a zip archive without data.pkl: not a torch.save file", f->path);
+    }
+    uint64_t n = f->zip.m[pk].usize;
+    unsigned char *pkl = NULL;
+    if (!(st = tsc_mem_check(n * 2, "the file's pickle")) && !(pkl = malloc(n ? (size_t)n : 1)))
+        st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", f->path);
+    if (!st) st = tsc_zip_read(&f->zip, pk, 0, n, pkl);
+    char what[4600];
+    snprintf(what, sizeof what, "%s: %s", f->path, name);
+    tsc_pt_objects_t o;
+    memset(&o, 0, sizeof o);
+    if (!st) st = tsc_pt_unpickle(pkl, (size_t)n, what, TSC_PT_OBJECTS, &o, NULL, NULL);
+    free(pkl);
+    int *member = st ? NULL : malloc(sizeof *member * (size_t)(o.n_storage + 1));
+    if (!st && !member) st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", f->path);
+    char q[TSC_IMPORT_QUOTE_MAX];
+    for (int i = 0; !st && i < o.n_storage; i++) {
+        const tsc_pt_storage_t *s = &o.storage[i];
+        snprintf(name, pl + 64 + 4096, "%.*sdata/%.4000s", (int)pl, first, s->key);
+        if ((member[i] = tsc_zip_find(&f->zip, name)) < 0)
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s: storage %s has no member %s", f->path, tsc_import_quote(s->key, q), name);
+        else if (s->numel > UINT64_MAX / s->elsize || f->zip.m[member[i]].usize < s->numel * s->elsize)
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s: storage %s declares %llu elements of %u bytes, its member holds %llu bytes "
+                               "(truncated or forged)", f->path, tsc_import_quote(s->key, q), (unsigned long long)s->numel,
+                               s->elsize, (unsigned long long)f->zip.m[member[i]].usize);
+    }
+    for (int i = 0; !st && i < o.n_tensor; i++)
+        st = pt_tensor(f, &o.tensor[i], &o.storage[o.tensor[i].storage], member[o.tensor[i].storage], 0);
+    free(member), free(name);
+    tsc_pt_objects_free(&o);
+    return st ? st : check_names(f);
+}
+
+static const tsc_pt_storage_t *sort_storages;
+static int cmp_storage_key(const void *a, const void *b) {
+    return strcmp(sort_storages[*(const int *)a].key, sort_storages[*(const int *)b].key);
+}
+
+/* The legacy format (torch < 1.6, or _use_new_zipfile_serialization=False): five pickles (magic
+ * number, protocol version, sys_info, the objects, the storage keys), then for each key in that
+ * order an 8-byte element count and the storage's bytes. The pickles are read through a window of
+ * the file that grows while a pickle runs past it. */
+static tsc_status_t pt_legacy_open(tsc_tensor_file_t *f) {
+    uint64_t window = f->size < (1u << 20) ? f->size : (1u << 20);
+    tsc_pt_objects_t o;
+    tsc_pt_keys_t keys;
+    memset(&o, 0, sizeof o), memset(&keys, 0, sizeof keys);
+    size_t pos;
+    tsc_status_t st;
+    for (;;) {
+        unsigned char *buf = NULL;
+        if (!(st = tsc_mem_check(window * 2, "the file's pickles")) && !(buf = malloc(window ? (size_t)window : 1)))
+            st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", f->path);
+        if (!st) st = read_at(f, buf, window, 0, "the pickles");
+        pos = 0;
+        int short_input = 0;
+        static const int kinds[5] = {TSC_PT_MAGIC, TSC_PT_PROTOCOL, TSC_PT_SYSINFO, TSC_PT_OBJECTS, TSC_PT_KEYS};
+        for (int k = 0; !st && k < 5; k++) {
+            size_t used;
+            st = tsc_pt_unpickle(buf + pos, (size_t)(window - pos), f->path, kinds[k], &o, &keys, &used);
+            if (used == (size_t)-1) short_input = 1;
+            else pos += used;
+        }
+        free(buf);
+        if (!(st && short_input && window < f->size)) break;
+        tsc_pt_objects_free(&o), tsc_pt_keys_free(&keys);
+        window = f->size - window < 3 * window ? f->size : 4 * window;
+    }
+    if (st) return tsc_pt_objects_free(&o), tsc_pt_keys_free(&keys), st;
+    /* The storage records, in the key list's order. */
+    int *ix = malloc(sizeof *ix * (size_t)(o.n_storage + 1));
+    uint64_t *base = calloc((size_t)o.n_storage + 1, sizeof *base);
+    char q[TSC_IMPORT_QUOTE_MAX];
+    if (!ix || !base) st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", f->path);
+    for (int i = 0; !st && i < o.n_storage; i++) ix[i] = i;
+    sort_storages = o.storage;
+    if (!st) qsort(ix, (size_t)o.n_storage, sizeof *ix, cmp_storage_key);
+    uint64_t at = pos;
+    for (int k = 0; !st && k < keys.n; k++) {
+        int lo = 0, hi = o.n_storage - 1, s = -1;
+        while (lo <= hi && s < 0) {
+            int mid = lo + (hi - lo) / 2, c = strcmp(o.storage[ix[mid]].key, keys.key[k]);
+            if (!c) s = ix[mid];
+            else if (c < 0) lo = mid + 1;
+            else hi = mid - 1;
+        }
+        if (s < 0) {
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s: the key list names storage %s, which no tensor uses", f->path,
+                               tsc_import_quote(keys.key[k], q));
+            break;
+        }
+        const tsc_pt_storage_t *sg = &o.storage[s];
+        unsigned char n8[8];
+        if ((st = read_at(f, n8, 8, at, "a storage record"))) break;
+        uint64_t numel = 0;
+        for (int b = 7; b >= 0; b--) numel = numel << 8 | n8[b];
+        if (numel != sg->numel || base[s]) {
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s: storage %s: its record holds %llu elements, the pickle declares %llu%s", f->path,
+                               tsc_import_quote(sg->key, q), (unsigned long long)numel, (unsigned long long)sg->numel,
+                               base[s] ? " (or it is recorded twice)" : "");
+            break;
+        }
+        if (numel > (f->size - at - 8) / sg->elsize) {
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s: storage %s declares %llu elements of %u bytes, the file ends first (truncated or forged)",
+                               f->path, tsc_import_quote(sg->key, q), (unsigned long long)numel, sg->elsize);
+            break;
+        }
+        base[s] = at + 8;
+        at += 8 + numel * sg->elsize;
+    }
+    for (int i = 0; !st && i < o.n_tensor; i++) {
+        int s = o.tensor[i].storage;
+        if (!base[s])
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s: storage %s of tensor %s has no data record", f->path,
+                               tsc_import_quote(o.storage[s].key, q), tsc_import_quote(o.tensor[i].name, q));
+        else st = pt_tensor(f, &o.tensor[i], &o.storage[s], -1, base[s]);
+    }
+    free(ix), free(base);
+    tsc_pt_objects_free(&o), tsc_pt_keys_free(&keys);
+    return st ? st : check_names(f);
+}
+
+static tsc_status_t pt_open(tsc_tensor_file_t *f) {
+    unsigned char head[4] = {0};
+    if (f->size < 4 || read_at(f, head, 4, 0, "the first bytes"))
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: %llu bytes: not a torch file", f->path, (unsigned long long)f->size);
+    if (tsc_zip_sniff(head, 4)) return pt_zip_open(f);
+    if (head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) return pt_legacy_open(f);
+    unsigned char tar[6] = {0};
+    if (f->size >= 263 && !read_at(f, tar, 5, 257, "the first bytes") && !memcmp(tar, "ustar", 5))
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: the tar format of torch before 0.4 is not read; %s", f->path, pt_advice);
+    return tsc_error_set(TSC_ERR_FORMAT, "%s: not a torch file (neither a zip archive nor a pickle)", f->path);
+}
+
 /* ---------------------------------------------------------------- the file */
+
+/* The formats, by extension: everything that routes a file derives from this table. */
+static const struct {
+    const char *ext;
+    tsc_status_t (*open)(tsc_tensor_file_t *f);
+} formats[] = {
+    {".safetensors", st_open}, {".npy", npy_open}, {".npz", npz_open}, {".pt", pt_open}, {".pth", pt_open}, {".bin", pt_open},
+};
+#define N_FORMATS (int)(sizeof formats / sizeof formats[0])
 
 static int has_ext(const char *path, const char *ext) {
     size_t n = strlen(path), e = strlen(ext);
     return n > e && !strcasecmp(path + n - e, ext);
 }
 
+const char *tsc_tensor_file_types(void) {
+    static char list[128];
+    if (!list[0])
+        for (int i = 0; i < N_FORMATS; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? " " : "", formats[i].ext);
+    return list;
+}
+
+int tsc_tensor_file_known(const char *path) {
+    for (int i = 0; path && i < N_FORMATS; i++)
+        if (has_ext(path, formats[i].ext)) return 1;
+    return 0;
+}
+
 tsc_status_t tsc_tensor_file_open(tsc_tensor_file_t **out, const char *path) {
     if (!out || !path) return tsc_error_set(TSC_ERR_ARG, "tsc_tensor_file_open: NULL argument");
     *out = NULL;
-    int st_kind = has_ext(path, ".safetensors"), npy = has_ext(path, ".npy");
-    if (!st_kind && !npy) return tsc_error_set(TSC_ERR_UNSUPPORTED, "%s: not a .safetensors or .npy file", path);
+    int kind = 0;
+    while (kind < N_FORMATS && !has_ext(path, formats[kind].ext)) kind++;
+    if (kind == N_FORMATS) return tsc_error_set(TSC_ERR_UNSUPPORTED, "%s: not a tensor file (%s)", path, tsc_tensor_file_types());
     if (tsc_file_check_regular(path)) return TSC_ERR_IO;
     tsc_tensor_file_t *f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(path))) return free(f), tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
@@ -564,7 +932,7 @@ tsc_status_t tsc_tensor_file_open(tsc_tensor_file_t **out, const char *path) {
         return st;
     }
     f->size = (uint64_t)sb.st_size;
-    tsc_status_t st = st_kind ? st_open(f) : npy_open(f);
+    tsc_status_t st = formats[kind].open(f);
     if (st) return tsc_tensor_file_close(f), st;
     *out = f;
     return TSC_OK;
@@ -574,16 +942,47 @@ void tsc_tensor_file_close(tsc_tensor_file_t *f) {
     if (!f) return;
     if (f->fd >= 0) close(f->fd);
     for (int i = 0; i < f->n; i++) free((char *)f->t[i].name), free((char *)f->t[i].dtype);
-    free(f->t);
+    for (int i = 0; i < f->n_other; i++) free((char *)f->other[i].name), free((char *)f->other[i].dtype);
+    if (f->has_zip) tsc_zip_close(&f->zip);
+    free(f->t), free(f->src), free(f->other);
     free(f->path);
     free(f);
 }
 
 const char *tsc_tensor_file_path(const tsc_tensor_file_t *f) { return f ? f->path : ""; }
 int tsc_tensor_file_count(const tsc_tensor_file_t *f) { return f ? f->n : 0; }
+int tsc_tensor_file_other_count(const tsc_tensor_file_t *f) { return f ? f->n_other : 0; }
 
 const tsc_tensor_info_t *tsc_tensor_file_info(const tsc_tensor_file_t *f, int i) {
     return f && i >= 0 && i < f->n ? &f->t[i] : NULL;
+}
+
+const tsc_tensor_info_t *tsc_tensor_file_other(const tsc_tensor_file_t *f, int i) {
+    return f && i >= 0 && i < f->n_other ? &f->other[i] : NULL;
+}
+
+/* A strided tensor: the span of the storage it reaches, read once, gathered into buf. */
+static tsc_status_t read_strided(tsc_tensor_file_t *f, const tsc_tensor_info_t *t, const src_t *s, void *buf, const char *what) {
+    size_t es = tsc_format_size(t->fmt);
+    uint64_t span = 1, count = 1;
+    for (int d = 0; d < t->rank; d++) span += (t->dims[d] - 1) * s->stride[d], count *= t->dims[d];
+    if (!count) return TSC_OK;
+    tsc_status_t st = tsc_mem_check(span * es + t->nbytes, "one strided tensor of the file");
+    unsigned char *tmp = st ? NULL : malloc((size_t)(span * es));
+    if (!st && !tmp) st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", f->path);
+    if (!st) st = read_src(f, s->member, s->base + s->elem0 * es, span * es, tmp, what);
+    uint64_t idx[TSC_TENSOR_RANK_MAX] = {0}, at = 0;
+    for (uint64_t k = 0; !st && k < count; k++) {
+        memcpy((unsigned char *)buf + k * es, tmp + at * es, es);
+        for (int d = t->rank - 1; d >= 0; d--) { /* the odometer: the last dimension fastest */
+            at += s->stride[d];
+            if (++idx[d] < t->dims[d]) break;
+            at -= idx[d] * s->stride[d];
+            idx[d] = 0;
+        }
+    }
+    free(tmp);
+    return st;
 }
 
 tsc_status_t tsc_tensor_file_read(tsc_tensor_file_t *f, int i, void *buf) {
@@ -591,7 +990,24 @@ tsc_status_t tsc_tensor_file_read(tsc_tensor_file_t *f, int i, void *buf) {
         return tsc_error_set(TSC_ERR_ARG, "tsc_tensor_file_read: bad tensor index or buffer");
     char q[TSC_IMPORT_QUOTE_MAX], what[TSC_IMPORT_QUOTE_MAX + 16];
     snprintf(what, sizeof what, "tensor %s", tsc_import_quote(f->t[i].name, q));
-    return read_at(f, buf, f->t[i].nbytes, f->t[i].offset, what);
+    const src_t *s = &f->src[i];
+    if (s->strided) return read_strided(f, &f->t[i], s, buf, what);
+    return read_src(f, s->member, s->base, f->t[i].nbytes, buf, what);
+}
+
+static void info_json(tsc_json_t *j, const tsc_tensor_info_t *t, int stored) {
+    int64_t dims[TSC_TENSOR_RANK_MAX];
+    for (int d = 0; d < t->rank; d++) dims[d] = (int64_t)t->dims[d];
+    tsc_json_object_begin(j);
+    tsc_json_kv_string(j, "name", t->name);
+    tsc_json_kv_string(j, "dtype", t->dtype);
+    if (stored) tsc_json_kv_string(j, "format", tsc_format_name(t->fmt));
+    tsc_json_kv_ints(j, "shape", dims, (size_t)t->rank);
+    if (stored) {
+        tsc_json_kv_int(j, "offset", t->offset == UINT64_MAX ? -1 : (int64_t)t->offset);
+        tsc_json_kv_int(j, "nbytes", (int64_t)t->nbytes);
+    }
+    tsc_json_object_end(j);
 }
 
 void tsc_tensor_file_json(const tsc_tensor_file_t *f, tsc_json_t *j) {
@@ -599,19 +1015,11 @@ void tsc_tensor_file_json(const tsc_tensor_file_t *f, tsc_json_t *j) {
     tsc_json_kv_string(j, "path", tsc_tensor_file_path(f));
     tsc_json_key(j, "tensors");
     tsc_json_array_begin(j);
-    for (int i = 0; i < tsc_tensor_file_count(f); i++) {
-        const tsc_tensor_info_t *t = &f->t[i];
-        int64_t dims[TSC_TENSOR_RANK_MAX];
-        for (int d = 0; d < t->rank; d++) dims[d] = (int64_t)t->dims[d];
-        tsc_json_object_begin(j);
-        tsc_json_kv_string(j, "name", t->name);
-        tsc_json_kv_string(j, "dtype", t->dtype);
-        tsc_json_kv_string(j, "format", tsc_format_name(t->fmt));
-        tsc_json_kv_ints(j, "shape", dims, (size_t)t->rank);
-        tsc_json_kv_int(j, "offset", (int64_t)t->offset);
-        tsc_json_kv_int(j, "nbytes", (int64_t)t->nbytes);
-        tsc_json_object_end(j);
-    }
+    for (int i = 0; i < tsc_tensor_file_count(f); i++) info_json(j, &f->t[i], 1);
+    tsc_json_array_end(j);
+    tsc_json_key(j, "other");
+    tsc_json_array_begin(j);
+    for (int i = 0; i < tsc_tensor_file_other_count(f); i++) info_json(j, &f->other[i], 0);
     tsc_json_array_end(j);
     tsc_json_object_end(j);
 }

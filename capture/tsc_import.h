@@ -58,24 +58,35 @@ typedef struct {
     tsc_format_t fmt;   /* TSC_FMT_FP64, _FP32, _FP16 or _BF16 */
     int rank;
     uint64_t dims[TSC_TENSOR_RANK_MAX];
-    uint64_t offset;    /* of the first byte, from the start of the file */
+    uint64_t offset;    /* of the first byte, from the start of the file; UINT64_MAX when the bytes are
+                         * not one plain range of it (a deflated .npz member, a strided torch view) */
     uint64_t nbytes;    /* product(dims) * tsc_format_size(fmt) */
 } tsc_tensor_info_t;
 
 typedef struct tsc_tensor_file tsc_tensor_file_t;
 
-/* Opens path and checks its whole header; the kind comes from the extension (.safetensors, .npy;
- * TSC_ERR_UNSUPPORTED for any other). On failure *out is NULL. */
+/* The extensions read, space-separated (".safetensors .npy .npz .pt .pth .bin"): one table in
+ * import_read.c, which the CLI's routing, help and messages derive from. */
+TSC_API const char *tsc_tensor_file_types(void);
+/* 1 when path's extension is one of them. */
+TSC_API int tsc_tensor_file_known(const char *path);
+/* Opens path and checks its whole header; the kind comes from the extension (TSC_ERR_UNSUPPORTED
+ * for one not in tsc_tensor_file_types). On failure *out is NULL. */
 TSC_API tsc_status_t tsc_tensor_file_open(tsc_tensor_file_t **out, const char *path);
 TSC_API void tsc_tensor_file_close(tsc_tensor_file_t *f);
 TSC_API const char *tsc_tensor_file_path(const tsc_tensor_file_t *f);
 /* Tensors in the order of the file's header. */
 TSC_API int tsc_tensor_file_count(const tsc_tensor_file_t *f);
 TSC_API const tsc_tensor_info_t *tsc_tensor_file_info(const tsc_tensor_file_t *f, int i);
+/* Tensors of a type tilescope does not store (a torch LongStorage buffer, an int64 .npz array, an
+ * .npz member that is not an array): name, dtype and shape only; never read. */
+TSC_API int tsc_tensor_file_other_count(const tsc_tensor_file_t *f);
+TSC_API const tsc_tensor_info_t *tsc_tensor_file_other(const tsc_tensor_file_t *f, int i);
 /* Reads tensor i's nbytes bytes (little-endian as stored) into buf. TSC_ERR_IO naming the file when
  * the read fails or comes up short (the file shrank since open). */
 TSC_API tsc_status_t tsc_tensor_file_read(tsc_tensor_file_t *f, int i, void *buf);
-/* {"path", "tensors": [{"name", "dtype", "format", "shape", "offset", "nbytes"}]}, for bindings. */
+/* {"path", "tensors": [{"name", "dtype", "format", "shape", "offset", "nbytes"}], "other": [{"name",
+ * "dtype", "shape"}]}, for bindings (offset -1: not one plain byte range of the file). */
 TSC_API void tsc_tensor_file_json(const tsc_tensor_file_t *f, tsc_json_t *j);
 
 typedef struct {

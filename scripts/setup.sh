@@ -8,6 +8,7 @@ set -euo pipefail
 pkgs=(
   build-essential cmake pkg-config
   libhdf5-dev hdf5-tools                 # dump format; h5dump for interop tests
+  zlib1g-dev                             # .npz members stored with deflate (tilescope import)
   libcairo2-dev libpango1.0-dev          # heatmaps, PDF/SVG/PNG, text
   gnuplot-nox                            # curves (child process through a pipe)
   liblapacke-dev libopenblas-dev         # SVD, eigenvalues; BLAS products (blas.pc, cblas.h)

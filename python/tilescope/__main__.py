@@ -1,10 +1,16 @@
 """python3 -m tilescope import FILE -o DUMP [--map PATTERN[=NAME] ...] [options]: tensors saved by
-another program (.safetensors, .npz, .npy, torch .pt) into a dump (tilescope.importer)."""
+another program (.safetensors, .npz, .npy, torch .pt) into a dump (tilescope.importer: the library's
+own readers; nothing in the file is run, and torch is not needed)."""
 import argparse
 import sys
 
 from . import _lib
 from .importer import DEFAULT_MAPS, import_tensors
+
+
+def _printable(s):
+    """A name from a file, fit for a terminal: control characters as \\xNN."""
+    return "".join("\\x%02x" % ord(ch) if ord(ch) < 0x20 or 0x7f <= ord(ch) < 0xa0 else ch for ch in s)
 
 
 def main(argv=None):
@@ -26,11 +32,12 @@ def main(argv=None):
         r = import_tensors(a.file, a.out, maps=a.maps, step=a.step, causal=not a.no_causal, scale=a.scale,
                            policy=a.policy, layout=a.layout)
     except (_lib.TilescopeError, ValueError) as e:
-        print("tilescope import: %s" % e, file=sys.stderr)
+        print("tilescope import: %s" % _printable(str(e)), file=sys.stderr)
         return 1
     print("import: %s -> %s: %d datasets, steps %s, layers %s%s" % (
-        a.file, r["path"], r["datasets"], r["steps"], r["layers"],
-        "; skipped %d tensors no map selects: %s" % (len(r["skipped"]), ", ".join(r["skipped"][:8])) if r["skipped"] else ""))
+        _printable(a.file), _printable(r["path"]), r["datasets"], r["steps"], r["layers"],
+        "; skipped %d tensors no map selects: %s" % (len(r["skipped"]), ", ".join(map(_printable, r["skipped"][:8])))
+        if r["skipped"] else ""))
     return 0
 
 
