@@ -335,7 +335,7 @@ static val_t *reduce(vm_t *v, val_t *fn, val_t *args, int depth) {
     if (args->kind != V_TUPLE) return fail(v, TSC_ERR_FORMAT, "REDUCE's arguments are not a tuple%s", "");
     switch (role(fn)) {
     case G_ODICT:
-        if (args->n) return fail(v, TSC_ERR_FORMAT, "OrderedDict called with arguments%s", "");
+        if (args->n) return fail(v, TSC_ERR_FORMAT, "OrderedDict called with arguments (only an empty one is built): refused%s", "");
         return mk(v, V_DICT);
     case G_REBUILD_V2:
     case G_REBUILD:
