@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "tsc_compare.h"
+#include "tsc_escape.h"
 
 const char tsc_usage_compare[] =
     "usage: tilescope compare DIR_A DIR_B -o OUT [--label A=NAME] [--label B=NAME] [--log A=FILE[:COLUMN] ...]\n"
@@ -24,7 +25,9 @@ const char tsc_usage_compare[] =
     "  --rows N            rows of compare.md (integer 1..1000, default 20)\n"
     "  --dpi N             PNG resolution (integer 30..1200, default 200)\n"
     "  -q, --quiet         print nothing on success\n"
-    "Exit: 0 written, 1 the job failed (incompatible folders, unreadable files), 2 usage error.\n";
+    "One compare writes OUT at a time: a second one into it fails at once.\n"
+    "Exit: 0 written, 1 the job failed (incompatible folders, unreadable files, OUT being written by\n"
+    "another compare), 2 usage error.\n";
 
 typedef struct {
     const char *label[2];
@@ -113,17 +116,22 @@ int tsc_cmd_compare(int argc, char **argv) {
     if (st == TSC_OK) st = tsc_compare_write(src[0], src[1], logs, &o, out, &info);
     for (int s = 0; s < 2; s++) tsc_figure_src_close(src[s]);
     tsc_figure_src_close(logs);
+    /* what is printed names folders and files whoever sent them named, and errors quote their
+     * contents: every such string goes to the terminal through tsc_esc_term (control bytes as \xNN) */
+    tsc_strbuf_t e[5];
+    for (int k = 0; k < 5; k++) tsc_strbuf_init(&e[k]);
     if (st != TSC_OK) {
-        rc = tsc_cli_fail(cmd, "%s", tsc_error_last());
+        rc = tsc_cli_fail(cmd, "%s", tsc_esc_term_str(&e[0], tsc_error_last()));
         if (made) rmdir(out); /* only when empty: a failed job leaves no empty folder */
-        return rc;
-    }
-    if (!quiet) {
+    } else if (!quiet) {
         printf("compare %s (%s) vs %s (%s): %d heads matched (%d only in A, %d only in B); flags appeared on %d, "
-               "disappeared from %d\n", dir[0], o.label_a, dir[1], o.label_b, info.n_matched, info.n_only_a,
+               "disappeared from %d\n", tsc_esc_term_str(&e[0], dir[0]), tsc_esc_term_str(&e[1], o.label_a),
+               tsc_esc_term_str(&e[2], dir[1]), tsc_esc_term_str(&e[3], o.label_b), info.n_matched, info.n_only_a,
                info.n_only_b, info.n_appeared, info.n_gone);
-        printf("wrote %s/compare.md, %s/compare.json and %d figures%s%s\n", out, out, info.n_figures,
-               info.loss_note[0] ? "; no loss figure: " : "", info.loss_note);
+        const char *o_esc = tsc_esc_term_str(&e[0], out);
+        printf("wrote %s/compare.md, %s/compare.json and %d figures%s%s\n", o_esc, o_esc, info.n_figures,
+               info.loss_note[0] ? "; no loss figure: " : "", tsc_esc_term_str(&e[1], info.loss_note));
     }
-    return 0;
+    for (int k = 0; k < 5; k++) tsc_strbuf_free(&e[k]);
+    return st != TSC_OK ? rc : 0;
 }

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "tsc_attn_view.h"
+#include "tsc_escape.h"
 #include "tsc_json.h"
 
 static const char usage_attn[] =
@@ -105,18 +106,20 @@ int tsc_cmd_figure_attn(int argc, char **argv, int grid) {
     o.source = src;
     tsc_json_t j;
     tsc_json_init(&j);
+    tsc_strbuf_t e[2]; /* the names and errors printed, control bytes as \xNN (tsc_esc_term) */
+    tsc_strbuf_init(&e[0]), tsc_strbuf_init(&e[1]);
+    rc = 0;
     if (tsc_attn_figure_write(&o, out, fmt, &j) != TSC_OK) {
-        tsc_json_free(&j);
-        return tsc_cli_fail(cmd, "%s", tsc_error_last());
-    }
-    if (json) {
+        rc = tsc_cli_fail(cmd, "%s", tsc_esc_term_str(&e[0], tsc_error_last()));
+    } else if (json) {
         puts(tsc_json_text(&j, NULL));
     } else {
-        printf("%s: attention pattern, layer %d, %s, of %s\n", out, o.layer, o.head >= 0 ? "one head" : "every head",
-               src);
+        printf("%s: attention pattern, layer %d, %s, of %s\n", tsc_esc_term_str(&e[0], out), o.layer,
+               o.head >= 0 ? "one head" : "every head", tsc_esc_term_str(&e[1], src));
     }
+    tsc_strbuf_free(&e[0]), tsc_strbuf_free(&e[1]);
     tsc_json_free(&j);
-    return 0;
+    return rc;
 }
 
 int tsc_cmd_view(int argc, char **argv) {
@@ -137,9 +140,18 @@ int tsc_cmd_view(int argc, char **argv) {
     if (!out) return tsc_cli_usage_error(cmd, "-o FILE.html is required");
     o.source = src;
     tsc_view_info_t info;
-    if (tsc_view_write(&o, out, &info) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
-    printf("%s: %d steps x %d layers x %d heads (%d at full resolution), %.1f MB\n", out, info.n_steps, info.n_layers,
-           info.n_heads, info.n_full, (double)info.bytes / 1e6);
+    /* errors quote the dump's names and the output names whatever SOURCE was called: control bytes as
+     * \xNN (tsc_esc_term) */
+    tsc_strbuf_t e;
+    tsc_strbuf_init(&e);
+    if (tsc_view_write(&o, out, &info) != TSC_OK) {
+        rc = tsc_cli_fail(cmd, "%s", tsc_esc_term_str(&e, tsc_error_last()));
+        tsc_strbuf_free(&e);
+        return rc;
+    }
+    printf("%s: %d steps x %d layers x %d heads (%d at full resolution), %.1f MB\n", tsc_esc_term_str(&e, out),
+           info.n_steps, info.n_layers, info.n_heads, info.n_full, (double)info.bytes / 1e6);
+    tsc_strbuf_free(&e);
     if (info.n_skipped)
         fprintf(stderr, "tilescope view: %d heads left out: their q or k holds NaN/Inf (not captured)\n", info.n_skipped);
     return 0;

@@ -7,12 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tsc_escape.h"
 #include "tsc_file.h"
 #include "tsc_json.h"
 #include "tsc_plot.h"
 #include "tsc_strbuf.h"
 
 enum { F_FLAGGED = 1, F_AT_RISK = 2 };
+
+/* The writer lock of the output folder (tsc_dir_lock): the name analysis folders use (cli.h's
+ * TSC_CLI_DIR_LOCK), so a folder being analysed is not compared into either, and the CLI removes a
+ * folder it made for a failed compare together with its lock file. */
+#define TSC_COMPARE_LOCK ".tilescope.lock"
 
 typedef struct {
     int layer, head;
@@ -145,17 +151,27 @@ static tsc_status_t write_json(const tsc_figure_src_t *a, const tsc_figure_src_t
     return st;
 }
 
+/* Markdown of pieces: each %s of fmt is a string from outside (a label, a folder's name, summary.json's
+ * policies: whoever wrote the folder chose them) and goes through the Markdown escaper (tsc_escape.h), so
+ * none can add HTML, markup, a table cell or a line to compare.md; NULL is written "-". */
+static void md_line(tsc_strbuf_t *t, const char *fmt, int n, const char *const *v) {
+    for (int k = 0; *fmt; fmt++) {
+        if (fmt[0] == '%' && fmt[1] == 's' && k < n) tsc_esc_md(t, v[k] ? v[k] : "-"), k++, fmt++;
+        else tsc_strbuf_putc(t, *fmt);
+    }
+}
+
 /* compare.md: the setting, then the heads that changed most (m sorted by by_change). */
 static tsc_status_t write_md(const tsc_figure_src_t *a, const tsc_figure_src_t *b, const tsc_compare_opts_t *o,
                              const match_t *m, int n, const tsc_compare_info_t *info, const char *path) {
     tsc_strbuf_t t;
     tsc_strbuf_init(&t);
     const tsc_jv_t *sa = tsc_figure_src_summary(a), *sb = tsc_figure_src_summary(b);
-    tsc_strbuf_printf(&t, "# What changed: %s -> %s\n\n", o->label_a, o->label_b);
-    tsc_strbuf_printf(&t, "- A = %s: `%s` (lp %s, hp %s)\n", o->label_a, tsc_figure_src_dir(a), tsc_jv_str(sa, "lp"),
-                      tsc_jv_str(sa, "hp"));
-    tsc_strbuf_printf(&t, "- B = %s: `%s` (lp %s, hp %s)\n", o->label_b, tsc_figure_src_dir(b), tsc_jv_str(sb, "lp"),
-                      tsc_jv_str(sb, "hp"));
+    md_line(&t, "# What changed: %s -> %s\n\n", 2, (const char *[]){o->label_a, o->label_b});
+    md_line(&t, "- A = %s: %s (lp %s, hp %s)\n", 4,
+            (const char *[]){o->label_a, tsc_figure_src_dir(a), tsc_jv_str(sa, "lp"), tsc_jv_str(sa, "hp")});
+    md_line(&t, "- B = %s: %s (lp %s, hp %s)\n", 4,
+            (const char *[]){o->label_b, tsc_figure_src_dir(b), tsc_jv_str(sb, "lp"), tsc_jv_str(sb, "hp")});
     tsc_strbuf_printf(&t, "- %d heads in both; %d only in A, %d only in B; flags appeared on %d heads, disappeared "
                           "from %d\n\n", info->n_matched, info->n_only_a, info->n_only_b, info->n_appeared, info->n_gone);
     tsc_strbuf_printf(&t, "Bias: the accumulated sum over tokens and steps of delta_lp - delta_hp (summary.json "
@@ -316,6 +332,17 @@ tsc_status_t tsc_compare_write(tsc_figure_src_t *a, tsc_figure_src_t *b, tsc_fig
     if (st == TSC_OK) st = match_heads(a, b, &m, &n, info);
     if (st != TSC_OK) return st;
     qsort(m, (size_t)n, sizeof *m, by_change);
+    /* one writer of out_dir at a time, from the first file to the last: two compares into one folder
+     * would leave a mix of both */
+    int lock = -1;
+    char holder[32];
+    if ((st = tsc_dir_lock(out_dir, TSC_COMPARE_LOCK, &lock, holder, sizeof holder)) != TSC_OK) {
+        free(m);
+        if (holder[0])
+            return tsc_error_set(TSC_ERR_IO, "%s is being written by another tilescope compare (pid %s; or an "
+                                             "analysis, which takes the same lock)", out_dir, holder);
+        return st;
+    }
     char path[1200];
     snprintf(path, sizeof path, "%s/compare.json", out_dir);
     st = write_json(a, b, o, m, n, path);
@@ -326,6 +353,7 @@ tsc_status_t tsc_compare_write(tsc_figure_src_t *a, tsc_figure_src_t *b, tsc_fig
     if (st == TSC_OK) snprintf(path, sizeof path, "%s/compare_spectral.png", out_dir), st = fig_spectral(a, b, o, path, &drawn);
     info->n_figures += drawn;
     if (st == TSC_OK) snprintf(path, sizeof path, "%s/compare_loss.png", out_dir), st = fig_loss(logs, o, path, info);
+    tsc_dir_unlock(out_dir, TSC_COMPARE_LOCK, lock, 0);
     free(m);
     return st;
 }

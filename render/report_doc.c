@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "figure_internal.h"
+#include "tsc_escape.h"
 #include "render_internal.h"
 #include "tsc_surface.h"
 
@@ -216,18 +217,9 @@ tsc_status_t tsc_rdoc_pdf(const tsc_rdoc_t *doc, cairo_t *cr, int max_pages, int
 
 /* ---------------------------------------------------------------- HTML */
 
-/* HTML text: & < > " escaped (data strings can hold anything). */
-static void html_esc(tsc_strbuf_t *b, const char *s) {
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '&': tsc_strbuf_puts(b, "&amp;"); break;
-        case '<': tsc_strbuf_puts(b, "&lt;"); break;
-        case '>': tsc_strbuf_puts(b, "&gt;"); break;
-        case '"': tsc_strbuf_puts(b, "&quot;"); break;
-        default: tsc_strbuf_putc(b, *s);
-        }
-    }
-}
+/* Every block's text, cell, caption and attribute is data (strings of summary.json, a dump, a log)
+ * and goes through the one HTML escaper, tsc_esc_html (tsc_escape.h); only TSC_RB_HTML blocks,
+ * the report's own markup, are written as they are. The page has no script. */
 
 void tsc_render_base64(tsc_strbuf_t *b, const unsigned char *d, size_t n) {
     static const char tb[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -243,12 +235,12 @@ void tsc_render_base64(tsc_strbuf_t *b, const unsigned char *d, size_t n) {
 
 static void html_table(tsc_strbuf_t *h, const tsc_rblock_t *b) {
     tsc_strbuf_puts(h, "<table><tr>");
-    for (int c = 0; c < b->ncol; c++) tsc_strbuf_puts(h, "<th>"), html_esc(h, b->hdr[c]), tsc_strbuf_puts(h, "</th>");
+    for (int c = 0; c < b->ncol; c++) tsc_strbuf_puts(h, "<th>"), tsc_esc_html(h, b->hdr[c]), tsc_strbuf_puts(h, "</th>");
     tsc_strbuf_puts(h, "</tr>\n");
     for (int r = 0; r < b->nrows; r++) {
         tsc_strbuf_puts(h, "<tr>");
         for (int c = 0; c < b->ncol; c++)
-            tsc_strbuf_puts(h, "<td>"), html_esc(h, b->cells[(size_t)r * b->ncol + c]), tsc_strbuf_puts(h, "</td>");
+            tsc_strbuf_puts(h, "<td>"), tsc_esc_html(h, b->cells[(size_t)r * b->ncol + c]), tsc_strbuf_puts(h, "</td>");
         tsc_strbuf_puts(h, "</tr>\n");
     }
     tsc_strbuf_puts(h, "</table>\n");
@@ -257,19 +249,19 @@ static void html_table(tsc_strbuf_t *h, const tsc_rblock_t *b) {
 static void html_block(tsc_strbuf_t *h, const tsc_rblock_t *b) {
     static const char *const open[] = {"<p>", "<p><b>", "<pre>"}, *const close[] = {"</p>\n", "</b></p>\n", "</pre>\n"};
     switch (b->kind) {
-    case TSC_RB_HEADING: tsc_strbuf_puts(h, "<h2>"), html_esc(h, b->text), tsc_strbuf_puts(h, "</h2>\n"); break;
-    case TSC_RB_PARA: tsc_strbuf_puts(h, open[b->html]), html_esc(h, b->text), tsc_strbuf_puts(h, close[b->html]); break;
+    case TSC_RB_HEADING: tsc_strbuf_puts(h, "<h2>"), tsc_esc_html(h, b->text), tsc_strbuf_puts(h, "</h2>\n"); break;
+    case TSC_RB_PARA: tsc_strbuf_puts(h, open[b->html]), tsc_esc_html(h, b->text), tsc_strbuf_puts(h, close[b->html]); break;
     case TSC_RB_TABLE: html_table(h, b); break;
     case TSC_RB_FIGURE:
         tsc_strbuf_puts(h, "<figure");
-        if (b->html_id) tsc_strbuf_puts(h, " id=\""), html_esc(h, b->html_id), tsc_strbuf_puts(h, "\"");
-        tsc_strbuf_puts(h, "><img alt=\""), html_esc(h, b->alt), tsc_strbuf_puts(h, "\" src=\"data:image/png;base64,");
+        if (b->html_id) tsc_strbuf_puts(h, " id=\""), tsc_esc_html(h, b->html_id), tsc_strbuf_puts(h, "\"");
+        tsc_strbuf_puts(h, "><img alt=\""), tsc_esc_html(h, b->alt), tsc_strbuf_puts(h, "\" src=\"data:image/png;base64,");
         tsc_render_base64(h, (const unsigned char *)b->fig->png.p, b->fig->png.len);
-        tsc_strbuf_puts(h, "\"><figcaption>"), html_esc(h, b->fig->caption), tsc_strbuf_puts(h, "</figcaption></figure>\n");
+        tsc_strbuf_puts(h, "\"><figcaption>"), tsc_esc_html(h, b->fig->caption), tsc_strbuf_puts(h, "</figcaption></figure>\n");
         break;
     case TSC_RB_LIST:
-        tsc_strbuf_puts(h, "<p><b>"), html_esc(h, b->text), tsc_strbuf_puts(h, "</b></p><ul>\n");
-        for (int i = 0; i < b->n_items; i++) tsc_strbuf_puts(h, "<li>"), html_esc(h, b->items[i]), tsc_strbuf_puts(h, "</li>\n");
+        tsc_strbuf_puts(h, "<p><b>"), tsc_esc_html(h, b->text), tsc_strbuf_puts(h, "</b></p><ul>\n");
+        for (int i = 0; i < b->n_items; i++) tsc_strbuf_puts(h, "<li>"), tsc_esc_html(h, b->items[i]), tsc_strbuf_puts(h, "</li>\n");
         tsc_strbuf_puts(h, "</ul>\n");
         break;
     case TSC_RB_HTML: tsc_strbuf_puts(h, b->text); break;

@@ -15,6 +15,11 @@
  *   compare_spectral.png  spectral norms of W^Q, W^K, W^V, W^O per layer (summary.json's layers
  *                         at the last analysed step) of A and B
  *   compare_loss.png      when logs has training logs: their losses (fig10, else fig2)
+ * Strings from the folders (their names, summary.json's policies) and the labels are written into
+ * compare.md through the Markdown escaper (tsc_escape.h: no raw HTML, markup, cell or line from
+ * them). One writer at a time: out_dir/.tilescope.lock (tsc_dir_lock, the lock of analysis folders)
+ * is held from the first file to the last; a second writer fails with TSC_ERR_IO "OUT is being
+ * written by another tilescope compare (pid N; ...)" before writing anything.
  *
  *   tsc_compare_opts_t o; tsc_compare_opts_init(&o);
  *   o.label_a = "bf16"; o.label_b = "bf16+stable";
@@ -52,7 +57,8 @@ typedef struct {
 
 /* Compares a and b into out_dir (an existing folder); logs (may be NULL or have no logs) gives the
  * loss figure. Errors: TSC_ERR_SHAPE (incompatible shapes, or no head in common: the message names
- * both folders and what differs), TSC_ERR_MISSING (a summary without heads), those of the writers. */
+ * both folders and what differs), TSC_ERR_MISSING (a summary without heads), TSC_ERR_IO (out_dir is
+ * being written by another compare or analysis), those of the writers. */
 TSC_API tsc_status_t tsc_compare_write(tsc_figure_src_t *a, tsc_figure_src_t *b, tsc_figure_src_t *logs,
                                        const tsc_compare_opts_t *o, const char *out_dir, tsc_compare_info_t *info);
 

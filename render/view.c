@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "tsc_colormap.h"
+#include "tsc_escape.h"
 #include "tsc_file.h"
 #include "tsc_select.h"
 #include "tsc_surface.h"
@@ -270,7 +271,9 @@ static void meta_json(const view_t *v, tsc_json_t *j) {
     tsc_json_array_end(j);
 }
 
-/* The page: head, data (with "</" written "<\/" so no string can close the script), tail. */
+/* The page: head, data, tail. The data is JSON inside a <script> element, written by the one writer of
+ * script data (tsc_esc_script_json: < > & as \u escapes), so no string from the dump (its file name,
+ * the analysis folder's name) can end the element or hide its end ("</script>", "<!--<script>"). */
 static tsc_status_t page(const view_t *v, tsc_strbuf_t *out) {
     tsc_json_t j;
     tsc_json_init(&j);
@@ -285,10 +288,7 @@ static tsc_status_t page(const view_t *v, tsc_strbuf_t *out) {
     if (st == TSC_OK) {
         tsc_strbuf_clear(out);
         tsc_strbuf_puts(out, tsc_view_page_head);
-        for (const char *s = tsc_json_text(&j, NULL); *s; s++) {
-            if (s[0] == '<' && s[1] == '/') tsc_strbuf_puts(out, "<\\");
-            else tsc_strbuf_putc(out, *s);
-        }
+        tsc_esc_script_json(out, tsc_json_text(&j, NULL));
         tsc_strbuf_puts(out, tsc_view_page_tail);
         st = tsc_strbuf_status(out);
     }
