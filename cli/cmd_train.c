@@ -1,5 +1,6 @@
 /* cmd_train.c: `tilescope train`: train a GPT-2 or Llama style model on this CPU, attention
  * under a precision policy per layer, into a run folder (train/tsc_train.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,29 +133,34 @@ int tsc_cmd_train(int argc, char **argv) {
     tsc_cli_list_t pols = {.n = 0};
     long long steps = -1;
     double seed = -1;
-    const tsc_cli_flag_t flags[] = {
+    /* The string and switch flags here; the numeric ones from the trainer's settings table (tsc_train.h),
+     * the bounds a resumed checkpoint is checked against too. */
+    const tsc_cli_flag_t fixed[] = {
         {"--out", "-o", TSC_CLI_STR, &out, 0, 0},           {"--resume", NULL, TSC_CLI_STR, &resume, 0, 0},
-        {"--model", NULL, TSC_CLI_STR, &o.model, 0, 0},     {"--steps", NULL, TSC_CLI_LLONG, &steps, 1, 1e12},
-        {"--precision", NULL, TSC_CLI_STR, &prec, 0, 0},    {"--attn-policy", NULL, TSC_CLI_LIST, &pols, 0, 0},
-        {"--data", NULL, TSC_CLI_STR, &o.data, 0, 0},       {"--batches", NULL, TSC_CLI_STR, &o.batches, 0, 0},
-        {"--seed", NULL, TSC_CLI_WHOLE, &seed, 0, 4611686018427387904.0},        {"--batch", NULL, TSC_CLI_INT, &o.batch, 1, 65536},
-        {"--seq-len", NULL, TSC_CLI_INT, &o.seq_len, 1, 1 << 20}, {"--lr", NULL, TSC_CLI_DOUBLE, &o.lr, 1e-12, 100},
-        {"--warmup", NULL, TSC_CLI_INT, &o.warmup, 0, 1e9}, {"--min-lr-frac", NULL, TSC_CLI_DOUBLE, &o.min_lr_frac, 0, 1},
-        {"--weight-decay", NULL, TSC_CLI_DOUBLE, &o.weight_decay, 0, 100},
-        {"--grad-clip", NULL, TSC_CLI_DOUBLE, &o.grad_clip, 0, 1e12},
-        {"--beta1", NULL, TSC_CLI_DOUBLE, &o.beta1, 0, 0.999999}, {"--beta2", NULL, TSC_CLI_DOUBLE, &o.beta2, 0, 0.999999999},
-        {"--val-every", NULL, TSC_CLI_INT, &o.val_every, 1, 1e9}, {"--val-batches", NULL, TSC_CLI_INT, &o.val_batches, 1, 1e6},
-        {"--stats-every", NULL, TSC_CLI_INT, &o.stats_every, 1, 1e9},
-        {"--ckpt-every", NULL, TSC_CLI_INT, &o.ckpt_every, 1, 1e9},
-        {"--capture", NULL, TSC_CLI_STR, &o.capture, 0, 0}, {"--threads", NULL, TSC_CLI_INT, &o.threads, 1, 4096},
-        {"--flight", NULL, TSC_CLI_INT, &o.flight_steps, 1, 1e6},
+        {"--model", NULL, TSC_CLI_STR, &o.model, 0, 0},     {"--precision", NULL, TSC_CLI_STR, &prec, 0, 0},
+        {"--attn-policy", NULL, TSC_CLI_LIST, &pols, 0, 0}, {"--data", NULL, TSC_CLI_STR, &o.data, 0, 0},
+        {"--batches", NULL, TSC_CLI_STR, &o.batches, 0, 0}, {"--capture", NULL, TSC_CLI_STR, &o.capture, 0, 0},
         {"--flight-layers", NULL, TSC_CLI_STR, &o.flight_layers, 0, 0},
-        {"--flight-max-mb", NULL, TSC_CLI_DOUBLE, &o.flight_max_mb, 1, 1e9},
-        {"--spike-factor", NULL, TSC_CLI_DOUBLE, &o.spike_factor, 1, 1e9},
         {"--lr-spike", NULL, TSC_CLI_STR, &spike, 0, 0},
         {"--list-models", NULL, TSC_CLI_ON, &list, 0, 0},   {"--quiet", "-q", TSC_CLI_ON, &quiet, 0, 0}};
+    enum { N_FIXED = (int)(sizeof fixed / sizeof fixed[0]), N_MAX = N_FIXED + 64 };
+    tsc_cli_flag_t flags[N_MAX];
+    size_t nflags = 0;
+    for (int i = 0; i < N_FIXED; i++) flags[nflags++] = fixed[i];
+    for (int i = 0; i < tsc_train_setting_count() && nflags < N_MAX; i++) {
+        const tsc_train_setting_t *s = tsc_train_setting_at(i);
+        if (!s->flag) continue;
+        /* --steps also bounds --resume's, --seed goes through a double (the flag parser's WHOLE) */
+        void *dst = !strcmp(s->key, "steps") ? (void *)&steps : !strcmp(s->key, "seed") ? (void *)&seed
+                                                                                          : (char *)&o + s->offset;
+        tsc_cli_kind_t kind = s->kind == TSC_TRAIN_INT     ? TSC_CLI_INT
+                              : s->kind == TSC_TRAIN_LLONG  ? TSC_CLI_LLONG
+                              : s->kind == TSC_TRAIN_DOUBLE ? TSC_CLI_DOUBLE
+                                                            : TSC_CLI_WHOLE;
+        flags[nflags++] = (tsc_cli_flag_t){s->flag, NULL, kind, dst, s->lo, s->hi};
+    }
     const char *operand = NULL;
-    if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, &operand))) return rc;
+    if ((rc = tsc_cli_args(cmd, argc, argv, flags, nflags, NULL, NULL, 0, &operand))) return rc;
     if (operand) return tsc_cli_usage_error(cmd, "unexpected argument '%s' (the run folder goes after -o)", operand);
     if (list) return list_models();
     if (!out == !resume) return tsc_cli_usage_error(cmd, "give -o RUN (a new run) or --resume RUN");
@@ -167,11 +173,16 @@ int tsc_cmd_train(int argc, char **argv) {
     }
     if (prec && (rc = parse_prec(cmd, prec, &o.prec))) return rc;
     if (spike) {
+        const tsc_train_setting_t *ss = tsc_train_setting_find("lr_spike_step");
+        const tsc_train_setting_t *sl = tsc_train_setting_find("lr_spike");
         char *end;
+        errno = 0;
         o.lr_spike_step = strtoll(spike, &end, 10);
-        if (end == spike || *end != '=' || o.lr_spike_step < 0)
-            return tsc_cli_usage_error(cmd, "--lr-spike: expected STEP=LR (e.g. 30=5), found '%s'", spike);
-        if ((rc = tsc_cli_parse_double(cmd, "--lr-spike", end + 1, 0, 1e6, &o.lr_spike))) return rc;
+        if (end == spike || *end != '=' || errno || o.lr_spike_step < ss->lo ||
+            tsc_train_setting_check(ss, &o, "--lr-spike") != TSC_OK)
+            return tsc_cli_usage_error(cmd, "--lr-spike: expected STEP=LR (e.g. 30=5), STEP in [%.0f, %.0f], found '%s'",
+                                       ss->lo, ss->hi, spike);
+        if ((rc = tsc_cli_parse_double(cmd, "--lr-spike", end + 1, sl->lo, sl->hi, &o.lr_spike))) return rc;
     }
     if (steps > 0) o.steps = steps;
     if (seed >= 0) o.seed = (uint64_t)seed;

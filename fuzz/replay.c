@@ -21,13 +21,14 @@ int tsc_fuzz_json(const uint8_t *data, size_t size);
 int tsc_fuzz_policy(const uint8_t *data, size_t size);
 int tsc_fuzz_select(const uint8_t *data, size_t size);
 int tsc_fuzz_safetensors(const uint8_t *data, size_t size);
+int tsc_fuzz_ckpt(const uint8_t *data, size_t size);
 
 static const struct {
     const char *name;
     target_fn fn;
 } targets[] = {
     {"dump", tsc_fuzz_dump}, {"safetensors", tsc_fuzz_safetensors}, {"log", tsc_fuzz_log}, {"json", tsc_fuzz_json},
-    {"policy", tsc_fuzz_policy}, {"select", tsc_fuzz_select},
+    {"policy", tsc_fuzz_policy}, {"select", tsc_fuzz_select}, {"ckpt", tsc_fuzz_ckpt},
 };
 
 static int run_file(target_fn fn, const char *path) {
@@ -103,7 +104,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++)
         if (!strcmp(argv[1], targets[i].name)) fn = targets[i].fn;
     if (!fn) {
-        fprintf(stderr, "tsc_fuzz_replay: unknown target '%s' (dump, safetensors, log, json, policy, select)\n", argv[1]);
+        fprintf(stderr, "tsc_fuzz_replay: unknown target '%s' (dump, safetensors, log, json, policy, select, ckpt)\n",
+                argv[1]);
         return 2;
     }
     int count = 0;

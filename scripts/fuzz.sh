@@ -2,7 +2,7 @@
 # fuzz.sh [SECONDS_PER_TARGET] [TARGET...]: builds the fuzz build (build-fuzz/, clang with
 # -DTSC_FUZZ=ON) and runs each libFuzzer target of fuzz/ for SECONDS_PER_TARGET seconds (default
 # 10: a smoke run; docs/FUZZING.md gives the long run). TARGETs default to all of them
-# (policy select json log dump safetensors).
+# (policy select json log dump safetensors ckpt).
 #
 # Each target starts from its committed seeds (fuzz/corpus/<t>/, read only) plus the corpus it
 # grew in earlier runs (build-fuzz/corpus/<t>/), with a dictionary when fuzz/dict/<t>.dict exists.
@@ -22,7 +22,7 @@ case $secs in '' | *[!0-9]*) echo "usage: fuzz.sh [SECONDS_PER_TARGET] [TARGET..
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${TSC_FUZZ_BUILD:-$root/build-fuzz}
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(policy select json log dump safetensors)
+[[ ${#targets[@]} -gt 0 ]] || targets=(policy select json log dump safetensors ckpt)
 
 command -v clang >/dev/null || { echo "fuzz.sh: clang is needed (libFuzzer comes with it)" >&2; exit 2; }
 mkdir -p "$build"
@@ -37,6 +37,7 @@ cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]/#/fuzz_}" >"$build
 max_len() {
     case $1 in
     policy | select) echo 1024 ;;
+    ckpt) echo 8192 ;; # a run.cfg with every setting is ~1 KB; its strings may be up to 1 KB each
     json | log) echo 32768 ;;
     dump) echo 131072 ;;
     *) echo 4096 ;;

@@ -7,13 +7,22 @@
  *   params, AdamW m, AdamW v        n * elsize bytes each
  *   u64 FNV-1a of every byte above
  * The file is written to a temporary name and renamed (util/tsc_file.h), so a kill at any moment
- * leaves the previous checkpoint or the new one, never a torn file. */
+ * leaves the previous checkpoint or the new one, never a torn file.
+ *
+ * A checkpoint is read as data from anyone (docs/SECURITY.md): it is opened without following a
+ * link, the header must frame exactly the file, and each numeric setting of its text is checked
+ * against the bounds of its `tilescope train` flag (tsc_train.h's settings table) as it is parsed. */
 #include <errno.h>
+#include <fcntl.h>
+#include <float.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "train_internal.h"
 #include "tsc_file.h"
@@ -63,63 +72,62 @@ static int copy_str(char *dst, size_t cap, const char *v) {
     return 0;
 }
 
-static int parse_num(const char *v, double *out) {
+/* A number of the kind of a settings row, the whole value (no trailing text), into dst. */
+static int parse_value(tsc_train_kind_t kind, const char *v, void *dst) {
     char *end;
     errno = 0;
-    double x = strtod(v, &end);
-    if (end == v || *end || errno == ERANGE || !isfinite(x)) return -1;
-    *out = x;
+    if (kind == TSC_TRAIN_DOUBLE) {
+        double x = strtod(v, &end);
+        /* subnormals refused too: strtod flags some of them ERANGE and not others, so one printed
+         * back (%.17g) might not parse again */
+        if (end == v || *end || errno == ERANGE || !isfinite(x) || (x != 0 && fabs(x) < DBL_MIN)) return -1;
+        *(double *)dst = x;
+        return 0;
+    }
+    if (kind == TSC_TRAIN_U64) {
+        if (*v == '-') return -1;
+        unsigned long long u = strtoull(v, &end, 10);
+        if (end == v || *end || errno) return -1;
+        *(uint64_t *)dst = u;
+        return 0;
+    }
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || errno) return -1;
+    if (kind == TSC_TRAIN_INT) {
+        if (x < INT_MIN || x > INT_MAX) return -1;
+        *(int *)dst = (int)x;
+    } else {
+        *(long long *)dst = x;
+    }
     return 0;
 }
 
-/* One "key = value" line into c; -1 when the value does not parse, -2 for an unknown key. */
-static int cfg_set(tsc_train_cfg_t *c, const char *key, const char *v) {
+/* One "key = value" line into c; what names the file and the line. A numeric setting is parsed
+ * by its row of the settings table and checked against its bounds at once (tsc_train.h). */
+static tsc_status_t cfg_set(tsc_train_cfg_t *c, const char *key, const char *v, const char *what) {
     tsc_train_opts_t *o = &c->o;
-    double x;
-    struct { const char *k; double *d; } dbl[] = {
-        {"lr", &o->lr}, {"min_lr_frac", &o->min_lr_frac}, {"beta1", &o->beta1}, {"beta2", &o->beta2},
-        {"eps", &o->eps}, {"weight_decay", &o->weight_decay}, {"grad_clip", &o->grad_clip},
-        {"flight_max_mb", &o->flight_max_mb}, {"spike_factor", &o->spike_factor}, {"lr_spike", &o->lr_spike}};
-    struct { const char *k; int *i; } ints[] = {
-        {"batch", &o->batch}, {"seq_len", &o->seq_len}, {"warmup", &o->warmup}, {"val_every", &o->val_every},
-        {"val_batches", &o->val_batches}, {"stats_every", &o->stats_every}, {"ckpt_every", &o->ckpt_every},
-        {"flight_steps", &o->flight_steps}, {"threads", &o->threads}};
-    for (size_t i = 0; i < sizeof dbl / sizeof dbl[0]; i++)
-        if (!strcmp(key, dbl[i].k)) return parse_num(v, dbl[i].d);
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (!strcmp(key, ints[i].k)) {
-            if (parse_num(v, &x) || x != floor(x) || fabs(x) > 1e9) return -1;
-            *ints[i].i = (int)x;
-            return 0;
-        }
-    if (!strcmp(key, "lr_spike_step")) {
-        if (parse_num(v, &x) || x != floor(x) || x < -1 || x > 1e15) return -1;
-        o->lr_spike_step = (long long)x;
-        return 0;
-    }
-    if (!strcmp(key, "steps") || !strcmp(key, "seed")) {
-        char *end;
-        errno = 0;
-        unsigned long long u = strtoull(v, &end, 10);
-        if (end == v || *end || errno || *v == '-') return -1;
-        if (key[1] == 't') o->steps = (long long)u;
-        else o->seed = u;
-        return 0;
+    const tsc_train_setting_t *row = tsc_train_setting_find(key);
+    if (row) {
+        if (parse_value(row->kind, v, (char *)o + row->offset))
+            return tsc_error_set(TSC_ERR_FORMAT, "%s: bad value for %s: '%s'", what, key, v);
+        return tsc_train_setting_check(row, o, what);
     }
     if (!strcmp(key, "precision")) {
         if (!strcmp(v, "fp32")) o->prec = TSC_PREC_FP32;
         else if (!strcmp(v, "bf16")) o->prec = TSC_PREC_BF16;
         else if (!strcmp(v, "fp64")) o->prec = TSC_PREC_FP64;
-        else return -1;
-        return 0;
+        else return tsc_error_set(TSC_ERR_FORMAT, "%s: bad value for precision: '%s' (fp32, bf16 or fp64)", what, v);
+        return TSC_OK;
     }
     if (!strcmp(key, "attn_policy")) {
-        if (o->n_attn_policy >= TSC_TRAIN_MAX_POLICIES ||
-            copy_str(c->policy[o->n_attn_policy], sizeof c->policy[0], v))
-            return -1;
+        if (o->n_attn_policy >= TSC_TRAIN_MAX_POLICIES)
+            return tsc_error_set(TSC_ERR_FORMAT, "%s: more than %d attn_policy settings", what, TSC_TRAIN_MAX_POLICIES);
+        if (copy_str(c->policy[o->n_attn_policy], sizeof c->policy[0], v))
+            return tsc_error_set(TSC_ERR_FORMAT, "%s: the attn_policy value is longer than %zu bytes", what,
+                                 sizeof c->policy[0] - 1);
         o->attn_policy[o->n_attn_policy] = c->policy[o->n_attn_policy];
         o->n_attn_policy++;
-        return 0;
+        return TSC_OK;
     }
     struct { const char *k; char *buf; size_t cap; const char **dst; } strs[] = {
         {"model", c->model, sizeof c->model, &o->model}, {"data", c->data, sizeof c->data, &o->data},
@@ -128,11 +136,13 @@ static int cfg_set(tsc_train_cfg_t *c, const char *key, const char *v) {
         {"flight_layers", c->flight_layers, sizeof c->flight_layers, &o->flight_layers}};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (!strcmp(key, strs[i].k)) {
-            if (copy_str(strs[i].buf, strs[i].cap, v)) return -1;
+            if (copy_str(strs[i].buf, strs[i].cap, v))
+                return tsc_error_set(TSC_ERR_FORMAT, "%s: the %s value is longer than %zu bytes", what, key,
+                                     strs[i].cap - 1);
             *strs[i].dst = strs[i].buf;
-            return 0;
+            return TSC_OK;
         }
-    return -2;
+    return tsc_error_set(TSC_ERR_FORMAT, "%s: unknown setting '%s'", what, key);
 }
 
 tsc_status_t tsc_train_cfg_parse(const char *text, const char *what, tsc_train_cfg_t *c) {
@@ -145,21 +155,43 @@ tsc_status_t tsc_train_cfg_parse(const char *text, const char *what, tsc_train_c
         const char *nl = strchr(p, '\n');
         size_t len = nl ? (size_t)(nl - p) : strlen(p);
         line++;
-        char buf[1200];
-        if (len >= sizeof buf) return tsc_error_set(TSC_ERR_FORMAT, "%s:%d: line too long", what, line);
+        char buf[1200], where[4200];
+        snprintf(where, sizeof where, "%s:%d", what, line);
+        if (len >= sizeof buf) return tsc_error_set(TSC_ERR_FORMAT, "%s: line too long", where);
         memcpy(buf, p, len);
         buf[len] = 0;
         p += len + (nl != NULL);
         if (!buf[0] || buf[0] == '#') continue;
         char *eq = strstr(buf, " = ");
-        if (!eq) return tsc_error_set(TSC_ERR_FORMAT, "%s:%d: expected 'key = value', found '%s'", what, line, buf);
+        if (!eq) return tsc_error_set(TSC_ERR_FORMAT, "%s: expected 'key = value', found '%s'", where, buf);
         *eq = 0;
-        int rc = cfg_set(c, buf, eq + 3);
-        if (rc == -2) return tsc_error_set(TSC_ERR_FORMAT, "%s:%d: unknown setting '%s'", what, line, buf);
-        if (rc) return tsc_error_set(TSC_ERR_FORMAT, "%s:%d: bad value for %s: '%s'", what, line, buf, eq + 3);
+        tsc_status_t st = cfg_set(c, buf, eq + 3, where);
+        if (st != TSC_OK) return st;
     }
     if (!c->o.model || !c->o.data)
         return tsc_error_set(TSC_ERR_FORMAT, "%s: missing the 'model' or 'data' setting", what);
+    return tsc_train_opts_check(&c->o, what);
+}
+
+/* ---- opening the files of a run folder ---- */
+
+tsc_status_t tsc_train_file_open(const char *path, int flags, int *fd) {
+    *fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (*fd < 0) {
+        int e = errno;
+        struct stat ls;
+        if (e == ELOOP || (lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode)))
+            return tsc_error_set(TSC_ERR_IO, "%s: is a symbolic link; the files of a run folder are never opened "
+                                 "through a link (it could copy a file of yours into the run, or make the trainer "
+                                 "write to it); refused", path);
+        return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
+    struct stat s;
+    if (fstat(*fd, &s) != 0 || !S_ISREG(s.st_mode)) {
+        close(*fd);
+        *fd = -1;
+        return tsc_error_set(TSC_ERR_IO, "%s: not a regular file (a directory, FIFO, device or socket); refused", path);
+    }
     return TSC_OK;
 }
 
@@ -205,15 +237,49 @@ tsc_status_t tsc_ckpt_save(const char *path, const tsc_ckpt_t *c) {
     return tsc_out_commit(&out);
 }
 
+/* The checkpoint opened without following a link (tsc_train_file_open), its size from fstat. */
 static tsc_status_t ckpt_open(const char *path, FILE **fp, long long *size) {
-    tsc_status_t st = tsc_file_check_regular(path);
+    int fd;
+    tsc_status_t st = tsc_train_file_open(path, O_RDONLY, &fd);
     if (st != TSC_OK) return st;
-    *fp = fopen(path, "rb");
-    if (!*fp) return tsc_error_set(TSC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (fseeko(*fp, 0, SEEK_END) || (*size = ftello(*fp)) < 0 || fseeko(*fp, 0, SEEK_SET)) {
-        fclose(*fp);
-        return tsc_error_set(TSC_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    struct stat s;
+    if (fstat(fd, &s) != 0 || !(*fp = fdopen(fd, "rb"))) {
+        st = tsc_error_set(TSC_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+        close(fd);
+        return st;
     }
+    *size = (long long)s.st_size;
+    return TSC_OK;
+}
+
+unsigned long long tsc_ckpt_size(unsigned long long cfg_len, unsigned long long n, unsigned long long elsize) {
+    return CKPT_FIXED + cfg_len + 3ull * n * elsize + 8;
+}
+
+tsc_status_t tsc_ckpt_parse_header(const unsigned char *b, size_t avail, unsigned long long file_size,
+                                   const char *path, tsc_ckpt_t *c, size_t *cfg_len) {
+    if (avail < CKPT_FIXED || memcmp(b, CKPT_MAGIC, 8))
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: not a tilescope checkpoint (bad magic or too short)", path);
+    uint64_t len, n, steps;
+    uint32_t prec, elsize;
+    memcpy(&len, b + 8, 8);
+    memcpy(&steps, b + 16, 8);
+    memcpy(&prec, b + 24, 4);
+    memcpy(&elsize, b + 28, 4);
+    memcpy(&n, b + 32, 8);
+    /* The size the header implies, overflow-checked against the file's. */
+    int bad = len > CKPT_CFG_MAX || prec > 2 || elsize != (prec == TSC_PREC_FP64 ? 8u : 4u) || n > (1ull << 40) ||
+              steps > (1ull << 62);
+    unsigned long long want = bad ? CKPT_FIXED + 8 : tsc_ckpt_size(len, n, elsize);
+    if (bad || want != file_size)
+        return tsc_error_set(TSC_ERR_FORMAT,
+                             "%s: corrupt checkpoint header (%llu bytes, the header implies %llu); "
+                             "the file is truncated or damaged", path, file_size, want);
+    c->steps_done = (long long)steps;
+    c->prec = (int)prec;
+    c->n = (size_t)n;
+    c->elsize = elsize;
+    *cfg_len = (size_t)len;
     return TSC_OK;
 }
 
@@ -224,27 +290,12 @@ tsc_status_t tsc_ckpt_load_header(const char *path, tsc_ckpt_t *c) {
     tsc_status_t st = ckpt_open(path, &fp, &size);
     if (st != TSC_OK) return st;
     unsigned char hdr[CKPT_FIXED];
-    if (fread(hdr, 1, sizeof hdr, fp) != sizeof hdr || memcmp(hdr, CKPT_MAGIC, 8)) {
+    size_t got = fread(hdr, 1, sizeof hdr, fp), cfg_len;
+    st = tsc_ckpt_parse_header(hdr, got, (unsigned long long)size, path, c, &cfg_len);
+    if (st != TSC_OK) {
         fclose(fp);
-        return tsc_error_set(TSC_ERR_FORMAT, "%s: not a tilescope checkpoint (bad magic or too short)", path);
-    }
-    uint64_t cfg_len, n, steps;
-    uint32_t prec, elsize;
-    memcpy(&cfg_len, hdr + 8, 8);
-    memcpy(&steps, hdr + 16, 8);
-    memcpy(&prec, hdr + 24, 4);
-    memcpy(&elsize, hdr + 28, 4);
-    memcpy(&n, hdr + 32, 8);
-    /* The size the header implies, overflow-checked against the file's. */
-    unsigned long long want = CKPT_FIXED + 8;
-    int bad = cfg_len > CKPT_CFG_MAX || (elsize != 4 && elsize != 8) || prec > 2 || n > (1ull << 40) ||
-              steps > (1ull << 62);
-    if (!bad) want += cfg_len + 3ull * n * elsize;
-    if (bad || want != (unsigned long long)size) {
-        fclose(fp);
-        return tsc_error_set(TSC_ERR_FORMAT,
-                             "%s: corrupt checkpoint header (%llu bytes, the header implies %llu); "
-                             "the file is truncated or damaged", path, (unsigned long long)size, want);
+        memset(c, 0, sizeof *c);
+        return st;
     }
     c->cfg_text = malloc(cfg_len + 1);
     if (!c->cfg_text) {
@@ -259,10 +310,6 @@ tsc_status_t tsc_ckpt_load_header(const char *path, tsc_ckpt_t *c) {
     }
     c->cfg_text[cfg_len] = 0;
     fclose(fp);
-    c->steps_done = (long long)steps;
-    c->prec = (int)prec;
-    c->n = n;
-    c->elsize = elsize;
     return TSC_OK;
 }
 
@@ -274,6 +321,15 @@ tsc_status_t tsc_ckpt_load_data(const char *path, tsc_ckpt_t *c) {
     size_t cfg_len = strlen(c->cfg_text);
     unsigned char hdr[CKPT_FIXED];
     int ok = fread(hdr, 1, sizeof hdr, fp) == sizeof hdr;
+    /* the file opened again must be the one whose header was read (not replaced in between) */
+    tsc_ckpt_t again;
+    size_t again_len = 0;
+    if (!ok || tsc_ckpt_parse_header(hdr, sizeof hdr, (unsigned long long)size, path, &again, &again_len) != TSC_OK ||
+        again_len != cfg_len || again.n != c->n || again.elsize != c->elsize || again.prec != c->prec ||
+        again.steps_done != c->steps_done) {
+        fclose(fp);
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: the checkpoint changed while it was read; refused", path);
+    }
     uint64_t h = fnv1a(FNV_INIT, hdr, sizeof hdr);
     h = fnv1a(h, c->cfg_text, cfg_len);
     ok = ok && fseeko(fp, (off_t)(CKPT_FIXED + cfg_len), SEEK_SET) == 0;

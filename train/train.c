@@ -1,13 +1,18 @@
 /* train.c: the training loop of `tilescope train` (tsc_train.h): settings, per-layer attention
  * policies, AdamW, the run folder's log files, checkpoints and resume, capture. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <lapacke.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -17,6 +22,8 @@
 #include "tsc_data.h"
 #include "tsc_file.h"
 #include "tsc_flight.h"
+#include "tsc_mem.h"
+#include "tsc_select.h"
 
 void tsc_train_opts_init(tsc_train_opts_t *o) {
     memset(o, 0, sizeof *o);
@@ -40,6 +47,104 @@ void tsc_train_opts_init(tsc_train_opts_t *o) {
     o->ckpt_every = 100;
     o->flight_max_mb = 1024;
     o->lr_spike_step = -1;
+}
+
+/* ---- the settings table (tsc_train.h): the one definition of each numeric setting's bounds ---- */
+
+#define OPT(field) offsetof(tsc_train_opts_t, field)
+static const tsc_train_setting_t SETTINGS[] = {
+    /* key            flag              kind               field               lo     hi       none */
+    {"steps", "--steps", TSC_TRAIN_LLONG, OPT(steps), 1, 1e12, 0, 0, NULL},
+    {"seed", "--seed", TSC_TRAIN_U64, OPT(seed), 0, 4611686018427387904.0, 0, 0, NULL},
+    {"batch", "--batch", TSC_TRAIN_INT, OPT(batch), 1, 65536, 0, 0, NULL},
+    {"seq_len", "--seq-len", TSC_TRAIN_INT, OPT(seq_len), 1, 1 << 20, 1, 0, "the model's context"},
+    {"lr", "--lr", TSC_TRAIN_DOUBLE, OPT(lr), 1e-12, 100, 0, 0, NULL},
+    {"min_lr_frac", "--min-lr-frac", TSC_TRAIN_DOUBLE, OPT(min_lr_frac), 0, 1, 0, 0, NULL},
+    {"warmup", "--warmup", TSC_TRAIN_INT, OPT(warmup), 0, 1e9, 0, 0, NULL},
+    {"beta1", "--beta1", TSC_TRAIN_DOUBLE, OPT(beta1), 0, 0.999999, 0, 0, NULL},
+    {"beta2", "--beta2", TSC_TRAIN_DOUBLE, OPT(beta2), 0, 0.999999999, 0, 0, NULL},
+    {"eps", NULL, TSC_TRAIN_DOUBLE, OPT(eps), 0, 1, 0, 0, NULL},
+    {"weight_decay", "--weight-decay", TSC_TRAIN_DOUBLE, OPT(weight_decay), 0, 100, 0, 0, NULL},
+    {"grad_clip", "--grad-clip", TSC_TRAIN_DOUBLE, OPT(grad_clip), 0, 1e12, 0, 0, NULL},
+    {"val_every", "--val-every", TSC_TRAIN_INT, OPT(val_every), 1, 1e9, 0, 0, NULL},
+    {"val_batches", "--val-batches", TSC_TRAIN_INT, OPT(val_batches), 1, 1e6, 0, 0, NULL},
+    {"stats_every", "--stats-every", TSC_TRAIN_INT, OPT(stats_every), 1, 1e9, 0, 0, NULL},
+    {"ckpt_every", "--ckpt-every", TSC_TRAIN_INT, OPT(ckpt_every), 1, 1e9, 0, 0, NULL},
+    {"threads", "--threads", TSC_TRAIN_INT, OPT(threads), 1, 4096, 1, 0, "OpenMP's default"},
+    {"flight_steps", "--flight", TSC_TRAIN_INT, OPT(flight_steps), 1, 1e6, 1, 0, "the flight recorder off"},
+    {"flight_max_mb", "--flight-max-mb", TSC_TRAIN_DOUBLE, OPT(flight_max_mb), 1, 1e9, 0, 0, NULL},
+    {"spike_factor", "--spike-factor", TSC_TRAIN_DOUBLE, OPT(spike_factor), 1, 1e9, 1, 0, "the recorder's own rule"},
+    /* --lr-spike STEP=LR sets both */
+    {"lr_spike_step", NULL, TSC_TRAIN_LLONG, OPT(lr_spike_step), 0, 1e12, 1, -1, "no spike"},
+    {"lr_spike", NULL, TSC_TRAIN_DOUBLE, OPT(lr_spike), 0, 1e6, 0, 0, NULL},
+};
+#undef OPT
+enum { N_SETTINGS = (int)(sizeof SETTINGS / sizeof SETTINGS[0]) };
+
+int tsc_train_setting_count(void) { return N_SETTINGS; }
+
+const tsc_train_setting_t *tsc_train_setting_at(int i) { return i >= 0 && i < N_SETTINGS ? &SETTINGS[i] : NULL; }
+
+const tsc_train_setting_t *tsc_train_setting_find(const char *key) {
+    for (int i = 0; key && i < N_SETTINGS; i++)
+        if (!strcmp(key, SETTINGS[i].key)) return &SETTINGS[i];
+    return NULL;
+}
+
+tsc_status_t tsc_train_setting_check(const tsc_train_setting_t *s, const tsc_train_opts_t *o, const char *what) {
+    const char *f = (const char *)o + s->offset;
+    char val[64], lo[32], hi[32], none[96] = "", flag[64] = "";
+    int in;
+    if (s->kind == TSC_TRAIN_DOUBLE) {
+        double v;
+        memcpy(&v, f, sizeof v);
+        in = (v >= s->lo && v <= s->hi) || (s->has_none && v == s->none);
+        snprintf(val, sizeof val, "%.17g", v);
+        snprintf(lo, sizeof lo, "%g", s->lo);
+        snprintf(hi, sizeof hi, "%g", s->hi);
+    } else if (s->kind == TSC_TRAIN_U64) {
+        uint64_t v;
+        memcpy(&v, f, sizeof v);
+        in = v >= (uint64_t)s->lo && v <= (uint64_t)s->hi;
+        snprintf(val, sizeof val, "%" PRIu64, v);
+        snprintf(lo, sizeof lo, "%" PRIu64, (uint64_t)s->lo);
+        snprintf(hi, sizeof hi, "%" PRIu64, (uint64_t)s->hi);
+    } else {
+        long long v;
+        if (s->kind == TSC_TRAIN_INT) {
+            int i;
+            memcpy(&i, f, sizeof i);
+            v = i;
+        } else {
+            memcpy(&v, f, sizeof v);
+        }
+        in = (v >= (long long)s->lo && v <= (long long)s->hi) || (s->has_none && v == (long long)s->none);
+        snprintf(val, sizeof val, "%lld", v);
+        snprintf(lo, sizeof lo, "%lld", (long long)s->lo);
+        snprintf(hi, sizeof hi, "%lld", (long long)s->hi);
+    }
+    if (in) return TSC_OK;
+    if (s->has_none) snprintf(none, sizeof none, ", or %g (%s)", s->none, s->none_means);
+    snprintf(flag, sizeof flag, " (the bounds of %s)", s->flag ? s->flag : !strncmp(s->key, "lr_spike", 8)
+                                                                               ? "--lr-spike" : "the trainer");
+    return tsc_error_set(TSC_ERR_ARG, "%s: the setting %s = %s is out of range: expected %s to %s%s%s; refused", what,
+                         s->key, val, lo, hi, flag, none);
+}
+
+tsc_status_t tsc_train_opts_check(const tsc_train_opts_t *o, const char *what) {
+    for (int i = 0; i < N_SETTINGS; i++) {
+        tsc_status_t st = tsc_train_setting_check(&SETTINGS[i], o, what);
+        if (st != TSC_OK) return st;
+    }
+    if ((int)o->prec < TSC_PREC_FP32 || (int)o->prec > TSC_PREC_FP64)
+        return tsc_error_set(TSC_ERR_ARG, "%s: precision %d is not fp32, bf16 or fp64; refused", what, (int)o->prec);
+    if (o->n_attn_policy < 0 || o->n_attn_policy > TSC_TRAIN_MAX_POLICIES)
+        return tsc_error_set(TSC_ERR_ARG, "%s: %d attention policies (at most %d); refused", what, o->n_attn_policy,
+                             TSC_TRAIN_MAX_POLICIES);
+    for (int i = 0; i < o->n_attn_policy; i++)
+        if (!o->attn_policy[i]) return tsc_error_set(TSC_ERR_ARG, "%s: attention policy %d is NULL", what, i);
+    if (!o->model || !o->data) return tsc_error_set(TSC_ERR_ARG, "%s: no model or no data named", what);
+    return TSC_OK;
 }
 
 tsc_status_t tsc_train_policy_spec(const char *spec, int n_layer, uint64_t *layer_mask, tsc_policy_t *pol) {
@@ -382,44 +487,97 @@ static tsc_status_t apply_policies(run_t *r) {
     return TSC_OK;
 }
 
-/* Everything but the files: model (initialised from the seed), data, buffers, policies. */
-static tsc_status_t run_setup(run_t *r) {
+static const char *prec_word(tsc_prec_t p) {
+    return p == TSC_PREC_BF16 ? "bf16" : p == TSC_PREC_FP64 ? "fp64" : "fp32";
+}
+
+/* A resumed checkpoint must hold exactly the arrays its settings imply: n parameters of elsize
+ * bytes, three times (weights, AdamW m and v). Checked before the model is allocated, so a small
+ * file cannot make resume build a large model first. at_least: n is a lower bound (the data may
+ * still widen the vocabulary). */
+static tsc_status_t ckpt_fits(const run_t *r, const tsc_ckpt_t *ck, const char *path, size_t n, int at_least) {
+    unsigned long long cfg_len = strlen(ck->cfg_text);
+    unsigned long long have = tsc_ckpt_size(cfg_len, ck->n, ck->elsize), need = tsc_ckpt_size(cfg_len, n, r->elsize);
+    if (at_least ? n <= ck->n : n == ck->n && r->elsize == ck->elsize) return TSC_OK;
+    const tsc_model_config_t *c = &r->cfg;
+    return tsc_error_set(TSC_ERR_FORMAT,
+                         "%s: %llu bytes, the settings (model %s: n_layer=%d, n_head=%d, d_model=%d, d_ff=%d, "
+                         "vocab=%d, precision %s) need %s%llu (%zu parameters x 3 arrays x %zu bytes + %llu bytes of "
+                         "header and settings); the checkpoint is truncated or belongs to other settings; refused",
+                         path, have, r->o.model, c->n_layer, c->n_head, c->d_model, c->d_ff, c->vocab,
+                         prec_word(r->o.prec), at_least ? "at least " : "", need, n, r->elsize,
+                         need - 3ull * n * r->elsize);
+}
+
+/* The string settings that are specs, parsed before anything is allocated: the attention
+ * policies against the model's layers, the capture spec and the flight recorder's layers. */
+static tsc_status_t check_specs(run_t *r) {
+    for (int i = 0; i < r->o.n_attn_policy; i++) {
+        uint64_t mask;
+        tsc_policy_t pol;
+        tsc_status_t st = tsc_train_policy_spec(r->o.attn_policy[i], r->cfg.n_layer, &mask, &pol);
+        if (st != TSC_OK) return st;
+    }
+    tsc_select_t sel;
+    tsc_select_set_t set;
+    tsc_status_t st;
+    if (r->o.capture && (st = tsc_select_parse(&sel, r->o.capture)) != TSC_OK) return tsc_error_wrap(st, "--capture: ");
+    if (r->o.flight_layers && (st = tsc_select_set_parse(&set, r->o.flight_layers)) != TSC_OK)
+        return tsc_error_wrap(st, "flight recorder layers: ");
+    return TSC_OK;
+}
+
+/* Everything but the files: model (initialised from the seed), data, buffers, policies. Every
+ * setting is checked first (tsc_train_opts_check, the specs, the model's shape; with a
+ * checkpoint ck, its size against the one the settings imply; the memory budget against the
+ * model's parameters, gradients, AdamW moments and batch buffers), then threads are set and
+ * memory allocated. ck_path names the checkpoint in messages. */
+static tsc_status_t run_setup(run_t *r, const tsc_ckpt_t *ck, const char *ck_path) {
     const tsc_train_opts_t *o = &r->o;
-    if (o->steps < 1 || o->batch < 1 || o->seq_len < 0 || o->val_batches < 1 || o->val_every < 1 ||
-        o->stats_every < 1 || o->ckpt_every < 1 || o->warmup < 0 || !(o->lr > 0) || o->flight_steps < 0)
-        return tsc_error_set(TSC_ERR_ARG, "train: steps, batch, val/stats/checkpoint intervals and lr must be "
-                                          "positive (warmup, seq_len, flight steps >= 0)");
-#ifdef _OPENMP
-    if (o->threads > 0) omp_set_num_threads(o->threads);
-    r->threads = omp_get_max_threads();
-#else
-    r->threads = 1;
-#endif
-    tsc_status_t st = tsc_model_config_parse(o->model, &r->cfg);
+    tsc_status_t st = tsc_train_opts_check(o, ck ? ck_path : "train");
     if (st != TSC_OK) return st;
-    st = tsc_data_open(&r->data, o->data, NULL);
-    if (st != TSC_OK) return st;
-    int vocab = tsc_data_vocab(r->data);
-    if (vocab > r->cfg.vocab) r->cfg.vocab = vocab;   /* tokenized data: widen the embedding */
+    if ((st = tsc_model_config_parse(o->model, &r->cfg)) != TSC_OK) return st;
     r->B = o->batch;
     r->T = o->seq_len ? o->seq_len : r->cfg.max_T;
     if (r->T > r->cfg.max_T)
         return tsc_error_set(TSC_ERR_ARG, "train: sequence length %d exceeds the model's context %d", r->T,
                              r->cfg.max_T);
     r->L = r->cfg.n_layer;
+    r->elsize = o->prec == TSC_PREC_FP64 ? 8 : 4;
+    if ((st = check_specs(r)) != TSC_OK) return st;
+    /* the data can only widen the vocabulary: a checkpoint smaller than the model before that is
+     * refused before the data is opened */
+    if (ck && (st = ckpt_fits(r, ck, ck_path, tsc_model_config_n_params(&r->cfg), 1)) != TSC_OK) return st;
+    if ((st = tsc_data_open(&r->data, o->data, NULL)) != TSC_OK) return st;
+    int vocab = tsc_data_vocab(r->data);
+    if (vocab > r->cfg.vocab) r->cfg.vocab = vocab;   /* tokenized data: widen the embedding */
+    size_t n = tsc_model_config_n_params(&r->cfg);
+    if (ck && (st = ckpt_fits(r, ck, ck_path, n, 0)) != TSC_OK) return st;
+    int records = o->capture || o->flight_steps > 0;
+    uint64_t tokens = (uint64_t)r->B * (uint64_t)r->T,
+             need = 4 * (uint64_t)n * r->elsize + 2 * tokens * sizeof(int32_t) + (uint64_t)r->B * sizeof(uint64_t) +
+                    (uint64_t)r->L * r->cfg.n_head * sizeof(double) +
+                    (records ? tokens * (uint64_t)r->cfg.d_model * sizeof(uint16_t) : 0);
+    if ((st = tsc_mem_check(need, "the model's parameters, gradients and AdamW moments and the batch buffers")) !=
+        TSC_OK)
+        return tsc_error_wrap(st, "train (model %s, batch %d x %d tokens): ", o->model, r->B, r->T);
+#ifdef _OPENMP
+    if (o->threads > 0) omp_set_num_threads(o->threads);
+    r->threads = omp_get_max_threads();
+#else
+    r->threads = 1;
+#endif
     st = tsc_model_create(&r->model, &r->cfg, o->prec, r->B, r->T);
     if (st != TSC_OK) return st;
     tsc_model_init(r->model, o->seed);
     if ((st = apply_policies(r)) != TSC_OK) return st;
     r->n = tsc_model_n_params(r->model);
-    r->elsize = o->prec == TSC_PREC_FP64 ? 8 : 4;
     r->m = calloc(r->n, r->elsize);
     r->v = calloc(r->n, r->elsize);
     r->x = malloc(sizeof(int32_t) * r->B * r->T);
     r->y = malloc(sizeof(int32_t) * r->B * r->T);
     r->offsets = malloc(sizeof(uint64_t) * r->B);
     r->wq_sn = calloc((size_t)r->L * r->cfg.n_head, sizeof(double));
-    int records = o->capture || o->flight_steps > 0;
     if (records) r->scratch = malloc(sizeof(uint16_t) * (size_t)r->B * r->T * (size_t)r->cfg.d_model);
     if (!r->m || !r->v || !r->x || !r->y || !r->offsets || !r->wq_sn || (records && !r->scratch))
         return tsc_error_set(TSC_ERR_NOMEM, "train: out of memory");
@@ -428,30 +586,62 @@ static tsc_status_t run_setup(run_t *r) {
     return r->cfg_text ? TSC_OK : tsc_error_set(TSC_ERR_NOMEM, "train: out of memory");
 }
 
+/* Opens RUN/NAME for appending (created when missing), never through a symbolic link. */
 static FILE *open_append(run_t *r, const char *name, tsc_status_t *st) {
-    FILE *f = fopen(run_file(r, name), "a");
-    if (!f) *st = tsc_error_set(TSC_ERR_IO, "%s: cannot open for writing: %s", r->path, strerror(errno));
+    int fd;
+    tsc_status_t s = tsc_train_file_open(run_file(r, name), O_WRONLY | O_APPEND | O_CREAT, &fd);
+    if (s != TSC_OK) {
+        *st = s;
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "a");
+    if (!f) {
+        *st = tsc_error_set(TSC_ERR_IO, "%s: cannot open for writing: %s", r->path, strerror(errno));
+        close(fd);
+    }
     return f;
 }
 
 /* Rewrites a CSV of the run keeping the header and the rows whose step (first field) is below
  * steps_done: what an uninterrupted run had written when its checkpoint was taken. */
 static tsc_status_t csv_cut(run_t *r, const char *name, long long steps_done) {
-    char *text;
-    size_t len;
-    tsc_status_t st = tsc_file_read_text(run_file(r, name), &text, &len);
+    int fd;
+    tsc_status_t st = tsc_train_file_open(run_file(r, name), O_RDONLY, &fd);
     if (st != TSC_OK) return st;
-    size_t keep = 0;
-    for (char *p = text; *p;) {
-        char *nl = strchr(p, '\n');
-        if (!nl) break;                                  /* a torn last line: dropped */
-        if (p != text && strtoll(p, NULL, 10) >= steps_done) break;
-        p = nl + 1;
-        keep = (size_t)(p - text);
+    struct stat sb;
+    unsigned long long lim = tsc_file_text_limit();
+    FILE *in = fstat(fd, &sb) == 0 && (unsigned long long)sb.st_size <= lim ? fdopen(fd, "rb") : NULL;
+    if (!in) {
+        st = (unsigned long long)sb.st_size > lim
+                 ? tsc_error_set(TSC_ERR_UNSUPPORTED, "%s: %llu bytes, above the limit of %llu bytes for a text "
+                                 "input; raise it with TSC_MAX_MEMORY=<bytes> if the run is trusted", r->path,
+                                 (unsigned long long)sb.st_size, lim)
+                 : tsc_error_set(TSC_ERR_IO, "%s: cannot read: %s", r->path, strerror(errno));
+        close(fd);
+        return st;
     }
-    st = tsc_out_write_all(r->path, text, keep);
-    free(text);
-    return st;
+    tsc_out_t out;
+    if ((st = tsc_out_open(&out, r->path)) != TSC_OK) {
+        fclose(in);
+        return st;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t k;
+    for (long long i = 0; (k = getline(&line, &cap, in)) > 0; i++) {
+        if (line[k - 1] != '\n') break;                       /* a torn last line: dropped */
+        if (i > 0 && strtoll(line, NULL, 10) >= steps_done) break;
+        if (fwrite(line, 1, (size_t)k, out.fp) != (size_t)k) break;
+    }
+    int bad = ferror(in) || ferror(out.fp);
+    free(line);
+    fclose(in);
+    if (bad) {
+        st = tsc_error_set(TSC_ERR_IO, "%s: cannot rewrite: %s", out.path, strerror(errno));
+        tsc_out_abort(&out);
+        return st;
+    }
+    return tsc_out_commit(&out);
 }
 
 /* RUN/NAME.h5, or RUN/NAME-from-STEP.h5 when a resumed run finds the first taken. */
@@ -460,7 +650,7 @@ static const char *dump_name(run_t *r, const char *name, long long from, char *b
     char sess[128];
     snprintf(sess, sizeof sess, "%s.capture", buf);
     struct stat sb;
-    if (stat(run_file(r, buf), &sb) == 0 || stat(run_file(r, sess), &sb) == 0)
+    if (lstat(run_file(r, buf), &sb) == 0 || lstat(run_file(r, sess), &sb) == 0)
         snprintf(buf, size, "%s-from-%lld.h5", name, from);
     return run_file(r, buf);
 }
@@ -592,7 +782,7 @@ static tsc_status_t run_body_new(run_t *r, void *ctx) {
     if (stat(run_file(r, "run.cfg"), &sb) == 0)
         return tsc_error_set(TSC_ERR_IO, "%s: the folder holds a run already (run.cfg); resume it with --resume "
                                          "or choose another folder", r->dir);
-    tsc_status_t st = run_setup(r);
+    tsc_status_t st = run_setup(r, NULL, NULL);
     if (st == TSC_OK) st = tsc_out_write_all(run_file(r, "run.cfg"), r->cfg_text, strlen(r->cfg_text));
     static const char *fresh[] = {"log.csv", "wq_norms.csv", "batches.csv", "ckpt.bin"};
     for (int i = 0; i < 4 && st == TSC_OK; i++) remove(run_file(r, fresh[i]));
@@ -624,17 +814,45 @@ typedef struct {
     long long steps;
 } resume_ctx_t;
 
+/* Resume reads, rewrites or appends to these files of the run folder, and writes the capture and
+ * flight recorder outputs (capture*, flight*: dumps and their session folders). A run folder may
+ * come from someone else: before anything is read, none of them may be a symbolic link (a link
+ * would make resume copy the linked file into the run or write through it). The trainer's own
+ * opens use tsc_train_file_open (O_NOFOLLOW) as well; this check also covers the batch log and the
+ * recorders, which open their files by name. */
+static tsc_status_t run_files_check(run_t *r) {
+    static const char *names[] = {"run.cfg", "log.csv", "wq_norms.csv", "batches.csv", "ckpt.bin"};
+    DIR *d = opendir(r->dir);
+    if (!d) return tsc_error_set(TSC_ERR_IO, "%s: cannot open the run folder: %s", r->dir, strerror(errno));
+    tsc_status_t st = TSC_OK;
+    for (struct dirent *e; st == TSC_OK && (e = readdir(d));) {
+        int touched = !strncmp(e->d_name, "capture", 7) || !strncmp(e->d_name, "flight", 6);
+        for (size_t i = 0; i < sizeof names / sizeof names[0] && !touched; i++) touched = !strcmp(e->d_name, names[i]);
+        struct stat sb;
+        if (touched && lstat(run_file(r, e->d_name), &sb) == 0 && S_ISLNK(sb.st_mode))
+            st = tsc_error_set(TSC_ERR_IO, "%s: is a symbolic link; resume never follows a link in a run folder (it "
+                               "could copy a file of yours into the run, or make the trainer write to it); refused",
+                               r->path);
+    }
+    closedir(d);
+    return st;
+}
+
 static tsc_status_t run_body_resume(run_t *r, void *vctx) {
     resume_ctx_t *ctx = vctx;
-    tsc_ckpt_t c;
-    tsc_status_t st = tsc_ckpt_load_header(run_file(r, "ckpt.bin"), &c);
+    tsc_status_t st = run_files_check(r);
     if (st != TSC_OK) return st;
+    char ck_path[sizeof r->path];
+    snprintf(ck_path, sizeof ck_path, "%s", run_file(r, "ckpt.bin"));
+    tsc_ckpt_t c;
+    if ((st = tsc_ckpt_load_header(ck_path, &c)) != TSC_OK) return st;
     tsc_train_cfg_t *cfg = r->resumed = malloc(sizeof *cfg);
     if (!cfg) {
         free(c.cfg_text);
         return tsc_error_set(TSC_ERR_NOMEM, "out of memory");
     }
-    st = tsc_train_cfg_parse(c.cfg_text, r->path, cfg);
+    /* every setting is checked against the bounds of its flag as it is parsed (tsc_train.h) */
+    st = tsc_train_cfg_parse(c.cfg_text, ck_path, cfg);
     if (st == TSC_OK) {
         tsc_train_report_fn rep = r->o.report;
         void *user = r->o.user;
@@ -642,19 +860,22 @@ static tsc_status_t run_body_resume(run_t *r, void *vctx) {
         r->o.report = rep;
         r->o.user = user;
         if (ctx->steps > 0) r->o.steps = ctx->steps;
-        if (r->o.steps <= c.steps_done)
+        if ((int)r->o.prec != c.prec)
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s: the header says precision %s, the settings %s; refused", ck_path,
+                               prec_word((tsc_prec_t)c.prec), prec_word(r->o.prec));
+        else if (r->o.steps <= c.steps_done)
             st = tsc_error_set(TSC_ERR_ARG, "%s: the checkpoint is at step %lld already; ask for more --steps",
                                r->dir, c.steps_done);
     }
-    if (st == TSC_OK) st = run_setup(r);
-    if (st == TSC_OK && (r->n != c.n || r->elsize != c.elsize))
-        st = tsc_error_set(TSC_ERR_FORMAT, "%s: the checkpoint holds %zu parameters, the model has %zu",
-                           run_file(r, "ckpt.bin"), c.n, r->n);
+    if (st == TSC_OK) st = run_setup(r, &c, ck_path);
+    if (st == TSC_OK && (r->n != c.n || r->elsize != c.elsize))  /* ckpt_fits checked it; the model agrees */
+        st = tsc_error_set(TSC_ERR_INTERNAL, "%s: the checkpoint holds %zu parameters, the model has %zu", ck_path,
+                           c.n, r->n);
     if (st == TSC_OK) {
         c.params = tsc_model_params(r->model);
         c.m = r->m;
         c.v = r->v;
-        st = tsc_ckpt_load_data(run_file(r, "ckpt.bin"), &c);
+        st = tsc_ckpt_load_data(ck_path, &c);
     }
     if (st == TSC_OK) st = tsc_out_write_all(run_file(r, "run.cfg"), r->cfg_text, strlen(r->cfg_text));
     static const char *csvs[] = {"log.csv", "wq_norms.csv"};

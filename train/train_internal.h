@@ -30,6 +30,22 @@ typedef struct {
     void *params, *m, *v; /* caller's buffers on save; on load filled into caller's buffers */
 } tsc_ckpt_t;
 
+/* The bytes of a checkpoint whose settings text is cfg_len bytes long and whose arrays hold n
+ * elements of elsize bytes each: header, settings, parameters, AdamW m and v, checksum. */
+unsigned long long tsc_ckpt_size(unsigned long long cfg_len, unsigned long long n, unsigned long long elsize);
+/* Decodes a checkpoint's fixed header from its first avail bytes (at least 40 are needed) for a
+ * file of file_size bytes: c->steps_done, prec, n, elsize and *cfg_len, each checked (magic, a
+ * settings text of at most 1 MiB, elsize 4 or 8 matching prec, n below 2^40, and file_size equal
+ * to tsc_ckpt_size). TSC_ERR_FORMAT naming path otherwise. c->cfg_text is left alone. */
+tsc_status_t tsc_ckpt_parse_header(const unsigned char *b, size_t avail, unsigned long long file_size,
+                                   const char *path, tsc_ckpt_t *c, size_t *cfg_len);
+
+/* Opens a file of a run folder (flags as open(2)'s: O_RDONLY, or O_WRONLY|O_APPEND|O_CREAT)
+ * without following a symbolic link (O_NOFOLLOW, O_NONBLOCK, O_CLOEXEC) and checks with fstat that
+ * it is a regular file. TSC_ERR_IO naming path: "is a symbolic link ...; refused", "not a regular
+ * file ...; refused", or "cannot open: <strerror>". */
+tsc_status_t tsc_train_file_open(const char *path, int flags, int *fd);
+
 tsc_status_t tsc_ckpt_save(const char *path, const tsc_ckpt_t *c);
 /* Reads the header of path: cfg_text (malloc'ed), steps_done, prec, n, elsize. */
 tsc_status_t tsc_ckpt_load_header(const char *path, tsc_ckpt_t *c);

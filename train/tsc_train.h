@@ -30,6 +30,7 @@
 
 #include "tsc_export.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tsc_model.h"
@@ -85,6 +86,35 @@ typedef struct {
 
 TSC_API void tsc_train_opts_init(tsc_train_opts_t *o);
 
+/* The numeric settings of a run and their bounds: the one definition of what a setting may be.
+ * `tilescope train` builds its flags from this table (flag, kind, [lo, hi]), tsc_train_run checks
+ * its options against it, and --resume checks every setting read back from a checkpoint against
+ * it before anything is allocated or a thread started. A value is accepted when it lies in
+ * [lo, hi] or, for a setting with has_none, equals `none` ("not set": 0 threads is OpenMP's
+ * default, seq_len 0 the model's context, ...). Integers must be whole numbers. */
+typedef enum { TSC_TRAIN_INT, TSC_TRAIN_LLONG, TSC_TRAIN_DOUBLE, TSC_TRAIN_U64 } tsc_train_kind_t;
+typedef struct {
+    const char *key;        /* its run.cfg name: "threads" */
+    const char *flag;       /* its `tilescope train` flag ("--threads"), or NULL (set another way) */
+    tsc_train_kind_t kind;  /* the field's type: int, long long, double, uint64_t */
+    size_t offset;          /* of the field in tsc_train_opts_t */
+    double lo, hi;
+    int has_none;
+    double none;
+    const char *none_means; /* what `none` means, for messages ("OpenMP's default") */
+} tsc_train_setting_t;
+TSC_API int tsc_train_setting_count(void);
+TSC_API const tsc_train_setting_t *tsc_train_setting_at(int i);
+/* The row of a run.cfg key, or NULL. */
+TSC_API const tsc_train_setting_t *tsc_train_setting_find(const char *key);
+/* TSC_OK when o's value of setting s is accepted; else TSC_ERR_ARG "WHAT: the setting KEY = V is
+ * out of range: expected LO to HI [or NONE (meaning)] (the bounds of FLAG); refused". */
+TSC_API tsc_status_t tsc_train_setting_check(const tsc_train_setting_t *s, const tsc_train_opts_t *o,
+                                             const char *what);
+/* Every numeric setting of o (tsc_train_setting_check), the precision, the number of policies and
+ * the model and data named; the first failure as above. */
+TSC_API tsc_status_t tsc_train_opts_check(const tsc_train_opts_t *o, const char *what);
+
 /* Trains from scratch into run_dir (created; refused when it holds a run.cfg already: resume it
  * or choose another folder). Errors name the file or setting: unknown model, bad data, a policy
  * for a layer the model lacks, an unwritable folder. A NaN/Inf loss ends the run with
@@ -94,7 +124,14 @@ TSC_API void tsc_train_opts_init(tsc_train_opts_t *o);
 TSC_API tsc_status_t tsc_train_run(const tsc_train_opts_t *o, const char *run_dir);
 
 /* Continues run_dir from its checkpoint up to steps (0: the run's own steps); report/user as in
- * the options. */
+ * the options. The run folder is data (it may come from someone else): before anything is read,
+ * a file of it that resume opens (run.cfg, log.csv, wq_norms.csv, batches.csv, ckpt.bin, capture*
+ * and flight* outputs) that is a symbolic link is refused, and the trainer's own opens of them
+ * never follow a link (O_NOFOLLOW, then fstat: a regular file). The checkpoint's settings are
+ * checked against the bounds above, then its size against the one its settings imply
+ * (parameters, AdamW moments, header) and the memory budget (tsc_mem.h) against the model,
+ * all before the model is allocated. Each refusal is TSC_ERR_FORMAT, TSC_ERR_ARG, TSC_ERR_IO or
+ * TSC_ERR_UNSUPPORTED naming the file and the setting. */
 TSC_API tsc_status_t tsc_train_resume(const char *run_dir, long long steps, tsc_train_report_fn report,
                                       void *user);
 
