@@ -280,6 +280,11 @@ static tsc_status_t write_dump(tsc_tensor_file_t *f, const placed_t *pl, int n, 
         tsc_status_t cst = tsc_capture_close(cap);
         if (st) tsc_error_set(st, "%s", keep);
         else st = cst;
+        if (st) { /* the session was the import's own temporary: nothing of it is left behind */
+            snprintf(keep, sizeof keep, "%s", tsc_error_last());
+            (void)tsc_capture_discard(dir); /* best effort: the error reported is the import's */
+            tsc_error_set(st, "%s", keep);
+        }
     }
     return st;
 }

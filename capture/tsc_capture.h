@@ -96,6 +96,9 @@ TSC_API tsc_status_t tsc_capture_close(tsc_capture_t *s);
  * wrote: session.h5, session.lock, the step_<8 digits>.h5 files it packed and the temporary of the
  * incomplete step; other files stay, and then so does the folder (TSC_ERR_IO after packing). */
 TSC_API tsc_status_t tsc_capture_pack(const char *session_dir, const char *out_path, int remove_folder);
+/* Removes a closed session folder that will not be packed (a failed import's temporary): what
+ * tsc_capture_pack with remove_folder removes, nothing else; taken under the session's lock. */
+TSC_API tsc_status_t tsc_capture_discard(const char *session_dir);
 
 #ifdef __cplusplus
 }

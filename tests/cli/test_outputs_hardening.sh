@@ -91,7 +91,10 @@ mkdir "$full"
 if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=64k tmpfs "$full" 2>/dev/null; then
   trap 'umount "$full" 2>/dev/null; rm -rf "$tmp"' EXIT
   fill() { rm -rf "${full:?}"/*; head -c 56k /dev/zero > "$full/filler" 2>/dev/null; }
+  # an import's input: 16 KiB of q, more than the filled disk has left (and, packed, less than the empty one)
+  if [ -n "$PY" ]; then "$PY" -c "import numpy as np; np.savez('imp.npz', q=np.random.default_rng(0).standard_normal((1, 2, 32, 64)).astype(np.float32))"; fi
   for job in "synth -o $full/x.h5 --shape tiny -q:x.h5" "replay d.h5 --policy fp32 -o $full/x.h5:x.h5" \
+             ${PY:+"import imp.npz -o $full/x.h5:x.h5"} \
              "analyze d.h5 -o $full/an --layers 1 -q:an/analysis.h5" \
              "diagnose d.h5 -o $full/an --layers 1 -q:an/analysis.h5" \
              "figure fig3 --from an -o $full/f.png:f.png" "figure fig3 --from an -o $full/f.pdf:f.pdf"; do
@@ -102,8 +105,24 @@ if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=64k tmpfs "$full" 2>/dev/null; t
     [ ! -e "$full/${job##*:}" ] && ok || bad "full disk: '${job%%:*}' left ${job##*:}"
     ls "$full" | grep -q '\.tmp\.' && bad "full disk: '${job%%:*}' left a temporary" || ok
   done
+  # a failed import leaves nothing that blocks the next one into the same name
+  if [ -n "$PY" ]; then
+    rm -rf "${full:?}"/*
+    "$PY" -c "import numpy as np; np.savez('imp_small.npz', q=np.ones((1, 1, 8, 8), np.float32))"
+    "$TSC" import imp_small.npz -o "$full/x.h5" > out 2> err && ok || bad "import after a full-disk failure: $(tail -2 err)"
+  fi
   umount "$full"
 else
   echo "not root or no tmpfs: full-disk checks skipped"
+fi
+# --- a killed import leaves nothing that blocks the next -------------------------------------------
+if [ -n "$PY" ]; then
+  "$PY" -c "import numpy as np; np.savez_compressed('big.npz', q=np.zeros((1, 8, 2048, 512), np.float32))"
+  for delay in 0.05 0.2; do
+    "$TSC" import big.npz -o killed.h5 > /dev/null 2>&1 & pid=$!
+    sleep "$delay"; kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+    "$TSC" import big.npz -o killed.h5 > out 2> err && ok || bad "import after a killed one (${delay} s): $(tail -2 err)"
+    rm -f killed.h5
+  done
 fi
 finish
