@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tsc_escape.h"
 #include "tsc_import.h"
+#include "tsc_strbuf.h"
 
 const char tsc_usage_import[] =
     "usage: tilescope import FILE -o DUMP [--map PATTERN[=NAME] ...] [--step N] [--no-causal] [--scale S]\n"
@@ -34,17 +36,20 @@ const char tsc_usage_import[] =
     "Exit status: 0 imported, 1 a malformed file or a tensor that does not fit (the message names\n"
     "the file and the tensor; no dump is left behind), 2 usage error.\n";
 
-/* Control bytes of a name as \xNN, for the one-line summary. */
+/* A name from the file, with control bytes and malformed UTF-8 as \xNN (tsc_escape.h). */
 static void print_name(const char *s) {
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
-        else putchar(c);
-    }
+    tsc_strbuf_t b;
+    tsc_strbuf_init(&b);
+    fputs(tsc_esc_term_str(&b, s), stdout);
+    tsc_strbuf_free(&b);
 }
 
 static void print_result(const char *file, const char *out, const tsc_import_result_t *r) {
-    printf("import: %s -> %s: %d datasets, steps [", file, out, r->n_datasets);
+    printf("import: ");
+    print_name(file);
+    printf(" -> ");
+    print_name(out);
+    printf(": %d datasets, steps [", r->n_datasets);
     for (int i = 0; i < r->n_steps; i++) printf("%s%lld", i ? ", " : "", r->steps[i]);
     printf("], layers [");
     for (int i = 0; i < r->n_layers; i++) printf("%s%d", i ? ", " : "", r->layers[i]);

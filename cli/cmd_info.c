@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tsc_escape.h"
+#include "tsc_strbuf.h"
 #include "tsc_info.h"
 #include "tsc_json.h"
 #include "tsc_strbuf.h"
@@ -27,33 +29,14 @@ const char tsc_usage_info[] =
     "Exit status: 0 the dump is sound (warnings allowed), 1 it cannot be read or has errors,\n"
     "2 usage error.\n";
 
-/* Length (2..4) of the well-formed UTF-8 sequence at p, 0 when p[0] starts none (RFC 3629). */
-static int utf8_len(const unsigned char *p) {
-    int n = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
-    unsigned lo = p[0] == 0xe0 ? 0xa0 : p[0] == 0xf0 ? 0x90 : 0x80, hi = p[0] == 0xed ? 0x9f : p[0] == 0xf4 ? 0x8f : 0xbf;
-    if (!n || p[1] < lo || p[1] > hi) return 0;
-    for (int i = 2; i < n; i++)
-        if (p[i] < 0x80 || p[i] > 0xbf) return 0;
-    return n;
-}
-
-/* Writes text to o with everything a terminal could act on made visible: control characters
- * (ESC, BEL, ...: all below 0x20 but newline and tab), DEL, the C1 controls U+0080..U+009F and
- * every byte of malformed UTF-8 are written as \xNN. Strings in a dump (attributes, object names
- * in messages) come from whoever wrote it. */
+/* Writes text to o with everything a terminal could act on made visible (tsc_escape.h): strings
+ * in a dump (attributes, object names in messages) come from whoever wrote it. */
 static void put_printable(FILE *o, const char *text) {
-    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-        int n = *p >= 0x80 ? utf8_len(p) : 1;
-        int c1 = n == 2 && p[0] == 0xc2 && p[1] < 0xa0;
-        if (n == 1 && ((*p >= 0x20 && *p != 0x7f) || *p == '\n' || *p == '\t')) {
-            fputc(*p, o);
-        } else if (n >= 2 && !c1) {
-            fwrite(p, 1, (size_t)n, o);
-            p += n - 1;
-        } else {
-            fprintf(o, "\\x%02x", *p);
-        }
-    }
+    tsc_strbuf_t b;
+    tsc_strbuf_init(&b);
+    tsc_esc_term(&b, text, 1);
+    fputs(tsc_strbuf_str(&b), o);
+    tsc_strbuf_free(&b);
 }
 
 /* "" when every head was stored, else " (heads 1,3)". */

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "tsc_contain.h"
+#include "tsc_escape.h"
+#include "tsc_strbuf.h"
 #include "tsc_file.h"
 #include "tsc_mem.h"
 #include "tsc_status.h"
@@ -74,11 +76,23 @@ void tsc_cli_print_usage(const char *cmd, FILE *to) {
 }
 
 /* "tilescope CMD: <message>" and a newline on stderr. */
+/* Every message may quote a file's name or contents: control characters and malformed UTF-8 are
+ * shown as \xNN (tsc_escape.h), so no message can drive the terminal. */
 static void vmessage(const char *cmd, const char *fmt, va_list ap) {
     tsc_cli_progress_done(); /* a message starts on a line of its own */
-    fprintf(stderr, "tilescope %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    char small[1024], *text = small;
+    va_list aq;
+    va_copy(aq, ap);
+    int n = vsnprintf(small, sizeof small, fmt, aq);
+    va_end(aq);
+    if (n >= (int)sizeof small && (text = malloc((size_t)n + 1))) vsnprintf(text, (size_t)n + 1, fmt, ap);
+    if (!text) text = small;
+    tsc_strbuf_t b;
+    tsc_strbuf_init(&b);
+    tsc_esc_term(&b, text, 1);
+    fprintf(stderr, "tilescope %s: %s\n", cmd, tsc_strbuf_str(&b));
+    tsc_strbuf_free(&b);
+    if (text != small) free(text);
 }
 
 int tsc_cli_usage_error(const char *cmd, const char *fmt, ...) {
