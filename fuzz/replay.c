@@ -22,6 +22,9 @@ int tsc_fuzz_policy(const uint8_t *data, size_t size);
 int tsc_fuzz_select(const uint8_t *data, size_t size);
 int tsc_fuzz_safetensors(const uint8_t *data, size_t size);
 int tsc_fuzz_ckpt(const uint8_t *data, size_t size);
+int tsc_fuzz_pt(const uint8_t *data, size_t size);
+int tsc_fuzz_npz(const uint8_t *data, size_t size);
+int tsc_fuzz_pickle(const uint8_t *data, size_t size);
 
 static const struct {
     const char *name;
@@ -29,6 +32,7 @@ static const struct {
 } targets[] = {
     {"dump", tsc_fuzz_dump}, {"safetensors", tsc_fuzz_safetensors}, {"log", tsc_fuzz_log}, {"json", tsc_fuzz_json},
     {"policy", tsc_fuzz_policy}, {"select", tsc_fuzz_select}, {"ckpt", tsc_fuzz_ckpt},
+    {"pt", tsc_fuzz_pt}, {"npz", tsc_fuzz_npz}, {"pickle", tsc_fuzz_pickle},
 };
 
 static int run_file(target_fn fn, const char *path) {

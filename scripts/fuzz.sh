@@ -22,7 +22,7 @@ case $secs in '' | *[!0-9]*) echo "usage: fuzz.sh [SECONDS_PER_TARGET] [TARGET..
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${TSC_FUZZ_BUILD:-$root/build-fuzz}
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(policy select json log dump safetensors ckpt)
+[[ ${#targets[@]} -gt 0 ]] || targets=(policy select json log dump safetensors ckpt pt npz pickle)
 
 command -v clang >/dev/null || { echo "fuzz.sh: clang is needed (libFuzzer comes with it)" >&2; exit 2; }
 mkdir -p "$build"
@@ -37,7 +37,7 @@ cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]/#/fuzz_}" >"$build
 max_len() {
     case $1 in
     policy | select) echo 1024 ;;
-    ckpt) echo 8192 ;; # a run.cfg with every setting is ~1 KB; its strings may be up to 1 KB each
+    ckpt | pt | npz) echo 8192 ;; # a run.cfg with every setting is ~1 KB; its strings may be up to 1 KB each
     json | log) echo 32768 ;;
     dump) echo 131072 ;;
     *) echo 4096 ;;
