@@ -27,6 +27,11 @@
 /* In a child just forked by the thread holding tsc_h5_lock (contain.c): a fresh, unlocked lock. */
 void tsc_h5_lock_child_reset(void);
 
+/* tsc_h5_check_dataset, also giving the storage size it measured (H5Dget_storage_size, which
+ * walks every chunk of the dataset) in *stored, or UINT64_MAX when it measured none (a virtual
+ * or external dataset let through as trusted). stored may be NULL. */
+tsc_status_t tsc_h5_check_dataset_stored(hid_t ds, uint64_t *stored);
+
 /* tsc_dump_open without the contained pre-check (dump.c): what the pre-check's child runs. */
 struct tsc_dump;
 tsc_status_t tsc_dump_open_direct(struct tsc_dump **out, const char *path);
@@ -36,6 +41,9 @@ hid_t tsc_dump_root_id(const struct tsc_dump *d);
 const char *tsc_dump_session_dir(const struct tsc_dump *d);
 /* The contained pre-check when containment is on (contain.c), else TSC_OK. */
 tsc_status_t tsc_contain_before_open(const char *path);
+/* The pre-check's deadline in seconds for a dump of size bytes (contain.c): 2 s + 0.5 s per MiB
+ * of the first 64 MiB + 10 s per GiB beyond, or TSC_CONTAIN_TIMEOUT when set (docs/SECURITY.md). */
+double tsc_contain_deadline_s(uint64_t size);
 
 /* One root attribute for tsc_capture_root_attrs: a string (str != NULL) or else an integer
  * (is_long) or a double (num). */

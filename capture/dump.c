@@ -207,7 +207,74 @@ struct tsc_dump {
     int ds_check_values;       /* 1: every value read must be one of ds_attr_fmt (docs/FORMAT.md §1.4) */
     void *buf;               /* one slice of raw bits, for conversion to float */
     size_t buf_cap;
+    /* datasets that passed tsc_h5_check_dataset in this handle, by path (checked_find) */
+    struct checked *checked;
+    size_t checked_cap, checked_n;
 };
+
+/* ---- the verdicts of the untrusted-input check, kept per handle ---------------------------------
+ * tsc_h5_check_dataset measures a dataset's stored bytes with H5Dget_storage_size, which walks
+ * every chunk of the dataset: a per-head dataset has B x H chunks, and the reader opens it once per
+ * head, so asking at every open made reading a dump cost O(heads^2) (8192 heads: most of the
+ * time of `analyze`). A dataset that passed (the walk at open, or the first open for reading)
+ * is kept here with the stored bytes measured, by its path "step_S/layer_L/name" (the step file of
+ * a session holds the same paths), and later opens reuse the verdict: one check per dataset and
+ * handle. Only datasets whose storage was measured are kept (not virtual or external ones let
+ * through as trusted: their check is cheap, it measures nothing), so a kept verdict holds whether
+ * or not TSC_ALLOW_EXTERNAL changes later. A refusal is never kept: it fails the open. */
+
+struct checked {
+    char *path;         /* NULL: an empty slot */
+    uint64_t stored;    /* H5Dget_storage_size when checked */
+};
+
+static uint64_t path_hash(const char *p) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return h;
+}
+
+static const struct checked *checked_find(const tsc_dump_t *d, const char *path) {
+    if (!d->checked_cap) return NULL;
+    for (size_t i = path_hash(path) & (d->checked_cap - 1);; i = (i + 1) & (d->checked_cap - 1)) {
+        const struct checked *c = &d->checked[i];
+        if (!c->path) return NULL;
+        if (!strcmp(c->path, path)) return c;
+    }
+}
+
+/* Keeps path's verdict; out of memory keeps nothing (the next open checks again). */
+static void checked_put(tsc_dump_t *d, const char *path, uint64_t stored) {
+    if (stored == UINT64_MAX || checked_find(d, path)) return;
+    if (2 * (d->checked_n + 1) > d->checked_cap) { /* at most half full */
+        size_t nc = d->checked_cap ? 2 * d->checked_cap : 256;
+        struct checked *nt = calloc(nc, sizeof *nt);
+        if (!nt) return;
+        for (size_t j = 0; j < d->checked_cap; j++) {
+            if (!d->checked[j].path) continue;
+            size_t i = path_hash(d->checked[j].path) & (nc - 1);
+            while (nt[i].path) i = (i + 1) & (nc - 1);
+            nt[i] = d->checked[j];
+        }
+        free(d->checked);
+        d->checked = nt;
+        d->checked_cap = nc;
+    }
+    char *p = strdup(path);
+    if (!p) return;
+    size_t i = path_hash(path) & (d->checked_cap - 1);
+    while (d->checked[i].path) i = (i + 1) & (d->checked_cap - 1);
+    d->checked[i].path = p;
+    d->checked[i].stored = stored;
+    d->checked_n++;
+}
+
+static void checked_free(tsc_dump_t *d) {
+    for (size_t i = 0; i < d->checked_cap; i++) free(d->checked[i].path);
+    free(d->checked);
+    d->checked = NULL;
+    d->checked_cap = d->checked_n = 0;
+}
 
 /* "step_00000012" -> 12; -1 when name is not a step group name. */
 static long long step_of_name(const char *name, const char *suffix) {
@@ -425,26 +492,33 @@ static int is_format_name(const char *name) {
            !strcmp(name, "w_v") || !strcmp(name, "w_o");
 }
 
-static tsc_status_t walk_dataset(hid_t g, const char *name) {
+typedef struct {
+    tsc_status_t st;
+    int depth;  /* 0: a step group's links, 1: a layer group's, 2: a tiles group's */
+    tsc_dump_t *d;
+    char path[512];  /* the group's path from the root: "step_S", "step_S/layer_L", ".../tiles" */
+} walk_t;
+
+/* The dataset at w's group's path + "/" + name: checked, and its verdict kept (checked_put). */
+static tsc_status_t walk_dataset(walk_t *w, hid_t g, const char *name) {
     tsc_status_t st = tsc_h5_check_link(g, name);
     if (st != TSC_OK) return st;
     hid_t ds = H5Dopen2(g, name, tsc_h5_dapl());
     if (ds < 0) return TSC_OK; /* not a dataset: the reader reports it when it gets there */
-    st = tsc_h5_check_dataset(ds);
+    uint64_t stored;
+    st = tsc_h5_check_dataset_stored(ds, &stored);
     H5Dclose(ds);
+    char p[1024];
+    if (st == TSC_OK && w->d && (size_t)snprintf(p, sizeof p, "%s/%s", w->path, name) < sizeof p)
+        checked_put(w->d, p, stored);
     return st;
 }
-
-typedef struct {
-    tsc_status_t st;
-    int depth;  /* 0: a step group's links, 1: a layer group's, 2: a tiles group's */
-} walk_t;
 
 static herr_t walk_cb(hid_t g, const char *name, const H5L_info_t *info, void *op) {
     walk_t *w = op;
     (void)info;
     if (w->depth == 2 || (w->depth == 1 && is_format_name(name))) {
-        w->st = walk_dataset(g, name);
+        w->st = walk_dataset(w, g, name);
         return w->st == TSC_OK ? 0 : -1;
     }
     int group = w->depth == 1 ? !strcmp(name, "tiles") : !strncmp(name, "layer_", 6);
@@ -453,7 +527,9 @@ static herr_t walk_cb(hid_t g, const char *name, const H5L_info_t *info, void *o
     if (w->st != TSC_OK) return -1;
     hid_t sub = H5Gopen2(g, name, tsc_h5_gapl());
     if (sub < 0) return 0; /* not a group: the reader reports it */
-    walk_t inner = {TSC_OK, w->depth + 1};
+    walk_t inner = {TSC_OK, w->depth + 1, w->d, ""};
+    if ((size_t)snprintf(inner.path, sizeof inner.path, "%s/%s", w->path, name) >= sizeof inner.path)
+        inner.d = NULL; /* a name too long to be one the reader opens: checked, nothing kept */
     hsize_t idx = 0;
     herr_t e = H5Literate(sub, H5_INDEX_NAME, H5_ITER_INC, &idx, walk_cb, &inner);
     H5Gclose(sub);
@@ -462,10 +538,11 @@ static herr_t walk_cb(hid_t g, const char *name, const H5L_info_t *info, void *o
 }
 
 /* Walks step's group in the open file fid (the dump, or a session's step file). */
-static tsc_status_t walk_step(hid_t fid, long long step) {
+static tsc_status_t walk_step(tsc_dump_t *d, hid_t fid, long long step) {
     char gp[64];
     snprintf(gp, sizeof gp, "step_%08lld", step);
-    walk_t w = {TSC_OK, 0};
+    walk_t w = {TSC_OK, 0, d, ""};
+    snprintf(w.path, sizeof w.path, "%s", gp);
     hsize_t idx = 0;
     tsc_status_t st = tsc_h5_check_link(fid, gp);
     if (st != TSC_OK) return st;
@@ -480,7 +557,7 @@ static tsc_status_t walk_dump(tsc_dump_t *d) {
     tsc_status_t st = TSC_OK;
     for (int i = 0; i < d->n_steps && st == TSC_OK; i++) {
         if (!d->dir[0]) {
-            st = walk_step(d->root, d->steps[i]);
+            st = walk_step(d, d->root, d->steps[i]);
             continue;
         }
         char sp[8192];
@@ -489,7 +566,7 @@ static tsc_status_t walk_dump(tsc_dump_t *d) {
         st = tsc_h5_open(&fid, sp, 0);
         if (st == TSC_ERR_FORMAT) { st = TSC_OK; continue; } /* a damaged step file: reported when read */
         if (st == TSC_OK) {
-            st = walk_step(fid, d->steps[i]);
+            st = walk_step(d, fid, d->steps[i]);
             H5Fclose(fid);
         }
     }
@@ -600,6 +677,7 @@ static void dump_close(tsc_dump_t *d) {
     free(d->steps);
     free(d->no_complete);
     free(d->buf);
+    checked_free(d);
     free(d);
 }
 
@@ -845,9 +923,15 @@ static tsc_status_t open_ds(tsc_dump_t *d, long long step, int layer, const char
     hid_t ds = H5Dopen2(fid, p, tsc_h5_dapl());
     if (ds < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: dataset %s is unreadable (corrupt file)", d->path, p);
     /* before anything touches its data or extent: a virtual dataset mapped onto itself crashes
-     * HDF5 1.10.8 on read, and external storage would read another file */
-    st = tsc_h5_check_dataset(ds);
-    if (st != TSC_OK) { H5Dclose(ds); return st; }
+     * HDF5 1.10.8 on read, and external storage would read another file. Checked once per
+     * dataset and handle (the walk at open, or here): the check walks every chunk */
+    const struct checked *kept = checked_find(d, p);
+    uint64_t stored = kept ? kept->stored : UINT64_MAX;
+    if (!kept) {
+        st = tsc_h5_check_dataset_stored(ds, &stored);
+        if (st != TSC_OK) { H5Dclose(ds); return st; }
+        checked_put(d, p, stored);
+    }
     tsc_dump_dataset_info_t *in = &d->ds_info;
     memset(in, 0, sizeof *in);
     hid_t sp = H5Dget_space(ds), ty = H5Dget_type(ds), pl = H5Dget_create_plist(ds);
@@ -868,7 +952,7 @@ static tsc_status_t open_ds(tsc_dump_t *d, long long step, int layer, const char
                                rank > 4 ? "..." : "", want);
         }
         in->per_head = per_head;
-        in->storage_bytes = H5Dget_storage_size(ds);
+        in->storage_bytes = stored != UINT64_MAX ? stored : H5Dget_storage_size(ds);
         int nf = pl >= 0 ? H5Pget_nfilters(pl) : 0;
         for (int i = 0; i < nf; i++) {
             unsigned flags;

@@ -333,8 +333,14 @@ static uint64_t declared_bytes(hid_t ds) {
     return (uint64_t)n > UINT64_MAX / es ? UINT64_MAX : (uint64_t)n * es;
 }
 
-static tsc_status_t h5_check_dataset(hid_t ds) {
+/* The check of tsc_h5_check_dataset; *stored (may be NULL) gets the storage size it measured,
+ * or UINT64_MAX when it measured none (a virtual or external dataset let through as trusted).
+ * H5Dget_storage_size walks every chunk of a chunked dataset (HDF5 1.10 sums the chunk index),
+ * so a reader that opens a dataset once per head keeps this verdict (dump.c) instead of
+ * asking again at each open. */
+static tsc_status_t h5_check_dataset_stored(hid_t ds, uint64_t *stored) {
     char where[2048];
+    if (stored) *stored = UINT64_MAX;
     hid_t pl = H5Dget_create_plist(ds);
     if (pl < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: unreadable creation properties", tsc_h5_where(ds, where, sizeof where));
     /* from the creation property list only: nothing here opens a VDS source or an external file */
@@ -352,6 +358,7 @@ static tsc_status_t h5_check_dataset(hid_t ds) {
                              "file (set TSC_ALLOW_EXTERNAL=1 to read it)", tsc_h5_where(ds, where, sizeof where));
     if (layout < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: unreadable storage layout", tsc_h5_where(ds, where, sizeof where));
     uint64_t need = declared_bytes(ds), have = H5Dget_storage_size(ds);
+    if (stored) *stored = have;
     if (have < need / TSC_H5_MAX_RATIO)
         return tsc_error_set(TSC_ERR_FORMAT, "%s: declares %llu bytes of data but stores %llu, less than 1/%d of it "
                              "(never-written chunks or a forged extent); refused", tsc_h5_where(ds, where, sizeof where),
@@ -360,7 +367,11 @@ static tsc_status_t h5_check_dataset(hid_t ds) {
 }
 
 tsc_status_t tsc_h5_check_dataset(hid_t ds) {
-    TSC_H5_SCOPED(tsc_status_t, h5_check_dataset(ds));
+    TSC_H5_SCOPED(tsc_status_t, h5_check_dataset_stored(ds, NULL));
+}
+
+tsc_status_t tsc_h5_check_dataset_stored(hid_t ds, uint64_t *stored) {
+    TSC_H5_SCOPED(tsc_status_t, h5_check_dataset_stored(ds, stored));
 }
 
 static tsc_status_t h5_open(hid_t *fid, const char *path, int rw) {
@@ -417,7 +428,7 @@ static tsc_status_t h5_read_doubles(hid_t loc, const char *path, int max_rank, d
     tsc_status_t cs = h5_check_link(loc, path);
     if (cs != TSC_OK) return cs;
     hid_t d = H5Dopen2(loc, path, tsc_h5_dapl());
-    if (d >= 0 && (cs = h5_check_dataset(d)) != TSC_OK) {
+    if (d >= 0 && (cs = h5_check_dataset_stored(d, NULL)) != TSC_OK) {
         H5Dclose(d);
         return cs;
     }
@@ -600,6 +611,89 @@ static hid_t attr_open(hid_t obj, const char *name, tsc_status_t *st) {
     return a;
 }
 
+/* ---- the declared length of a variable-length string, before it is read ----------------------
+ * HDF5 reads a variable-length string attribute by allocating, zero-filling and copying the
+ * length its descriptor in the file declares (4 bytes: up to 4 GiB) times the size of the
+ * string's base type (4 bytes more in the datatype message), whatever the heap object behind it
+ * holds: a 680 KB dump with one forged byte there made `tilescope info` take 12-39 s (each open
+ * of the dataset read its dtype attribute again). HDF5 has no call that gives that length, so
+ * the descriptor itself is read first: a soft conversion from variable-length strings to an
+ * opaque type of tilescope's own tag (registered once, accepting no other destination, so no
+ * other conversion of the process changes) copies the descriptor's bytes as they are in the
+ * file: the length (little-endian, 4 bytes), then the global heap id. The length times the base
+ * type's size is checked against TSC_H5_MAX_STR before the string is read. */
+
+#define VLEN_DESC_TAG "tilescope:vlen-string-descriptor"
+#define VLEN_DESC_SIZE 64 /* 4 + a heap address (at most 32 bytes here) + 4 */
+
+static herr_t vlen_desc_conv(hid_t src, hid_t dst, H5T_cdata_t *cd, size_t n, size_t stride, size_t bkg_stride,
+                             void *buf, void *bkg, hid_t dxpl) {
+    (void)bkg_stride, (void)bkg, (void)dxpl;
+    if (cd->command == H5T_CONV_FREE) return 0;
+    if (cd->command == H5T_CONV_INIT) {
+        char *tag = H5Tget_class(dst) == H5T_OPAQUE ? H5Tget_tag(dst) : NULL;
+        int ours = tag && !strcmp(tag, VLEN_DESC_TAG) && H5Tget_size(dst) == VLEN_DESC_SIZE &&
+                   H5Tis_variable_str(src) > 0;
+        if (tag) H5free_memory(tag);
+        if (!ours) return -1; /* not this conversion: HDF5 keeps looking */
+        cd->need_bkg = H5T_BKG_NO;
+        return 0;
+    }
+    size_t ss = H5Tget_size(src);
+    if (ss == 0 || ss > VLEN_DESC_SIZE) return -1;
+    /* in place, from the last element (the destination is the wider) */
+    unsigned char *b = buf;
+    for (size_t i = n; i-- > 0;) {
+        unsigned char one[VLEN_DESC_SIZE] = {0};
+        memcpy(one, b + i * (stride ? stride : ss), ss);
+        memcpy(b + i * (stride ? stride : VLEN_DESC_SIZE), one, VLEN_DESC_SIZE);
+    }
+    return 0;
+}
+
+/* A new opaque type to read a descriptor as (caller H5Tclose's it), the conversion registered
+ * with it on the first call; H5I_INVALID_HID when HDF5 refused either. A type is not kept open
+ * between calls: a datatype id held by the library counts as an object still open
+ * (H5Fget_obj_count). Called in the HDF5 scope. */
+static hid_t vlen_desc_type(void) {
+    static int registered;
+    hid_t o = H5Tcreate(H5T_OPAQUE, VLEN_DESC_SIZE);
+    if (o < 0 || H5Tset_tag(o, VLEN_DESC_TAG) < 0) {
+        if (o >= 0) H5Tclose(o);
+        return H5I_INVALID_HID;
+    }
+    if (!registered) {
+        hid_t vs = H5Tcopy(H5T_C_S1);
+        if (vs >= 0 && H5Tset_size(vs, H5T_VARIABLE) >= 0 &&
+            H5Tregister(H5T_PERS_SOFT, "tilescope_vlen_string_descriptor", vs, o, vlen_desc_conv) >= 0)
+            registered = 1;
+        if (vs >= 0) H5Tclose(vs);
+    }
+    if (!registered) {
+        H5Tclose(o);
+        return H5I_INVALID_HID;
+    }
+    return o;
+}
+
+/* The bytes reading the variable-length string attribute a (of file type t, one element) would
+ * allocate: its declared length times its base type's size (saturating). TSC_ERR_FORMAT when the
+ * descriptor cannot be read. */
+static tsc_status_t vlen_str_declared(hid_t a, hid_t t, uint64_t *bytes) {
+    hid_t op = vlen_desc_type();
+    unsigned char d[VLEN_DESC_SIZE] = {0};
+    herr_t e = op >= 0 ? H5Aread(a, op, d) : -1;
+    if (op >= 0) H5Tclose(op);
+    if (e < 0) return TSC_ERR_FORMAT;
+    uint64_t len = (uint64_t)d[0] | (uint64_t)d[1] << 8 | (uint64_t)d[2] << 16 | (uint64_t)d[3] << 24;
+    hid_t base = H5Tget_super(t);
+    size_t bs = base >= 0 ? H5Tget_size(base) : 1;
+    if (base >= 0) H5Tclose(base);
+    *bytes = bs && len > UINT64_MAX / bs ? UINT64_MAX : len * (bs ? bs : 1);
+    if (len > *bytes) *bytes = len; /* the memory copy is len bytes whatever the base */
+    return TSC_OK;
+}
+
 /* Closes an open attribute with its type and dataspace (either may be invalid). */
 static void attr_close(hid_t a, hid_t t, hid_t s) {
     if (t >= 0) H5Tclose(t);
@@ -620,9 +714,17 @@ static tsc_status_t h5_attr_read_str(hid_t obj, const char *name, char *value, s
                            tsc_h5_where(obj, where, sizeof where), name);
     } else if (H5Tis_variable_str(t) > 0) {
         char *p = NULL;
-        m = H5Tcopy(H5T_C_S1);
-        if (m < 0 || H5Tset_size(m, H5T_VARIABLE) < 0 || H5Tset_cset(m, H5Tget_cset(t)) < 0 ||
-            H5Aread(a, m, &p) < 0)
+        uint64_t declared = 0;
+        if (vlen_str_declared(a, t, &declared) != TSC_OK)
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s: cannot read string attribute '%s' (its descriptor is unreadable)",
+                               tsc_h5_where(obj, where, sizeof where), name);
+        else if (declared > TSC_H5_MAX_STR)
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s: string attribute '%s' declares %llu bytes, more than the %d "
+                               "tilescope reads (a forged length); refused", tsc_h5_where(obj, where, sizeof where),
+                               name, (unsigned long long)declared, TSC_H5_MAX_STR);
+        if (st != TSC_OK) {
+        } else if ((m = H5Tcopy(H5T_C_S1)) < 0 || H5Tset_size(m, H5T_VARIABLE) < 0 ||
+                   H5Tset_cset(m, H5Tget_cset(t)) < 0 || H5Aread(a, m, &p) < 0)
             st = tsc_error_set(TSC_ERR_FORMAT, "%s: cannot read string attribute '%s'",
                                tsc_h5_where(obj, where, sizeof where), name);
         else if (cap)
@@ -634,9 +736,13 @@ static tsc_status_t h5_attr_read_str(hid_t obj, const char *name, char *value, s
          * fills its size, h5py's np.bytes_), then apply the padding ourselves: the text ends at
          * the first NUL (NULLTERM, NULLPAD), and SPACEPAD's trailing spaces are padding. */
         size_t n = H5Tget_size(t);
-        char *buf = calloc(n + 1, 1);
+        char *buf = n <= TSC_H5_MAX_STR ? calloc(n + 1, 1) : NULL;
         m = H5Tcopy(t);
-        if (!buf) st = tsc_error_set(TSC_ERR_NOMEM, "attribute '%s': out of memory", name);
+        if (n > TSC_H5_MAX_STR)
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s: string attribute '%s' declares %zu bytes, more than the %d "
+                               "tilescope reads (a forged length); refused", tsc_h5_where(obj, where, sizeof where),
+                               name, n, TSC_H5_MAX_STR);
+        else if (!buf) st = tsc_error_set(TSC_ERR_NOMEM, "attribute '%s': out of memory", name);
         else if (m < 0 || H5Aread(a, m, buf) < 0)
             st = tsc_error_set(TSC_ERR_FORMAT, "%s: cannot read string attribute '%s'",
                                tsc_h5_where(obj, where, sizeof where), name);

@@ -129,7 +129,9 @@ TSC_API tsc_status_t tsc_h5_check_link(hid_t loc, const char *path);
  * 1/TSC_H5_MAX_RATIO of its declared bytes ("declares N bytes of data but stores M, less than
  * 1/1000 of it ..."). All TSC_ERR_FORMAT naming file and dataset. Reads the creation property
  * list and the storage size only: safe on a VDS mapped onto itself (HDF5 1.10.8 crashes only
- * when such a dataset is read). Virtual/external datasets pass when trusted. */
+ * when such a dataset is read). Virtual/external datasets pass when trusted. The storage size of a
+ * chunked dataset is the sum over its chunk index (every chunk visited): a reader that reopens a
+ * dataset per head keeps the verdict rather than asking again (the dump reader does, per handle). */
 TSC_API tsc_status_t tsc_h5_check_dataset(hid_t ds);
 
 /* Creates (or opens, when present) the group at path "a/b/c" below loc, creating the
@@ -183,8 +185,16 @@ TSC_API tsc_status_t tsc_h5_attr_write_long(hid_t obj, const char *name, long va
 TSC_API tsc_status_t tsc_h5_attr_write_longs(hid_t obj, const char *name, const long *values, size_t n);
 TSC_API tsc_status_t tsc_h5_attr_write_doubles(hid_t obj, const char *name, const double *values, size_t n);
 
+/* The longest string attribute tilescope reads, in bytes: a longer one, or a variable-length one
+ * whose descriptor in the file declares more (HDF5 allocates, zero-fills and copies the declared
+ * length before it reads a byte: a forged length of 2 GiB cost seconds per read), is refused. */
+#define TSC_H5_MAX_STR (1 << 20)
+
 /* Reading attributes: TSC_ERR_MISSING when absent; TSC_ERR_FORMAT when of the wrong class.
  * Strings may be fixed-length or variable-length; value is NUL-terminated, truncated to cap.
+ * A string declaring more than TSC_H5_MAX_STR bytes is TSC_ERR_FORMAT ("string attribute 'X'
+ * declares N bytes, more than the 1048576 tilescope reads (a forged length); refused"), found
+ * before it is read.
  * Numbers convert between integer and floating classes; a scalar reads as an array of one.
  * tsc_h5_attr_read_longs stores at most cap values and the total count in *n. */
 TSC_API tsc_status_t tsc_h5_attr_read_str(hid_t obj, const char *name, char *value, size_t cap);
