@@ -34,6 +34,7 @@ run "bash bench/bench_dump_io.sh build --reps 3" bash "$src/bench/bench_dump_io.
 run "bash bench/run_heatmap.sh build --reps 3" bash "$src/bench/run_heatmap.sh" "$build" --reps 3
 run "bash bench/bench_report.sh build" bash "$src/bench/bench_report.sh" "$build"
 run "build/bench_formats" "$build/bench_formats"
+run "bash bench/bench_many_heads.sh build/tilescope 3" bash "$src/bench/bench_many_heads.sh" "$build/tilescope" 3
 run "bash bench/bench_train.sh build/tilescope 2" bash "$src/bench/bench_train.sh" "$build/tilescope" 2
 # long contexts, kept to T = 16384 and analyze here (synth alone takes minutes at T = 32768; the T = 32768
 # measurement, diagnose included, is `bash bench/bench_long_context.sh build/tilescope 2 1800 32768`)
