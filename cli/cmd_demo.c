@@ -33,6 +33,12 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* tsc_figure_write_dir's report of each figure: the ones without data, with the reason. */
+static void print_not_drawn(void *user, const char *id, tsc_status_t st, const char *why) {
+    (void)user;
+    if (st != TSC_OK) printf("      %s not drawn: %s\n", id, why);
+}
+
 int tsc_cmd_demo(int argc, char **argv) {
     const char *cmd = "demo", *dir = "demo-out", *shape = "gpt2-small", *seed = "1", *steps = NULL;
     tsc_cli_list_t logs = {{NULL}, 0};
@@ -100,12 +106,7 @@ int tsc_cmd_demo(int argc, char **argv) {
     tsc_figure_opts_init(&fo);
     fo.dpi = 200;
     int drawn = 0;
-    for (int i = 0; i < tsc_figure_count(); i++) {
-        char path[1200];
-        snprintf(path, sizeof path, "%s/%s.png", figdir, tsc_figure_id(i));
-        if (tsc_figure_write(src, tsc_figure_id(i), &fo, path, TSC_IMG_PNG, NULL) == TSC_OK) drawn++;
-        else printf("      %s not drawn: %s\n", tsc_figure_id(i), tsc_error_last());
-    }
+    (void)tsc_figure_write_dir(src, NULL, figdir, &fo, print_not_drawn, NULL, &drawn); /* fails only on NULL */
     printf("      %d figures, %.1f s\n", drawn, now_s() - t);
 
     printf("[4/4] tilescope report %s -o %s\n", dir, pdf);

@@ -351,9 +351,23 @@ static int log_specs(const repro_t *r, char specs[N_RUNS][1200], const char *v[N
     return n;
 }
 
-/* Whether figure id is about the captured run alone (fig1's loss link, fig13's ties beside the loss): drawn with
- * lp's log only. */
-static int lp_only(const char *id) { return strcmp(id, "fig1") == 0 || strcmp(id, "fig13") == 0; }
+/* tsc_figure_write_dir's report of each figure into repro's notes: "Drawn: a, b" and the missing ones with the
+ * reason (without the message's own "id:" prefix). */
+typedef struct {
+    tsc_strbuf_t *notes, missing;
+    int drawn;
+} fig_notes_t;
+
+static void note_figure(void *user, const char *id, tsc_status_t st, const char *msg) {
+    fig_notes_t *n = user;
+    if (st == TSC_OK) {
+        tsc_strbuf_printf(n->notes, "%s%s", n->drawn++ ? ", " : "Drawn: ", id);
+        return;
+    }
+    if (strncmp(msg, id, strlen(id)) == 0 && msg[strlen(id)] == ':') msg += strlen(id) + 1;
+    tsc_strbuf_printf(&n->missing, "- %s:%s%s\n", id, *msg == ' ' ? "" : " ", msg);
+    tsc_error_clear();
+}
 
 /* Every figure into DIR/figures/ (the ones without data listed with the reason in notes), then the report (src:
  * every run's log; src_lp: lp's alone). */
@@ -365,29 +379,21 @@ static int figures_and_report(repro_t *r, tsc_figure_src_t *src, tsc_figure_src_
     tsc_figure_opts_t fo;
     tsc_figure_opts_init(&fo);
     fo.dpi = 150;
-    tsc_strbuf_t missing;
-    tsc_strbuf_init(&missing);
-    int drawn = 0;
+    char captured[128];
+    tsc_figure_ids_where(0, 0, TSC_FIG_RUNS_CAPTURED, ", ", captured, sizeof captured);
     tsc_strbuf_printf(&r->cmds, "tilescope figure FIG --from %s/diagnose%s --dpi 150 -o %s/FIG.png"
-                                "   (each FIG of `tilescope figure --list` but fig1, fig13)\n"
+                                "   (each FIG of `tilescope figure --list` but %s)\n"
                                 "tilescope figure FIG --from %s/diagnose --log lp=%s/runs/lp/log.csv --log-same-run "
-                                "--dpi 150 -o %s/FIG.png   (FIG: fig1, fig13)\n",
-                      r->dir, logflags, figdir, r->dir, r->dir, figdir);
-    for (int i = 0; i < tsc_figure_count(); i++) {
-        snprintf(path, sizeof path, "%s/%s.png", figdir, tsc_figure_id(i));
-        const char *id = tsc_figure_id(i), *msg;
-        if (tsc_figure_write(lp_only(id) ? src_lp : src, id, &fo, path, TSC_IMG_PNG, NULL) == TSC_OK) {
-            tsc_strbuf_printf(notes, "%s%s", drawn++ ? ", " : "Drawn: ", id);
-        } else {
-            msg = tsc_error_last();
-            if (strncmp(msg, id, strlen(id)) == 0 && msg[strlen(id)] == ':') msg += strlen(id) + 1;
-            tsc_strbuf_printf(&missing, "- %s:%s%s\n", id, *msg == ' ' ? "" : " ", msg);
-            tsc_error_clear();
-        }
-    }
-    if (missing.len) tsc_strbuf_printf(notes, ".\n\nNot drawn (no data for them in these runs):\n\n%s", tsc_strbuf_str(&missing));
+                                "--dpi 150 -o %s/FIG.png   (FIG: %s)\n",
+                      r->dir, logflags, figdir, captured, r->dir, r->dir, figdir, captured);
+    fig_notes_t fn = {notes, {0}, 0};
+    tsc_strbuf_init(&fn.missing);
+    /* the captured run's figures (fig1's loss link, fig13's ties beside the loss) from lp's log alone */
+    (void)tsc_figure_write_dir(src, src_lp, figdir, &fo, note_figure, &fn, NULL); /* fails only on NULL */
+    if (fn.missing.len)
+        tsc_strbuf_printf(notes, ".\n\nNot drawn (no data for them in these runs):\n\n%s", tsc_strbuf_str(&fn.missing));
     else tsc_strbuf_puts(notes, ".\n");
-    tsc_strbuf_free(&missing);
+    tsc_strbuf_free(&fn.missing);
     printf("      figures in %s/\n", figdir);
     snprintf(path, sizeof path, "%s/report.pdf", r->dir);
     tsc_strbuf_printf(&r->cmds, "tilescope report %s/diagnose%s --log-same-run -o %s\n", r->dir, logflags, path);

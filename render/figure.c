@@ -296,51 +296,6 @@ static tsc_status_t fig10(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     return st;
 }
 
-/* ---------------------------------------------------------------- recipes */
-
-typedef struct {
-    const char *id;
-    const char *desc;
-    double w, h;
-} recipe_t;
-
-static const recipe_t recipes[] = {
-    {"fig1", "evidence map: the causal chain with this run's numbers at each link", 6.5, 3.9},
-    {"fig2", "validation loss vs step (training logs)", 3.25, 2.6},
-    {"fig3", "W^Q spectral norm per head of one layer (bar chart)", 3.25, 2.6},
-    {"fig4", "PK, X and the rank-1 terms (PK)[T]^T X[T] at two tokens, with their cosine (needs the dump with x)", 6.5, 4.2},
-    {"fig5a", "cumulative sum_T(delta_lp - delta_hp) over the analysed steps", 3.25, 2.6},
-    {"fig5b", "dO[T,:] and O[T,:] over features at the probe token (needs the dump)", 3.25, 2.6},
-    {"fig5c", "mean O_lp - O_hp per feature, in value units (--ulp: in ULPs)", 3.25, 2.6},
-    {"fig6a", "V[:, I] and P-bar[T, :] over tokens at the probe (needs the dump)", 3.25, 2.6},
-    {"fig6b", "O-bar error(t): rounding error of the lp prefix sums of P-bar V over tokens", 3.25, 2.6},
-    {"fig6c", "zoom of fig6b on its largest negative jump at a key where P-bar = 1", 3.25, 2.6},
-    {"fig7", "loss curves of several runs, log-log axes (training logs)", 3.25, 2.6},
-    {"fig8", "rank-1 terms of three tied rows and the cosines of the tied-row terms (needs x)", 6.5, 5.0},
-    {"fig9", "attention-probability rows with two maxima (needs the dump)", 3.25, 2.6},
-    {"fig10", "overlay of every log's training loss (EMA and raw)", 3.25, 2.6},
-    {"fig11", "spectral norm of every captured weight across steps (heatmap)", 6.5, 3.0},
-    {"fig12", "per-token delta difference, cumulative over steps (heatmap)", 3.25, 2.6},
-    {"fig13", "validation loss and rows with multiple maxima vs step (dual axis)", 3.25, 2.6},
-};
-#define N_RECIPES ((int)(sizeof recipes / sizeof recipes[0]))
-
-int tsc_figure_count(void) { return N_RECIPES; }
-const char *tsc_figure_id(int i) { return i >= 0 && i < N_RECIPES ? recipes[i].id : NULL; }
-const char *tsc_figure_describe(int i) { return i >= 0 && i < N_RECIPES ? recipes[i].desc : NULL; }
-
-const char *tsc_figure_canonical(const char *name) {
-    char buf[16];
-    size_t n = name ? strlen(name) : 0;
-    if (n == 0 || n >= sizeof buf) return NULL;
-    for (size_t i = 0; i <= n; i++) buf[i] = (char)((name[i] >= 'A' && name[i] <= 'Z') ? name[i] + 32 : name[i]);
-    if (strcmp(buf, "fig5") == 0) return "fig5a";
-    if (strcmp(buf, "fig6") == 0) return "fig6a";
-    for (int i = 0; i < N_RECIPES; i++)
-        if (strcmp(buf, recipes[i].id) == 0) return recipes[i].id;
-    return NULL;
-}
-
 /* Figures 2 and 7: the validation loss of each log (7: of several runs, log-log). */
 static tsc_status_t fig_logs(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const char *id, const fig_out_t *out,
                               tsc_figure_info_t *info) {
@@ -1296,11 +1251,134 @@ static tsc_status_t fig1(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
     return st;
 }
 
-int tsc_fig_is_cairo(const char *cid) {
-    static const char *const cairo_ids[] = {"fig1", "fig4", "fig8", "fig11", "fig12"};
-    for (size_t i = 0; cid && i < sizeof cairo_ids / sizeof cairo_ids[0]; i++)
-        if (!strcmp(cid, cairo_ids[i])) return 1;
-    return 0;
+/* ---------------------------------------------------------------- the table */
+
+typedef tsc_status_t (*recipe_fn)(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel,
+                                  const fig_out_t *out, tsc_figure_info_t *info);
+
+/* The recipes whose own signature differs from recipe_fn. */
+static tsc_status_t draw_fig1(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel,
+                              const fig_out_t *out, tsc_figure_info_t *info) {
+    (void)sel;
+    return fig1(s, o, out, info);
+}
+#define LOG_RECIPE(name)                                                                                           \
+    static tsc_status_t draw_##name(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel,    \
+                                    const fig_out_t *out, tsc_figure_info_t *info) {                              \
+        (void)sel;                                                                                                 \
+        return fig_logs(s, o, #name, out, info);                                                                   \
+    }
+LOG_RECIPE(fig2)
+LOG_RECIPE(fig7)
+LOG_RECIPE(fig10)
+#undef LOG_RECIPE
+static tsc_status_t draw_fig6b(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel,
+                               const fig_out_t *out, tsc_figure_info_t *info) {
+    return fig6bc(s, o, sel, 0, out, info);
+}
+static tsc_status_t draw_fig6c(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel,
+                               const fig_out_t *out, tsc_figure_info_t *info) {
+    return fig6bc(s, o, sel, 1, out, info);
+}
+static tsc_status_t draw_fig11(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel,
+                               const fig_out_t *out, tsc_figure_info_t *info) {
+    (void)sel;
+    return fig11(s, o, out, info);
+}
+
+typedef struct {
+    tsc_figure_spec_t spec;
+    recipe_fn draw;
+} recipe_t;
+
+#define A TSC_FIG_NEEDS_ANALYSIS
+#define L TSC_FIG_NEEDS_LOGS
+#define D TSC_FIG_NEEDS_DUMP
+#define X TSC_FIG_NEEDS_X
+#define GP TSC_FIG_KIND_GNUPLOT
+#define CR TSC_FIG_KIND_CAIRO
+#define ALL TSC_FIG_RUNS_ALL
+#define CAP TSC_FIG_RUNS_CAPTURED
+
+/* Every figure, in the order of --list, the report and the folders of demo and repro. */
+static const recipe_t recipes[] = {
+    {{"fig1", "evidence map: the causal chain with this run's numbers at each link", 6.5, 3.9, A | L, CR, CAP}, draw_fig1},
+    {{"fig2", "validation loss vs step (training logs)", 3.25, 2.6, L, GP, ALL}, draw_fig2},
+    {{"fig3", "W^Q spectral norm per head of one layer (bar chart)", 3.25, 2.6, A, GP, ALL}, fig3},
+    {{"fig4", "PK, X and the rank-1 terms (PK)[T]^T X[T] at two tokens, with their cosine (needs the dump with x)", 6.5,
+      4.2, A | D | X, CR, ALL},
+     fig4},
+    {{"fig5a", "cumulative sum_T(delta_lp - delta_hp) over the analysed steps", 3.25, 2.6, A, GP, ALL}, fig5a},
+    {{"fig5b", "dO[T,:] and O[T,:] over features at the probe token (needs the dump)", 3.25, 2.6, A | D, GP, ALL}, fig5b},
+    {{"fig5c", "mean O_lp - O_hp per feature, in value units (--ulp: in ULPs)", 3.25, 2.6, A, GP, ALL}, fig5c},
+    {{"fig6a", "V[:, I] and P-bar[T, :] over tokens at the probe (needs the dump)", 3.25, 2.6, A | D, GP, ALL}, fig6a},
+    {{"fig6b", "O-bar error(t): rounding error of the lp prefix sums of P-bar V over tokens", 3.25, 2.6, A, GP, ALL},
+     draw_fig6b},
+    {{"fig6c", "zoom of fig6b on its largest negative jump at a key where P-bar = 1", 3.25, 2.6, A, GP, ALL}, draw_fig6c},
+    {{"fig7", "loss curves of several runs, log-log axes (training logs)", 3.25, 2.6, L, GP, ALL}, draw_fig7},
+    {{"fig8", "rank-1 terms of three tied rows and the cosines of the tied-row terms (needs x)", 6.5, 5.0, A | X, CR, ALL},
+     fig8},
+    {{"fig9", "attention-probability rows with two maxima (needs the dump)", 3.25, 2.6, A | D, GP, ALL}, fig9},
+    {{"fig10", "overlay of every log's training loss (EMA and raw)", 3.25, 2.6, L, GP, ALL}, draw_fig10},
+    {{"fig11", "spectral norm of every captured weight across steps (heatmap)", 6.5, 3.0, A, CR, ALL}, draw_fig11},
+    {{"fig12", "per-token delta difference, cumulative over steps (heatmap)", 3.25, 2.6, A, CR, ALL}, fig12},
+    {{"fig13", "validation loss and rows with multiple maxima vs step (dual axis)", 3.25, 2.6, A | L, GP, CAP}, fig13},
+};
+#undef A
+#undef L
+#undef D
+#undef X
+#undef GP
+#undef CR
+#undef ALL
+#undef CAP
+#define N_RECIPES ((int)(sizeof recipes / sizeof recipes[0]))
+
+/* Aliases: the paper's figure 5 and 6 are their first panels. */
+static const struct {
+    const char *alias, *id;
+} aliases[] = {{"fig5", "fig5a"}, {"fig6", "fig6a"}};
+
+int tsc_figure_count(void) { return N_RECIPES; }
+const tsc_figure_spec_t *tsc_figure_spec(int i) { return i >= 0 && i < N_RECIPES ? &recipes[i].spec : NULL; }
+const char *tsc_figure_id(int i) { return i >= 0 && i < N_RECIPES ? recipes[i].spec.id : NULL; }
+const char *tsc_figure_describe(int i) { return i >= 0 && i < N_RECIPES ? recipes[i].spec.desc : NULL; }
+
+static const recipe_t *recipe_find(const char *name) {
+    char buf[16];
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n >= sizeof buf) return NULL;
+    for (size_t i = 0; i <= n; i++) buf[i] = (char)((name[i] >= 'A' && name[i] <= 'Z') ? name[i] + 32 : name[i]);
+    const char *id = buf;
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (strcmp(buf, aliases[i].alias) == 0) id = aliases[i].id;
+    for (int i = 0; i < N_RECIPES; i++)
+        if (strcmp(id, recipes[i].spec.id) == 0) return &recipes[i];
+    return NULL;
+}
+
+const tsc_figure_spec_t *tsc_figure_find(const char *name) {
+    const recipe_t *r = recipe_find(name);
+    return r ? &r->spec : NULL;
+}
+
+const char *tsc_figure_canonical(const char *name) {
+    const recipe_t *r = recipe_find(name);
+    return r ? r->spec.id : NULL;
+}
+
+const char *tsc_figure_ids_where(unsigned mask, unsigned value, int scope, const char *last_sep, char *buf,
+                                 size_t cap) {
+    int idx[N_RECIPES], n = 0;
+    for (int i = 0; i < N_RECIPES; i++)
+        if ((recipes[i].spec.needs & mask) == value && (scope < 0 || (int)recipes[i].spec.scope == scope)) idx[n++] = i;
+    tsc_strbuf_t b;
+    tsc_strbuf_init(&b);
+    for (int k = 0; k < n; k++)
+        tsc_strbuf_printf(&b, "%s%s", k == 0 ? "" : k == n - 1 ? last_sep : ", ", recipes[idx[k]].spec.id);
+    if (cap) snprintf(buf, cap, "%s", b.len ? tsc_strbuf_str(&b) : "");
+    tsc_strbuf_free(&b);
+    return buf;
 }
 
 /* Checks the arguments, resolves the selection and fills info's id, size and selection.
@@ -1312,15 +1390,15 @@ static tsc_status_t fig_begin(tsc_figure_src_t *s, const char *id, const tsc_fig
     *cid = tsc_figure_canonical(id);
     if (!*cid) return tsc_error_set(TSC_ERR_ARG, "unknown figure '%s' (expected fig1 ... fig13, fig5a-c, fig6a-c)", id);
     if (o->font_pt < 7) return tsc_error_set(TSC_ERR_ARG, "figure font %g pt: at least 7 pt (legible in print)", o->font_pt);
-    const recipe_t *rc = NULL;
-    for (int i = 0; i < N_RECIPES; i++)
-        if (strcmp(recipes[i].id, *cid) == 0) rc = &recipes[i];
+    const recipe_t *rc = recipe_find(*cid);
     snprintf(info->id, sizeof info->id, "%s", *cid);
-    info->width_in = o->width_in > 0 ? o->width_in : rc->w;
-    info->height_in = o->height_in > 0 ? o->height_in : rc->h;
-    if (!s->summary && strcmp(*cid, "fig2") && strcmp(*cid, "fig7") && strcmp(*cid, "fig10"))
-        return tsc_error_set(TSC_ERR_MISSING, "%s needs an analysis folder (--from DIR); only fig2, fig7 and fig10 "
-                                              "draw from training logs alone", *cid);
+    info->width_in = o->width_in > 0 ? o->width_in : rc->spec.width_in;
+    info->height_in = o->height_in > 0 ? o->height_in : rc->spec.height_in;
+    if (!s->summary && (rc->spec.needs & TSC_FIG_NEEDS_ANALYSIS)) {
+        char logs_only[128];
+        return tsc_error_set(TSC_ERR_MISSING, "%s needs an analysis folder (--from DIR); only %s draw from training logs alone",
+                             *cid, tsc_figure_ids_where(TSC_FIG_NEEDS_ANALYSIS, 0, -1, " and ", logs_only, sizeof logs_only));
+    }
     tsc_fig_resolve(s, o, sel);
     info->layer = sel->layer, info->head = sel->head, info->step = sel->step;
     tsc_error_clear();
@@ -1330,22 +1408,9 @@ static tsc_status_t fig_begin(tsc_figure_src_t *s, const char *id, const tsc_fig
 /* Runs recipe cid into out. */
 static tsc_status_t fig_run(tsc_figure_src_t *s, const char *cid, const tsc_figure_opts_t *o, const tsc_fig_sel_t *sel,
                             const fig_out_t *out, tsc_figure_info_t *info) {
-    if (!strcmp(cid, "fig1")) return fig1(s, o, out, info);
-    if (!strcmp(cid, "fig2") || !strcmp(cid, "fig7") || !strcmp(cid, "fig10")) return fig_logs(s, o, cid, out, info);
-    if (!strcmp(cid, "fig3")) return fig3(s, o, sel, out, info);
-    if (!strcmp(cid, "fig4")) return fig4(s, o, sel, out, info);
-    if (!strcmp(cid, "fig5a")) return fig5a(s, o, sel, out, info);
-    if (!strcmp(cid, "fig5b")) return fig5b(s, o, sel, out, info);
-    if (!strcmp(cid, "fig5c")) return fig5c(s, o, sel, out, info);
-    if (!strcmp(cid, "fig6a")) return fig6a(s, o, sel, out, info);
-    if (!strcmp(cid, "fig6b")) return fig6bc(s, o, sel, 0, out, info);
-    if (!strcmp(cid, "fig6c")) return fig6bc(s, o, sel, 1, out, info);
-    if (!strcmp(cid, "fig8")) return fig8(s, o, sel, out, info);
-    if (!strcmp(cid, "fig9")) return fig9(s, o, sel, out, info);
-    if (!strcmp(cid, "fig11")) return fig11(s, o, out, info);
-    if (!strcmp(cid, "fig12")) return fig12(s, o, sel, out, info);
-    if (!strcmp(cid, "fig13")) return fig13(s, o, sel, out, info);
-    return tsc_error_set(TSC_ERR_INTERNAL, "figure %s has no recipe", cid);
+    const recipe_t *r = recipe_find(cid);
+    if (!r) return tsc_error_set(TSC_ERR_INTERNAL, "figure %s has no recipe", cid);
+    return r->draw(s, o, sel, out, info);
 }
 
 tsc_status_t tsc_figure_draw(tsc_figure_src_t *s, const char *id, const tsc_figure_opts_t *o, cairo_t *cr, double w_pt,
@@ -1395,4 +1460,26 @@ tsc_status_t tsc_figure_write(tsc_figure_src_t *s, const char *id, const tsc_fig
     if (fmt == TSC_IMG_AUTO && (st = tsc_image_format_from_path(path, &fmt))) return st;
     fig_out_t out = {path, fmt, NULL, NULL, 0, 0};
     return fig_run(s, cid, o, &sel, &out, info);
+}
+
+tsc_status_t tsc_figure_write_dir(tsc_figure_src_t *s, tsc_figure_src_t *captured, const char *dir,
+                                  const tsc_figure_opts_t *o, tsc_figure_done_fn done, void *user, int *n_drawn) {
+    if (n_drawn) *n_drawn = 0;
+    if (!s || !dir || !o) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_write_dir: NULL argument");
+    int drawn = 0;
+    for (int i = 0; i < N_RECIPES; i++) {
+        const tsc_figure_spec_t *f = &recipes[i].spec;
+        char path[1200];
+        if (snprintf(path, sizeof path, "%s/%s.png", dir, f->id) >= (int)sizeof path) {
+            tsc_status_t st = tsc_error_set(TSC_ERR_ARG, "%s: the folder name is too long", dir);
+            if (done) done(user, f->id, st, tsc_error_last());
+            continue;
+        }
+        tsc_figure_src_t *src = f->scope == TSC_FIG_RUNS_CAPTURED && captured ? captured : s;
+        tsc_status_t st = tsc_figure_write(src, f->id, o, path, TSC_IMG_PNG, NULL);
+        drawn += st == TSC_OK;
+        if (done) done(user, f->id, st, st == TSC_OK ? NULL : tsc_error_last());
+    }
+    if (n_drawn) *n_drawn = drawn;
+    return TSC_OK;
 }

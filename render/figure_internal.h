@@ -53,9 +53,6 @@ const char *tsc_fig_summary_path(const tsc_figure_src_t *s);
 /* Figure 1 into a w_pt x h_pt box of cr (user units points) with opts o; info->caption filled. */
 tsc_status_t tsc_fig_evidence_cairo(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, cairo_t *cr, double w_pt,
                                     double h_pt, tsc_figure_info_t *info);
-/* 1 when recipe cid is drawn with cairo (vector in SVG/PDF and on report pages), 0 when gnuplot
- * draws it (a PNG painted onto a page). */
-int tsc_fig_is_cairo(const char *cid);
 
 /* Where a recipe draws (figure.c). */
 typedef struct fig_out fig_out_t;

@@ -287,7 +287,7 @@ static void collect_figures(tsc_figure_src_t *src, const tsc_figure_opts_t *fo, 
             f->ok = 1;
             snprintf(f->caption, sizeof f->caption, "%s", fi.caption);
             f->w_in = fi.width_in, f->h_in = fi.height_in;
-            f->vector = tsc_fig_is_cairo(f->id);
+            f->vector = tsc_figure_spec(i)->kind == TSC_FIG_KIND_CAIRO;
         } else {
             snprintf(f->why, sizeof f->why, "%s", tsc_error_last());
             tsc_strbuf_free(&f->png);
@@ -507,9 +507,8 @@ static void repro_text(tsc_figure_src_t *src, const tsc_report_opts_t *o, const 
         const char *id = c->figs[i].id;
         if (!c->figs[i].ok) continue;
         /* only the figures that read training logs get the --log arguments */
-        int uses_logs = !strcmp(id, "fig1") || !strcmp(id, "fig2") || !strcmp(id, "fig7") || !strcmp(id, "fig10") ||
-                        !strcmp(id, "fig13");
-        int uses_dump = !strcmp(id, "fig4") || !strcmp(id, "fig5b") || !strcmp(id, "fig6a") || !strcmp(id, "fig9");
+        const tsc_figure_spec_t *spec = tsc_figure_find(id);
+        int uses_logs = spec && (spec->needs & TSC_FIG_NEEDS_LOGS), uses_dump = spec && (spec->needs & TSC_FIG_NEEDS_DUMP);
         tsc_strbuf_printf(r, "tilescope figure %s --from", id);
         put_word(r, dir);
         if (uses_logs) put_logs(r, src);

@@ -2,17 +2,10 @@
  *
  * A figure source is an analysis folder (DIR/summary.json + DIR/analysis.h5, docs/FORMAT.md §3,
  * written by `tilescope analyze` or `tilescope diagnose`), the training logs added to it
- * (tsc_log.h), and, for the recipes that need raw tensors (fig4, fig5b, fig6a, fig9), the dump
- * that summary.json names (or opts.dump). Recipes, by id (tsc_figure_list):
- *   fig1  evidence map: the causal chain with this run's numbers at each link (cairo)
- *   fig2  validation loss vs step (logs)                fig3  W^Q spectral norm per head (bars)
- *   fig4  rank-1 terms (PK)[T]^T X[T] at two tokens     fig5a cumulative sum_T(δ_lp − δ_hp) over steps
- *   fig5b dO[T,:] and O[T,:] over features (dump)       fig5c mean O_lp − O_hp per feature (ULPs)
- *   fig6a V[:, I] and P̄[T, :] over tokens (dump)        fig6b Ō_error(t) at the probe
- *   fig6c zoom of fig6b on its largest negative jump    fig7  loss curves of several runs, log-log
- *   fig8  cosine similarity of the rank-1 terms         fig9  attention rows with two maxima (dump)
- *   fig10 overlay of every log's training loss          fig11 spectral norm of every weight vs step
- *   fig12 per-token δ difference, cumulative over steps fig13 val loss and rows with multiple maxima
+ * (tsc_log.h), and, for the recipes that need raw tensors (TSC_FIG_NEEDS_DUMP), the dump
+ * that summary.json names (or opts.dump). The recipes are the rows of the figure table below
+ * (tsc_figure_spec: id, description, size, needs, kind, scope; `tilescope figure --list`; what each
+ * shows: docs/MECHANISM.md section 7).
  * ("fig5" is fig5a, "fig6" is fig6a.) A recipe whose data is absent fails with TSC_ERR_MISSING
  * naming what is missing ("fig4 needs x: the dump has no x (the QKV input was not captured)").
  * Every figure comes with a caption saying what was plotted and from which file.
@@ -107,7 +100,7 @@ typedef struct {
     int layer, head;         /* -1: the top at-risk (layer, head) (diagnosis, else flags, else largest |Σδ|) */
     int batch, token, feature; /* -1: the analysis' automatic probe */
     const char *dump;        /* the dump for fig4/5b/6a/9; NULL: the one summary.json names */
-    double width_in, height_in; /* 0: the recipe's default (3.25 x 2.6; 6.5 wide for fig1, fig4, fig11) */
+    double width_in, height_in; /* 0: the row's default (tsc_figure_spec) */
     double dpi;              /* PNG resolution (300) */
     double font_pt;          /* base text size (8) */
     int ulp;                 /* fig5c: the mean error in ULPs of each element instead of value units (0) */
@@ -126,6 +119,45 @@ typedef struct {
     int64_t marks[4];
     int n_marks;
 } tsc_figure_info_t;
+
+/* ---- the figure table: one row per recipe (render/figure.c's recipes[]) ----
+ * Everything that differs between figures is in its row: the CLI's --list, the report's choice of
+ * arguments, which source repro draws a figure from and whether a page embeds it as vectors all
+ * read the row. Adding a figure: its row in figure.c (with its draw function) and its row in
+ * docs/MECHANISM.md section 7 (test_figure_table holds the two together). */
+enum {
+    TSC_FIG_NEEDS_ANALYSIS = 1 << 0, /* an analysis folder (summary.json, analysis.h5) */
+    TSC_FIG_NEEDS_LOGS = 1 << 1,     /* reads training logs (--log) */
+    TSC_FIG_NEEDS_DUMP = 1 << 2,     /* raw tensors from the dump (--dump or the one summary.json names) */
+    TSC_FIG_NEEDS_X = 1 << 3,        /* x, the input of the QKV projection, captured */
+};
+typedef enum {
+    TSC_FIG_KIND_GNUPLOT = 0, /* curves drawn by gnuplot: a PNG painted onto a report page */
+    TSC_FIG_KIND_CAIRO,       /* drawn by cairo: vectors in SVG/PDF and on report pages */
+} tsc_figure_kind_t;
+typedef enum {
+    TSC_FIG_RUNS_ALL = 0,  /* drawn with every run's log */
+    TSC_FIG_RUNS_CAPTURED, /* about the captured run alone (pairs the loss with its capture): its log only */
+} tsc_figure_scope_t;
+
+typedef struct {
+    const char *id;          /* canonical id ("fig5a") */
+    const char *desc;        /* one line, for --list */
+    double width_in, height_in; /* default size */
+    unsigned needs;          /* TSC_FIG_NEEDS_* */
+    tsc_figure_kind_t kind;
+    tsc_figure_scope_t scope;
+} tsc_figure_spec_t;
+
+/* Row i of the table (0 <= i < tsc_figure_count()), NULL outside; the row of canonical or alias
+ * id name (tsc_figure_canonical), NULL when unknown. */
+TSC_API const tsc_figure_spec_t *tsc_figure_spec(int i);
+TSC_API const tsc_figure_spec_t *tsc_figure_find(const char *name);
+/* The ids of the rows whose needs masked by mask equal value and, when scope >= 0, whose scope is
+ * scope, into buf[cap] as "a, b and c" (last_sep " and ") or "a, b, c" (last_sep ", "); returns buf
+ * ("" when none). For help and messages that name figures. */
+TSC_API const char *tsc_figure_ids_where(unsigned mask, unsigned value, int scope, const char *last_sep, char *buf,
+                                         size_t cap);
 
 /* The recipe ids in order and a one-line description of each. */
 TSC_API int tsc_figure_count(void);
@@ -156,6 +188,16 @@ TSC_API tsc_status_t tsc_figure_draw(tsc_figure_src_t *s, const char *id, const 
 /* Recipe id as the PNG tsc_figure_write would write (the same bytes), appended to png. */
 TSC_API tsc_status_t tsc_figure_png(tsc_figure_src_t *s, const char *id, const tsc_figure_opts_t *o, tsc_strbuf_t *png,
                                     tsc_figure_info_t *info);
+
+/* Draws every figure of the table into dir/ID.png (dir must exist) with options o: the figures whose
+ * scope is TSC_FIG_RUNS_CAPTURED from captured (NULL: s), the others from s. A figure whose data is
+ * absent is not drawn; done (may be NULL) is called after each figure with its id, its status and,
+ * when not drawn, the reason (tsc_error_last()). *n_drawn (may be NULL) gets the count drawn.
+ * Returns TSC_ERR_ARG for a NULL s, dir or o; otherwise TSC_OK, whatever each figure's status. */
+typedef void (*tsc_figure_done_fn)(void *user, const char *id, tsc_status_t st, const char *why);
+TSC_API tsc_status_t tsc_figure_write_dir(tsc_figure_src_t *s, tsc_figure_src_t *captured, const char *dir,
+                                          const tsc_figure_opts_t *o, tsc_figure_done_fn done, void *user,
+                                          int *n_drawn);
 
 /* Figure 1 onto cr (user units: points, origin top-left) in a w x h point box. caption: [cap] or
  * NULL. Never fails on missing data (absent links are drawn as such); TSC_ERR_EXTERNAL on a cairo
