@@ -151,6 +151,10 @@ int tsc_select_has(const tsc_select_t *s, long long step, long long layer, long 
            (head < 0 || tsc_select_set_has(&s->heads, head));
 }
 
+size_t tsc_select_size(void) { return sizeof(tsc_select_t); }
+
+int tsc_select_has_step(const tsc_select_t *s, long long step) { return s && tsc_select_set_has(&s->steps, step); }
+
 long long tsc_select_set_count(const tsc_select_set_t *set, long long n) {
     long long c = 0;
     for (long long v = 0; v < n; v++) c += tsc_select_set_has(set, v);

@@ -66,6 +66,11 @@ TSC_API int tsc_select_set_has(const tsc_select_set_t *set, long long v);
 /* 1 when step and layer are selected, and head too unless head < 0. */
 TSC_API int tsc_select_has(const tsc_select_t *s, long long step, long long layer, long long head);
 
+/* For callers that hold a selection as an opaque buffer (the Python package through ctypes): the
+ * size of tsc_select_t to allocate, and whether step is among its steps (0 for a NULL s). */
+TSC_API size_t tsc_select_size(void);
+TSC_API int tsc_select_has_step(const tsc_select_t *s, long long step);
+
 /* Number of selected values in [0, n) (e.g. heads among n_head). */
 long long tsc_select_set_count(const tsc_select_set_t *set, long long n);
 

@@ -2,28 +2,11 @@
 #include "tsc_policy.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const char *const preset_names[TSC_PRESET_COUNT] = {
-    "fp64", "fp32", "bf16-fa2", "bf16-torch", "fp16-fa2", "fp8-fa3", "fp16-torch",
-    "bf16-eager-cpu", "bf16-eager-cuda", "fp16-eager-cuda", "bf16-sdpa-math", "fp16-sdpa-math"};
-
-static const char *const preset_desc[TSC_PRESET_COUNT] = {
-    "every stage FP64",
-    "every stage FP32",
-    "FlashAttention-2 CUDA kernel, BF16",
-    "the paper's pure-PyTorch FlashAttention-2 under CUDA BF16 autocast",
-    "FlashAttention-2 CUDA kernel, FP16",
-    "FlashAttention-3 FP8 (E4M3) forward, BF16 backward",
-    "the paper's pure-PyTorch FlashAttention-2 under CUDA FP16 autocast",
-    "eager PyTorch softmax(QK^T*scale) V under CPU BF16 autocast",
-    "eager PyTorch softmax(QK^T*scale) V under CUDA BF16 autocast",
-    "eager PyTorch softmax(QK^T*scale) V under CUDA FP16 autocast",
-    "PyTorch scaled_dot_product_attention math path (torch >= 2.5), BF16 inputs",
-    "PyTorch scaled_dot_product_attention math path (torch >= 2.5), FP16 inputs"};
 
 static const char *const scale_names[] = {"s", "s-lp", "qk"};
 static const char *const norm_names[] = {"div", "recip"};
@@ -48,23 +31,8 @@ static const char *const stage_desc[TSC_STAGE_COUNT] = {
     "each product dO*O before it is added into delta (lp delta)", "delta = rowsum(dO * O)",
     "dQ accumulator", "dK accumulator", "dV accumulator", "returned dQ, dK, dV"};
 
-static const char help_text[] =
-    "valid presets: fp64, fp32, bf16-fa2, fp16-fa2, fp8-fa3, bf16-torch, fp16-torch, "
-    "bf16-eager-cpu, bf16-eager-cuda, fp16-eager-cuda, bf16-sdpa-math, fp16-sdpa-math; modifiers: "
-    "+stable[:beta=B,eps=E,gap=G], +hp-delta, +dpp-delta, +lp-delta, +sr[:seed=N][,STAGE...], "
-    "+rz[:STAGE,...], +rne[:STAGE,...], +FMT:STAGE[,STAGE...] (FMT: fp64 fp32 tf32 bf16 fp16 "
-    "fp8-e4m3 fp8-e5m2), +fused, +unfused, +tile:q=BR,k=BC, +online, +materialized, "
-    "+ds-scale:last|first|rounded, +scale:s|s-lp|qk, +norm:div|recip, +gqa-sum:once|each; stages: q k v do acc scores rowmax exparg pbar-pv "
-    "pbar-l pv oacc l l-rescale o lse exparg-bwd p dp ds delta-prod delta dq dk dv grad "
-    "(example: bf16-fa2+stable:beta=2,eps=1e-3)";
 
-const char *tsc_preset_name(tsc_preset_t preset) {
-    return (unsigned)preset < TSC_PRESET_COUNT ? preset_names[preset] : "?";
-}
 
-const char *tsc_preset_describe(tsc_preset_t preset) {
-    return (unsigned)preset < TSC_PRESET_COUNT ? preset_desc[preset] : "?";
-}
 
 const char *tsc_stage_name(tsc_stage_t stage) {
     return (unsigned)stage < TSC_STAGE_COUNT ? stage_names[stage] : "?";
@@ -74,14 +42,110 @@ const char *tsc_stage_describe(tsc_stage_t stage) {
     return (unsigned)stage < TSC_STAGE_COUNT ? stage_desc[stage] : "?";
 }
 
+/* ---------------------------------------------------------------- the presets */
+
+typedef struct preset_row preset_row_t;
+/* A family of presets: the stages and options it sets over the base (every stage at the row's base format). */
+typedef void (*preset_build_fn)(tsc_policy_t *p, const preset_row_t *r);
+
+static void build_fa(tsc_policy_t *p, const preset_row_t *r);
+static void build_torch(tsc_policy_t *p, const preset_row_t *r);
+static void build_eager(tsc_policy_t *p, const preset_row_t *r);
+static void build_sdpa_math(tsc_policy_t *p, const preset_row_t *r);
+
+/* One row per preset, in the order help and errors list them (the enum's order, which fit and stored files
+ * use, is the row's preset field): name, the kernel it models, the base format of every stage, and the
+ * family that sets the rest with the row's lp format, input format and CUDA flag. Adding a preset: its
+ * enum value (tsc_policy.h), its row here (a new family only for a new kind of kernel), its section in
+ * docs/PRESETS.md (test_policy holds the three together). */
+struct preset_row {
+    tsc_preset_t preset;
+    const char *name, *desc;
+    tsc_format_t base;
+    preset_build_fn build; /* NULL: the base alone */
+    tsc_format_t lp, in;
+    int cuda;
+};
+
+#define BF TSC_FMT_BF16
+#define HF TSC_FMT_FP16
+#define F32 TSC_FMT_FP32
+static const preset_row_t presets[] = {
+    {TSC_PRESET_FP64, "fp64", "every stage FP64", TSC_FMT_FP64, NULL, F32, F32, 0},
+    {TSC_PRESET_FP32, "fp32", "every stage FP32", F32, NULL, F32, F32, 0},
+    {TSC_PRESET_BF16_FA2, "bf16-fa2", "FlashAttention-2 CUDA kernel, BF16", F32, build_fa, BF, BF, 1},
+    {TSC_PRESET_FP16_FA2, "fp16-fa2", "FlashAttention-2 CUDA kernel, FP16", F32, build_fa, HF, HF, 1},
+    {TSC_PRESET_FP8_FA3, "fp8-fa3", "FlashAttention-3 FP8 (E4M3) forward, BF16 backward", F32, build_fa, BF,
+     TSC_FMT_FP8_E4M3, 1},
+    {TSC_PRESET_BF16_TORCH, "bf16-torch", "the paper's pure-PyTorch FlashAttention-2 under CUDA BF16 autocast", F32,
+     build_torch, BF, BF, 1},
+    {TSC_PRESET_FP16_TORCH, "fp16-torch", "the paper's pure-PyTorch FlashAttention-2 under CUDA FP16 autocast", F32,
+     build_torch, HF, HF, 1},
+    {TSC_PRESET_BF16_EAGER_CPU, "bf16-eager-cpu", "eager PyTorch softmax(QK^T*scale) V under CPU BF16 autocast", F32,
+     build_eager, BF, BF, 0},
+    {TSC_PRESET_BF16_EAGER_CUDA, "bf16-eager-cuda", "eager PyTorch softmax(QK^T*scale) V under CUDA BF16 autocast",
+     F32, build_eager, BF, BF, 1},
+    {TSC_PRESET_FP16_EAGER_CUDA, "fp16-eager-cuda", "eager PyTorch softmax(QK^T*scale) V under CUDA FP16 autocast",
+     F32, build_eager, HF, HF, 1},
+    {TSC_PRESET_BF16_SDPA_MATH, "bf16-sdpa-math",
+     "PyTorch scaled_dot_product_attention math path (torch >= 2.5), BF16 inputs", F32, build_sdpa_math, BF, BF, 0},
+    {TSC_PRESET_FP16_SDPA_MATH, "fp16-sdpa-math",
+     "PyTorch scaled_dot_product_attention math path (torch >= 2.5), FP16 inputs", F32, build_sdpa_math, HF, HF, 0},
+};
+#undef BF
+#undef HF
+#undef F32
+#define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
+_Static_assert(sizeof presets / sizeof presets[0] == TSC_PRESET_COUNT, "one row per tsc_preset_t");
+
+static const preset_row_t *preset_row(tsc_preset_t preset) {
+    for (int i = 0; i < N_PRESETS; i++)
+        if (presets[i].preset == preset) return &presets[i];
+    return NULL;
+}
+
+const char *tsc_preset_name(tsc_preset_t preset) {
+    const preset_row_t *r = preset_row(preset);
+    return r ? r->name : "?";
+}
+
+const char *tsc_preset_describe(tsc_preset_t preset) {
+    const preset_row_t *r = preset_row(preset);
+    return r ? r->desc : "?";
+}
+
+static const char modifier_help[] =
+    "modifiers: "
+    "+stable[:beta=B,eps=E,gap=G], +hp-delta, +dpp-delta, +lp-delta, +sr[:seed=N][,STAGE...], "
+    "+rz[:STAGE,...], +rne[:STAGE,...], +FMT:STAGE[,STAGE...] (FMT: fp64 fp32 tf32 bf16 fp16 "
+    "fp8-e4m3 fp8-e5m2), +fused, +unfused, +tile:q=BR,k=BC, +online, +materialized, "
+    "+ds-scale:last|first|rounded, +scale:s|s-lp|qk, +norm:div|recip, +gqa-sum:once|each; stages: q k v do acc scores rowmax exparg pbar-pv "
+    "pbar-l pv oacc l l-rescale o lse exparg-bwd p dp ds delta-prod delta dq dk dv grad "
+    "(example: bf16-fa2+stable:beta=2,eps=1e-3)";
+
+/* "valid presets: NAME, ...; " + modifier_help: the presets from their rows, built once. */
+static char help_buf[sizeof modifier_help + 32 * TSC_PRESET_COUNT + 32];
+static pthread_once_t help_once = PTHREAD_ONCE_INIT;
+
+static void help_build(void) {
+    size_t n = (size_t)snprintf(help_buf, sizeof help_buf, "valid presets: ");
+    for (int i = 0; i < N_PRESETS && n < sizeof help_buf; i++)
+        n += (size_t)snprintf(help_buf + n, sizeof help_buf - n, "%s%s", presets[i].name, i + 1 < N_PRESETS ? ", " : "; ");
+    if (n < sizeof help_buf) snprintf(help_buf + n, sizeof help_buf - n, "%s", modifier_help);
+}
+
+static const char *help(void) {
+    (void)pthread_once(&help_once, help_build); /* fails only on a bad once object */
+    return help_buf;
+}
+
 tsc_status_t tsc_preset_parse(const char *name, tsc_preset_t *out) {
-    for (int i = 0; name && i < TSC_PRESET_COUNT; i++)
-        if (strcmp(name, preset_names[i]) == 0) {
-            *out = (tsc_preset_t)i;
+    for (int i = 0; name && i < N_PRESETS; i++)
+        if (strcmp(name, presets[i].name) == 0) {
+            *out = presets[i].preset;
             return TSC_OK;
         }
-    return tsc_error_set(TSC_ERR_ARG, "unknown policy preset '%s'; %s", name ? name : "(null)",
-                         help_text);
+    return tsc_error_set(TSC_ERR_ARG, "unknown policy preset '%s'; %s", name ? name : "(null)", help());
 }
 
 tsc_status_t tsc_stage_parse(const char *name, tsc_stage_t *out) {
@@ -93,7 +157,7 @@ tsc_status_t tsc_stage_parse(const char *name, tsc_stage_t *out) {
             return TSC_OK;
         }
     return tsc_error_set(TSC_ERR_ARG, "unknown policy stage '%s'; %s", name ? name : "(null)",
-                         help_text);
+                         help());
 }
 
 static int fmt_is_low(tsc_format_t f) {
@@ -175,9 +239,15 @@ static void preset_sdpa_math(tsc_policy_t *p, tsc_format_t lp) {
     fmt_set(p, lp, STAGES(INPUTS, TSC_STAGE_O, TSC_STAGE_GRAD));
 }
 
+/* The families of presets[]: each sets what its kind of kernel rounds (the functions above). */
+static void build_fa(tsc_policy_t *p, const preset_row_t *r) { preset_fa(p, r->lp, r->in); }
+static void build_torch(tsc_policy_t *p, const preset_row_t *r) { preset_torch(p, r->lp); }
+static void build_eager(tsc_policy_t *p, const preset_row_t *r) { preset_eager(p, r->lp, r->cuda); }
+static void build_sdpa_math(tsc_policy_t *p, const preset_row_t *r) { preset_sdpa_math(p, r->lp); }
+
 tsc_status_t tsc_policy_preset(tsc_preset_t preset, tsc_policy_t *out) {
-    if ((unsigned)preset >= TSC_PRESET_COUNT)
-        return tsc_error_set(TSC_ERR_ARG, "policy preset %d out of range; %s", (int)preset, help_text);
+    const preset_row_t *r = preset_row(preset);
+    if (!r) return tsc_error_set(TSC_ERR_ARG, "policy preset %d out of range; %s", (int)preset, help());
     tsc_policy_t p;
     memset(&p, 0, sizeof p);
     p.preset = preset;
@@ -192,23 +262,10 @@ tsc_status_t tsc_policy_preset(tsc_preset_t preset, tsc_policy_t *out) {
     p.softmax = TSC_SOFTMAX_ONLINE;
     p.ds_scale = TSC_DS_SCALE_LAST;
     for (int s = 0; s < TSC_STAGE_COUNT; s++) {
-        p.fmt[s] = preset == TSC_PRESET_FP64 ? TSC_FMT_FP64 : TSC_FMT_FP32;
+        p.fmt[s] = r->base;
         p.mode[s] = TSC_ROUND_NEAREST_EVEN;
     }
-    const tsc_format_t bf = TSC_FMT_BF16, hf = TSC_FMT_FP16;
-    switch (preset) {
-    case TSC_PRESET_BF16_FA2: preset_fa(&p, bf, bf); break;
-    case TSC_PRESET_FP16_FA2: preset_fa(&p, hf, hf); break;
-    case TSC_PRESET_FP8_FA3: preset_fa(&p, bf, TSC_FMT_FP8_E4M3); break;
-    case TSC_PRESET_BF16_TORCH: preset_torch(&p, bf); break;
-    case TSC_PRESET_FP16_TORCH: preset_torch(&p, hf); break;
-    case TSC_PRESET_BF16_EAGER_CPU: preset_eager(&p, bf, 0); break;
-    case TSC_PRESET_BF16_EAGER_CUDA: preset_eager(&p, bf, 1); break;
-    case TSC_PRESET_FP16_EAGER_CUDA: preset_eager(&p, hf, 1); break;
-    case TSC_PRESET_BF16_SDPA_MATH: preset_sdpa_math(&p, bf); break;
-    case TSC_PRESET_FP16_SDPA_MATH: preset_sdpa_math(&p, hf); break;
-    default: break; /* fp64, fp32 */
-    }
+    if (r->build) r->build(&p, r);
     *out = p;
     return TSC_OK;
 }
@@ -221,6 +278,21 @@ void tsc_policy_stage_set(tsc_policy_t *p, tsc_stage_t stage, tsc_format_t fmt) 
 
 int tsc_policy_stage_is_low(const tsc_policy_t *p, tsc_stage_t stage) {
     return p && (unsigned)stage < TSC_STAGE_COUNT && fmt_is_low(p->fmt[stage]);
+}
+
+size_t tsc_policy_size(void) { return sizeof(tsc_policy_t); }
+
+void tsc_policy_tiles(const tsc_policy_t *p, int *block_q, int *block_k) {
+    if (block_q) *block_q = p ? p->block_q : 0;
+    if (block_k) *block_k = p ? p->block_k : 0;
+}
+
+tsc_format_t tsc_policy_stage_format(const tsc_policy_t *p, tsc_stage_t stage) {
+    return p && (unsigned)stage < TSC_STAGE_COUNT ? p->fmt[stage] : TSC_FMT_FP32;
+}
+
+tsc_round_t tsc_policy_stage_mode(const tsc_policy_t *p, tsc_stage_t stage) {
+    return p && (unsigned)stage < TSC_STAGE_COUNT ? p->mode[stage] : TSC_ROUND_NEAREST_EVEN;
 }
 
 int tsc_policy_uses_fp64(const tsc_policy_t *p) {
@@ -331,13 +403,13 @@ static tsc_status_t apply_mode(tsc_policy_t *p, const char *mod, tsc_round_t mod
         if (strncmp(tok, "seed=", 5) == 0) {
             if (mode != TSC_ROUND_STOCHASTIC || parse_u64_full(tok + 5, &p->seed))
                 return tsc_error_set(TSC_ERR_ARG, "policy '%s': bad '%s' in +%s (seed=N, N a "
-                                     "non-negative integer, only with +sr); %s", whole, tok, mod, help_text);
+                                     "non-negative integer, only with +sr); %s", whole, tok, mod, help());
             continue;
         }
         tsc_stage_t st;
         if (tsc_stage_parse(tok, &st) != TSC_OK)
             return tsc_error_set(TSC_ERR_ARG, "policy '%s': unknown stage '%s' in +%s; %s", whole, tok,
-                                 mod, help_text);
+                                 mod, help());
         mark[st] = 1;
         any_stage = 1;
     }
@@ -352,7 +424,7 @@ static tsc_status_t apply_modifier(tsc_policy_t *p, char *mod, const char *whole
     if (args) *args++ = '\0';
     if (args && !*args)
         return tsc_error_set(TSC_ERR_ARG, "policy '%s': modifier +%s has an empty argument list; %s",
-                             whole, mod, help_text);
+                             whole, mod, help());
     if (strcmp(mod, "stable") == 0) {
         p->stable.enabled = 1;
         for (char *tok = args ? strtok_r(args, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
@@ -362,7 +434,7 @@ static tsc_status_t apply_modifier(tsc_policy_t *p, char *mod, const char *whole
             else if (strncmp(tok, "gap=", 4) == 0) dst = &p->stable.gap;
             if (!dst || parse_double_full(strchr(tok, '=') + 1, dst))
                 return tsc_error_set(TSC_ERR_ARG, "policy '%s': bad '%s' in +stable (expected "
-                                     "beta=B,eps=E,gap=G with numbers); %s", whole, tok, help_text);
+                                     "beta=B,eps=E,gap=G with numbers); %s", whole, tok, help());
         }
         return TSC_OK;
     }
@@ -370,7 +442,7 @@ static tsc_status_t apply_modifier(tsc_policy_t *p, char *mod, const char *whole
         strcmp(mod, "fused") == 0 || strcmp(mod, "unfused") == 0) {
         if (args)
             return tsc_error_set(TSC_ERR_ARG, "policy '%s': +%s takes no arguments; %s", whole, mod,
-                                 help_text);
+                                 help());
         if (mod[0] == 'h') p->delta_src = TSC_DELTA_HP_O;
         else if (mod[0] == 'd') p->delta_src = TSC_DELTA_DPP;
         else if (mod[0] == 'l') p->delta_src = TSC_DELTA_LP_O;
@@ -380,7 +452,7 @@ static tsc_status_t apply_modifier(tsc_policy_t *p, char *mod, const char *whole
     if (strcmp(mod, "online") == 0 || strcmp(mod, "materialized") == 0) {
         if (args)
             return tsc_error_set(TSC_ERR_ARG, "policy '%s': +%s takes no arguments; %s", whole, mod,
-                                 help_text);
+                                 help());
         p->softmax = mod[0] == 'o' ? TSC_SOFTMAX_ONLINE : TSC_SOFTMAX_MATERIALIZED;
         return TSC_OK;
     }
@@ -399,7 +471,7 @@ static tsc_status_t apply_modifier(tsc_policy_t *p, char *mod, const char *whole
                     return TSC_OK;
                 }
         return tsc_error_set(TSC_ERR_ARG, "policy '%s': +%s needs %s; %s", whole, mod,
-                             mod[0] == 'd' ? ":last, :first or :rounded" : ":s, :s-lp or :qk", help_text);
+                             mod[0] == 'd' ? ":last, :first or :rounded" : ":s, :s-lp or :qk", help());
     }
     if (strcmp(mod, "norm") == 0 || strcmp(mod, "gqa-sum") == 0) {
         const char *const *names = mod[0] == 'n' ? norm_names : gqa_names;
@@ -410,7 +482,7 @@ static tsc_status_t apply_modifier(tsc_policy_t *p, char *mod, const char *whole
                 return TSC_OK;
             }
         return tsc_error_set(TSC_ERR_ARG, "policy '%s': +%s needs :%s or :%s; %s", whole, mod, names[0],
-                             names[1], help_text);
+                             names[1], help());
     }
     if (strcmp(mod, "sr") == 0) return apply_mode(p, mod, TSC_ROUND_STOCHASTIC, args, whole);
     if (strcmp(mod, "rz") == 0) return apply_mode(p, mod, TSC_ROUND_TOWARD_ZERO, args, whole);
@@ -423,12 +495,12 @@ static tsc_status_t apply_modifier(tsc_policy_t *p, char *mod, const char *whole
             else if (strncmp(tok, "k=", 2) == 0) dst = &p->block_k;
             if (!dst || parse_int_full(tok + 2, 1, 65536, dst))
                 return tsc_error_set(TSC_ERR_ARG, "policy '%s': bad '%s' in +tile (expected q=BR,k=BC "
-                                     "with integers in [1, 65536]); %s", whole, tok, help_text);
+                                     "with integers in [1, 65536]); %s", whole, tok, help());
             got = 1;
         }
         if (!got)
             return tsc_error_set(TSC_ERR_ARG, "policy '%s': +tile needs q=BR and/or k=BC; %s", whole,
-                                 help_text);
+                                 help());
         return TSC_OK;
     }
     /* +FMT:STAGE,... (FMT names as tsc_format_name prints them, plus its aliases) */
@@ -438,24 +510,24 @@ static tsc_status_t apply_modifier(tsc_policy_t *p, char *mod, const char *whole
             tsc_stage_t st;
             if (tsc_stage_parse(tok, &st) != TSC_OK)
                 return tsc_error_set(TSC_ERR_ARG, "policy '%s': unknown stage '%s' in +%s; %s", whole,
-                                     tok, mod, help_text);
+                                     tok, mod, help());
             if (st == TSC_STAGE_ACC && fmt != TSC_FMT_FP32 && fmt != TSC_FMT_FP64)
                 return tsc_error_set(TSC_ERR_ARG, "policy '%s': the acc stage must be fp32 or fp64; %s",
-                                     whole, help_text);
+                                     whole, help());
             tsc_policy_stage_set(p, st, fmt);
         }
         return TSC_OK;
     }
     tsc_error_clear();
     return tsc_error_set(TSC_ERR_ARG, "policy '%s': unknown modifier '+%s%s'; %s", whole, mod,
-                         args ? ":..." : "", help_text);
+                         args ? ":..." : "", help());
 }
 
 tsc_status_t tsc_policy_parse(const char *s, tsc_policy_t *out) {
-    if (!s || !out) return tsc_error_set(TSC_ERR_ARG, "policy: NULL string; %s", help_text);
+    if (!s || !out) return tsc_error_set(TSC_ERR_ARG, "policy: NULL string; %s", help());
     size_t len = strlen(s);
     if (len == 0 || len >= 4096)
-        return tsc_error_set(TSC_ERR_ARG, "policy: empty or overlong string; %s", help_text);
+        return tsc_error_set(TSC_ERR_ARG, "policy: empty or overlong string; %s", help());
     char *buf = malloc(len + 1);
     if (!buf) return tsc_error_set(TSC_ERR_NOMEM, "policy '%s': out of memory", s);
     memcpy(buf, s, len + 1);
@@ -465,7 +537,7 @@ tsc_status_t tsc_policy_parse(const char *s, tsc_policy_t *out) {
     tsc_preset_t preset;
     tsc_policy_t p;
     if (tsc_preset_parse(buf, &preset) != TSC_OK) {
-        st = tsc_error_set(TSC_ERR_ARG, "policy '%s': unknown preset '%s'; %s", s, buf, help_text);
+        st = tsc_error_set(TSC_ERR_ARG, "policy '%s': unknown preset '%s'; %s", s, buf, help());
         goto done;
     }
     tsc_policy_preset(preset, &p);
@@ -474,7 +546,7 @@ tsc_status_t tsc_policy_parse(const char *s, tsc_policy_t *out) {
         plus = strchr(mod, '+');
         if (plus) *plus = '\0';
         if (!*mod) {
-            st = tsc_error_set(TSC_ERR_ARG, "policy '%s': empty modifier; %s", s, help_text);
+            st = tsc_error_set(TSC_ERR_ARG, "policy '%s': empty modifier; %s", s, help());
             goto done;
         }
         if ((st = apply_modifier(&p, mod, s)) != TSC_OK) goto done;
@@ -482,7 +554,7 @@ tsc_status_t tsc_policy_parse(const char *s, tsc_policy_t *out) {
     if ((st = tsc_policy_validate(&p)) != TSC_OK) {
         char detail[512];
         snprintf(detail, sizeof detail, "%s", tsc_error_last());
-        st = tsc_error_set(st, "policy '%s': %s; %s", s, detail, help_text);
+        st = tsc_error_set(st, "policy '%s': %s; %s", s, detail, help());
         goto done;
     }
     *out = p;
@@ -545,7 +617,7 @@ tsc_status_t tsc_policy_format(const tsc_policy_t *p, char *buf, size_t size) {
     tsc_policy_preset(p->preset, &base);
     sbuf_t sb = {buf, size, 0, 0};
     buf[0] = '\0';
-    sb_printf(&sb, "%s", preset_names[p->preset]);
+    sb_printf(&sb, "%s", tsc_preset_name(p->preset));
     /* formats that differ from the preset, grouped by format in format order */
     for (int f = 0; f < TSC_FMT_COUNT; f++) {
         int first = 1;
@@ -616,7 +688,7 @@ tsc_status_t tsc_policy_format(const tsc_policy_t *p, char *buf, size_t size) {
     if (p->torch_quirks != base.torch_quirks) {
         buf[0] = '\0';
         return tsc_error_set(TSC_ERR_ARG, "policy format: torch_quirks differs from preset %s and "
-                             "has no string form", preset_names[p->preset]);
+                             "has no string form", tsc_preset_name(p->preset));
     }
     if (sb.overflow) {
         buf[0] = '\0';

@@ -13,9 +13,8 @@
  *   tsc_policy_t hp_pv = p; tsc_policy_stage_set(&hp_pv, TSC_STAGE_PV, TSC_FMT_FP32);
  *
  * String grammar: PRESET { "+" MODIFIER }, case-sensitive, no spaces.
- *   presets:   fp64, fp32, bf16-fa2, fp16-fa2, fp8-fa3, bf16-torch, fp16-torch,
- *              bf16-eager-cpu, bf16-eager-cuda, fp16-eager-cuda, bf16-sdpa-math, fp16-sdpa-math
- *              (docs/PRESETS.md: what each models, and where that knowledge comes from)
+ *   presets:   the rows of policy.c's preset table (fp64, fp32, bf16-fa2, bf16-torch, ...; a bad string's
+ *              error lists them all; docs/PRESETS.md: what each models, and where that knowledge comes from)
  *   modifiers: +stable[:beta=B,eps=E,gap=G]   Algorithm 3 (defaults beta=2, eps=1e-3, gap=1)
  *              +hp-delta        δ = rowsum(dO ∘ O_hp), O_hp from an all-FP32 forward
  *              +dpp-delta       δ = rowsum(dP ∘ P) (the paper's other fix)
@@ -226,6 +225,14 @@ TSC_API void tsc_policy_stage_set(tsc_policy_t *p, tsc_stage_t stage, tsc_format
 TSC_API int tsc_policy_stage_is_low(const tsc_policy_t *p, tsc_stage_t stage);
 /* 1 when any stage is FP64 (the reference then computes in double). */
 TSC_API int tsc_policy_uses_fp64(const tsc_policy_t *p);
+
+/* Accessors for callers that hold a policy as an opaque buffer (the Python package through ctypes):
+ * the size of tsc_policy_t to allocate; the tile sizes Br, Bc (block_q, block_k; either may be NULL);
+ * a stage's format and rounding mode (TSC_FMT_FP32 / TSC_ROUND_NEAREST_EVEN for a stage out of range). */
+TSC_API size_t tsc_policy_size(void);
+TSC_API void tsc_policy_tiles(const tsc_policy_t *p, int *block_q, int *block_k);
+TSC_API tsc_format_t tsc_policy_stage_format(const tsc_policy_t *p, tsc_stage_t stage);
+TSC_API tsc_round_t tsc_policy_stage_mode(const tsc_policy_t *p, tsc_stage_t stage);
 
 /* For substitution experiments ("lp with one stage at a time raised to FP32", docs/MECHANISM.md §2):
  * fills stages[] with the forward/backward stages that are low-precision in p, in enum

@@ -50,10 +50,8 @@ class CaptureOpts(ctypes.Structure):
                 ("keep_session", ctypes.c_int)]
 
 
-# opaque structures the package only allocates: generous buffers (tsc_select_t is ~3.1 kB,
-# tsc_policy_t under 8 kB)
-SELECT_BYTES = 16384
-POLICY_BYTES = 16384
+# tsc_select_t and tsc_policy_t are opaque here: allocated at the size the library reports
+# (tsc_select_size, tsc_policy_size) and read through its accessors only.
 
 _lib = None
 _lib_path = None
@@ -105,7 +103,9 @@ def _declare(lib):
         "tsc_info_json": (None, [c_vp, c_vp]), "tsc_info_free": (None, [c_vp]),
         "tsc_json_new": (c_vp, []), "tsc_json_delete": (None, [c_vp]), "tsc_json_text": (c_cp, [c_vp, c_vp]),
         "tsc_select_init": (None, [c_vp]), "tsc_select_parse": (c_int, [c_vp, c_cp]),
-        "tsc_select_has": (c_int, [c_vp, c_ll, c_ll, c_ll]), "tsc_select_set_has": (c_int, [c_vp, c_ll]),
+        "tsc_select_has": (c_int, [c_vp, c_ll, c_ll, c_ll]), "tsc_select_has_step": (c_int, [c_vp, c_ll]),
+        "tsc_select_size": (ctypes.c_size_t, []), "tsc_policy_size": (ctypes.c_size_t, []),
+        "tsc_policy_tiles": (None, [c_vp, ctypes.POINTER(c_int), ctypes.POINTER(c_int)]),
         "tsc_policy_parse": (c_int, [c_cp, c_vp]),
         "tsc_policy_format": (c_int, [c_vp, c_cp, ctypes.c_size_t]),
         "tsc_attn_run": (c_int, [c_vp, c_vp, c_vp, c_vp, c_int]),
@@ -164,7 +164,7 @@ def version():
 
 def parse_policy(policy):
     """A tsc_policy_t buffer for a policy string (TilescopeError with the parser's message)."""
-    buf = ctypes.create_string_buffer(POLICY_BYTES)
+    buf = ctypes.create_string_buffer(lib().tsc_policy_size())
     check(lib().tsc_policy_parse(policy.encode(), buf), "policy %r" % policy)
     return buf
 
@@ -177,21 +177,10 @@ def canonical_policy(policy):
 
 
 def policy_tiles(policy):
-    """(block_q, block_k): the tile sizes a policy computes with. tsc_policy_t is opaque here, so
-    the offset of its block_q, block_k pair is found once by parsing a policy with known tiles."""
-    global _tile_offset
-    words = lambda buf: np.frombuffer(buf.raw, dtype=np.int32)  # noqa: E731
-    if _tile_offset is None:
-        w = words(parse_policy("fp32+tile:q=7919,k=7907"))
-        hits = [i for i in range(len(w) - 1) if w[i] == 7919 and w[i + 1] == 7907]
-        if len(hits) != 1:
-            raise TilescopeError("cannot locate the tile sizes in tsc_policy_t")
-        _tile_offset = hits[0]
-    w = words(parse_policy(policy))
-    return int(w[_tile_offset]), int(w[_tile_offset + 1])
-
-
-_tile_offset = None
+    """(block_q, block_k): the tile sizes a policy computes with (tsc_policy_tiles)."""
+    q, k = ctypes.c_int(0), ctypes.c_int(0)
+    lib().tsc_policy_tiles(parse_policy(policy), ctypes.byref(q), ctypes.byref(k))
+    return q.value, k.value
 
 
 class Selection:
@@ -199,15 +188,15 @@ class Selection:
 
     def __init__(self, spec=None):
         self.spec = spec
-        self._buf = ctypes.create_string_buffer(SELECT_BYTES)
+        self._buf = ctypes.create_string_buffer(lib().tsc_select_size())
         lib().tsc_select_init(self._buf)
         if spec:
             check(lib().tsc_select_parse(self._buf, spec.encode()), "selection %r" % spec)
 
     def has(self, step, layer=None, head=-1):
         """True when step (and layer unless None, head unless < 0) is selected."""
-        if layer is None:  # the steps set comes first in tsc_select_t
-            return bool(lib().tsc_select_set_has(self._buf, step))
+        if layer is None:
+            return bool(lib().tsc_select_has_step(self._buf, step))
         return bool(lib().tsc_select_has(self._buf, step, layer, head))
 
 

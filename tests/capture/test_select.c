@@ -68,5 +68,11 @@ int main(void) {
     char small[80];
     tsc_select_runs_text(v, 100, small, sizeof small);
     CHECKF(strstr(small, ", ... (100 in all)") && strncmp(small, "0, 1, 4, 9, ", 12) == 0, "cut list '%s'", small);
+    /* the accessors the Python package reads an opaque selection through */
+    tsc_select_t sel;
+    CHECK_EQ_INT(tsc_select_size(), sizeof(tsc_select_t));
+    CHECK(tsc_select_parse(&sel, "steps=0:10:2,layers=1") == TSC_OK);
+    CHECK(tsc_select_has_step(&sel, 4) && !tsc_select_has_step(&sel, 5) && !tsc_select_has_step(&sel, 10));
+    CHECK(!tsc_select_has_step(NULL, 4));
     return tsc_test_done();
 }

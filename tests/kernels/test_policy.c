@@ -166,5 +166,62 @@ int main(void) {
     rejected("fp32+rz:seed=1", "bad 'seed=1'");
     rejected("fp32+hp-delta:1", "takes no arguments");
     rejected("bf16-fa2 +stable", NULL);
+    /* the preset table against its enum, its help and docs/PRESETS.md */
+    {
+        tsc_policy_t p;
+        char *doc = NULL;
+        const char *src = getenv("TSC_SRC");
+        if (src) {
+            char path[2048];
+            snprintf(path, sizeof path, "%s/docs/PRESETS.md", src);
+            FILE *f = fopen(path, "rb");
+            CHECKF(f != NULL, "cannot read %s", path);
+            if (f) {
+                doc = calloc(1, 1 << 20);
+                if (doc) (void)fread(doc, 1, (1 << 20) - 1, f); /* a short read leaves the text NUL-terminated */
+                fclose(f);
+            }
+        }
+        CHECK(tsc_policy_parse("no-such-preset", &p) == TSC_ERR_ARG);
+        char err[4096];
+        snprintf(err, sizeof err, "%s", tsc_error_last());
+        for (int i = 0; i < TSC_PRESET_COUNT; i++) {
+            const char *name = tsc_preset_name((tsc_preset_t)i);
+            tsc_preset_t back = TSC_PRESET_COUNT;
+            CHECKF(strcmp(name, "?") != 0, "preset %d has no row", i);
+            CHECKF(strcmp(tsc_preset_describe((tsc_preset_t)i), "?") != 0, "%s: no description", name);
+            CHECKF(tsc_preset_parse(name, &back) == TSC_OK && back == (tsc_preset_t)i, "%s parses back", name);
+            for (int j = 0; j < i; j++) CHECKF(strcmp(tsc_preset_name((tsc_preset_t)j), name) != 0, "%s twice", name);
+            char item[64];
+            char last[64];
+            snprintf(item, sizeof item, " %s,", name);
+            snprintf(last, sizeof last, " %s;", name);
+            CHECKF(strstr(err, item) || strstr(err, last), "the error of a bad preset does not list %s", name);
+            snprintf(item, sizeof item, "`%s`", name);
+            CHECKF(!doc || strstr(doc, item) != NULL, "docs/PRESETS.md does not name %s", item);
+        }
+        CHECK_STREQ(tsc_preset_name(TSC_PRESET_COUNT), "?");
+        CHECK(tsc_policy_preset(TSC_PRESET_COUNT, &p) == TSC_ERR_ARG);
+        free(doc);
+    }
+    /* the accessors the Python package reads an opaque policy through */
+    {
+        tsc_policy_t p;
+        int q = 0, k = 0;
+        CHECK_EQ_INT(tsc_policy_size(), sizeof(tsc_policy_t));
+        CHECK(tsc_policy_parse("fp32+tile:q=48,k=80", &p) == TSC_OK);
+        tsc_policy_tiles(&p, &q, &k);
+        CHECK_EQ_INT(q, 48);
+        CHECK_EQ_INT(k, 80);
+        tsc_policy_tiles(&p, NULL, &k); /* either output may be NULL */
+        CHECK(tsc_policy_parse("bf16-fa2+rz:pbar-pv", &p) == TSC_OK);
+        CHECK_EQ_INT(tsc_policy_stage_format(&p, TSC_STAGE_PBAR_PV), TSC_FMT_BF16);
+        CHECK_EQ_INT(tsc_policy_stage_mode(&p, TSC_STAGE_PBAR_PV), TSC_ROUND_TOWARD_ZERO);
+        CHECK_EQ_INT(tsc_policy_stage_mode(&p, TSC_STAGE_O), TSC_ROUND_NEAREST_EVEN);
+        CHECK_EQ_INT(tsc_policy_stage_format(&p, TSC_STAGE_O), TSC_FMT_BF16);
+        CHECK_EQ_INT(tsc_policy_stage_format(&p, TSC_STAGE_OACC), TSC_FMT_FP32);
+        CHECK_EQ_INT(tsc_policy_stage_format(&p, TSC_STAGE_COUNT), TSC_FMT_FP32);
+        CHECK_EQ_INT(tsc_policy_stage_mode(NULL, TSC_STAGE_PV), TSC_ROUND_NEAREST_EVEN);
+    }
     return tsc_test_done();
 }
