@@ -1,7 +1,7 @@
 /* census.c: the rounding census of P-bar V (tsc_census.h). */
 #include "tsc_census.h"
 
-#include "simd_internal.h"
+#include "cpu_internal.h"
 
 #include <math.h>
 #include <string.h>

@@ -2,7 +2,7 @@
 #include "tsc_linalg.h"
 
 #include "blas_internal.h"
-#include "simd_internal.h"
+#include "cpu_internal.h"
 
 #include <cblas.h>
 #include <dlfcn.h>

@@ -19,6 +19,7 @@
 
 #include "attention_internal.h"
 
+#include "cpu_internal.h"
 #include "fbits_internal.h"
 
 #include <math.h>
@@ -106,11 +107,7 @@ static int simd_on = 1;
 
 int tsc_attn_simd_available(void) {
 #ifdef TSC_ATTN_X86
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
+    return tsc_cpu_has(TSC_CPU_AVX512_ATTN);
 #else
     return 0;
 #endif

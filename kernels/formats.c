@@ -25,6 +25,7 @@
  */
 #include "tsc_formats.h"
 
+#include "cpu_internal.h"
 #include "fbits_internal.h"
 
 #include <math.h>
@@ -368,15 +369,7 @@ static void bf16_rne_avx512(const float *src, uint16_t *dst, size_t n) {
     bf16_rne_portable(src + i, dst + i, n - i);
 }
 
-static int have_avx512bf16(void) {
-    static int cached = -1;
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vl") &&
-                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512f");
-    }
-    return cached;
-}
+static int have_avx512bf16(void) { return tsc_cpu_has(TSC_CPU_AVX512_BF16); }
 #endif
 
 static int simd_disabled;

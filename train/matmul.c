@@ -29,6 +29,7 @@
  * add the partial sums in a tree, and denormals are kept. So a BF16 run here matches a GPU's
  * bits only by accident; it matches the semantics (BF16 operands, FP32 accumulate, BF16 out).
  */
+#include "cpu_internal.h"
 #include "model_internal.h"
 
 #include <cblas.h>
@@ -258,12 +259,7 @@ static void kern_f32_avx512(const float *const *row, size_t cs, const float *pb,
 static int f32_simd_off;
 
 int tsc_train_have_avx512(void) {
-    static int cached = -1;
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
-    }
-    return cached && !f32_simd_off;
+    return tsc_cpu_has(TSC_CPU_AVX512_FMA) && !f32_simd_off;
 }
 
 int tsc_train_f32_simd_set(int enable) {
@@ -384,15 +380,7 @@ static void kern_avx512(const uint32_t *pa, const uint32_t *pb, int K2, float *o
     }
 }
 
-static int have_bf16(void) {
-    static int cached = -1;
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f") &&
-                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-    }
-    return cached;
-}
+static int have_bf16(void) { return tsc_cpu_has(TSC_CPU_AVX512_BF16); }
 #endif
 
 static int simd_off;
