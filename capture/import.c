@@ -83,8 +83,8 @@ tsc_status_t tsc_import_map_check(const char *map) {
 }
 
 /* Whole-string match of p[0, n) against s, backtracking greedily as a regular expression would
- * ({step}/{layer} \d+, * .* without newlines, {name} the alternation), so the captures are the
- * Python importer's. */
+ * ({step}/{layer} \d+, * .* without newlines, {name} the alternation, longest name first), as
+ * the maps' documentation says. */
 static int match_at(const char *p, size_t n, const char *s, caps_t *c) {
     if (--c->budget < 0) return 0;
     if (!n) return !*s;

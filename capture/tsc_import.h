@@ -2,9 +2,13 @@
  *
  * Readers (tsc_tensor_file_*): .safetensors (an 8-byte little-endian header length, a JSON header
  * {name: {dtype, shape, data_offsets [begin, end)}, "__metadata__": {string: string}}, then the raw
- * little-endian bytes; offsets count from the byte after the header) and .npy (magic "\x93NUMPY",
- * versions 1-3, a Python dict literal {'descr', 'fortran_order', 'shape'}, then the raw bytes).
- * Stored types: safetensors F64 F32 F16 BF16 (BF16 kept as its bits), npy '<f8' '<f4' '<f2'; any
+ * little-endian bytes; offsets count from the byte after the header), .npy (magic "\x93NUMPY",
+ * versions 1-3, a Python dict literal {'descr', 'fortran_order', 'shape'}, then the raw bytes),
+ * .npz (a zip archive of .npy members, stored or deflated) and torch.save files (.pt .pth .bin: the
+ * zip archive PREFIX/data.pkl + PREFIX/data/KEY, or the legacy pickle stream), whose pickle is
+ * interpreted by a restricted unpickler that calls nothing (docs/SECURITY.md lists what it accepts).
+ * Stored types: safetensors F64 F32 F16 BF16 (BF16 kept as its bits), npy '<f8' '<f4' '<f2', torch
+ * Double/Float/Half/BFloat16 storages (other torch and npz types are listed as "other"); any
  * other type is refused naming it and the tensor (an npy uint16 is refused too: numpy has no bf16,
  * and uint16 may hold integers; save BF16 tensors as safetensors or torch .pt). Every file is
  * hostile: the whole header is checked at open (length against the file and a 100 MB cap, strict
@@ -119,7 +123,7 @@ TSC_API tsc_status_t tsc_import_map_check(const char *map);
 TSC_API tsc_status_t tsc_import_run(const char *src, const char *out, const tsc_import_opts_t *o,
                                     tsc_import_result_t **res);
 TSC_API void tsc_import_result_free(tsc_import_result_t *r);
-/* {"path", "datasets", "steps", "layers", "skipped"} (the Python importer's result). */
+/* {"path", "datasets", "steps", "layers", "skipped"} (what the Python package's import_tensors returns). */
 TSC_API void tsc_import_result_json(const tsc_import_result_t *r, const char *out, tsc_json_t *j);
 
 #ifdef __cplusplus
