@@ -3,7 +3,15 @@
  * the same selection, value for value on a window of small and huge values. */
 #include "fuzz_target.h"
 
+#include <limits.h>
+
 #include "tsc_select.h"
+
+/* x + d, held at LLONG_MAX (a range's start plus a huge stride must not overflow the probe). */
+static long long add_sat(long long x, long long d) {
+    long long r;
+    return __builtin_add_overflow(x, d, &r) ? (d > 0 ? LLONG_MAX : LLONG_MIN) : r;
+}
 
 /* Same membership on values around every range bound of a, and on 0..63. */
 static int same_set(const tsc_select_set_t *a, const tsc_select_set_t *b) {
@@ -11,8 +19,8 @@ static int same_set(const tsc_select_set_t *a, const tsc_select_set_t *b) {
         if (tsc_select_set_has(a, v) != tsc_select_set_has(b, v)) return 0;
     for (int i = 0; i < a->n; i++) {
         const tsc_select_range_t *r = &a->item[i];
-        long long probe[6] = {r->start, r->start + 1, r->start + r->stride, r->stop - 1, r->stop,
-                              r->stop == TSC_SELECT_OPEN ? r->stop - 2 : r->stop + 1};
+        long long probe[6] = {r->start, add_sat(r->start, 1), add_sat(r->start, r->stride), add_sat(r->stop, -1), r->stop,
+                              r->stop == TSC_SELECT_OPEN ? add_sat(r->stop, -2) : add_sat(r->stop, 1)};
         for (int k = 0; k < 6; k++)
             if (probe[k] >= 0 && tsc_select_set_has(a, probe[k]) != tsc_select_set_has(b, probe[k])) return 0;
     }
