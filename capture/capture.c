@@ -334,11 +334,12 @@ static tsc_status_t check_space(const char *session_dir, const char *tmp, const 
         if (stat(p, &sb) == 0) need += (unsigned long long)sb.st_size;
     }
     need += need / 64;
-    snprintf(p, sizeof p, "%s", tmp);
+    snprintf(p, sizeof p, "%s", tmp); /* the folder the dump is packed into */
     char *slash = strrchr(p, '/');
-    if (slash) slash == p ? (void)(slash[1] = '\0') : (void)(*slash = '\0');
+    if (!slash) snprintf(p, sizeof p, ".");
+    else slash[slash == p] = '\0'; /* "/x.h5" -> "/", "d/x.h5" -> "d" */
     struct statvfs vb;
-    if (statvfs(slash ? p : ".", &vb) != 0) return TSC_OK; /* unknown: the copy reports its own errors */
+    if (statvfs(p, &vb) != 0) return TSC_OK; /* unknown: the copy reports its own errors */
     unsigned long long have = (unsigned long long)vb.f_bavail * vb.f_frsize;
     if (have < need)
         return tsc_error_set(TSC_ERR_IO, "%s: no space left on the disk to pack the capture: about %llu bytes needed, %llu free",

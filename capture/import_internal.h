@@ -42,7 +42,7 @@ typedef struct {
     int *by_name;      /* member indices sorted by name */
 } tsc_zip_t;
 
-/* Is the file at fd a zip archive (a local-file or end-of-central-directory signature first)? */
+/* Do a file's first n bytes start a zip archive (a local-file or end-of-directory signature)? */
 int tsc_zip_sniff(const unsigned char *head, size_t n);
 tsc_status_t tsc_zip_open(tsc_zip_t *z, int fd, uint64_t size, const char *path);
 void tsc_zip_close(tsc_zip_t *z);

@@ -360,8 +360,21 @@ static const tsc_tensor_file_t *cmp_file;
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
-static int cmp_name(const void *a, const void *b) {
-    return strcmp(cmp_file->t[*(const int *)a].name, cmp_file->t[*(const int *)b].name);
+/* Names are unique within a file (a safetensors header or a dict of dicts can spell one twice). */
+static tsc_status_t check_names(tsc_tensor_file_t *f) {
+    char q[TSC_IMPORT_QUOTE_MAX];
+    int n = f->n + f->n_other;
+    const char **names = malloc(sizeof *names * (size_t)(n + 1));
+    if (!names) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory checking tensors", f->path);
+    for (int i = 0; i < f->n; i++) names[i] = f->t[i].name;
+    for (int i = 0; i < f->n_other; i++) names[f->n + i] = f->other[i].name;
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    tsc_status_t st = TSC_OK;
+    for (int i = 1; i < n && !st; i++)
+        if (!strcmp(names[i], names[i - 1]))
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s is named twice", f->path, tsc_import_quote(names[i], q));
+    free(names);
+    return st;
 }
 
 static int cmp_span(const void *a, const void *b) {
@@ -387,16 +400,12 @@ static tsc_status_t st_check(tsc_tensor_file_t *f, uint64_t (*offs)[2], uint64_t
                                  f->path, tsc_import_quote(t->name, q), (unsigned long long)e, (unsigned long long)data_len);
         t->offset = f->src[i].base = data0 + b;
     }
+    tsc_status_t st = check_names(f);
+    if (st) return st;
     int *ix = malloc((size_t)(f->n ? f->n : 1) * sizeof *ix);
     if (!ix) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory checking tensors", f->path);
     for (int i = 0; i < f->n; i++) ix[i] = i;
     cmp_file = f;
-    qsort(ix, (size_t)f->n, sizeof *ix, cmp_name);
-    tsc_status_t st = TSC_OK;
-    for (int i = 1; i < f->n && !st; i++)
-        if (!strcmp(f->t[ix[i]].name, f->t[ix[i - 1]].name))
-            st = tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s is named twice in the header", f->path,
-                               tsc_import_quote(f->t[ix[i]].name, q));
     qsort(ix, (size_t)f->n, sizeof *ix, cmp_span);
     for (int i = 1; i < f->n && !st; i++) {
         const tsc_tensor_info_t *a = &f->t[ix[i - 1]], *b = &f->t[ix[i]];
@@ -629,23 +638,6 @@ static tsc_status_t npy_open(tsc_tensor_file_t *f) {
     char *name = stem(f->path);
     if (!name) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", f->path);
     return npy_parse(f, -1, f->size, name, f->path, 0);
-}
-
-/* Names are unique within a file (a dict of dicts can spell one path twice). */
-static tsc_status_t check_names(tsc_tensor_file_t *f) {
-    char q[TSC_IMPORT_QUOTE_MAX];
-    int n = f->n + f->n_other;
-    const char **names = malloc(sizeof *names * (size_t)(n + 1));
-    if (!names) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory checking tensors", f->path);
-    for (int i = 0; i < f->n; i++) names[i] = f->t[i].name;
-    for (int i = 0; i < f->n_other; i++) names[f->n + i] = f->other[i].name;
-    qsort(names, (size_t)n, sizeof *names, cmp_str);
-    tsc_status_t st = TSC_OK;
-    for (int i = 1; i < n && !st; i++)
-        if (!strcmp(names[i], names[i - 1]))
-            st = tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s is named twice", f->path, tsc_import_quote(names[i], q));
-    free(names);
-    return st;
 }
 
 /* ---------------------------------------------------------------- npz: a zip of npy arrays */

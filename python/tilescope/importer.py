@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _lib
 
-NAMES = ("q", "k", "v", "o", "do", "lse", "x", "w_q", "w_k", "w_v", "w_o")
+# the library's default maps (capture/import.c), for the command line's help
 DEFAULT_MAPS = ("{name}", "step_{step}/layer_{layer}/{name}", "layer{layer}.{name}", "layers.{layer}.{name}")
 
 
