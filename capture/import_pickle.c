@@ -86,7 +86,7 @@ typedef struct {
     int ran_out;            /* the input ended inside an opcode (the caller may retry with more) */
     uint64_t ops;
     tsc_pt_objects_t *obj;  /* storages and tensors created */
-    int obj_cap_s, obj_cap_t;
+    size_t obj_cap_s, obj_cap_t;
     int *hash;              /* storage key -> index (open addressing), hash_cap slots */
     int hash_cap;
 } vm_t;
@@ -103,6 +103,16 @@ static void *fail(vm_t *v, tsc_status_t code, const char *fmt, const char *detai
         v->st = tsc_error_set(code, "%s: at byte %zu: %s", v->what, v->op_at, msg);
     }
     return NULL;
+}
+
+/* Makes room for element n of the malloc'ed array *p (doubling from 16); 0, or -1 with the error set. */
+static int grow(vm_t *v, void **p, size_t *cap, size_t n, size_t elem) {
+    if (n < *cap) return 0;
+    size_t c = *cap ? 2 * *cap : 16;
+    void *q = realloc(*p, c * elem);
+    if (!q) return fail(v, TSC_ERR_NOMEM, "out of memory%s", ""), -1;
+    *p = q, *cap = c;
+    return 0;
 }
 
 static void *arena_alloc(vm_t *v, size_t n) {
@@ -142,12 +152,7 @@ static int add_item(vm_t *v, val_t *c, val_t *x) {
 
 static int push(vm_t *v, val_t *x) {
     if (!x) return -1;
-    if (v->sp == v->stack_cap) {
-        size_t cap = v->stack_cap ? 2 * v->stack_cap : 64;
-        val_t **s = realloc(v->stack, cap * sizeof *s);
-        if (!s) return fail(v, TSC_ERR_NOMEM, "out of memory%s", ""), -1;
-        v->stack = s, v->stack_cap = cap;
-    }
+    if (grow(v, (void **)&v->stack, &v->stack_cap, v->sp, sizeof *v->stack)) return -1;
     v->stack[v->sp++] = x;
     return 0;
 }
@@ -277,12 +282,7 @@ static val_t *storage(vm_t *v, const char *key, int type, uint64_t numel) {
             return fail(v, TSC_ERR_FORMAT, "storage '%s' is declared twice with different types or sizes", key);
         return mk_int(v, v->hash[k], V_STORAGE);
     }
-    if (o->n_storage == v->obj_cap_s) {
-        int cap = v->obj_cap_s ? 2 * v->obj_cap_s : 16;
-        tsc_pt_storage_t *s = realloc(o->storage, sizeof *s * (size_t)cap);
-        if (!s) return fail(v, TSC_ERR_NOMEM, "out of memory%s", "");
-        o->storage = s, v->obj_cap_s = cap;
-    }
+    if (grow(v, (void **)&o->storage, &v->obj_cap_s, (size_t)o->n_storage, sizeof *o->storage)) return NULL;
     tsc_pt_storage_t *s = &o->storage[o->n_storage];
     if (!(s->key = strdup(key))) return fail(v, TSC_ERR_NOMEM, "out of memory%s", "");
     s->type = storages[type].name, s->fmt = (tsc_format_t)storages[type].fmt, s->elsize = storages[type].elsize, s->numel = numel;
@@ -313,12 +313,7 @@ static val_t *tensor(vm_t *v, const val_t *a) {
     if (size->n != stride->n || size->n > TSC_TENSOR_RANK_MAX)
         return fail(v, TSC_ERR_FORMAT, "a tensor's size and stride differ in length or exceed rank 16%s", "");
     tsc_pt_objects_t *o = v->obj;
-    if (o->n_tensor == v->obj_cap_t) {
-        int cap = v->obj_cap_t ? 2 * v->obj_cap_t : 16;
-        tsc_pt_tensor_t *t = realloc(o->tensor, sizeof *t * (size_t)cap);
-        if (!t) return fail(v, TSC_ERR_NOMEM, "out of memory%s", "");
-        o->tensor = t, v->obj_cap_t = cap;
-    }
+    if (grow(v, (void **)&o->tensor, &v->obj_cap_t, (size_t)o->n_tensor, sizeof *o->tensor)) return NULL;
     tsc_pt_tensor_t *t = &o->tensor[o->n_tensor];
     memset(t, 0, sizeof *t);
     t->storage = (int)a->it[0]->i, t->rank = (int)size->n;
@@ -410,12 +405,7 @@ static int step(vm_t *v, val_t **result) {
     case ')': return push(v, mk(v, V_TUPLE));
     case 0x8f: return push(v, mk(v, V_SET));                   /* EMPTY_SET */
     case '(':                                                  /* MARK */
-        if (v->n_marks == v->marks_cap) {
-            size_t cap = v->marks_cap ? 2 * v->marks_cap : 32;
-            size_t *m = realloc(v->marks, cap * sizeof *m);
-            if (!m) return fail(v, TSC_ERR_NOMEM, "out of memory%s", ""), -1;
-            v->marks = m, v->marks_cap = cap;
-        }
+        if (grow(v, (void **)&v->marks, &v->marks_cap, v->n_marks, sizeof *v->marks)) return -1;
         v->marks[v->n_marks++] = v->sp;
         return 0;
     case 't': return push(v, pop_mark(v, V_TUPLE));
@@ -519,7 +509,8 @@ typedef struct {
     char *name;          /* the path being built */
     size_t len, cap;
     tsc_pt_tensor_t *out;
-    int n, cap_out;
+    int n;
+    size_t cap_out;
 } walk_t;
 
 static int name_push(walk_t *w, const char *s, size_t n, size_t *old) {
@@ -543,12 +534,7 @@ static int walk(walk_t *w, const val_t *x, int depth) {
     if (++w->visits > VISIT_MAX) return fail(v, TSC_ERR_FORMAT, "the object graph is too large to list (shared references)%s", ""), -1;
     if (depth > DEPTH_MAX) return fail(v, TSC_ERR_FORMAT, "objects nested deeper than 64%s", ""), -1;
     if (x->kind == V_TENSOR) {
-        if (w->n == w->cap_out) {
-            int cap = w->cap_out ? 2 * w->cap_out : 16;
-            tsc_pt_tensor_t *t = realloc(w->out, sizeof *t * (size_t)cap);
-            if (!t) return fail(v, TSC_ERR_NOMEM, "out of memory%s", ""), -1;
-            w->out = t, w->cap_out = cap;
-        }
+        if (grow(v, (void **)&w->out, &w->cap_out, (size_t)w->n, sizeof *w->out)) return -1;
         w->out[w->n] = v->obj->tensor[x->i];
         if (!(w->out[w->n].name = strdup(w->len ? w->name : ""))) return fail(v, TSC_ERR_NOMEM, "out of memory%s", ""), -1;
         w->n++;
