@@ -1,16 +1,16 @@
 /* policy.c: precision policies: presets, the string grammar (tsc_policy.h), canonical form. */
 #include "tsc_policy.h"
+#include "tsc_strbuf.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <math.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const scale_names[] = {"s", "s-lp", "qk"};
-static const char *const norm_names[] = {"div", "recip"};
-static const char *const gqa_names[] = {"once", "each"};
+static const char *help(void);
 
 static const char *const stage_names[TSC_STAGE_COUNT] = {
     "q", "k", "v", "do", "acc", "scores", "rowmax", "exparg", "pbar-pv", "pbar-l", "pv", "oacc",
@@ -112,31 +112,6 @@ const char *tsc_preset_name(tsc_preset_t preset) {
 const char *tsc_preset_describe(tsc_preset_t preset) {
     const preset_row_t *r = preset_row(preset);
     return r ? r->desc : "?";
-}
-
-static const char modifier_help[] =
-    "modifiers: "
-    "+stable[:beta=B,eps=E,gap=G], +hp-delta, +dpp-delta, +lp-delta, +sr[:seed=N][,STAGE...], "
-    "+rz[:STAGE,...], +rne[:STAGE,...], +FMT:STAGE[,STAGE...] (FMT: fp64 fp32 tf32 bf16 fp16 "
-    "fp8-e4m3 fp8-e5m2), +fused, +unfused, +tile:q=BR,k=BC, +online, +materialized, "
-    "+ds-scale:last|first|rounded, +scale:s|s-lp|qk, +norm:div|recip, +gqa-sum:once|each; stages: q k v do acc scores rowmax exparg pbar-pv "
-    "pbar-l pv oacc l l-rescale o lse exparg-bwd p dp ds delta-prod delta dq dk dv grad "
-    "(example: bf16-fa2+stable:beta=2,eps=1e-3)";
-
-/* "valid presets: NAME, ...; " + modifier_help: the presets from their rows, built once. */
-static char help_buf[sizeof modifier_help + 32 * TSC_PRESET_COUNT + 32];
-static pthread_once_t help_once = PTHREAD_ONCE_INIT;
-
-static void help_build(void) {
-    size_t n = (size_t)snprintf(help_buf, sizeof help_buf, "valid presets: ");
-    for (int i = 0; i < N_PRESETS && n < sizeof help_buf; i++)
-        n += (size_t)snprintf(help_buf + n, sizeof help_buf - n, "%s%s", presets[i].name, i + 1 < N_PRESETS ? ", " : "; ");
-    if (n < sizeof help_buf) snprintf(help_buf + n, sizeof help_buf - n, "%s", modifier_help);
-}
-
-static const char *help(void) {
-    (void)pthread_once(&help_once, help_build); /* fails only on a bad once object */
-    return help_buf;
 }
 
 tsc_status_t tsc_preset_parse(const char *name, tsc_preset_t *out) {
@@ -363,7 +338,43 @@ int tsc_policy_equal(const tsc_policy_t *a, const tsc_policy_t *b) {
     return 1;
 }
 
-/* ---- parsing ---- */
+/* ---------------------------------------------------------------- the modifiers */
+
+/* A modifier row: how "+NAME[:ARGS]" is parsed, how the canonical printer writes what it sets, and its
+ * help and description. Three kinds:
+ *   enum rows   set one int-sized enum field to a named value, either as "+NAME:VALUE" or, "bare", with
+ *               each value its own modifier ("+fused", "+unfused"); parse, print and help come from the
+ *               field's offset and value names;
+ *   mode rows   set a rounding mode on listed stages (or on every low-precision stage);
+ *   own rows    (+FMT:STAGE, +tile, +stable) parse and print with their own functions.
+ * The canonical form prints the rows in table order, each only where the policy differs from its preset. */
+typedef struct modifier modifier_t;
+typedef tsc_status_t (*mod_parse_fn)(const modifier_t *m, tsc_policy_t *p, const char *name, char *args,
+                                     const char *whole);
+typedef tsc_status_t (*mod_print_fn)(const modifier_t *m, tsc_strbuf_t *sb, const tsc_policy_t *p,
+                                     const tsc_policy_t *base);
+struct modifier {
+    const char *name;            /* "tile"; NULL for +FMT:STAGE and for bare enum rows */
+    const char *syntax;          /* help form of own and mode rows; enum rows derive theirs */
+    const char *desc;            /* one line (docs/PRESETS.md, section Modifiers) */
+    mod_parse_fn parse;
+    mod_print_fn print;
+    size_t field;                /* enum rows: offsetof the field in tsc_policy_t */
+    const char *const *values;   /* enum rows: the name of each enum value, in enum order */
+    int n_values, bare;
+    tsc_round_t mode;            /* mode rows */
+};
+
+/* Every enum field an enum row sets is int-sized (the rows read and write it through an int). */
+_Static_assert(sizeof(tsc_delta_src_t) == sizeof(int) && sizeof(tsc_softmax_t) == sizeof(int) &&
+               sizeof(tsc_ds_scale_t) == sizeof(int) && sizeof(tsc_scale_t) == sizeof(int) &&
+               sizeof(tsc_softmax_norm_t) == sizeof(int) && sizeof(tsc_gqa_sum_t) == sizeof(int),
+               "enum modifier fields must be int-sized");
+
+static int *enum_field(const modifier_t *m, tsc_policy_t *p) { return (int *)(void *)((char *)p + m->field); }
+static int enum_value(const modifier_t *m, const tsc_policy_t *p) {
+    return *(const int *)(const void *)((const char *)p + m->field);
+}
 
 static int parse_double_full(const char *s, double *out) {
     char *end;
@@ -393,134 +404,336 @@ static int parse_int_full(const char *s, int lo, int hi, int *out) {
     return 0;
 }
 
-/* Applies the mode to the listed stages, or with none listed to every low-precision stage. */
-static tsc_status_t apply_mode(tsc_policy_t *p, const char *mod, tsc_round_t mode, char *args,
+/* ":a, :b or :c", the choices of an enum row with an argument. */
+static void enum_choices(const modifier_t *m, tsc_strbuf_t *sb) {
+    for (int i = 0; i < m->n_values; i++)
+        tsc_strbuf_printf(sb, "%s:%s", i == 0 ? "" : i + 1 < m->n_values ? ", " : " or ", m->values[i]);
+}
+
+static tsc_status_t parse_enum(const modifier_t *m, tsc_policy_t *p, const char *name, char *args,
+                               const char *whole) {
+    if (m->bare) {
+        if (args)
+            return tsc_error_set(TSC_ERR_ARG, "policy '%s': +%s takes no arguments; %s", whole, name, help());
+        for (int i = 0; i < m->n_values; i++)
+            if (strcmp(name, m->values[i]) == 0) *enum_field(m, p) = i;
+        return TSC_OK;
+    }
+    for (int i = 0; args && i < m->n_values; i++)
+        if (strcmp(args, m->values[i]) == 0) {
+            *enum_field(m, p) = i;
+            return TSC_OK;
+        }
+    tsc_strbuf_t sb;
+    tsc_strbuf_init(&sb);
+    enum_choices(m, &sb);
+    tsc_status_t st = tsc_error_set(TSC_ERR_ARG, "policy '%s': +%s needs %s; %s", whole, name,
+                                    tsc_strbuf_str(&sb), help());
+    tsc_strbuf_free(&sb);
+    return st;
+}
+
+static tsc_status_t print_enum(const modifier_t *m, tsc_strbuf_t *sb, const tsc_policy_t *p,
+                               const tsc_policy_t *base) {
+    int v = enum_value(m, p);
+    if (v == enum_value(m, base)) return TSC_OK;
+    if (v < 0 || v >= m->n_values) return tsc_error_set(TSC_ERR_ARG, "policy format: value %d out of range", v);
+    if (m->bare) tsc_strbuf_printf(sb, "+%s", m->values[v]);
+    else tsc_strbuf_printf(sb, "+%s:%s", m->name, m->values[v]);
+    return TSC_OK;
+}
+
+/* +MODE[:seed=N][,STAGE...]: the mode on the listed stages, or with none listed on every low-precision stage. */
+static tsc_status_t parse_mode(const modifier_t *m, tsc_policy_t *p, const char *name, char *args,
                                const char *whole) {
     int any_stage = 0;
     char *save = NULL;
     int mark[TSC_STAGE_COUNT] = {0};
     for (char *tok = args ? strtok_r(args, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
         if (strncmp(tok, "seed=", 5) == 0) {
-            if (mode != TSC_ROUND_STOCHASTIC || parse_u64_full(tok + 5, &p->seed))
+            if (m->mode != TSC_ROUND_STOCHASTIC || parse_u64_full(tok + 5, &p->seed))
                 return tsc_error_set(TSC_ERR_ARG, "policy '%s': bad '%s' in +%s (seed=N, N a "
-                                     "non-negative integer, only with +sr); %s", whole, tok, mod, help());
+                                     "non-negative integer, only with +sr); %s", whole, tok, name, help());
             continue;
         }
         tsc_stage_t st;
         if (tsc_stage_parse(tok, &st) != TSC_OK)
-            return tsc_error_set(TSC_ERR_ARG, "policy '%s': unknown stage '%s' in +%s; %s", whole, tok,
-                                 mod, help());
+            return tsc_error_set(TSC_ERR_ARG, "policy '%s': unknown stage '%s' in +%s; %s", whole, tok, name,
+                                 help());
         mark[st] = 1;
         any_stage = 1;
     }
     for (int s = 0; s < TSC_STAGE_COUNT; s++)
-        if (any_stage ? mark[s] : fmt_is_low(p->fmt[s])) p->mode[s] = mode;
+        if (any_stage ? mark[s] : fmt_is_low(p->fmt[s])) p->mode[s] = m->mode;
     return TSC_OK;
 }
 
-static tsc_status_t apply_modifier(tsc_policy_t *p, char *mod, const char *whole) {
+/* The stages that have the mode where the preset does not; bare when exactly the low-precision ones. */
+static tsc_status_t print_mode(const modifier_t *m, tsc_strbuf_t *sb, const tsc_policy_t *p,
+                               const tsc_policy_t *base) {
+    int all_low = 1, any = 0, sep = 0;
+    for (int s = 0; s < TSC_STAGE_COUNT; s++) {
+        int has = p->mode[s] == m->mode && base->mode[s] != m->mode;
+        any |= has;
+        if (has != fmt_is_low(p->fmt[s])) all_low = 0;
+    }
+    if (!any) return TSC_OK;
+    tsc_strbuf_printf(sb, "+%s", m->name);
+    if (m->mode == TSC_ROUND_STOCHASTIC && p->seed != 0) {
+        tsc_strbuf_printf(sb, ":seed=%llu", (unsigned long long)p->seed);
+        sep = 1;
+    }
+    for (int s = 0; !all_low && s < TSC_STAGE_COUNT; s++)
+        if (p->mode[s] == m->mode && base->mode[s] != m->mode) {
+            tsc_strbuf_printf(sb, "%s%s", sep ? "," : ":", stage_names[s]);
+            sep = 1;
+        }
+    return TSC_OK;
+}
+
+/* +FMT:STAGE[,STAGE...] (FMT as tsc_format_name prints it, or one of its aliases). */
+static tsc_status_t parse_format(const modifier_t *m, tsc_policy_t *p, const char *name, char *args,
+                                 const char *whole) {
+    (void)m;
+    tsc_format_t fmt;
     char *save = NULL;
+    if (tsc_format_parse(name, &fmt) != TSC_OK) return TSC_ERR_ARG; /* the caller's "unknown modifier" */
+    for (char *tok = strtok_r(args, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        tsc_stage_t st;
+        if (tsc_stage_parse(tok, &st) != TSC_OK)
+            return tsc_error_set(TSC_ERR_ARG, "policy '%s': unknown stage '%s' in +%s; %s", whole, tok, name,
+                                 help());
+        if (st == TSC_STAGE_ACC && fmt != TSC_FMT_FP32 && fmt != TSC_FMT_FP64)
+            return tsc_error_set(TSC_ERR_ARG, "policy '%s': the acc stage must be fp32 or fp64; %s", whole,
+                                 help());
+        tsc_policy_stage_set(p, st, fmt);
+    }
+    return TSC_OK;
+}
+
+/* The stages whose format differs from the preset, grouped by format in format order. */
+static tsc_status_t print_format(const modifier_t *m, tsc_strbuf_t *sb, const tsc_policy_t *p,
+                                 const tsc_policy_t *base) {
+    (void)m;
+    for (int f = 0; f < TSC_FMT_COUNT; f++) {
+        int first = 1;
+        for (int s = 0; s < TSC_STAGE_COUNT; s++) {
+            if (p->fmt[s] == base->fmt[s] || (int)p->fmt[s] != f) continue;
+            if (first) tsc_strbuf_printf(sb, "+%s:%s", tsc_format_name((tsc_format_t)f), stage_names[s]);
+            else tsc_strbuf_printf(sb, ",%s", stage_names[s]);
+            first = 0;
+        }
+    }
+    return TSC_OK;
+}
+
+static tsc_status_t parse_tile(const modifier_t *m, tsc_policy_t *p, const char *name, char *args,
+                               const char *whole) {
+    (void)m, (void)name;
+    int got = 0;
+    char *save = NULL;
+    for (char *tok = args ? strtok_r(args, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
+        int *dst = NULL;
+        if (strncmp(tok, "q=", 2) == 0) dst = &p->block_q;
+        else if (strncmp(tok, "k=", 2) == 0) dst = &p->block_k;
+        if (!dst || parse_int_full(tok + 2, 1, 65536, dst))
+            return tsc_error_set(TSC_ERR_ARG, "policy '%s': bad '%s' in +tile (expected q=BR,k=BC "
+                                 "with integers in [1, 65536]); %s", whole, tok, help());
+        got = 1;
+    }
+    if (!got) return tsc_error_set(TSC_ERR_ARG, "policy '%s': +tile needs q=BR and/or k=BC; %s", whole, help());
+    return TSC_OK;
+}
+
+static tsc_status_t print_tile(const modifier_t *m, tsc_strbuf_t *sb, const tsc_policy_t *p,
+                               const tsc_policy_t *base) {
+    (void)m;
+    if (p->block_q != base->block_q || p->block_k != base->block_k)
+        tsc_strbuf_printf(sb, "+tile:q=%d,k=%d", p->block_q, p->block_k);
+    return TSC_OK;
+}
+
+static tsc_status_t parse_stable(const modifier_t *m, tsc_policy_t *p, const char *name, char *args,
+                                 const char *whole) {
+    (void)m, (void)name;
+    char *save = NULL;
+    p->stable.enabled = 1;
+    for (char *tok = args ? strtok_r(args, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
+        double *dst = NULL;
+        if (strncmp(tok, "beta=", 5) == 0) dst = &p->stable.beta;
+        else if (strncmp(tok, "eps=", 4) == 0) dst = &p->stable.eps;
+        else if (strncmp(tok, "gap=", 4) == 0) dst = &p->stable.gap;
+        if (!dst || parse_double_full(strchr(tok, '=') + 1, dst))
+            return tsc_error_set(TSC_ERR_ARG, "policy '%s': bad '%s' in +stable (expected "
+                                 "beta=B,eps=E,gap=G with numbers); %s", whole, tok, help());
+    }
+    return TSC_OK;
+}
+
+/* Shortest decimal that reads back as x; exponent form for small magnitudes ("1e-3"). Never
+ * with a '+' (it separates modifiers): %.1g prints 10 as "1e+01", so such forms are skipped
+ * ("10"), and a '+' left in an exponent (|x| >= 1e17, outside every range) is dropped. */
+static void fmt_num(double x, char *out, size_t size) {
+    for (int prec = 1; prec <= 17; prec++) {
+        if (x != 0 && fabs(x) < 1e-2) snprintf(out, size, "%.*e", prec - 1, x);
+        else snprintf(out, size, "%.*g", prec, x);
+        if (strtod(out, NULL) == x && !strchr(out, '+')) break;
+    }
+    /* tidy exponent: "1e-03" -> "1e-3", "1e+17" -> "1e17" */
+    char *e = strchr(out, 'e');
+    if (e) {
+        char *d = e + 1;
+        if (*d == '+') memmove(d, d + 1, strlen(d));
+        if (*d == '-') d++;
+        char *z = d;
+        while (*z == '0' && z[1]) z++;
+        if (z != d) memmove(d, z, strlen(z) + 1);
+    }
+}
+
+static tsc_status_t print_stable(const modifier_t *m, tsc_strbuf_t *sb, const tsc_policy_t *p,
+                                 const tsc_policy_t *base) {
+    (void)m, (void)base;
+    char b[40], e[40], g[40];
+    fmt_num(p->stable.beta, b, sizeof b);
+    fmt_num(p->stable.eps, e, sizeof e);
+    fmt_num(p->stable.gap, g, sizeof g);
+    if (p->stable.enabled) {
+        tsc_strbuf_printf(sb, "+stable:beta=%s,eps=%s", b, e);
+        if (p->stable.gap != 1.0) tsc_strbuf_printf(sb, ",gap=%s", g);
+    } else if (p->stable.beta != 2.0 || p->stable.eps != 1e-3 || p->stable.gap != 1.0) {
+        /* parameters without the rule (only reachable through the struct): not expressible */
+        return tsc_error_set(TSC_ERR_ARG, "policy format: stabilisation parameters beta=%s eps=%s "
+                             "gap=%s set while +stable is off have no string form", b, e, g);
+    }
+    return TSC_OK;
+}
+
+static const char *const delta_names[] = {"lp-delta", "hp-delta", "dpp-delta"};
+static const char *const fused_names[] = {"unfused", "fused"};
+static const char *const softmax_names[] = {"online", "materialized"};
+static const char *const ds_scale_names[] = {"last", "first", "rounded"};
+static const char *const scale_names[] = {"s", "s-lp", "qk"};
+static const char *const norm_names[] = {"div", "recip"};
+static const char *const gqa_names[] = {"once", "each"};
+
+#define ENUM_ROW(nm, fld, names, bare_, d)                                                           \
+    {nm, NULL, d, parse_enum, print_enum, offsetof(tsc_policy_t, fld), names,                        \
+     (int)(sizeof names / sizeof names[0]), bare_, TSC_ROUND_NEAREST_EVEN}
+#define MODE_ROW(nm, syn, md, d) {nm, syn, d, parse_mode, print_mode, 0, NULL, 0, 0, md}
+#define OWN_ROW(nm, syn, prs, prt, d) {nm, syn, d, prs, prt, 0, NULL, 0, 0, TSC_ROUND_NEAREST_EVEN}
+
+/* In canonical printing order. */
+static const modifier_t modifiers[] = {
+    OWN_ROW(NULL, "+FMT:STAGE[,STAGE...]", parse_format, print_format,
+            "hold the listed stages in FMT, e.g. +fp32:pv or +fp32:oacc,o (the acc stage only in fp32 or fp64)"),
+    ENUM_ROW(NULL, delta_src, delta_names, 1,
+             "delta = rowsum(dO * O) with the O this forward returned (the presets' default), with O from an all-FP32 forward, or delta = rowsum(dP * P)"),
+    ENUM_ROW(NULL, fused, fused_names, 1,
+             "P-bar V (and l, dQ/dK/dV) summed per tile and added afterwards (the PyTorch code), or accumulated straight into the running accumulators (FA2 CUDA)"),
+    OWN_ROW("tile", "+tile:q=BR,k=BC", parse_tile, print_tile, "tile sizes Br x Bc (1..65536)"),
+    ENUM_ROW(NULL, softmax, softmax_names, 1,
+             "FlashAttention's online softmax over key tiles, or softmax(S) over the whole row, then P V (eager PyTorch, SDPA math)"),
+    ENUM_ROW("ds-scale", ds_scale, ds_scale_names, 0, "where alpha enters dS (tsc_ds_scale_t)"),
+    ENUM_ROW("scale", scale, scale_names, 0, "alpha on the scores, the same with alpha rounded to the scores' format first, or sqrt(alpha) on Q and on K (tsc_scale_t)"),
+    ENUM_ROW("norm", norm, norm_names, 0, "materialized softmax: P-bar / l or P-bar * (1/l)"),
+    ENUM_ROW("gqa-sum", gqa_sum, gqa_names, 0, "GQA: the group's dK, dV summed then rounded, or rounded after each head's add"),
+    MODE_ROW("rz", "+rz[:STAGE,...]", TSC_ROUND_TOWARD_ZERO,
+             "round toward zero on the listed stages, or with none listed on every stage narrower than FP32"),
+    MODE_ROW("sr", "+sr[:seed=N][,STAGE...]", TSC_ROUND_STOCHASTIC, "stochastic rounding (default seed 0), stages as +rz (an FP32 stage rounds only when the policy computes in FP64)"),
+    MODE_ROW("rne", "+rne[:STAGE,...]", TSC_ROUND_NEAREST_EVEN, "round to nearest even (every preset's mode), stages as +rz"),
+    OWN_ROW("stable", "+stable[:beta=B,eps=E,gap=G]", parse_stable, print_stable,
+            "the stabilised softmax of Algorithm 3 (defaults beta=2, tie tolerance eps=1e-3, edge-case shift gap=1)"),
+};
+#define N_MODIFIERS ((int)(sizeof modifiers / sizeof modifiers[0]))
+
+/* The row a typed name selects (bare enum rows by value name; +FMT:STAGE, tried last, by a format name
+ * with stages), or NULL. */
+static const modifier_t *modifier_find(const char *name, const char *args) {
+    for (int i = 0; i < N_MODIFIERS; i++) {
+        const modifier_t *m = &modifiers[i];
+        if (m->name && strcmp(m->name, name) == 0) return m;
+        for (int v = 0; m->bare && v < m->n_values; v++)
+            if (strcmp(m->values[v], name) == 0) return m;
+    }
+    tsc_format_t fmt;
+    for (int i = 0; args && i < N_MODIFIERS; i++)
+        if (modifiers[i].parse == parse_format && tsc_format_parse(name, &fmt) == TSC_OK) return &modifiers[i];
+    tsc_error_clear();
+    return NULL;
+}
+
+/* A row's help form: its syntax, or an enum row's "+a, +b" / "+name:a|b". */
+static void modifier_syntax(const modifier_t *m, tsc_strbuf_t *sb) {
+    if (m->syntax) {
+        tsc_strbuf_puts(sb, m->syntax);
+        return;
+    }
+    for (int v = 0; v < m->n_values; v++) {
+        if (m->bare) tsc_strbuf_printf(sb, "%s+%s", v ? ", " : "", m->values[v]);
+        else tsc_strbuf_printf(sb, "%s%s", v ? "|" : "+", v ? m->values[v] : m->name);
+        if (!m->bare && v == 0) tsc_strbuf_printf(sb, ":%s", m->values[0]);
+    }
+}
+
+int tsc_policy_modifier_count(void) { return N_MODIFIERS; }
+
+tsc_status_t tsc_policy_modifier_info(int i, char *syntax, size_t size, const char **desc) {
+    if (i < 0 || i >= N_MODIFIERS || !syntax || size == 0)
+        return tsc_error_set(TSC_ERR_ARG, "policy modifier %d out of range (0..%d)", i, N_MODIFIERS - 1);
+    tsc_strbuf_t sb;
+    tsc_strbuf_init(&sb);
+    modifier_syntax(&modifiers[i], &sb);
+    tsc_status_t st = tsc_strbuf_status(&sb);
+    if (st == TSC_OK && sb.len >= size) st = tsc_error_set(TSC_ERR_ARG, "policy modifier %d: buffer too small", i);
+    snprintf(syntax, size, "%s", st == TSC_OK ? tsc_strbuf_str(&sb) : "");
+    tsc_strbuf_free(&sb);
+    if (desc) *desc = modifiers[i].desc;
+    return st;
+}
+
+/* "valid presets: NAME, ...; modifiers: ...; stages: ... (example: ...)": from the preset rows, the modifier
+ * rows, the format names and the stage names, built once. */
+static const char *help_text;
+static pthread_once_t help_once = PTHREAD_ONCE_INIT;
+
+static void help_build(void) {
+    tsc_strbuf_t sb;
+    tsc_strbuf_init(&sb);
+    tsc_strbuf_puts(&sb, "valid presets: ");
+    for (int i = 0; i < N_PRESETS; i++) tsc_strbuf_printf(&sb, "%s%s", presets[i].name, i + 1 < N_PRESETS ? ", " : "; ");
+    tsc_strbuf_puts(&sb, "modifiers: ");
+    for (int i = 0; i < N_MODIFIERS; i++) {
+        if (i) tsc_strbuf_puts(&sb, ", ");
+        modifier_syntax(&modifiers[i], &sb);
+        if (modifiers[i].parse == parse_format) {
+            tsc_strbuf_puts(&sb, " (FMT:");
+            for (int f = 0; f < TSC_FMT_COUNT; f++) tsc_strbuf_printf(&sb, " %s", tsc_format_name((tsc_format_t)f));
+            tsc_strbuf_puts(&sb, ")");
+        }
+    }
+    tsc_strbuf_puts(&sb, "; stages:");
+    for (int s = 0; s < TSC_STAGE_COUNT; s++) tsc_strbuf_printf(&sb, " %s", stage_names[s]);
+    tsc_strbuf_puts(&sb, " (example: bf16-fa2+stable:beta=2,eps=1e-3)");
+    help_text = tsc_strbuf_take(&sb); /* kept for the process; NULL only when out of memory */
+}
+
+static const char *help(void) {
+    (void)pthread_once(&help_once, help_build); /* fails only on a bad once object */
+    return help_text ? help_text : "(no memory for the list of presets and modifiers)";
+}
+
+static tsc_status_t apply_modifier(tsc_policy_t *p, char *mod, const char *whole) {
     char *args = strchr(mod, ':');
     if (args) *args++ = '\0';
     if (args && !*args)
-        return tsc_error_set(TSC_ERR_ARG, "policy '%s': modifier +%s has an empty argument list; %s",
-                             whole, mod, help());
-    if (strcmp(mod, "stable") == 0) {
-        p->stable.enabled = 1;
-        for (char *tok = args ? strtok_r(args, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
-            double *dst = NULL;
-            if (strncmp(tok, "beta=", 5) == 0) dst = &p->stable.beta;
-            else if (strncmp(tok, "eps=", 4) == 0) dst = &p->stable.eps;
-            else if (strncmp(tok, "gap=", 4) == 0) dst = &p->stable.gap;
-            if (!dst || parse_double_full(strchr(tok, '=') + 1, dst))
-                return tsc_error_set(TSC_ERR_ARG, "policy '%s': bad '%s' in +stable (expected "
-                                     "beta=B,eps=E,gap=G with numbers); %s", whole, tok, help());
-        }
-        return TSC_OK;
-    }
-    if (strcmp(mod, "hp-delta") == 0 || strcmp(mod, "dpp-delta") == 0 || strcmp(mod, "lp-delta") == 0 ||
-        strcmp(mod, "fused") == 0 || strcmp(mod, "unfused") == 0) {
-        if (args)
-            return tsc_error_set(TSC_ERR_ARG, "policy '%s': +%s takes no arguments; %s", whole, mod,
-                                 help());
-        if (mod[0] == 'h') p->delta_src = TSC_DELTA_HP_O;
-        else if (mod[0] == 'd') p->delta_src = TSC_DELTA_DPP;
-        else if (mod[0] == 'l') p->delta_src = TSC_DELTA_LP_O;
-        else p->fused = mod[0] == 'f';
-        return TSC_OK;
-    }
-    if (strcmp(mod, "online") == 0 || strcmp(mod, "materialized") == 0) {
-        if (args)
-            return tsc_error_set(TSC_ERR_ARG, "policy '%s': +%s takes no arguments; %s", whole, mod,
-                                 help());
-        p->softmax = mod[0] == 'o' ? TSC_SOFTMAX_ONLINE : TSC_SOFTMAX_MATERIALIZED;
-        return TSC_OK;
-    }
-    if (strcmp(mod, "ds-scale") == 0 || strcmp(mod, "scale") == 0) {
-        static const char *const ds_names[] = {"last", "first", "rounded"};
-        if (mod[0] == 'd')
-            for (int i = 0; args && i < 3; i++)
-                if (strcmp(args, ds_names[i]) == 0) {
-                    p->ds_scale = (tsc_ds_scale_t)i;
-                    return TSC_OK;
-                }
-        if (mod[0] == 's')
-            for (int i = 0; args && i < 3; i++)
-                if (strcmp(args, scale_names[i]) == 0) {
-                    p->scale = (tsc_scale_t)i;
-                    return TSC_OK;
-                }
-        return tsc_error_set(TSC_ERR_ARG, "policy '%s': +%s needs %s; %s", whole, mod,
-                             mod[0] == 'd' ? ":last, :first or :rounded" : ":s, :s-lp or :qk", help());
-    }
-    if (strcmp(mod, "norm") == 0 || strcmp(mod, "gqa-sum") == 0) {
-        const char *const *names = mod[0] == 'n' ? norm_names : gqa_names;
-        for (int i = 0; args && i < 2; i++)
-            if (strcmp(args, names[i]) == 0) {
-                if (mod[0] == 'n') p->norm = (tsc_softmax_norm_t)i;
-                else p->gqa_sum = (tsc_gqa_sum_t)i;
-                return TSC_OK;
-            }
-        return tsc_error_set(TSC_ERR_ARG, "policy '%s': +%s needs :%s or :%s; %s", whole, mod, names[0],
-                             names[1], help());
-    }
-    if (strcmp(mod, "sr") == 0) return apply_mode(p, mod, TSC_ROUND_STOCHASTIC, args, whole);
-    if (strcmp(mod, "rz") == 0) return apply_mode(p, mod, TSC_ROUND_TOWARD_ZERO, args, whole);
-    if (strcmp(mod, "rne") == 0) return apply_mode(p, mod, TSC_ROUND_NEAREST_EVEN, args, whole);
-    if (strcmp(mod, "tile") == 0) {
-        int got = 0;
-        for (char *tok = args ? strtok_r(args, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
-            int *dst = NULL;
-            if (strncmp(tok, "q=", 2) == 0) dst = &p->block_q;
-            else if (strncmp(tok, "k=", 2) == 0) dst = &p->block_k;
-            if (!dst || parse_int_full(tok + 2, 1, 65536, dst))
-                return tsc_error_set(TSC_ERR_ARG, "policy '%s': bad '%s' in +tile (expected q=BR,k=BC "
-                                     "with integers in [1, 65536]); %s", whole, tok, help());
-            got = 1;
-        }
-        if (!got)
-            return tsc_error_set(TSC_ERR_ARG, "policy '%s': +tile needs q=BR and/or k=BC; %s", whole,
-                                 help());
-        return TSC_OK;
-    }
-    /* +FMT:STAGE,... (FMT names as tsc_format_name prints them, plus its aliases) */
-    tsc_format_t fmt;
-    if (args && tsc_format_parse(mod, &fmt) == TSC_OK) {
-        for (char *tok = strtok_r(args, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            tsc_stage_t st;
-            if (tsc_stage_parse(tok, &st) != TSC_OK)
-                return tsc_error_set(TSC_ERR_ARG, "policy '%s': unknown stage '%s' in +%s; %s", whole,
-                                     tok, mod, help());
-            if (st == TSC_STAGE_ACC && fmt != TSC_FMT_FP32 && fmt != TSC_FMT_FP64)
-                return tsc_error_set(TSC_ERR_ARG, "policy '%s': the acc stage must be fp32 or fp64; %s",
-                                     whole, help());
-            tsc_policy_stage_set(p, st, fmt);
-        }
-        return TSC_OK;
-    }
-    tsc_error_clear();
-    return tsc_error_set(TSC_ERR_ARG, "policy '%s': unknown modifier '+%s%s'; %s", whole, mod,
-                         args ? ":..." : "", help());
+        return tsc_error_set(TSC_ERR_ARG, "policy '%s': modifier +%s has an empty argument list; %s", whole, mod,
+                             help());
+    const modifier_t *m = modifier_find(mod, args);
+    if (!m)
+        return tsc_error_set(TSC_ERR_ARG, "policy '%s': unknown modifier '+%s%s'; %s", whole, mod,
+                             args ? ":..." : "", help());
+    return m->parse(m, p, mod, args, whole);
 }
 
 tsc_status_t tsc_policy_parse(const char *s, tsc_policy_t *out) {
@@ -563,136 +776,26 @@ done:
     return st;
 }
 
-/* ---- canonical printing ---- */
-
-typedef struct {
-    char *buf;
-    size_t size, len;
-    int overflow;
-} sbuf_t;
-
-static void sb_printf(sbuf_t *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-#include <stdarg.h>
-static void sb_printf(sbuf_t *sb, const char *fmt, ...) {
-    if (sb->overflow) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(sb->buf + sb->len, sb->size - sb->len, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sb->size - sb->len) {
-        sb->overflow = 1;
-        return;
-    }
-    sb->len += (size_t)n;
-}
-
-/* Shortest decimal that reads back as x; exponent form for small magnitudes ("1e-3"). Never
- * with a '+' (it separates modifiers): %.1g prints 10 as "1e+01", so such forms are skipped
- * ("10"), and a '+' left in an exponent (|x| >= 1e17, outside every range) is dropped. */
-static void fmt_num(double x, char *out, size_t size) {
-    for (int prec = 1; prec <= 17; prec++) {
-        if (x != 0 && fabs(x) < 1e-2) snprintf(out, size, "%.*e", prec - 1, x);
-        else snprintf(out, size, "%.*g", prec, x);
-        if (strtod(out, NULL) == x && !strchr(out, '+')) break;
-    }
-    /* tidy exponent: "1e-03" -> "1e-3", "1e+17" -> "1e17" */
-    char *e = strchr(out, 'e');
-    if (e) {
-        char *d = e + 1;
-        if (*d == '+') memmove(d, d + 1, strlen(d));
-        if (*d == '-') d++;
-        char *z = d;
-        while (*z == '0' && z[1]) z++;
-        if (z != d) memmove(d, z, strlen(z) + 1);
-    }
-}
+/* ---- canonical printing: the preset's name, then each modifier row's part ---- */
 
 tsc_status_t tsc_policy_format(const tsc_policy_t *p, char *buf, size_t size) {
     if (!p || !buf || size == 0) return tsc_error_set(TSC_ERR_ARG, "policy format: NULL or empty buffer");
-    if (tsc_policy_validate(p) != TSC_OK) {
-        buf[0] = '\0';
-        return TSC_ERR_ARG;
-    }
+    buf[0] = '\0';
+    if (tsc_policy_validate(p) != TSC_OK) return TSC_ERR_ARG;
     tsc_policy_t base;
     tsc_policy_preset(p->preset, &base);
-    sbuf_t sb = {buf, size, 0, 0};
-    buf[0] = '\0';
-    sb_printf(&sb, "%s", tsc_preset_name(p->preset));
-    /* formats that differ from the preset, grouped by format in format order */
-    for (int f = 0; f < TSC_FMT_COUNT; f++) {
-        int first = 1;
-        for (int s = 0; s < TSC_STAGE_COUNT; s++) {
-            if (p->fmt[s] == base.fmt[s] || (int)p->fmt[s] != f) continue;
-            sb_printf(&sb, "%s%s", first ? "+" : ",", first ? tsc_format_name((tsc_format_t)f) : "");
-            sb_printf(&sb, "%s%s", first ? ":" : "", stage_names[s]);
-            first = 0;
-        }
-    }
-    if (p->delta_src != base.delta_src)
-        sb_printf(&sb, "+%s", p->delta_src == TSC_DELTA_HP_O ? "hp-delta" :
-                              p->delta_src == TSC_DELTA_DPP ? "dpp-delta" : "lp-delta");
-    if (p->fused != base.fused) sb_printf(&sb, "+%s", p->fused ? "fused" : "unfused");
-    if (p->block_q != base.block_q || p->block_k != base.block_k)
-        sb_printf(&sb, "+tile:q=%d,k=%d", p->block_q, p->block_k);
-    if (p->softmax != base.softmax)
-        sb_printf(&sb, "+%s", p->softmax == TSC_SOFTMAX_ONLINE ? "online" : "materialized");
-    if (p->ds_scale != base.ds_scale)
-        sb_printf(&sb, "+ds-scale:%s", p->ds_scale == TSC_DS_SCALE_LAST ? "last" :
-                                       p->ds_scale == TSC_DS_SCALE_FIRST ? "first" : "rounded");
-    if (p->scale != base.scale) sb_printf(&sb, "+scale:%s", scale_names[p->scale]);
-    if (p->norm != base.norm) sb_printf(&sb, "+norm:%s", norm_names[p->norm]);
-    if (p->gqa_sum != base.gqa_sum) sb_printf(&sb, "+gqa-sum:%s", gqa_names[p->gqa_sum]);
-    /* rounding modes: the modes relative to the preset (which is nearest-even everywhere),
-     * after formats are set. A mode applied to exactly the low-precision stages prints bare. */
-    static const char *const mode_names[] = {"rne", "rz", "sr"};
-    for (int m = TSC_ROUND_TOWARD_ZERO; m <= TSC_ROUND_STOCHASTIC; m++) {
-        int all_low = 1, any = 0;
-        for (int s = 0; s < TSC_STAGE_COUNT; s++) {
-            int has = (int)p->mode[s] == m;
-            any |= has;
-            if (has != fmt_is_low(p->fmt[s])) all_low = 0;
-        }
-        if (!any) continue;
-        sb_printf(&sb, "+%s", mode_names[m]);
-        int sep = 0;
-        if (m == TSC_ROUND_STOCHASTIC && p->seed != 0) {
-            sb_printf(&sb, ":seed=%llu", (unsigned long long)p->seed);
-            sep = 1;
-        }
-        if (!all_low)
-            for (int s = 0; s < TSC_STAGE_COUNT; s++)
-                if ((int)p->mode[s] == m) {
-                    sb_printf(&sb, "%s%s", sep ? "," : ":", stage_names[s]);
-                    sep = 1;
-                }
-    }
-    if (p->stable.enabled) {
-        char b[40], e[40], g[40];
-        fmt_num(p->stable.beta, b, sizeof b);
-        fmt_num(p->stable.eps, e, sizeof e);
-        sb_printf(&sb, "+stable:beta=%s,eps=%s", b, e);
-        if (p->stable.gap != 1.0) {
-            fmt_num(p->stable.gap, g, sizeof g);
-            sb_printf(&sb, ",gap=%s", g);
-        }
-    } else if (p->stable.beta != 2.0 || p->stable.eps != 1e-3 || p->stable.gap != 1.0) {
-        /* parameters without the rule (only reachable through the struct): not expressible */
-        char b[40], e[40], g[40];
-        fmt_num(p->stable.beta, b, sizeof b);
-        fmt_num(p->stable.eps, e, sizeof e);
-        fmt_num(p->stable.gap, g, sizeof g);
-        buf[0] = '\0';
-        return tsc_error_set(TSC_ERR_ARG, "policy format: stabilisation parameters beta=%s eps=%s "
-                             "gap=%s set while +stable is off have no string form", b, e, g);
-    }
-    if (p->torch_quirks != base.torch_quirks) {
-        buf[0] = '\0';
+    if (p->torch_quirks != base.torch_quirks)
         return tsc_error_set(TSC_ERR_ARG, "policy format: torch_quirks differs from preset %s and "
                              "has no string form", tsc_preset_name(p->preset));
-    }
-    if (sb.overflow) {
-        buf[0] = '\0';
-        return tsc_error_set(TSC_ERR_ARG, "policy format: buffer of %zu bytes too small", size);
-    }
-    return TSC_OK;
+    tsc_strbuf_t sb;
+    tsc_strbuf_init(&sb);
+    tsc_strbuf_puts(&sb, tsc_preset_name(p->preset));
+    tsc_status_t st = TSC_OK;
+    for (int i = 0; i < N_MODIFIERS && st == TSC_OK; i++) st = modifiers[i].print(&modifiers[i], &sb, p, &base);
+    if (st == TSC_OK) st = tsc_strbuf_status(&sb);
+    if (st == TSC_OK && sb.len >= size)
+        st = tsc_error_set(TSC_ERR_ARG, "policy format: buffer of %zu bytes too small", size);
+    if (st == TSC_OK) memcpy(buf, tsc_strbuf_str(&sb), sb.len + 1);
+    tsc_strbuf_free(&sb);
+    return st;
 }

@@ -15,28 +15,9 @@
  * String grammar: PRESET { "+" MODIFIER }, case-sensitive, no spaces.
  *   presets:   the rows of policy.c's preset table (fp64, fp32, bf16-fa2, bf16-torch, ...; a bad string's
  *              error lists them all; docs/PRESETS.md: what each models, and where that knowledge comes from)
- *   modifiers: +stable[:beta=B,eps=E,gap=G]   Algorithm 3 (defaults beta=2, eps=1e-3, gap=1)
- *              +hp-delta        δ = rowsum(dO ∘ O_hp), O_hp from an all-FP32 forward
- *              +dpp-delta       δ = rowsum(dP ∘ P) (the paper's other fix)
- *              +lp-delta        δ from the O this forward returned (the presets' default)
- *              +sr[:seed=N][,STAGE...]   stochastic rounding (default seed 0) on the listed
- *                               stages, or on every stage narrower than FP32 when none listed
- *                               (FP32 stages compute in FP32 already, so +sr on one acts only
- *                               when the policy computes in FP64)
- *              +rz[:STAGE,...] / +rne[:STAGE,...]   toward zero / nearest-even likewise
- *              +FMT:STAGE[,STAGE...]   hold these stages in FMT (fp64, fp32, tf32, bf16, fp16,
- *                               fp8-e4m3, fp8-e5m2), e.g. +fp32:pv or +fp32:oacc,o
- *              +fused / +unfused   P̄V (and ℓ, dQ/dK/dV) accumulate straight into the running
- *                               accumulator (FA2 CUDA) / into a per-tile sum added afterwards
- *                               (PyTorch code)
- *              +tile:q=BR,k=BC  tile sizes (1..65536)
- *              +online / +materialized   FlashAttention's online softmax / softmax(S) over the
- *                               whole row, then P V (eager PyTorch, SDPA math)
- *              +ds-scale:last|first|rounded   where α enters dS (tsc_ds_scale_t)
- *              +scale:s|s-lp|qk   α on the scores / the same with α rounded to the scores'
- *                               format first / √α on Q and on K (tsc_scale_t)
- *              +norm:div|recip   materialized softmax: P̄ / ℓ or P̄ · (1/ℓ)
- *              +gqa-sum:once|each   GQA: the group's dK, dV summed then rounded, or rounded per add
+ *   modifiers: the rows of policy.c's modifier table (+FMT:STAGE, +hp-delta, +tile:q=BR,k=BC, +stable, ...;
+ *              a bad string's error lists them; docs/PRESETS.md section Modifiers says what each sets;
+ *              tsc_policy_modifier_info gives each row's syntax and description)
  *   stage names: q k v do acc scores rowmax exparg pbar-pv pbar-l pv oacc l l-rescale o lse
  *                exparg-bwd p dp ds delta-prod delta dq dk dv grad
  *                ("pbar" is accepted for pbar-pv, "s" for scores)
@@ -44,8 +25,8 @@
  * (raising pv alone changes nothing while the Ō accumulator and O stay BF16), its "δ from an
  * FP32 O" is +hp-delta, and "δ = rowsum(dP ∘ P)" is +dpp-delta.
  * Modifiers apply left to right. tsc_policy_format prints the canonical form: the preset,
- * then only what differs from it, in a fixed order (formats, delta, fused, tile, softmax,
- * ds-scale, scale, norm, gqa-sum, modes, stable), so parse(format(p)) == p for every policy (the round trip).
+ * then only what differs from it, modifier rows in table order, so parse(format(p)) == p for every policy
+ * (the round trip).
  */
 #ifndef TSC_POLICY_H
 #define TSC_POLICY_H
@@ -225,6 +206,12 @@ TSC_API void tsc_policy_stage_set(tsc_policy_t *p, tsc_stage_t stage, tsc_format
 TSC_API int tsc_policy_stage_is_low(const tsc_policy_t *p, tsc_stage_t stage);
 /* 1 when any stage is FP64 (the reference then computes in double). */
 TSC_API int tsc_policy_uses_fp64(const tsc_policy_t *p);
+
+/* The modifier table (kernels/policy.c), for help and docs: how many rows; row i's syntax as help prints it
+ * ("+tile:q=BR,k=BC", "+hp-delta, ...") into syntax[size] and its one-line description (*desc, static).
+ * TSC_ERR_ARG for i out of range or a buffer too small (syntax then ""). */
+TSC_API int tsc_policy_modifier_count(void);
+TSC_API tsc_status_t tsc_policy_modifier_info(int i, char *syntax, size_t size, const char **desc);
 
 /* Accessors for callers that hold a policy as an opaque buffer (the Python package through ctypes):
  * the size of tsc_policy_t to allocate; the tile sizes Br, Bc (block_q, block_k; either may be NULL);

@@ -202,6 +202,48 @@ int main(void) {
         }
         CHECK_STREQ(tsc_preset_name(TSC_PRESET_COUNT), "?");
         CHECK(tsc_policy_preset(TSC_PRESET_COUNT, &p) == TSC_ERR_ARG);
+        /* the modifier table against the error's list, docs/PRESETS.md, and the parser: every value an
+         * enum row names parses and prints back; every row is documented with its syntax */
+        CHECK(tsc_policy_modifier_count() >= 13);
+        for (int i = 0; i < tsc_policy_modifier_count(); i++) {
+            char syn[256], cell[300], probe[320];
+            const char *desc = NULL;
+            CHECKF(tsc_policy_modifier_info(i, syn, sizeof syn, &desc) == TSC_OK, "modifier %d: %s", i, tsc_error_last());
+            CHECKF(desc && strlen(desc) > 10, "modifier %s has no description", syn);
+            CHECKF(strstr(err, syn) != NULL, "the error of a bad preset does not list %s", syn);
+            size_t n = 0;
+            for (const char *c = syn; *c && n + 3 < sizeof cell; c++) {
+                if (*c == '|') cell[n++] = '\\'; /* a table cell escapes its bars */
+                cell[n++] = *c;
+            }
+            cell[n] = '\0';
+            snprintf(probe, sizeof probe, "| `%s` | %s |", cell, desc ? desc : "");
+            CHECKF(!doc || strstr(doc, probe) != NULL, "docs/PRESETS.md lacks the row %s", probe);
+            /* "+a, +b" (bare values) and "+name:a|b" (an argument) parse and print back */
+            char *bar = strchr(syn, ':');
+            if (syn[1] != 'F' && !strchr(syn, '[') && (strstr(syn, ", +") || (bar && strchr(syn, '|')))) {
+                char vals[256];
+                snprintf(vals, sizeof vals, "%s", bar && !strstr(syn, ", +") ? bar + 1 : syn);
+                int k = 0;
+                for (char *save = NULL, *v = strtok_r(vals, bar && !strstr(syn, ", +") ? "|" : ", +", &save); v;
+                     v = strtok_r(NULL, bar && !strstr(syn, ", +") ? "|" : ", +", &save), k++) {
+                    char pol[320], canon[TSC_POLICY_STR_MAX];
+                    if (bar && !strstr(syn, ", +")) snprintf(pol, sizeof pol, "bf16-eager-cpu+%.*s:%s", (int)(bar - syn - 1), syn + 1, v);
+                    else snprintf(pol, sizeof pol, "bf16-eager-cpu+%s", v);
+                    tsc_policy_t a, b;
+                    CHECKF(tsc_policy_parse(pol, &a) == TSC_OK, "%s (from row %s): %s", pol, syn, tsc_error_last());
+                    CHECK(tsc_policy_format(&a, canon, sizeof canon) == TSC_OK);
+                    CHECKF(tsc_policy_parse(canon, &b) == TSC_OK && tsc_policy_equal(&a, &b), "%s -> %s", pol, canon);
+                }
+                CHECKF(k >= 2, "row %s lists %d values", syn, k);
+            }
+        }
+        {
+            char syn[8];
+            CHECK(tsc_policy_modifier_info(tsc_policy_modifier_count(), syn, sizeof syn, NULL) == TSC_ERR_ARG);
+            CHECK(tsc_policy_modifier_info(0, syn, 4, NULL) == TSC_ERR_ARG); /* "+FMT:..." does not fit */
+            CHECK_STREQ(syn, "");
+        }
         free(doc);
     }
     /* the accessors the Python package reads an opaque policy through */
