@@ -1,6 +1,4 @@
 /* cmd_figure.c: `tilescope figure figN [--from DIR] [--log NAME=FILE ...] -o FILE` (render/tsc_figure.h). */
-#include <math.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,58 +42,6 @@ const char tsc_usage_figure[] =
     "A --step, --layer, --head, --batch, --token or --feature outside what the analysis covers is an\n"
     "error that names the valid values (exit 2).\n"
     "Exit: 0 written, 1 the data is missing or the job failed (the message names what), 2 usage error.\n";
-
-/* The values of key in the records of array path of summary sm (each once, ascending) into v[0..cap); their count. */
-static int summary_values(const tsc_jv_t *sm, const char *path, const char *key, long long *v, int cap) {
-    const tsc_jv_t *a = tsc_jv_path(sm, path);
-    int n = 0;
-    for (size_t i = 0; a && i < a->n && n < cap; i++) {
-        double x = tsc_jv_num(a->items[i], key);
-        int seen = !isfinite(x);
-        for (int k = 0; k < n && !seen; k++) seen = v[k] == (long long)x;
-        if (seen) continue;
-        int k = n++;
-        for (; k > 0 && v[k - 1] > (long long)x; k--) v[k] = v[k - 1];
-        v[k] = (long long)x;
-    }
-    return n;
-}
-
-/* --step, --layer, --head, --batch, --token, --feature against what the analysis in DIR covers: 0, or 2
- * after an error naming the valid values (never a silent clamp to the nearest one). */
-static int check_selection(const char *cmd, const tsc_figure_src_t *src, const tsc_figure_opts_t *o, const char *dir) {
-    const tsc_jv_t *sm = tsc_figure_src_summary(src);
-    static const struct { const char *flag, *key, *what; size_t off; } idx[] = {
-        {"--head", "geometry.n_head", "query heads", offsetof(tsc_figure_opts_t, head)},
-        {"--batch", "geometry.batch", "batch rows", offsetof(tsc_figure_opts_t, batch)},
-        {"--token", "geometry.seq_len", "tokens per sequence", offsetof(tsc_figure_opts_t, token)},
-        {"--feature", "geometry.head_dim", "features per head", offsetof(tsc_figure_opts_t, feature)}};
-    for (size_t i = 0; i < sizeof idx / sizeof idx[0]; i++) {
-        int v = *(const int *)((const char *)o + idx[i].off);
-        double n = tsc_jv_num(sm, idx[i].key);
-        if (v >= 0 && isfinite(n) && v >= n) {
-            tsc_cli_fail(cmd, "%s %d is out of range: the analysis in %s has %.0f %s (%s 0 to %.0f)", idx[i].flag, v,
-                         dir, n, idx[i].what, idx[i].flag, n - 1);
-            return 2;
-        }
-    }
-    long long have[4096];
-    char list[512];
-    const struct { const char *flag, *path, *key, *what; long long v; } sel[] = {
-        {"--step", "computed_over.step_list", NULL, "steps", o->step},
-        {"--layer", "heads", "layer", "layers", o->layer}};
-    for (size_t i = 0; i < sizeof sel / sizeof sel[0]; i++) {
-        int n = summary_values(sm, sel[i].path, sel[i].key, have, (int)(sizeof have / sizeof have[0]));
-        int found = sel[i].v < 0 || n == 0 || n == (int)(sizeof have / sizeof have[0]);
-        for (int k = 0; k < n && !found; k++) found = have[k] == sel[i].v;
-        if (!found) {
-            tsc_cli_fail(cmd, "%s %lld was not analysed: the analysis in %s covers %s %s", sel[i].flag, sel[i].v, dir,
-                         sel[i].what, tsc_select_runs_text(have, n, list, sizeof list));
-            return 2;
-        }
-    }
-    return 0;
-}
 
 void tsc_cli_warn_log_cover(const char *cmd, const tsc_figure_src_t *src) {
     for (int i = 0; i < tsc_figure_src_n_logs(src); i++) {
@@ -162,30 +108,24 @@ int tsc_cmd_figure(int argc, char **argv) {
         return tsc_cli_usage_error(cmd, "-o %s: the extension must be .png, .svg or .pdf", out);
     tsc_figure_src_t *src;
     if (tsc_figure_src_open_logs(dir, logs.v, logs.n, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
-    if (dir && (rc = check_selection(cmd, src, &o, dir))) {
+    /* a selection outside the analysis is a usage error (exit 2), refused before any warning or work */
+    tsc_status_t st = tsc_figure_check(src, &o);
+    if (st != TSC_OK) {
+        rc = st == TSC_ERR_ARG ? 2 : 1;
+        tsc_cli_fail(cmd, "%s", tsc_error_last());
         tsc_figure_src_close(src);
         return rc;
     }
     tsc_cli_warn_log_cover(cmd, src);
     tsc_figure_src_set_same_run(src, same_run);
     tsc_figure_info_t info;
-    tsc_status_t st = tsc_figure_write(src, fig, &o, out, fmt, &info);
+    st = tsc_figure_write(src, fig, &o, out, fmt, &info);
     tsc_figure_src_close(src);
     if (st != TSC_OK) return tsc_cli_fail(cmd, "%s: %s", out, tsc_error_last());
     if (json) {
         tsc_json_t j;
         tsc_json_init(&j);
-        tsc_json_object_begin(&j);
-        tsc_json_kv_string(&j, "id", info.id);
-        tsc_json_kv_string(&j, "file", out);
-        tsc_json_kv_string(&j, "caption", info.caption);
-        tsc_json_kv_int(&j, "layer", info.layer);
-        tsc_json_kv_int(&j, "head", info.head);
-        tsc_json_kv_int(&j, "step", info.step);
-        tsc_json_kv_number(&j, "width_in", info.width_in);
-        tsc_json_kv_number(&j, "height_in", info.height_in);
-        tsc_json_kv_ints(&j, "marks", info.marks, (size_t)info.n_marks);
-        tsc_json_object_end(&j);
+        tsc_figure_info_json(&info, out, &j);
         if (tsc_json_status(&j) != TSC_OK) { tsc_json_free(&j); return tsc_cli_fail(cmd, "out of memory"); }
         puts(tsc_json_text(&j, NULL));
         tsc_json_free(&j);

@@ -1399,6 +1399,8 @@ static tsc_status_t fig_begin(tsc_figure_src_t *s, const char *id, const tsc_fig
         return tsc_error_set(TSC_ERR_MISSING, "%s needs an analysis folder (--from DIR); only %s draw from training logs alone",
                              *cid, tsc_figure_ids_where(TSC_FIG_NEEDS_ANALYSIS, 0, -1, " and ", logs_only, sizeof logs_only));
     }
+    tsc_status_t st = tsc_figure_check(s, o);
+    if (st) return st;
     tsc_fig_resolve(s, o, sel);
     info->layer = sel->layer, info->head = sel->head, info->step = sel->step;
     tsc_error_clear();
@@ -1482,4 +1484,18 @@ tsc_status_t tsc_figure_write_dir(tsc_figure_src_t *s, tsc_figure_src_t *capture
     }
     if (n_drawn) *n_drawn = drawn;
     return TSC_OK;
+}
+
+void tsc_figure_info_json(const tsc_figure_info_t *info, const char *path, tsc_json_t *j) {
+    tsc_json_object_begin(j);
+    tsc_json_kv_string(j, "id", info->id);
+    tsc_json_kv_string(j, "file", path);
+    tsc_json_kv_string(j, "caption", info->caption);
+    tsc_json_kv_int(j, "layer", info->layer);
+    tsc_json_kv_int(j, "head", info->head);
+    tsc_json_kv_int(j, "step", info->step);
+    tsc_json_kv_number(j, "width_in", info->width_in);
+    tsc_json_kv_number(j, "height_in", info->height_in);
+    tsc_json_kv_ints(j, "marks", info->marks, (size_t)info->n_marks);
+    tsc_json_object_end(j);
 }

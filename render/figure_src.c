@@ -3,7 +3,9 @@
 #include "tsc_figure.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 
 #include "tsc_file.h"
 #include "tsc_h5.h"
+#include "tsc_select.h"
 #include "figure_internal.h"
 
 
@@ -254,3 +257,68 @@ void tsc_fig_resolve(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, tsc_
     if (sel->batch < 0) sel->batch = 0;
 }
 
+
+/* ---------------------------------------------------------------- selection check */
+
+static int cmp_ll_asc(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* The distinct integer values of key in the records of array path of sm (key NULL: the elements
+ * themselves), ascending, into *v (caller frees); their count, or -1 out of memory. Every value is
+ * kept: a long run is checked in full, not up to some count. */
+static int summary_values(const tsc_jv_t *sm, const char *path, const char *key, long long **v) {
+    const tsc_jv_t *a = tsc_jv_path(sm, path);
+    size_t n = 0, len = a && a->type == TSC_JV_ARRAY ? a->n : 0;
+    if (len > INT_MAX) len = INT_MAX; /* tsc_select_runs_text counts in int */
+    if (!(*v = malloc(sizeof **v * (len + 1)))) return -1;
+    for (size_t i = 0; i < len; i++) {
+        long long x = tsc_jv_int(a->items[i], key, LLONG_MIN);
+        if (x != LLONG_MIN) (*v)[n++] = x;
+    }
+    if (n > 1) qsort(*v, n, sizeof **v, cmp_ll_asc);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++)
+        if (u == 0 || (*v)[u - 1] != (*v)[i]) (*v)[u++] = (*v)[i];
+    return (int)u;
+}
+
+tsc_status_t tsc_figure_check(const tsc_figure_src_t *s, const tsc_figure_opts_t *o) {
+    if (!s || !o) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_check: NULL argument");
+    const tsc_jv_t *sm = s->summary;
+    if (!sm) return TSC_OK; /* training logs alone: no analysis to hold the selection to */
+    static const struct { const char *flag, *key, *what; size_t off; } idx[] = {
+        {"--head", "geometry.n_head", "query heads", offsetof(tsc_figure_opts_t, head)},
+        {"--batch", "geometry.batch", "batch rows", offsetof(tsc_figure_opts_t, batch)},
+        {"--token", "geometry.seq_len", "tokens per sequence", offsetof(tsc_figure_opts_t, token)},
+        {"--feature", "geometry.head_dim", "features per head", offsetof(tsc_figure_opts_t, feature)}};
+    for (size_t i = 0; i < sizeof idx / sizeof idx[0]; i++) {
+        int v = *(const int *)((const char *)o + idx[i].off);
+        double n = tsc_jv_num(sm, idx[i].key);
+        if (v >= 0 && isfinite(n) && v >= n)
+            return tsc_error_set(TSC_ERR_ARG, "%s %d is out of range: the analysis in %s has %.0f %s (%s 0 to %.0f)",
+                                 idx[i].flag, v, s->dir, n, idx[i].what, idx[i].flag, n - 1);
+    }
+    const struct { const char *flag, *path, *key, *what; long long v; } sel[] = {
+        {"--step", "computed_over.step_list", NULL, "steps", o->step},
+        {"--layer", "heads", "layer", "layers", o->layer}};
+    for (size_t i = 0; i < sizeof sel / sizeof sel[0]; i++) {
+        if (sel[i].v < 0) continue;
+        long long *have;
+        int n = summary_values(sm, sel[i].path, sel[i].key, &have);
+        if (n < 0) return tsc_error_set(TSC_ERR_NOMEM, "checking %s: out of memory", sel[i].flag);
+        /* an analysis that lists none has nothing to hold the selection to */
+        int found = n == 0 || bsearch(&sel[i].v, have, (size_t)n, sizeof *have, cmp_ll_asc) != NULL;
+        if (!found) {
+            char list[512];
+            tsc_status_t st = tsc_error_set(TSC_ERR_ARG, "%s %lld was not analysed: the analysis in %s covers %s %s",
+                                            sel[i].flag, sel[i].v, s->dir, sel[i].what,
+                                            tsc_select_runs_text(have, n, list, sizeof list));
+            free(have);
+            return st;
+        }
+        free(have);
+    }
+    return TSC_OK;
+}

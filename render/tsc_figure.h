@@ -17,7 +17,7 @@
  *   if (tsc_figure_write(src, "fig3", &o, "fig3.pdf", TSC_IMG_AUTO, &info) == TSC_OK) puts(info.caption);
  *   tsc_figure_src_close(src);
  *
- * Also here: a small JSON reader (tsc_jv_*) for summary.json.
+ * summary.json is read with util/tsc_jv.h (tsc_figure_src_summary gives its tree).
  */
 #ifndef TSC_FIGURE_H
 #define TSC_FIGURE_H
@@ -31,6 +31,7 @@
 #include <cairo.h>
 
 #include "tsc_heatmap.h"
+#include "tsc_json.h"
 #include "tsc_log.h"
 #include "tsc_status.h"
 #include "tsc_strbuf.h"
@@ -38,36 +39,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---- JSON (read-only tree) ---- */
-typedef enum { TSC_JV_NULL = 0, TSC_JV_BOOL, TSC_JV_NUMBER, TSC_JV_STRING, TSC_JV_ARRAY, TSC_JV_OBJECT } tsc_jv_type_t;
-
-typedef struct tsc_jv {
-    tsc_jv_type_t type;
-    double num;             /* NUMBER, BOOL (0/1); NaN for NULL */
-    char *str;              /* STRING (UTF-8, NUL-terminated) */
-    size_t n;               /* ARRAY/OBJECT members */
-    struct tsc_jv **items;  /* [n] */
-    char **keys;            /* [n] (OBJECT) */
-} tsc_jv_t;
-
-/* Parses text[len]; *out is the caller's (tsc_jv_free). TSC_ERR_FORMAT names where:line. */
-TSC_API tsc_status_t tsc_jv_parse(const char *text, size_t len, const char *where, tsc_jv_t **out);
-TSC_API tsc_status_t tsc_jv_read_file(const char *path, tsc_jv_t **out);
-TSC_API void tsc_jv_free(tsc_jv_t *v);
-/* Member lookup; NULL when absent or of another type. path: "a.b.0.c" (numbers index arrays). */
-TSC_API const tsc_jv_t *tsc_jv_get(const tsc_jv_t *v, const char *key);
-TSC_API const tsc_jv_t *tsc_jv_at(const tsc_jv_t *v, size_t i);
-TSC_API const tsc_jv_t *tsc_jv_path(const tsc_jv_t *v, const char *path);
-TSC_API double tsc_jv_num(const tsc_jv_t *v, const char *path);       /* NaN when absent/null/not a number */
-TSC_API const char *tsc_jv_str(const tsc_jv_t *v, const char *path);  /* NULL when absent */
-TSC_API size_t tsc_jv_len(const tsc_jv_t *v, const char *path);       /* array length, 0 otherwise */
-/* A number as an integer; dflt when absent, null, not finite or outside the range of long long. */
-long long tsc_jv_int(const tsc_jv_t *v, const char *path, long long dflt);
-
-/* Reads a whole regular file into *buf (NUL-terminated, caller frees): tsc_file_read_text
- * (util/tsc_file.h), so FIFOs and devices are refused and the size is capped. TSC_ERR_IO names path. */
-TSC_API tsc_status_t tsc_read_file(const char *path, char **buf, size_t *len);
 
 /* ---- figure sources and recipes ---- */
 typedef struct tsc_figure_src tsc_figure_src_t;
@@ -166,13 +137,28 @@ TSC_API const char *tsc_figure_describe(int i);
 /* Canonical id of name ("fig5" -> "fig5a", "Fig3" -> "fig3"); NULL when unknown. */
 TSC_API const char *tsc_figure_canonical(const char *name);
 
+/* Holds o's selection to what the analysis of s covers: step (summary.json's computed_over.step_list),
+ * layer (the layers of its head records), head, batch, token and feature (below its geometry's n_head,
+ * batch, seq_len, head_dim); -1 fields (automatic) always pass, and so does everything for a source
+ * without an analysis folder, or a list the summary leaves empty. A value outside is never clamped to
+ * the nearest one: TSC_ERR_ARG with a message naming the field by its `tilescope figure` flag and the
+ * valid values ("--step 5 was not analysed: the analysis in DIR covers steps 0, 10, 20", "--head 4 is
+ * out of range: the analysis in DIR has 4 query heads (--head 0 to 3)"); TSC_ERR_NOMEM. Every step
+ * listed is checked, however long the run. tsc_figure_write, _draw and _png call it first. */
+TSC_API tsc_status_t tsc_figure_check(const tsc_figure_src_t *s, const tsc_figure_opts_t *o);
+
 /* Draws recipe id into path (PNG, SVG or PDF by fmt, or the extension for TSC_IMG_AUTO), written
  * to a temporary name and renamed (tsc_surface.h's sinks; gnuplot's image comes through its stdout). info (may be NULL) receives the caption. Errors:
- * TSC_ERR_ARG (unknown id, bad options), TSC_ERR_MISSING (the data is absent: the detail names
+ * TSC_ERR_ARG (unknown id, bad options, a selection outside the analysis: tsc_figure_check),
+ * TSC_ERR_MISSING (the data is absent: the detail names
  * it), TSC_ERR_IO / TSC_ERR_FORMAT (reading analysis.h5, the dump or writing path),
  * TSC_ERR_EXTERNAL (gnuplot, cairo). path is untouched on failure. */
 TSC_API tsc_status_t tsc_figure_write(tsc_figure_src_t *s, const char *id, const tsc_figure_opts_t *o, const char *path,
                               tsc_image_format_t fmt, tsc_figure_info_t *info);
+
+/* A written figure as one JSON object (`tilescope figure --json`): {id, file (path, null when NULL),
+ * caption, layer, head, step, width_in, height_in, marks} from info (tsc_figure_info_t's fields). */
+TSC_API void tsc_figure_info_json(const tsc_figure_info_t *info, const char *path, tsc_json_t *j);
 
 /* Draws recipe id onto cr, whose user units are points with (0, 0) at the top-left of a
  * w_pt x h_pt box (<= 0: the figure's size, info->width_in x height_in inches): the core of every
