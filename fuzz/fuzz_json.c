@@ -1,10 +1,10 @@
-/* fuzz_json.c: the JSON reader the figures use for summary.json (tsc_jv_*, tsc_figure.h) on the
+/* fuzz_json.c: the JSON reader the figures use for summary.json (tsc_jv_*, util/tsc_jv.h) on the
  * input; an accepted document is walked whole and looked up the way the figure recipes do. */
 #include "fuzz_target.h"
 
 #include <math.h>
 
-#include "tsc_figure.h"
+#include "tsc_jv.h"
 
 /* Visits every node (bounded by the parser's depth limit) so a malformed tree is touched. */
 static size_t walk(const tsc_jv_t *v, int depth) {

@@ -32,6 +32,7 @@
 
 #include "tsc_heatmap.h"
 #include "tsc_json.h"
+#include "tsc_jv.h"
 #include "tsc_log.h"
 #include "tsc_status.h"
 #include "tsc_strbuf.h"

@@ -1,16 +1,16 @@
 /* escape.c: text from received files made inert per output kind (tsc_escape.h). */
 #include "tsc_escape.h"
+#include "util_internal.h"
 
 #include <stdio.h>
 #include <string.h>
 
-/* The length of the well-formed UTF-8 sequence at p (1..4; the Unicode standard's table 3-7: no
- * overlong forms, no surrogates, nothing above U+10FFFF), 0 when malformed. */
-static int utf8_len(const unsigned char *p) {
+int tsc_utf8_len(const unsigned char *p, size_t avail) {
+    if (!avail) return 0;
     unsigned char c = p[0];
     if (c < 0x80) return 1;
     int n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-    if (!n) return 0;
+    if (!n || avail < (size_t)n) return 0;
     unsigned char lo = 0x80, hi = 0xbf; /* the range of the second byte */
     if (c == 0xe0) lo = 0xa0;
     else if (c == 0xed) hi = 0x9f;
@@ -21,6 +21,10 @@ static int utf8_len(const unsigned char *p) {
         if (p[i] < 0x80 || p[i] > 0xbf) return 0;
     return n;
 }
+
+/* A NUL-terminated string may be read 4 bytes at a time: its NUL fails the check of the byte it
+ * is in, and no byte after a failed one is read. */
+static int utf8_len(const unsigned char *p) { return tsc_utf8_len(p, 4); }
 
 /* A control character: C0, DEL, or C1 (U+0080..U+009F, UTF-8 c2 80..c2 9f) at p of length n. */
 static int is_control(const unsigned char *p, int n) {

@@ -115,28 +115,6 @@ void tsc_json_object_end(tsc_json_t *j) { end(j, 0); }
 void tsc_json_array_begin(tsc_json_t *j) { begin(j, 1); }
 void tsc_json_array_end(tsc_json_t *j) { end(j, 1); }
 
-/* Length (2..4) of the well-formed UTF-8 sequence starting at p (a lead byte >= 0x80), or 0 when
- * it is not one: a stray continuation byte, a truncated sequence, an overlong form, a surrogate
- * or a code point above U+10FFFF (RFC 3629). */
-static int utf8_len(const unsigned char *p) {
-    int n;
-    unsigned lo = 0x80, hi = 0xbf;
-    if (p[0] >= 0xc2 && p[0] <= 0xdf) n = 2;
-    else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-        n = 3;
-        if (p[0] == 0xe0) lo = 0xa0;
-        if (p[0] == 0xed) hi = 0x9f;
-    } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-        n = 4;
-        if (p[0] == 0xf0) lo = 0x90;
-        if (p[0] == 0xf4) hi = 0x8f;
-    } else return 0;
-    if (p[1] < lo || p[1] > hi) return 0;
-    for (int i = 2; i < n; i++)
-        if (p[i] < 0x80 || p[i] > 0xbf) return 0;
-    return n;
-}
-
 /* Writes s as a JSON string: quotes, backslashes and control characters escaped, and every byte
  * that is not part of well-formed UTF-8 replaced by U+FFFD, so the output is always valid UTF-8
  * (strings from files, such as HDF5 attributes, may hold anything). */
@@ -144,7 +122,7 @@ static void put_escaped(tsc_json_t *j, const char *s) {
     put(j, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p >= 0x80) {
-            int n = utf8_len(p);
+            int n = tsc_utf8_len(p, 4); /* a NUL fails the byte it is in: no read past it */
             if (n) {
                 put(j, (const char *)p, (size_t)n);
                 p += n - 1;

@@ -1,12 +1,12 @@
-/* The JSON reader of render/tsc_figure.h: what util/tsc_json.h writes reads back bit for bit
- * (17 significant digits), escapes decode, malformed documents are rejected naming the line. */
+/* The JSON reader (util/tsc_jv.h): what util/tsc_json.h writes reads back bit for bit (17
+ * significant digits), escapes decode, malformed documents are rejected naming the line. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "tsc_figure.h"
 #include "tsc_json.h"
+#include "tsc_jv.h"
 #include "tsc_test.h"
 
 int main(void) {
@@ -74,7 +74,7 @@ int main(void) {
         CHECKF(strstr(tsc_error_last(), "bad.json:") != NULL, "%s", tsc_error_last());
     }
     CHECK(tsc_jv_parse(bad[0], strlen(bad[0]), "bad.json", &v) == TSC_ERR_FORMAT);
-    CHECKF(strstr(tsc_error_last(), "bad.json:2") != NULL, "%s", tsc_error_last());
+    CHECKF(strstr(tsc_error_last(), "bad.json: malformed JSON at byte 15 (line 2)") != NULL, "%s", tsc_error_last());
     tsc_jv_free(NULL);
     return tsc_test_done();
 }
