@@ -1,6 +1,6 @@
 /* import_read.c: the tensor-file readers of tsc_import.h (.safetensors, .npy, .npz, torch .pt),
- * hardened for hostile files: the whole header is checked at open (a small strict JSON parser for
- * safetensors, a strict dict-literal parser for npy, the zip directory of .npz and .pt, the restricted
+ * hardened for hostile files: the whole header is checked at open (util's JSON reader, tsc_jv.h, for
+ * the safetensors header; a strict dict-literal parser for npy; the zip directory of .npz and .pt, the restricted
  * unpickler of import_pickle.c for .pt), tensor data is read one tensor at a time. */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +13,7 @@
 #include "import_internal.h"
 #include "tsc_file.h"
 #include "tsc_import.h"
+#include "tsc_jv.h"
 #include "tsc_mem.h"
 
 /* Where a tensor's bytes are. */
@@ -96,169 +97,27 @@ static tsc_status_t tensor_size(const tsc_tensor_file_t *f, tsc_tensor_info_t *t
     return TSC_OK;
 }
 
-/* ---------------------------------------------------------------- safetensors: strict JSON */
+/* ---------------------------------------------------------------- safetensors: the JSON header */
 
-typedef struct {
-    const char *s, *p, *end, *path;
-} jp_t;
+/* The header is read by util's JSON reader (tsc_jv.h), which holds it to RFC 8259 and to the bounds
+ * a stranger's file needs: UTF-8 strings, no key named twice in an object (a tensor, or a second
+ * "dtype"), nesting at most 64 deep, the memory budget, and integers read from their digits, so an
+ * offset near 2^64 is exact or refused, never rounded through a double. Here: the entries' shape. */
 
-static tsc_status_t jp_fail(const jp_t *j, const char *what) {
-    return tsc_error_set(TSC_ERR_FORMAT, "%s: malformed JSON header at byte %zu: %s", j->path,
-                         (size_t)(j->p - j->s) + 8, what);
-}
-
-static void jp_ws(jp_t *j) {
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
-}
-
-static int jp_eat(jp_t *j, char c) {
-    jp_ws(j);
-    if (j->p < j->end && *j->p == c) {
-        j->p++;
-        return 1;
+/* An array of exact non-negative integers into v (at most cap: checked by the caller). */
+static tsc_status_t st_uints(const tsc_tensor_file_t *f, const char *name, const char *key, const tsc_jv_t *a, uint64_t *v,
+                             int *n) {
+    char q[TSC_IMPORT_QUOTE_MAX];
+    if (a->type != TSC_JV_ARRAY)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s: %s is not an array of integers", f->path,
+                             tsc_import_quote(name, q), key);
+    for (size_t i = 0; i < a->n; i++) {
+        const char *why = tsc_jv_u64(a->items[i], &v[i]);
+        if (why)
+            return tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s: %s[%zu] is %s", f->path, tsc_import_quote(name, q), key, i, why);
     }
-    return 0;
-}
-
-static int hex4(const char *p, unsigned *v) {
-    *v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0) return -1;
-        *v = *v * 16 + (unsigned)d;
-    }
-    return 0;
-}
-
-static size_t put_utf8(char *o, unsigned cp) {
-    if (cp < 0x80) return (size_t)(o[0] = (char)cp, 1);
-    if (cp < 0x800) return o[0] = (char)(0xc0 | cp >> 6), o[1] = (char)(0x80 | (cp & 63)), 2;
-    if (cp < 0x10000)
-        return o[0] = (char)(0xe0 | cp >> 12), o[1] = (char)(0x80 | (cp >> 6 & 63)), o[2] = (char)(0x80 | (cp & 63)), 3;
-    o[0] = (char)(0xf0 | cp >> 18), o[1] = (char)(0x80 | (cp >> 12 & 63));
-    return o[2] = (char)(0x80 | (cp >> 6 & 63)), o[3] = (char)(0x80 | (cp & 63)), 4;
-}
-
-/* Length of the valid UTF-8 sequence at p (RFC 3629: no overlongs, no surrogates), 0 if invalid. */
-static size_t utf8_len(const unsigned char *p, const unsigned char *end) {
-    unsigned c = p[0], n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-    if (!n || (size_t)(end - p) < n) return 0;
-    unsigned cp = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
-    for (unsigned i = 1; i < n; i++) {
-        if ((p[i] & 0xc0) != 0x80) return 0;
-        cp = cp << 6 | (p[i] & 0x3f);
-    }
-    static const unsigned min[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return n;
-}
-
-/* A JSON string into *out (malloc'ed, NUL-terminated; *len its bytes, which may hold a NUL). */
-static tsc_status_t jp_string(jp_t *j, char **out, size_t *len) {
-    *out = NULL;
-    if (!jp_eat(j, '"')) return jp_fail(j, "a string expected");
-    /* The output is at most the input up to the closing quote: sized from that, not from the rest of
-     * the header (which made a header of many names cost memory quadratic in its length). */
-    const char *close = j->p;
-    while (close < j->end && *close != '"') close += *close == '\\' && close + 1 < j->end ? 2 : 1;
-    char *o = malloc((size_t)(close - j->p) + 1), *w = o;
-    if (!o) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory parsing the header", j->path);
-    while (j->p < j->end && *j->p != '"') {
-        unsigned char c = (unsigned char)*j->p;
-        if (c < 0x20) return free(o), jp_fail(j, "a control character in a string");
-        if (c != '\\') {
-            size_t n = utf8_len((const unsigned char *)j->p, (const unsigned char *)j->end);
-            if (!n) return free(o), jp_fail(j, "a string that is not valid UTF-8");
-            memcpy(w, j->p, n), w += n, j->p += n;
-            continue;
-        }
-        if (j->end - j->p < 2) break;
-        char e = j->p[1];
-        const char *map = strchr("\"\"\\\\//b\bf\fn\nr\rt\t", e);
-        if (e && map && (map - "\"\"\\\\//b\bf\fn\nr\rt\t") % 2 == 0) {
-            *w++ = map[1], j->p += 2;
-            continue;
-        }
-        unsigned cp, lo;
-        if (e != 'u' || j->end - j->p < 6 || hex4(j->p + 2, &cp)) return free(o), jp_fail(j, "a bad escape in a string");
-        j->p += 6;
-        if (cp >= 0xdc00 && cp <= 0xdfff) return free(o), jp_fail(j, "a lone low surrogate in a string");
-        if (cp >= 0xd800 && cp <= 0xdbff) {
-            if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u' || hex4(j->p + 2, &lo) || lo < 0xdc00 || lo > 0xdfff)
-                return free(o), jp_fail(j, "a high surrogate without its low half");
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00), j->p += 6;
-        }
-        w += put_utf8(w, cp);
-    }
-    if (j->p >= j->end) return free(o), jp_fail(j, "an unterminated string");
-    j->p++;
-    *w = '\0';
-    *out = o, *len = (size_t)(w - o);
+    *n = (int)a->n;
     return TSC_OK;
-}
-
-/* A non-negative JSON integer (no sign, fraction or exponent; no leading zeros). */
-static tsc_status_t jp_uint(jp_t *j, uint64_t *v) {
-    jp_ws(j);
-    if (j->p >= j->end || *j->p < '0' || *j->p > '9') return jp_fail(j, "a non-negative integer expected");
-    if (*j->p == '0' && j->end - j->p > 1 && j->p[1] >= '0' && j->p[1] <= '9') return jp_fail(j, "a number with a leading zero");
-    for (*v = 0; j->p < j->end && *j->p >= '0' && *j->p <= '9'; j->p++) {
-        if (*v > (UINT64_MAX - 9) / 10) return jp_fail(j, "an integer above 2^64");
-        *v = *v * 10 + (uint64_t)(*j->p - '0');
-    }
-    if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E')) return jp_fail(j, "an integer expected, not a fraction");
-    return TSC_OK;
-}
-
-/* Skips any JSON value (entries' unknown keys), nesting at most depth deep. */
-static tsc_status_t jp_skip(jp_t *j, int depth) {
-    jp_ws(j);
-    if (depth > 64) return jp_fail(j, "nested deeper than 64");
-    if (j->p >= j->end) return jp_fail(j, "a value expected");
-    char c = *j->p, *s;
-    size_t n;
-    if (c == '"') {
-        if (jp_string(j, &s, &n)) return TSC_ERR_FORMAT;
-        free(s);
-        return TSC_OK;
-    }
-    if (c == '{' || c == '[') {
-        char close = c == '{' ? '}' : ']';
-        j->p++;
-        if (jp_eat(j, close)) return TSC_OK;
-        do {
-            if (c == '{') {
-                if (jp_string(j, &s, &n)) return TSC_ERR_FORMAT;
-                free(s);
-                if (!jp_eat(j, ':')) return jp_fail(j, "':' expected");
-            }
-            if (jp_skip(j, depth + 1)) return TSC_ERR_FORMAT;
-        } while (jp_eat(j, ','));
-        return jp_eat(j, close) ? TSC_OK : jp_fail(j, c == '{' ? "',' or '}' expected" : "',' or ']' expected");
-    }
-    if (c == '-') j->p++;
-    if (j->p < j->end && *j->p >= '0' && *j->p <= '9') { /* a number: its digits, fraction and exponent */
-        while (j->p < j->end && ((*j->p >= '0' && *j->p <= '9') || (*j->p && strchr(".eE+-", *j->p)))) j->p++;
-        return TSC_OK;
-    }
-    static const char *const lit[] = {"true", "false", "null"};
-    for (int i = 0; i < 3; i++) {
-        size_t l = strlen(lit[i]);
-        if ((size_t)(j->end - j->p) >= l && !memcmp(j->p, lit[i], l)) return j->p += l, TSC_OK;
-    }
-    return jp_fail(j, "a value expected");
-}
-
-static tsc_status_t jp_uints(jp_t *j, uint64_t *v, int cap, int *n) {
-    if (!jp_eat(j, '[')) return jp_fail(j, "an array expected");
-    *n = 0;
-    if (jp_eat(j, ']')) return TSC_OK;
-    do {
-        if (*n == cap) return jp_fail(j, "an array longer than 16 (rank above 16)");
-        if (jp_uint(j, &v[(*n)++])) return TSC_ERR_FORMAT;
-    } while (jp_eat(j, ','));
-    return jp_eat(j, ']') ? TSC_OK : jp_fail(j, "',' or ']' expected");
 }
 
 static const struct {
@@ -266,94 +125,62 @@ static const struct {
     tsc_format_t fmt;
 } st_dtypes[] = {{"F64", TSC_FMT_FP64}, {"F32", TSC_FMT_FP32}, {"F16", TSC_FMT_FP16}, {"BF16", TSC_FMT_BF16}};
 
-/* One tensor's entry {dtype, shape, data_offsets[, other keys]}; offsets into t->offset/nbytes. */
-static tsc_status_t st_entry(tsc_tensor_file_t *f, jp_t *j, tsc_tensor_info_t *t, uint64_t off[2]) {
-    char q[TSC_IMPORT_QUOTE_MAX], *key = NULL, *dtype = NULL;
-    size_t kl, dl;
-    int seen = 0, n_off = 0;
-    if (!jp_eat(j, '{')) return jp_fail(j, "a tensor entry must be an object");
-    if (!jp_eat(j, '}')) do {
-        if (jp_string(j, &key, &kl)) goto fail;
-        if (!jp_eat(j, ':')) { jp_fail(j, "':' expected"); goto fail; }
-        int bit = strlen(key) != kl ? 0 : !strcmp(key, "dtype") ? 1 : !strcmp(key, "shape") ? 2 : !strcmp(key, "data_offsets") ? 4 : 0;
-        if (bit & seen) {
-            tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s: key '%s' given twice", f->path, tsc_import_quote(t->name, q), key);
-            goto fail;
-        }
-        seen |= bit;
-        free(key), key = NULL;
-        tsc_status_t st = bit == 1 ? jp_string(j, &dtype, &dl) : bit == 2 ? jp_uints(j, t->dims, TSC_TENSOR_RANK_MAX, &t->rank)
-                        : bit == 4 ? jp_uints(j, off, 2, &n_off) : jp_skip(j, 1);
-        if (st) goto fail;
-    } while (jp_eat(j, ','));
-    if (!jp_eat(j, '}')) { jp_fail(j, "',' or '}' expected"); goto fail; }
-    if (seen != 7 || n_off != 2) {
-        tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s: header entry lacks dtype, shape or data_offsets [begin, end]",
-                      f->path, tsc_import_quote(t->name, q));
-        goto fail;
-    }
-    t->dtype = dtype;
+/* One tensor's entry {dtype, shape, data_offsets[, other keys]}; its offsets into off. */
+static tsc_status_t st_entry(tsc_tensor_file_t *f, const tsc_jv_t *e, tsc_tensor_info_t *t, uint64_t off[2]) {
+    char q[TSC_IMPORT_QUOTE_MAX], qd[TSC_IMPORT_QUOTE_MAX];
+    const tsc_jv_t *dtype = tsc_jv_get(e, "dtype"), *shape = tsc_jv_get(e, "shape"), *offs = tsc_jv_get(e, "data_offsets");
+    if (e->type != TSC_JV_OBJECT)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s: its header entry is not an object", f->path,
+                             tsc_import_quote(t->name, q));
+    int n_off = 0;
+    if (!dtype || !shape || !offs || (offs->type == TSC_JV_ARRAY && offs->n != 2))
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s: header entry lacks dtype, shape or data_offsets [begin, end]",
+                             f->path, tsc_import_quote(t->name, q));
+    if (dtype->type != TSC_JV_STRING)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s: dtype is not a string", f->path, tsc_import_quote(t->name, q));
+    if (shape->type == TSC_JV_ARRAY && shape->n > TSC_TENSOR_RANK_MAX)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s: a shape of %zu dimensions (at most %d)", f->path,
+                             tsc_import_quote(t->name, q), shape->n, TSC_TENSOR_RANK_MAX);
+    if (st_uints(f, t->name, "shape", shape, t->dims, &t->rank) || st_uints(f, t->name, "data_offsets", offs, off, &n_off))
+        return TSC_ERR_FORMAT;
+    if (!(t->dtype = strdup(dtype->str))) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory listing tensors", f->path);
     for (size_t k = 0; k < sizeof st_dtypes / sizeof st_dtypes[0]; k++)
-        if (!strcmp(dtype, st_dtypes[k].name)) return t->fmt = st_dtypes[k].fmt, TSC_OK;
-    char qd[TSC_IMPORT_QUOTE_MAX];
+        if (!strcmp(t->dtype, st_dtypes[k].name)) return t->fmt = st_dtypes[k].fmt, TSC_OK;
     return tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s: dtype %s is not one tilescope stores (F64, F32, F16, BF16)",
-                         f->path, tsc_import_quote(t->name, q), tsc_import_quote(dtype, qd));
-fail:
-    free(key), free(dtype);
-    return TSC_ERR_FORMAT;
+                         f->path, tsc_import_quote(t->name, q), tsc_import_quote(t->dtype, qd));
 }
 
-static tsc_status_t st_metadata(jp_t *j) {
-    char *s;
-    size_t n;
-    if (!jp_eat(j, '{')) return jp_fail(j, "__metadata__ must be an object");
-    if (jp_eat(j, '}')) return TSC_OK;
-    do {
-        for (int k = 0; k < 2; k++) {
-            jp_ws(j);
-            if (k && j->p < j->end && *j->p != '"') return jp_fail(j, "__metadata__ values must be strings");
-            if (jp_string(j, &s, &n)) return TSC_ERR_FORMAT;
-            free(s);
-            if (!k && !jp_eat(j, ':')) return jp_fail(j, "':' expected");
-        }
-    } while (jp_eat(j, ','));
-    return jp_eat(j, '}') ? TSC_OK : jp_fail(j, "',' or '}' expected");
+/* __metadata__: an object of strings, checked and dropped. */
+static tsc_status_t st_metadata(const tsc_tensor_file_t *f, const tsc_jv_t *m) {
+    if (m->type != TSC_JV_OBJECT) return tsc_error_set(TSC_ERR_FORMAT, "%s: __metadata__ must be an object", f->path);
+    for (size_t i = 0; i < m->n; i++)
+        if (m->items[i]->type != TSC_JV_STRING)
+            return tsc_error_set(TSC_ERR_FORMAT, "%s: __metadata__ values must be strings", f->path);
+    return TSC_OK;
 }
 
-/* The header object: every tensor entry, __metadata__ checked and dropped. */
+/* The header object (text[len], at byte 8 of the file): every tensor entry, in order. */
 static tsc_status_t st_header(tsc_tensor_file_t *f, const char *text, size_t len, uint64_t (**offs)[2]) {
-    jp_t j = {text, text, text + len, f->path};
-    int meta_seen = 0, cap = 0;
+    tsc_jv_t *h;
     *offs = NULL;
-    if (!jp_eat(&j, '{')) return jp_fail(&j, "the header must be a JSON object");
-    if (!jp_eat(&j, '}')) do {
-        char *name, q[TSC_IMPORT_QUOTE_MAX];
-        size_t nl;
-        if (jp_string(&j, &name, &nl)) return TSC_ERR_FORMAT;
-        if (!jp_eat(&j, ':')) return free(name), jp_fail(&j, "':' expected");
-        if (!strcmp(name, "__metadata__")) {
-            free(name);
-            if (meta_seen++) return jp_fail(&j, "__metadata__ given twice");
-            if (st_metadata(&j)) return TSC_ERR_FORMAT;
+    tsc_status_t st = tsc_jv_parse_at(text, len, f->path, 8, &h);
+    if (st) return st;
+    if (h->type != TSC_JV_OBJECT) st = tsc_error_set(TSC_ERR_FORMAT, "%s: the safetensors header is not a JSON object", f->path);
+    size_t n_tensors = h->n - (tsc_jv_get(h, "__metadata__") != NULL);
+    if (!st && !(*offs = malloc((n_tensors ? n_tensors : 1) * sizeof **offs)))
+        st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory listing tensors", f->path);
+    for (size_t i = 0; i < h->n && !st; i++) {
+        if (!strcmp(h->keys[i], "__metadata__")) {
+            st = st_metadata(f, h->items[i]);
             continue;
         }
         tsc_tensor_info_t *t;
-        if (add_tensor(f, &t)) return free(name), TSC_ERR_NOMEM;
-        t->name = name;
-        if (strlen(name) != nl)
-            return tsc_error_set(TSC_ERR_FORMAT, "%s: tensor %s: a NUL byte in the name", f->path, tsc_import_quote(name, q));
-        if (f->n > cap) {
-            cap = cap ? 2 * cap : 16;
-            uint64_t(*o)[2] = realloc(*offs, (size_t)cap * sizeof *o);
-            if (!o) return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory listing tensors", f->path);
-            *offs = o;
-        }
-        if (st_entry(f, &j, t, (*offs)[f->n - 1])) return TSC_ERR_FORMAT;
-    } while (jp_eat(&j, ','));
-    if (!jp_eat(&j, '}')) return jp_fail(&j, "',' or '}' expected");
-    jp_ws(&j);
-    if (j.p != j.end) return jp_fail(&j, "bytes after the header object");
-    return TSC_OK;
+        if (!(st = add_tensor(f, &t)) && !(t->name = strdup(h->keys[i])))
+            st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory listing tensors", f->path);
+        if (!st) st = st_entry(f, h->items[i], t, (*offs)[f->n - 1]);
+    }
+    tsc_jv_free(h);
+    return st;
 }
 
 static const tsc_tensor_file_t *cmp_file;

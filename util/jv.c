@@ -39,11 +39,14 @@ typedef struct {
     size_t top, cap;
 } jp_t;
 
+/* "WHERE:LINE: malformed JSON at byte N: what" (the line for an editor); a text inside a binary
+ * file (base > 0) has no lines worth counting, only its byte in the file. */
 static tsc_status_t jerr_at(const jp_t *p, const char *at, const char *what) {
+    unsigned long long byte = p->base + (uint64_t)(at - p->start);
+    if (p->base) return tsc_error_set(TSC_ERR_FORMAT, "%s: malformed JSON at byte %llu: %s", p->where, byte, what);
     long line = 1;
     for (const char *c = p->start; c < at; c++) line += *c == '\n';
-    return tsc_error_set(TSC_ERR_FORMAT, "%s: malformed JSON at byte %llu (line %ld): %s", p->where,
-                         (unsigned long long)(p->base + (uint64_t)(at - p->start)), line, what);
+    return tsc_error_set(TSC_ERR_FORMAT, "%s:%ld: malformed JSON at byte %llu: %s", p->where, line, byte, what);
 }
 
 static tsc_status_t jerr(const jp_t *p, const char *what) { return jerr_at(p, p->s, what); }
@@ -272,7 +275,7 @@ static tsc_status_t seal(jp_t *p, tsc_jv_t *v, size_t base, const char *open) {
             char what[160];
             int len = (int)strnlen(dup, 60);
             while (len > 0 && dup[len] && ((unsigned char)dup[len] & 0xC0) == 0x80) len--; /* whole characters */
-            snprintf(what, sizeof what, "the object here names the key '%.*s%s' twice", len, dup, dup[len] ? "..." : "");
+            snprintf(what, sizeof what, "the key '%.*s%s' is named twice in the object here", len, dup, dup[len] ? "..." : "");
             return jerr_at(p, open, what);
         }
         if ((st = jalloc(p, n * sizeof *v->keys, (void **)&v->keys))) return st;

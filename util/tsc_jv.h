@@ -22,8 +22,9 @@
  * - arrays and objects nest at most TSC_JV_MAX_DEPTH deep (the parser recurses);
  * - the tree asks the memory budget (tsc_mem.h) as it grows: a node is about 70 bytes, up to ~36
  *   per byte of a document of small numbers, and the budget refuses what the machine cannot hold.
- * A refusal is TSC_ERR_FORMAT "WHERE: malformed JSON at byte N (line L): what is wrong", or the
- * budget's TSC_ERR_UNSUPPORTED naming WHERE; no tree is left then (*out is NULL).
+ * A refusal is TSC_ERR_FORMAT "WHERE:LINE: malformed JSON at byte N: what is wrong" (a text inside
+ * a binary file, tsc_jv_parse_at: "WHERE: malformed JSON at byte N: ..."), or the budget's
+ * TSC_ERR_UNSUPPORTED naming WHERE; no tree is left then (*out is NULL).
  */
 #ifndef TSC_JV_H
 #define TSC_JV_H
@@ -66,8 +67,8 @@ typedef struct tsc_jv {
 /* Parses text[len] (no NUL needed); *out is the caller's (tsc_jv_free). where names the text in
  * messages. Errors as above; text is not modified. */
 TSC_API tsc_status_t tsc_jv_parse(const char *text, size_t len, const char *where, tsc_jv_t **out);
-/* The same for text that starts at byte base of the file where names (a header after a length
- * field): messages count bytes from the start of that file. */
+/* The same for text that starts at byte base > 0 of the binary file where names (a header after a
+ * length field): messages count bytes from the start of that file. */
 TSC_API tsc_status_t tsc_jv_parse_at(const char *text, size_t len, const char *where, uint64_t base, tsc_jv_t **out);
 /* tsc_read_file then tsc_jv_parse, path naming the document. */
 TSC_API tsc_status_t tsc_jv_read_file(const char *path, tsc_jv_t **out);

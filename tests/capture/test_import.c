@@ -233,6 +233,48 @@ static void test_malformed(void) {
                               " \"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [8, 16]}}");
     write_st(p, t, 1, hdr, -1, 0);
     refused(p, "named twice", NULL);
+    /* the header's bounds (util's JSON reader): offsets are exact to 2^64 - 1, never rounded through a
+     * double (which reads 2^53 + 1 as 2^53 and 2^64 - 1 as 2^64) */
+    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [9007199254740992, 9007199254741001]}}");
+    write_st(p, t, 1, hdr, -1, 0);
+    refused(p, "'blk.3.attn.q'", "[9007199254740992, 9007199254741001] hold 9 bytes");
+    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [18446744073709551607, 18446744073709551615]}}");
+    write_st(p, t, 1, hdr, -1, 0);
+    refused(p, "'blk.3.attn.q'", "end 18446744073709551615 beyond");
+    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 18446744073709551616]}}");
+    write_st(p, t, 1, hdr, -1, 0);
+    refused(p, "data_offsets[1]", "above 2^64 - 1");
+    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [2.0], \"data_offsets\": [0, 8]}}");
+    write_st(p, t, 1, hdr, -1, 0);
+    refused(p, "shape[0]", "fraction");
+    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [-2], \"data_offsets\": [0, 8]}}");
+    write_st(p, t, 1, hdr, -1, 0);
+    refused(p, "shape[0]", "negative");
+    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"dtype\": \"F16\", \"shape\": [2], \"data_offsets\": [0, 8]}}");
+    write_st(p, t, 1, hdr, -1, 0);
+    refused(p, "'dtype' is named twice", "malformed JSON at byte 25:");
+    snprintf(hdr, sizeof hdr, "{\"__metadata__\": {}, \"__metadata__\": {}}");
+    write_st(p, t, 1, hdr, -1, 0);
+    refused(p, "'__metadata__' is named twice", NULL);
+    snprintf(hdr, sizeof hdr, "{\"__metadata__\": {\"a\": 1}}");
+    write_st(p, t, 1, hdr, -1, 0);
+    refused(p, "__metadata__ values must be strings", NULL);
+    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8], \"x\": %.62s1%.62s}}",
+             "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
+             "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]");
+    write_st(p, t, 1, hdr, -1, 0);
+    tsc_tensor_file_t *tf = NULL; /* the header, its entry and 62 arrays: 64 deep, at the limit */
+    CHECKF(tsc_tensor_file_open(&tf, p) == TSC_OK && tsc_tensor_file_count(tf) == 1 &&
+           tsc_tensor_file_info(tf, 0)->nbytes == 8, "64 deep: %s", tsc_error_last());
+    tsc_tensor_file_close(tf);
+    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8], \"x\": [%.62s1%.62s]}}",
+             "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
+             "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]");
+    write_st(p, t, 1, hdr, -1, 0);
+    refused(p, "deeper than 64", NULL);
+    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\xff\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}");
+    write_st(p, t, 1, hdr, -1, 0);
+    refused(p, "not valid UTF-8", NULL);
     snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [4294967296, 4294967296, 4294967296],"
                               " \"data_offsets\": [0, 8]}}");
     write_st(p, t, 1, hdr, -1, 0);
