@@ -1,4 +1,4 @@
-/* fuzz_json.c: the JSON reader the figures use for summary.json (tsc_jv_*, util/tsc_jv.h) on the
+/* fuzz_json.c: the JSON reader (tsc_jv_*, util/tsc_jv.h: summary.json, safetensors headers) on the
  * input; an accepted document is walked whole and looked up the way the figure recipes do. */
 #include "fuzz_target.h"
 
@@ -11,6 +11,14 @@ static size_t walk(const tsc_jv_t *v, int depth) {
     size_t n = 1;
     TSC_FUZZ_CHECK(depth <= 80, "tree deeper than the parser allows");
     switch (v->type) {
+    case TSC_JV_NUMBER:
+        /* an exact integer and its double are the same number: both are correctly rounded */
+        if (v->int_kind == TSC_JV_INT_EXACT) {
+            double m = (double)v->mag;
+            TSC_FUZZ_CHECK(v->num == (signbit(v->num) ? -m : m), "integer %s%llu read as %.17g",
+                           signbit(v->num) ? "-" : "", (unsigned long long)v->mag, v->num);
+        }
+        break;
     case TSC_JV_STRING: TSC_FUZZ_CHECK(v->str != NULL, "string node without text"); n += strlen(v->str) > 0; break;
     case TSC_JV_OBJECT:
         for (size_t i = 0; i < v->n; i++) {
