@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include <pango/pangocairo.h>
@@ -56,16 +55,6 @@ void tsc_heatmap_opts_init(tsc_heatmap_opts_t *o) {
     o->norm_kind = TSC_NORM_LINEAR;
     o->pool = TSC_POOL_MAXABS;
     o->max_cells = 512;
-}
-
-tsc_status_t tsc_image_format_from_path(const char *path, tsc_image_format_t *out) {
-    const char *dot = path ? strrchr(path, '.') : NULL;
-    if (dot && strcasecmp(dot, ".png") == 0) *out = TSC_IMG_PNG;
-    else if (dot && strcasecmp(dot, ".svg") == 0) *out = TSC_IMG_SVG;
-    else if (dot && strcasecmp(dot, ".pdf") == 0) *out = TSC_IMG_PDF;
-    else return tsc_error_set(TSC_ERR_ARG, "%s: cannot tell the image format: expected a .png, .svg or .pdf name",
-                              path ? path : "(null)");
-    return TSC_OK;
 }
 
 /* ---------------------------------------------------------------- text */

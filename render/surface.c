@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cairo-pdf.h>
 #include <cairo-svg.h>
@@ -256,6 +257,16 @@ static cairo_status_t sink_write(void *c, const unsigned char *data, unsigned in
         return CAIRO_STATUS_WRITE_ERROR;
     }
     return CAIRO_STATUS_SUCCESS;
+}
+
+tsc_status_t tsc_image_format_from_path(const char *path, tsc_image_format_t *out) {
+    const char *dot = path ? strrchr(path, '.') : NULL;
+    if (dot && strcasecmp(dot, ".png") == 0) *out = TSC_IMG_PNG;
+    else if (dot && strcasecmp(dot, ".svg") == 0) *out = TSC_IMG_SVG;
+    else if (dot && strcasecmp(dot, ".pdf") == 0) *out = TSC_IMG_PDF;
+    else return tsc_error_set(TSC_ERR_ARG, "%s: cannot tell the image format: expected a .png, .svg or .pdf name",
+                              path ? path : "(null)");
+    return TSC_OK;
 }
 
 static const char *fmt_name(tsc_image_format_t fmt) {

@@ -35,6 +35,7 @@
 
 #include "tsc_colormap.h"
 #include "tsc_status.h"
+#include "tsc_surface.h" /* tsc_image_format_t */
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,8 +46,6 @@ typedef enum {
     TSC_POOL_MEAN,       /* mean of the finite unmasked cells of each block: magnitudes */
     TSC_POOL_NONE        /* refuse to reduce: TSC_ERR_ARG if the matrix does not fit the pixels */
 } tsc_pool_t;
-
-typedef enum { TSC_IMG_AUTO = 0, TSC_IMG_PNG, TSC_IMG_SVG, TSC_IMG_PDF } tsc_image_format_t;
 
 /* One panel: a matrix and its labels. Strings are UTF-8 and drawn as plain text (no markup). */
 typedef struct {
@@ -119,9 +118,6 @@ TSC_API tsc_status_t tsc_heatmap_draw(cairo_t *cr, const tsc_heatmap_opts_t *o, 
  * path is either complete or untouched. TSC_ERR_IO names path and the failing call. */
 TSC_API tsc_status_t tsc_heatmap_write(const tsc_heatmap_opts_t *o, const tsc_heatmap_panel_t *p, int n,
                                const char *path, tsc_image_format_t fmt, tsc_heatmap_info_t *info);
-
-/* The format implied by path's extension (case-insensitive); TSC_ERR_ARG if none of the three. */
-TSC_API tsc_status_t tsc_image_format_from_path(const char *path, tsc_image_format_t *out);
 
 #ifdef __cplusplus
 }

@@ -32,7 +32,7 @@
 
 #include <stddef.h>
 
-#include "tsc_heatmap.h"   /* tsc_image_format_t */
+#include "tsc_surface.h"   /* tsc_image_format_t */
 #include "tsc_strbuf.h"
 #include "tsc_status.h"
 

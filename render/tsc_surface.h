@@ -25,13 +25,21 @@
 #include <cairo.h>
 
 #include "tsc_file.h"
-#include "tsc_heatmap.h" /* tsc_image_format_t */
 #include "tsc_status.h"
 #include "tsc_strbuf.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- image formats ---- */
+
+/* The file formats a sink writes; AUTO: the one path's extension names. */
+typedef enum { TSC_IMG_AUTO = 0, TSC_IMG_PNG, TSC_IMG_SVG, TSC_IMG_PDF } tsc_image_format_t;
+
+/* The format implied by path's extension (.png, .svg, .pdf, case-insensitive); TSC_ERR_ARG naming
+ * path if none of the three. */
+TSC_API tsc_status_t tsc_image_format_from_path(const char *path, tsc_image_format_t *out);
 
 /* ---- text (pango, 72 "dpi", unhinted metrics: the same layout in PNG, SVG and PDF) ---- */
 
