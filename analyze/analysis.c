@@ -446,36 +446,6 @@ static void scratch_free(an_scratch_t *s) {
     tsc_attn_trace_free(&s->tr);
 }
 
-/* lp for a dump that records no usable policy: the preset whose replay reproduces the captured O
- * best on the first selected step (tsc_fit.h), or bf16-fa2 when the dump has no O to compare. */
-static tsc_status_t lp_from_fit(an_run_t *R, const char *dump_path) {
-    tsc_analysis_t *a = R->a;
-    tsc_fit_opts_t fo;
-    tsc_fit_opts_init(&fo);
-    fo.dump_path = dump_path;
-    fo.sel = R->o->sel;
-    fo.progress = R->o->progress;
-    tsc_fit_t *f = NULL;
-    tsc_status_t st = tsc_fit_run(&fo, &f);
-    if (st == TSC_OK && f->n_policies > 0) {
-        char pct[32];
-        snprintf(a->lp, sizeof a->lp, "%s", f->policies[0].canonical); /* with the dump's tiles, as fitted */
-        snprintf(a->lp_source, sizeof a->lp_source, "the dump records no policy: the best fit of its captured O "
-                 "(%s bit-identical on step %lld)", tsc_fit_percent(f->policies[0].t[TSC_FIT_O].identical, pct,
-                                                                    sizeof pct), f->steps[0]);
-    } else if (st == TSC_ERR_MISSING || st == TSC_OK) {
-        tsc_error_clear();
-        snprintf(a->lp, sizeof a->lp, "bf16-fa2");
-        snprintf(a->lp_source, sizeof a->lp_source, "the dump records no policy and no O to fit: the bf16-fa2 "
-                 "default (pass --lp)");
-    } else {
-        tsc_fit_free(f);
-        return tsc_error_wrap(st, "choosing lp for a dump without a recorded policy: ");
-    }
-    tsc_fit_free(f);
-    return tsc_policy_parse(a->lp, &R->lp);
-}
-
 /* Policies (hp defaults to fp32; lp to the dump's recorded policy, else the best fit), their formats,
  * the geometry, and the parts of the result that describe the run. */
 static tsc_status_t run_setup(an_run_t *R, const char *dump_path) {
@@ -492,17 +462,10 @@ static tsc_status_t run_setup(an_run_t *R, const char *dump_path) {
                                  dump_path, pr[i].name, pr[i].v, pr[i].n, pr[i].what, pr[i].n - 1);
     snprintf(a->hp, sizeof a->hp, "%s", o->hp[0] ? o->hp : "fp32");
     if ((st = tsc_policy_parse(a->hp, &R->hp)) != TSC_OK) return tsc_error_wrap(st, "--hp '%s': ", a->hp);
-    if (o->lp[0]) {
-        snprintf(a->lp, sizeof a->lp, "%s", o->lp);
-        if ((st = tsc_policy_parse(a->lp, &R->lp)) != TSC_OK) return tsc_error_wrap(st, "--lp '%s': ", a->lp);
-        snprintf(a->lp_source, sizeof a->lp_source, "--lp");
-    } else if (tsc_policy_parse(m->policy, &R->lp) == TSC_OK) {
-        snprintf(a->lp, sizeof a->lp, "%s", m->policy);
-        snprintf(a->lp_source, sizeof a->lp_source, "the dump's policy");
-    } else {
-        tsc_error_clear();
-        if ((st = lp_from_fit(R, dump_path)) != TSC_OK) return st;
-    }
+    tsc_dump_policy_t lp;
+    if ((st = tsc_dump_policy(dump_path, m->policy, o->lp, "--lp", &o->sel, o->progress, &lp)) != TSC_OK) return st;
+    R->lp = lp.policy;
+    snprintf(a->lp_source, sizeof a->lp_source, "%s", lp.source);
     tsc_policy_format(&R->hp, a->hp, sizeof a->hp); /* canonical names */
     tsc_policy_format(&R->lp, a->lp, sizeof a->lp);
     R->lp_hd = R->lp;

@@ -1,6 +1,7 @@
 /* explain.c: the bit-level explanation of an addition and of an accumulation Ō[T, I] in a dump
  * (tsc_explain.h). */
 #include "tsc_explain.h"
+#include "tsc_fit.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -206,10 +207,19 @@ static void head_free(head_t *h) {
 static tsc_status_t resolve(tsc_dump_t *d, const tsc_explain_dump_opts_t *o, tsc_explain_dump_t *e) {
     const tsc_dump_meta_t *m = tsc_dump_meta(d);
     if (o->policy) e->policy = *o->policy;
-    else if (tsc_policy_parse(m->policy, &e->policy) != TSC_OK) {
-        tsc_policy_preset(TSC_PRESET_BF16_FA2, &e->policy);
-        snprintf(e->note, sizeof e->note, "the dump's policy '%.128s' is not a policy string: using bf16-fa2",
-                 m->policy);
+    else {
+        /* the rule every command follows (tsc_fit.h); a fit looks at the traced step and layer only */
+        tsc_select_t sel;
+        tsc_select_init(&sel);
+        char spec[96];
+        if (o->step >= 0) snprintf(spec, sizeof spec, "steps=%lld,layers=%d", o->step, o->layer);
+        else snprintf(spec, sizeof spec, "layers=%d", o->layer);
+        tsc_dump_policy_t dp;
+        tsc_status_t st = tsc_select_parse(&sel, spec);
+        if (st == TSC_OK) st = tsc_dump_policy(o->dump_path, m->policy, NULL, "--policy", &sel, NULL, &dp);
+        if (st != TSC_OK) return st;
+        e->policy = dp.policy;
+        if (dp.origin != TSC_POLICY_RECORDED) snprintf(e->note, sizeof e->note, "%s", dp.source);
     }
     tsc_policy_format(&e->policy, e->policy_name, sizeof e->policy_name);
     e->step = o->step;

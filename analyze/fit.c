@@ -487,3 +487,58 @@ void tsc_fit_json(const tsc_fit_t *f, tsc_json_t *j) {
     tsc_json_nonfinite_note(j);
     tsc_json_object_end(j);
 }
+
+/* ---- the policy that describes a dump ---- */
+
+static tsc_status_t dump_policy_fit(const char *dump_path, const char *recorded, const char *given_flag,
+                                    const tsc_select_t *sel, tsc_progress_t *progress, tsc_dump_policy_t *out) {
+    char what[96];
+    if (recorded && *recorded) snprintf(what, sizeof what, "the dump's policy '%.40s' is not a policy string", recorded);
+    else snprintf(what, sizeof what, "the dump records no policy");
+    tsc_fit_opts_t fo;
+    tsc_fit_opts_init(&fo);
+    fo.dump_path = dump_path;
+    if (sel) fo.sel = *sel;
+    fo.progress = progress;
+    tsc_fit_t *f = NULL;
+    tsc_status_t st = tsc_fit_run(&fo, &f);
+    const char *name = "bf16-fa2";
+    if (st == TSC_OK && f->n_policies > 0) {
+        char pct[32];
+        name = f->policies[0].canonical; /* with the dump's tiles, as fitted */
+        out->origin = TSC_POLICY_FITTED;
+        snprintf(out->source, sizeof out->source, "%s: the best fit of its captured O (%s bit-identical on step %lld)",
+                 what, tsc_fit_percent(f->policies[0].t[TSC_FIT_O].identical, pct, sizeof pct), f->steps[0]);
+    } else if (st == TSC_ERR_MISSING || st == TSC_OK) {
+        tsc_error_clear();
+        out->origin = TSC_POLICY_DEFAULT;
+        snprintf(out->source, sizeof out->source, "%s and no O to fit: the bf16-fa2 default (pass %s)", what,
+                 given_flag);
+    } else {
+        tsc_fit_free(f);
+        return tsc_error_wrap(st, "choosing the policy of a dump without a recorded one: ");
+    }
+    st = tsc_policy_parse(name, &out->policy);
+    tsc_fit_free(f);
+    return st;
+}
+
+tsc_status_t tsc_dump_policy(const char *dump_path, const char *recorded, const char *given, const char *given_flag,
+                             const tsc_select_t *sel, tsc_progress_t *progress, tsc_dump_policy_t *out) {
+    if (!dump_path || !out) return tsc_error_set(TSC_ERR_ARG, "tsc_dump_policy: NULL argument");
+    memset(out, 0, sizeof *out);
+    if (!given_flag) given_flag = "--policy";
+    tsc_status_t st;
+    if (given && *given) {
+        if ((st = tsc_policy_parse(given, &out->policy)) != TSC_OK) return tsc_error_wrap(st, "%s '%s': ", given_flag, given);
+        out->origin = TSC_POLICY_GIVEN;
+        snprintf(out->source, sizeof out->source, "%s", given_flag);
+    } else if (recorded && tsc_policy_parse(recorded, &out->policy) == TSC_OK) {
+        out->origin = TSC_POLICY_RECORDED;
+        snprintf(out->source, sizeof out->source, "the dump's policy");
+    } else {
+        tsc_error_clear();
+        if ((st = dump_policy_fit(dump_path, recorded, given_flag, sel, progress, out)) != TSC_OK) return st;
+    }
+    return tsc_policy_format(&out->policy, out->name, sizeof out->name);
+}

@@ -97,7 +97,7 @@ typedef struct {
     int layer, head, kv_head, batch, row, feature;
     tsc_policy_t policy;
     char policy_name[TSC_POLICY_STR_MAX];
-    char note[300];             /* "" or why the dump's policy was replaced by bf16-fa2 */
+    char note[300];             /* "" or, when the dump records no usable policy, where it came from (tsc_dump_policy) */
     int stochastic;             /* a stage rounds stochastically: replayed as nearest-even */
     int tiles;                  /* key tiles the row visits */
     int mismatch_tile;          /* first tile where the model's Ō differs from the reference, -1 none */

@@ -108,6 +108,33 @@ TSC_API void tsc_fit_free(tsc_fit_t *f);
 /* The index of the policy named name (as given or canonical) in f->policies, or -1. */
 TSC_API int tsc_fit_find(const tsc_fit_t *f, const char *name);
 
+/* Where the policy that describes a dump came from (tsc_dump_policy). */
+typedef enum {
+    TSC_POLICY_GIVEN = 0,  /* the caller's (a flag such as --lp or --policy) */
+    TSC_POLICY_RECORDED,   /* the dump's `policy` attribute */
+    TSC_POLICY_FITTED,     /* the preset whose replay reproduces the captured O best (tsc_fit_run) */
+    TSC_POLICY_DEFAULT     /* bf16-fa2: nothing recorded and no O to fit */
+} tsc_policy_origin_t;
+
+typedef struct {
+    tsc_policy_t policy;
+    char name[TSC_POLICY_STR_MAX];   /* canonical (tsc_policy_format) */
+    tsc_policy_origin_t origin;
+    char source[192];                /* in words: "--lp", "the dump's policy", "the dump records no policy: the best
+                                        fit of its captured O (99.98% bit-identical on step 0)", ... */
+} tsc_dump_policy_t;
+
+/* The one rule for which policy describes a dump, used by analyze, diagnose, explain, the viewer and the
+ * attention figures: the given policy string when there is one (given_flag names it in messages and in
+ * source); else the dump's recorded policy (recorded: its `policy` attribute) when it parses; else the
+ * best fit of the captured O on the first step of sel (NULL: the whole dump; the caller narrows it to what
+ * it looks at, since the fit replays every preset), with the dump's tiles; else, without an O to fit, the
+ * bf16-fa2 default. TSC_ERR_ARG for a given string that does not parse ("--lp 'x': ..."), the fit's errors
+ * other than a missing O. */
+TSC_API tsc_status_t tsc_dump_policy(const char *dump_path, const char *recorded, const char *given,
+                                     const char *given_flag, const tsc_select_t *sel, tsc_progress_t *progress,
+                                     tsc_dump_policy_t *out);
+
 /* The sentence diagnose and the report print: "replay under P reproduces the captured O on
  * 99.97% of elements"; with checked 0: "no captured O: the fit of the replay could not be checked".
  * The percentage is rounded down to two decimals ("100%" only when every element is identical).

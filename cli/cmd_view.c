@@ -23,7 +23,8 @@ static const char usage_attn[] =
     "  --step S            step (default: the dump's first)\n"
     "  --batch B           batch row (default 0)\n"
     "  --rows A:B          rows A..B-1 only (zoom; causal: keys 0..B-1)\n"
-    "  --policy P          round S under policy P (default fp32)\n"
+    "  --policy P          round S under policy P (default: the analysis' lp, else the dump's\n"
+    "                      recorded policy, else the best fit of its O, else bf16-fa2)\n"
     "  --tie-eps E         eps of a tie (default 1e-3)\n"
     "  --dump FILE         the dump when SOURCE is an analysis folder (default: the one it names)\n"
     "  --width IN, --height IN, --dpi N, --font PT   size (inches), PNG resolution, text size\n"
@@ -43,7 +44,8 @@ const char tsc_usage_view[] =
     "  --max-mb MB         size budget of the file (default 20): full-resolution patterns are added,\n"
     "                      heads with ties or sinks first, while the file stays below it\n"
     "  --batch B           batch row (default 0)\n"
-    "  --policy P          round S under policy P (default fp32)\n"
+    "  --policy P          round S under policy P (default: the analysis' lp, else the dump's\n"
+    "                      recorded policy, else the best fit of its O, else bf16-fa2)\n"
     "  --dump FILE         the dump when SOURCE is an analysis folder\n"
     "Exit: 0 written, 1 the job failed, 2 usage error.\n";
 

@@ -6,16 +6,21 @@
 #include "tsc_attn_map.h"
 #include "tsc_dump.h"
 #include "tsc_figure.h"
+#include "tsc_policy.h"
 
 typedef struct {
     tsc_dump_t *d;
     tsc_figure_src_t *an;   /* the analysis folder, or NULL when the source is a dump */
     char dump_path[2048];
+    char policy[TSC_POLICY_STR_MAX];  /* S is rounded under this policy (canonical) */
+    char policy_source[192];          /* where it came from, in words */
 } attn_src_t;
 
 /* Opens source (a dump, a session folder, or an analysis folder holding summary.json) and its dump
- * (dump overrides the one summary.json names). On failure nothing stays open. */
-tsc_status_t attn_src_open(const char *source, const char *dump, attn_src_t *s);
+ * (dump overrides the one summary.json names), and decides the policy the scores are rounded under: the
+ * given one (--policy), else the analysis' lp, else the one that describes the dump (tsc_dump_policy:
+ * recorded, else fitted on the dump's first step and layer, else bf16-fa2). On failure nothing stays open. */
+tsc_status_t attn_src_open(const char *source, const char *dump, const char *policy, attn_src_t *s);
 void attn_src_close(attn_src_t *s);
 /* summary.json's record of (step, layer, head), or NULL (no analysis folder, head not analysed). */
 const tsc_jv_t *attn_src_record(const attn_src_t *s, long long step, int layer, int head);

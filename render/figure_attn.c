@@ -9,9 +9,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tsc_surface.h"
 #include "attn_view_internal.h"
 #include "figure_internal.h"
+#include "tsc_fit.h"
+#include "tsc_select.h"
+#include "tsc_surface.h"
 
 /* ---------------------------------------------------------------- the source */
 
@@ -28,14 +30,12 @@ static int dir_has(const char *dir, const char *name) {
     return is_dir(dir) && stat(p, &sb) == 0;
 }
 
-tsc_status_t attn_src_open(const char *source, const char *dump, attn_src_t *s) {
-    memset(s, 0, sizeof *s);
+static tsc_status_t src_open(const char *source, const char *dump, attn_src_t *s) {
     if (!source) return tsc_error_set(TSC_ERR_ARG, "no source: give a dump or an analysis folder");
     if (dir_has(source, "summary.json")) {
         tsc_status_t st = tsc_figure_src_open(source, &s->an);
         if (st == TSC_OK)
             st = tsc_fig_open_dump(s->an, dump, "the attention pattern", &s->d, s->dump_path, sizeof s->dump_path);
-        if (st != TSC_OK) attn_src_close(s);
         return st;
     }
     snprintf(s->dump_path, sizeof s->dump_path, "%s", dump ? dump : source);
@@ -45,6 +45,41 @@ tsc_status_t attn_src_open(const char *source, const char *dump, attn_src_t *s) 
         return tsc_error_set(TSC_ERR_IO, "%s: a folder that is neither an analysis folder (no summary.json) nor a "
                              "capture session (no session.h5)", s->dump_path);
     return tsc_dump_open(&s->d, s->dump_path);
+}
+
+/* The policy of the scores (attn_view_internal.h); a fit looks at the dump's first step and layer, head 0. */
+static tsc_status_t src_policy(const char *policy, attn_src_t *s) {
+    tsc_policy_t p;
+    const char *lp = s->an ? tsc_jv_str(tsc_figure_src_summary(s->an), "lp") : NULL;
+    if (!(policy && *policy) && lp && *lp && tsc_policy_parse(lp, &p) == TSC_OK) {
+        snprintf(s->policy_source, sizeof s->policy_source, "the analysis' lp");
+        return tsc_policy_format(&p, s->policy, sizeof s->policy);
+    }
+    tsc_error_clear();
+    char spec[96] = "heads=0";
+    long long step = tsc_dump_n_steps(s->d) > 0 ? tsc_dump_step_at(s->d, 0) : 0;
+    for (int l = 0; l < tsc_dump_meta(s->d)->n_layer; l++)
+        if (tsc_dump_has_layer(s->d, step, l)) {
+            snprintf(spec, sizeof spec, "steps=%lld,layers=%d,heads=0", step, l);
+            break;
+        }
+    tsc_select_t sel;
+    tsc_select_init(&sel);
+    tsc_dump_policy_t dp;
+    tsc_status_t st = tsc_select_parse(&sel, spec);
+    if (st == TSC_OK) st = tsc_dump_policy(s->dump_path, tsc_dump_meta(s->d)->policy, policy, "--policy", &sel, NULL, &dp);
+    if (st != TSC_OK) return st;
+    snprintf(s->policy, sizeof s->policy, "%s", dp.name);
+    snprintf(s->policy_source, sizeof s->policy_source, "%s", dp.source);
+    return TSC_OK;
+}
+
+tsc_status_t attn_src_open(const char *source, const char *dump, const char *policy, attn_src_t *s) {
+    memset(s, 0, sizeof *s);
+    tsc_status_t st = src_open(source, dump, s);
+    if (st == TSC_OK) st = src_policy(policy, s);
+    if (st != TSC_OK) attn_src_close(s);
+    return st;
 }
 
 void attn_src_close(attn_src_t *s) {
@@ -113,7 +148,7 @@ static tsc_status_t fig_maps(attn_fig_t *f) {
     for (int i = 0; i < f->n; i++) {
         int h = o->head >= 0 ? o->head : i;
         tsc_attn_map_keep_t rows = {f->r0, f->r1, 1}; /* only the rows shown: long contexts */
-        tsc_status_t st = tsc_attn_map_compute_kept(f->src.d, f->step, o->layer, h, o->batch, o->policy, o->tie_eps,
+        tsc_status_t st = tsc_attn_map_compute_kept(f->src.d, f->step, o->layer, h, o->batch, f->src.policy, o->tie_eps,
                                                     &rows, &f->maps[i]);
         if (st != TSC_OK) return st;
         for (int r = f->r0; r < f->r1; r++)
@@ -182,8 +217,9 @@ static void fig_panels(attn_fig_t *f) {
     int len = snprintf(f->legend, sizeof f->legend,
                        "\xe2\x97\x80 red: tied row (>= 2 keys within %g of the row max of S)   "
                        "\xe2\x96\xbc orange: sink key (>= %g%% of all rows' P, >= %gx uniform)   "
-                       "grey hatching: causal mask (j > i); P < %g at the lowest colour. Batch %d, S under %s.",
-                       m0->tie_eps, 100 * TSC_ATTN_MAP_SINK_SHARE, TSC_ATTN_MAP_SINK_UNIFORM, TSC_ATTN_P_MIN, o->batch, m0->policy);
+                       "grey hatching: causal mask (j > i); P < %g at the lowest colour. Batch %d, S under %s (%s).",
+                       m0->tie_eps, 100 * TSC_ATTN_MAP_SINK_SHARE, TSC_ATTN_MAP_SINK_UNIFORM, TSC_ATTN_P_MIN, o->batch, m0->policy,
+                       f->src.policy_source);
     const tsc_jv_t *rec = f->n == 1 ? attn_src_record(&f->src, f->step, o->layer, m0->head) : NULL;
     if (rec && len > 0 && (size_t)len < sizeof f->legend) {
         len += snprintf(f->legend + len, sizeof f->legend - (size_t)len,
@@ -193,9 +229,10 @@ static void fig_panels(attn_fig_t *f) {
             char a[48], b[48];
             snprintf(a, sizeof a, "ties.sink_keys.%zu", k), snprintf(b, sizeof b, "ties.sink_counts.%zu", k);
             if (tsc_jv_num(rec, a) >= 0)
-                len += snprintf(f->legend + len, sizeof f->legend - (size_t)len, " %g: %g rows;", tsc_jv_num(rec, a),
-                                tsc_jv_num(rec, b));
+                len += snprintf(f->legend + len, sizeof f->legend - (size_t)len, "%s %g: %g rows", k ? ";" : "",
+                                tsc_jv_num(rec, a), tsc_jv_num(rec, b));
         }
+        if (len > 0 && (size_t)len + 1 < sizeof f->legend) f->legend[len++] = '.', f->legend[len] = '\0';
     }
 }
 
@@ -274,6 +311,7 @@ static void describe(const attn_fig_t *f, const char *path, double w_pt, double 
     tsc_json_kv_int(j, "layer", f->o->layer);
     tsc_json_kv_int(j, "batch", f->o->batch);
     tsc_json_kv_string(j, "policy", f->maps[0].policy);
+    tsc_json_kv_string(j, "policy_source", f->src.policy_source);
     tsc_json_kv_number(j, "tie_eps", f->maps[0].tie_eps);
     int64_t rows[2] = {f->r0, f->r1}, px[2] = {(int64_t)lround(w_pt * f->o->dpi / 72), (int64_t)lround(h_pt * f->o->dpi / 72)};
     tsc_json_kv_ints(j, "rows", rows, 2);
@@ -315,7 +353,7 @@ tsc_status_t tsc_attn_figure_write(const tsc_attn_fig_opts_t *o, const char *pat
     attn_fig_t f;
     memset(&f, 0, sizeof f);
     f.o = o;
-    tsc_status_t st = attn_src_open(o->source, o->dump, &f.src);
+    tsc_status_t st = attn_src_open(o->source, o->dump, o->policy, &f.src);
     if (st == TSC_OK) st = fig_maps(&f);
     if (st == TSC_OK) {
         fig_panels(&f);

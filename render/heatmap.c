@@ -40,6 +40,7 @@ typedef struct {
     rect_t plot, cbar;              /* points */
     int has_cbar;
     int xrot;                       /* x category labels drawn vertically (too wide side by side) */
+    double title_w;                 /* the width the panel title wraps at (points) */
     char note[512];
 } pstate_t;
 
@@ -332,6 +333,27 @@ static void compose_notes(const tsc_heatmap_opts_t *o, const tsc_heatmap_panel_t
     if (same) snprintf(L->notes_text, sizeof L->notes_text, "Every panel: %s.", ps[0].note);
 }
 
+/* Points left of a panel's plot: its y label and tick labels. */
+static double panel_left(const text_t *tx, const tsc_heatmap_panel_t *p, double F, double lh) {
+    double ytw = 0;
+    if (p->ytick_labels) {
+        for (int r = 0; r < p->rows; r++) {
+            double w;
+            text_size(tx, p->ytick_labels[r] ? p->ytick_labels[r] : "", F, 0, 0, &w, NULL);
+            if (w > ytw) ytw = w;
+        }
+    } else {
+        char a[32], b[32];
+        double wa, wb;
+        snprintf(a, sizeof a, "%d", p->y_origin);
+        snprintf(b, sizeof b, "%d", p->y_origin + p->rows - 1);
+        text_size(tx, a, F, 0, 0, &wa, NULL);
+        text_size(tx, b, F, 0, 0, &wb, NULL);
+        ytw = wa > wb ? wa : wb;
+    }
+    return (p->ylabel && *p->ylabel ? lh + 0.2 * F : 0) + ytw + 0.2 * F + 0.25 * F;
+}
+
 /* Lays out panels and colour bars in points. scale > 0: raster pixels per point (snap the plot
  * and colour bar rectangles to whole pixels). */
 static tsc_status_t do_layout(const text_t *tx, const tsc_heatmap_opts_t *o, const tsc_heatmap_panel_t *p,
@@ -356,35 +378,25 @@ static tsc_status_t do_layout(const text_t *tx, const tsc_heatmap_opts_t *o, con
     if (gcols > n) gcols = n;
     int grows = (n + gcols - 1) / gcols;
     double cw = (right - m) / gcols, ch = (bottom - top) / grows;
+    /* Room above the plots for the tallest panel title as it wraps (a long one takes several lines). */
+    double rpad = o->per_panel_scale ? L->cb_total : 0.8 * F, title_h = 0;
     int any_title = 0;
     for (int i = 0; i < n; i++) {
         char t[256];
+        double th = 0;
         panel_title(o, &p[i], i, n, t, sizeof t);
-        if (t[0]) any_title = 1;
+        /* centred on the plot, a title may reach into its cell's margins on both sides (at least 1 em) */
+        double left = panel_left(tx, &p[i], F, lh), side = left < rpad ? left : rpad;
+        ps[i].title_w = cw - left - rpad + 2 * (side > F ? side : F);
+        if (t[0]) any_title = 1, text_size(tx, t, F, 1, ps[i].title_w, NULL, &th);
+        if (th > title_h) title_h = th;
     }
     double grid_top = INFINITY, grid_bot = -INFINITY;
     for (int i = 0; i < n; i++) {
         int gr = i / gcols, gc = i % gcols;
         double cx = m + gc * cw, cy = top + gr * ch;
-        double ytw = 0;
-        if (p[i].ytick_labels) {
-            for (int r = 0; r < p[i].rows; r++) {
-                double w;
-                text_size(tx, p[i].ytick_labels[r] ? p[i].ytick_labels[r] : "", F, 0, 0, &w, NULL);
-                if (w > ytw) ytw = w;
-            }
-        } else {
-            char a[32], b[32];
-            double wa, wb;
-            snprintf(a, sizeof a, "%d", p[i].y_origin);
-            snprintf(b, sizeof b, "%d", p[i].y_origin + p[i].rows - 1);
-            text_size(tx, a, F, 0, 0, &wa, NULL);
-            text_size(tx, b, F, 0, 0, &wb, NULL);
-            ytw = wa > wb ? wa : wb;
-        }
-        double left = (p[i].ylabel && *p[i].ylabel ? lh + 0.2 * F : 0) + ytw + 0.2 * F + 0.25 * F;
-        double tpad = any_title ? lh + 0.25 * F : 0.3 * F;
-        double rpad = o->per_panel_scale ? L->cb_total : 0.8 * F;
+        double left = panel_left(tx, &p[i], F, lh);
+        double tpad = any_title ? (title_h > lh ? title_h : lh) + 0.25 * F : 0.3 * F;
         /* Category labels on x: vertical when they would not fit side by side. */
         double xlab_h = lh;
         ps[i].xrot = 0;
@@ -624,7 +636,7 @@ static void draw_axes(const text_t *tx, const tsc_heatmap_opts_t *o, const tsc_h
         text_draw(tx, p->ylabel, F, 0, 0, pl->x - lw - tick - 0.4 * F - ytw, pl->y + pl->h / 2, 0.5, 1, -M_PI / 2);
     char title[256];
     panel_title(o, p, idx, n, title, sizeof title);
-    if (title[0]) text_draw(tx, title, F, 1, pl->w + 2 * F, pl->x + pl->w / 2, pl->y - 0.25 * F, 0.5, 1, 0);
+    if (title[0]) text_draw(tx, title, F, 1, ps->title_w, pl->x + pl->w / 2, pl->y - 0.25 * F, 0.5, 1, 0);
 }
 
 /* Raster colour bar: exact end colours (top pixel row t = 1, bottom row t = 0). */

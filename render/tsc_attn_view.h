@@ -3,7 +3,8 @@
  *
  * The source is a dump (file or capture-session folder) or an analysis folder (DIR/summary.json
  * names the dump; its per-head numbers, ties and sinks are shown beside the patterns). P is
- * recomputed from the dump's q and k (analyze/tsc_attn_map.h: S under a policy, default fp32;
+ * recomputed from the dump's q and k (analyze/tsc_attn_map.h: S under a policy, by default the one that
+ * describes the dump: the analysis' lp, else tsc_dump_policy's rule in analyze/tsc_fit.h;
  * tied rows and sink keys by the rules documented there).
  *
  *   tsc_attn_fig_opts_t o; tsc_attn_fig_opts_init(&o);
@@ -40,7 +41,7 @@ typedef struct {
     int head;                /* -1: every head of the layer (the grid, GQA groups one per grid row) */
     int batch;               /* batch row (0) */
     int row0, row1;          /* rows [row0, row1) (-1, -1: all); causal: keys [0, row1) are shown */
-    const char *policy;      /* S rounded under this policy; NULL: fp32 */
+    const char *policy;      /* S rounded under this policy; NULL: the dump's (above) */
     double tie_eps;          /* 0: TSC_ATTN_MAP_TIE_EPS */
     double width_in, height_in; /* 0: 3.25 x 3.2 (one head), 6.5 wide (grid) */
     double dpi;              /* 300 */
@@ -63,7 +64,7 @@ typedef struct {
     const char *dump;        /* as tsc_attn_fig_opts_t */
     const char *steps;       /* selection of steps ("0,2", "0:4"); NULL: at most max_steps from the first */
     int max_steps;           /* 4 */
-    const char *policy;      /* NULL: fp32 */
+    const char *policy;      /* NULL: the dump's (above) */
     int overview;            /* edge of each head's overview image in cells (max pooling), 128 */
     double max_mb;           /* size budget of the HTML in MB (20): full-resolution patterns are embedded,
                                 most interesting heads first, while the file stays below it */

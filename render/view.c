@@ -151,7 +151,7 @@ static tsc_status_t collect(view_t *v) {
             for (int h = 0; st == TSC_OK && h < mt->n_head; h++) {
                 tsc_attn_map_t m;
                 tsc_attn_map_keep_t ov = {0, 0, (mt->seq_len + v->o->overview - 1) / v->o->overview};
-                st = tsc_attn_map_compute_kept(v->src.d, steps[si], layers[li], h, v->o->batch, v->o->policy, 0, &ov,
+                st = tsc_attn_map_compute_kept(v->src.d, steps[si], layers[li], h, v->o->batch, v->src.policy, 0, &ov,
                                                &m);
                 if (st == TSC_ERR_NONFINITE) { /* a head the capture did not keep (NaN) has no tile */
                     tsc_error_clear();
@@ -247,13 +247,12 @@ static void head_json(const view_t *v, const vhead_t *h, tsc_json_t *j) {
 
 static void meta_json(const view_t *v, tsc_json_t *j) {
     const tsc_dump_meta_t *mt = tsc_dump_meta(v->src.d);
-    char pol[128] = "fp32";
     tsc_json_key(j, "meta");
     tsc_json_object_begin(j);
     tsc_json_kv_string(j, "dump", tsc_fig_base(v->src.dump_path));
     tsc_json_kv_string(j, "analysis", v->src.an ? tsc_fig_base(tsc_figure_src_dir(v->src.an)) : NULL);
-    if (v->o->policy && *v->o->policy) snprintf(pol, sizeof pol, "%s", v->o->policy);
-    tsc_json_kv_string(j, "policy", pol);
+    tsc_json_kv_string(j, "policy", v->src.policy);
+    tsc_json_kv_string(j, "policy_source", v->src.policy_source);
     tsc_json_kv_int(j, "T", mt->seq_len);
     tsc_json_kv_int(j, "H", mt->n_head);
     tsc_json_kv_int(j, "Hkv", mt->n_kv_head);
@@ -322,7 +321,7 @@ static tsc_status_t add_full(view_t *v, size_t base, int *n_full) {
         }
         if (!fits) break;
         tsc_attn_map_t m;
-        st = tsc_attn_map_compute(v->src.d, h->step, h->layer, h->head, v->o->batch, v->o->policy, 0, &m);
+        st = tsc_attn_map_compute(v->src.d, h->step, h->layer, h->head, v->o->batch, v->src.policy, 0, &m);
         char *url = NULL;
         if (st == TSC_OK) st = encode(&m, &url);
         tsc_attn_map_free(&m);
@@ -352,7 +351,7 @@ tsc_status_t tsc_view_write(const tsc_view_opts_t *o, const char *path, tsc_view
     tsc_strbuf_init(&html);
     int n_full = 0;
     tsc_status_t st = tsc_out_check(path);
-    if (st == TSC_OK) st = attn_src_open(o->source, o->dump, &v.src);
+    if (st == TSC_OK) st = attn_src_open(o->source, o->dump, o->policy, &v.src);
     if (st == TSC_OK) st = collect(&v);
     if (st == TSC_OK) st = page(&v, &html);
     if (st == TSC_OK && html.len > (size_t)(o->max_mb * 1e6))

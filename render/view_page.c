@@ -81,7 +81,7 @@ const char tsc_view_page_tail[] =
     "  var $ = function (id) { return document.getElementById(id); };\n"
     "  $(\"src\").textContent = \"dump \" + M.dump + (M.analysis ? \", analysis \" + M.analysis : \"\") + \"; T = \" + T + \", \" + M.H +\n"
     "    \" heads, \" + M.Hkv + \" kv heads\" + (G > 1 ? \" (GQA: \" + G + \" query heads per kv head)\" : \"\") + \", batch row \" + M.batch +\n"
-    "    \"; S under \" + M.policy + \", P = softmax(S) in double.\";\n"
+    "    \"; S under \" + M.policy + \" (\" + M.policy_source + \"), P = softmax(S) in double.\";\n"
     "  $(\"legend\").innerHTML = \"Colour: log<sub>10</sub> P from \" + M.pmin + \" (dark) to 1 (yellow); grey: causal mask (j &gt; i). \" +\n"
     "    \"<span class=red>&#9664; red</span>: tied row (&ge; 2 keys within \" + M.tie_eps + \" of the row max of S). \" +\n"
     "    \"<span class=orange>&#9660; orange</span>: sink key (&ge; \" + 100 * M.sink_share + \"% of all rows' P and &ge; \" +\n"

@@ -5,7 +5,8 @@
  * 2. V holding 1000 (beyond E4M3's 448): fp8-fa3's O is NaN in that feature; o stored as that O:
  *    NaN == NaN is identical, so fp8-fa3 fits 100% and ranks first.
  * 3. A dump without o: TSC_ERR_MISSING naming the file and the dataset.
- * 4. The sentence, the percentage (rounded down) and the warning. */
+ * 4. The policy that describes a dump: given, else recorded, else fitted, else bf16-fa2 (tsc_dump_policy).
+ * 5. The sentence, the percentage (rounded down) and the warning. */
 #include "tsc_test.h"
 
 #include "tsc_attention.h"
@@ -32,13 +33,14 @@ static void replay_o(const char *policy, const float *q, const float *k, const f
     CHECK(tsc_attn_run(&p, &dims, &io, NULL, 0) == TSC_OK);
 }
 
-/* A one-step, one-layer dump of q, k, v (fp32) and, unless o is NULL, o (fp32). */
-static void write_dump(const char *path, const float *q, const float *k, const float *v, const float *o) {
+/* A one-step, one-layer dump of q, k, v (fp32) and, unless o is NULL, o (fp32), recording policy. */
+static void write_dump_as(const char *path, const float *q, const float *k, const float *v, const float *o,
+                          const char *policy) {
     tsc_dump_meta_t m;
     tsc_dump_meta_init(&m);
     m.n_layer = 1, m.n_head = 1, m.n_kv_head = 1, m.head_dim = D, m.d_model = D, m.seq_len = T, m.batch = 1;
     m.causal = 1, m.softmax_scale = 0.5, m.tile_q = 4, m.tile_k = 4;
-    snprintf(m.policy, sizeof m.policy, "fp32");
+    snprintf(m.policy, sizeof m.policy, "%s", policy);
     tsc_dump_writer_t *w;
     uint64_t dims[4] = {1, 1, T, D};
     CHECK(tsc_dump_writer_open(&w, path, &m, NULL) == TSC_OK);
@@ -48,6 +50,10 @@ static void write_dump(const char *path, const float *q, const float *k, const f
     if (o) CHECK(tsc_dump_writer_put(w, 0, 0, "o", 4, dims, TSC_FMT_FP32, o, TSC_FMT_FP32) == TSC_OK);
     CHECK(tsc_dump_writer_step_done(w, 0) == TSC_OK);
     CHECK(tsc_dump_writer_close(w) == TSC_OK);
+}
+
+static void write_dump(const char *path, const float *q, const float *k, const float *v, const float *o) {
+    write_dump_as(path, q, k, v, o, "fp32");
 }
 
 static tsc_fit_t *fit(const char *path, const char *p1, const char *p2) {
@@ -134,6 +140,41 @@ static void test_no_o(const char *dir) {
     CHECK_STREQ(tsc_error_last(), want);
 }
 
+/* The one rule for a dump's policy (tsc_dump_policy): given, recorded, fitted, default, in that order. */
+static void test_dump_policy(const char *dir) {
+    float q[N], k[N], v[N], o[N];
+    char path[512], want[700];
+    tsc_dump_policy_t dp;
+    inputs(q, k, v, 1000.0f);
+    replay_o("fp8-fa3+tile:q=4,k=4", q, k, v, o); /* only fp8-fa3 reproduces these NaNs */
+    snprintf(path, sizeof path, "%s/pol.h5", dir);
+    write_dump_as(path, q, k, v, o, "");
+    CHECK(tsc_dump_policy(path, "", NULL, "--lp", NULL, NULL, &dp) == TSC_OK);
+    CHECK_EQ_INT(dp.origin, TSC_POLICY_FITTED);
+    CHECK_STREQ(dp.name, "fp8-fa3+tile:q=4,k=4");
+    CHECK_STREQ(dp.source, "the dump records no policy: the best fit of its captured O (100% bit-identical on step 0)");
+    CHECK(tsc_dump_policy(path, "my kernel", NULL, "--lp", NULL, NULL, &dp) == TSC_OK);
+    CHECK_EQ_INT(dp.origin, TSC_POLICY_FITTED);
+    CHECK(strncmp(dp.source, "the dump's policy 'my kernel' is not a policy string: the best fit", 66) == 0);
+    CHECK(tsc_dump_policy(path, "fp32", NULL, "--lp", NULL, NULL, &dp) == TSC_OK);
+    CHECK_EQ_INT(dp.origin, TSC_POLICY_RECORDED);
+    CHECK_STREQ(dp.name, "fp32");
+    CHECK_STREQ(dp.source, "the dump's policy");
+    CHECK(tsc_dump_policy(path, "fp32", "bf16-fa2+stable", "--lp", NULL, NULL, &dp) == TSC_OK);
+    CHECK_EQ_INT(dp.origin, TSC_POLICY_GIVEN);
+    CHECK_STREQ(dp.name, "bf16-fa2+stable:beta=2,eps=1e-3");
+    CHECK_STREQ(dp.source, "--lp");
+    CHECK(tsc_dump_policy(path, "fp32", "nope", "--lp", NULL, NULL, &dp) == TSC_ERR_ARG);
+    CHECK(strncmp(tsc_error_last(), "--lp 'nope': ", 13) == 0);
+    snprintf(path, sizeof path, "%s/pol_noo.h5", dir);
+    write_dump_as(path, q, k, v, NULL, "");
+    CHECK(tsc_dump_policy(path, "", NULL, "--policy", NULL, NULL, &dp) == TSC_OK);
+    CHECK_EQ_INT(dp.origin, TSC_POLICY_DEFAULT);
+    CHECK_STREQ(dp.name, "bf16-fa2");
+    snprintf(want, sizeof want, "the dump records no policy and no O to fit: the bf16-fa2 default (pass --policy)");
+    CHECK_STREQ(dp.source, want);
+}
+
 static void test_text(void) {
     char b[256];
     CHECK_STREQ(tsc_fit_percent(1.0, b, sizeof b), "100%");
@@ -153,6 +194,7 @@ int main(void) {
     test_rule(dir);
     test_nan_equal(dir);
     test_no_o(dir);
+    test_dump_policy(dir);
     test_text();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
