@@ -1,4 +1,4 @@
-/* cmd_compare.c: `tilescope compare DIR_A DIR_B -o OUT` (render/tsc_compare.h). */
+/* cmd_compare.c: `tilescope compare DIR_A DIR_B -o OUT` (render/tsc_runcmp.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "tsc_compare.h"
 #include "tsc_escape.h"
+#include "tsc_runcmp.h"
 
 const char tsc_usage_compare[] =
     "usage: tilescope compare DIR_A DIR_B -o OUT [--label A=NAME] [--label B=NAME] [--log A=FILE[:COLUMN] ...]\n"
@@ -82,8 +82,8 @@ int tsc_cmd_compare(int argc, char **argv) {
     memset(&c, 0, sizeof c);
     c.label[0] = "A", c.label[1] = "B";
     int quiet = 0, rc;
-    tsc_compare_opts_t o;
-    tsc_compare_opts_init(&o);
+    tsc_runcmp_opts_t o;
+    tsc_runcmp_opts_init(&o);
     const tsc_cli_flag_t flags[] = {{"--out", "-o", TSC_CLI_STR, &out, 0, 0},
                                     {"--rows", NULL, TSC_CLI_INT, &o.max_rows, 1, 1000},
                                     {"--dpi", NULL, TSC_CLI_WHOLE, &o.dpi, 30, 1200},
@@ -112,8 +112,8 @@ int tsc_cmd_compare(int argc, char **argv) {
         made = access(out, F_OK) != 0;
         if (tsc_cli_make_dir(out)) st = tsc_error_set(TSC_ERR_IO, "%s: cannot create the folder: %s", out, strerror(errno));
     }
-    tsc_compare_info_t info;
-    if (st == TSC_OK) st = tsc_compare_write(src[0], src[1], logs, &o, out, &info);
+    tsc_runcmp_info_t info;
+    if (st == TSC_OK) st = tsc_runcmp_write(src[0], src[1], logs, &o, out, &info);
     for (int s = 0; s < 2; s++) tsc_figure_src_close(src[s]);
     tsc_figure_src_close(logs);
     /* what is printed names folders and files whoever sent them named, and errors quote their

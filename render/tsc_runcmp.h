@@ -1,5 +1,6 @@
-/* tsc_compare.h: two analysis folders side by side (`tilescope compare`): before/after a fix, BF16
- * vs FP32, two seeds.
+/* tsc_runcmp.h: two analysis folders side by side (`tilescope compare`): before/after a fix, BF16
+ * vs FP32, two seeds. (runcmp, the comparison of two runs; kernels/tsc_attention.h's tsc_compare_*
+ * compares two arrays element by element.)
  *
  * Each side is a figure source (tsc_figure.h: DIR/summary.json and DIR/analysis.h5, written by
  * `tilescope analyze`, `diagnose` or `demo`). The heads are matched by (layer, head); the two must
@@ -21,13 +22,13 @@
  * is held from the first file to the last; a second writer fails with TSC_ERR_IO "OUT is being
  * written by another tilescope compare (pid N; ...)" before writing anything.
  *
- *   tsc_compare_opts_t o; tsc_compare_opts_init(&o);
+ *   tsc_runcmp_opts_t o; tsc_runcmp_opts_init(&o);
  *   o.label_a = "bf16"; o.label_b = "bf16+stable";
- *   tsc_compare_info_t info;
- *   if (tsc_compare_write(a, b, logs, &o, "cmp", &info) != TSC_OK) puts(tsc_error_last());
+ *   tsc_runcmp_info_t info;
+ *   if (tsc_runcmp_write(a, b, logs, &o, "cmp", &info) != TSC_OK) puts(tsc_error_last());
  */
-#ifndef TSC_COMPARE_H
-#define TSC_COMPARE_H
+#ifndef TSC_RUNCMP_H
+#define TSC_RUNCMP_H
 
 #include "tsc_export.h"
 
@@ -43,9 +44,9 @@ typedef struct {
     int max_rows;                  /* rows of compare.md (20) */
     double dpi;                    /* PNG resolution (200) */
     double font_pt;                /* base text size (8) */
-} tsc_compare_opts_t;
+} tsc_runcmp_opts_t;
 
-TSC_API void tsc_compare_opts_init(tsc_compare_opts_t *o);
+TSC_API void tsc_runcmp_opts_init(tsc_runcmp_opts_t *o);
 
 typedef struct {
     int n_matched;           /* heads in both */
@@ -53,14 +54,14 @@ typedef struct {
     int n_appeared, n_gone;  /* heads flagged or at risk in B but not A, in A but not B */
     int n_figures;           /* PNGs written */
     char loss_note[512];     /* why there is no loss figure ("" when there is one) */
-} tsc_compare_info_t;
+} tsc_runcmp_info_t;
 
 /* Compares a and b into out_dir (an existing folder); logs (may be NULL or have no logs) gives the
  * loss figure. Errors: TSC_ERR_SHAPE (incompatible shapes, or no head in common: the message names
  * both folders and what differs), TSC_ERR_MISSING (a summary without heads), TSC_ERR_IO (out_dir is
  * being written by another compare or analysis), those of the writers. */
-TSC_API tsc_status_t tsc_compare_write(tsc_figure_src_t *a, tsc_figure_src_t *b, tsc_figure_src_t *logs,
-                                       const tsc_compare_opts_t *o, const char *out_dir, tsc_compare_info_t *info);
+TSC_API tsc_status_t tsc_runcmp_write(tsc_figure_src_t *a, tsc_figure_src_t *b, tsc_figure_src_t *logs,
+                                       const tsc_runcmp_opts_t *o, const char *out_dir, tsc_runcmp_info_t *info);
 
 #ifdef __cplusplus
 }

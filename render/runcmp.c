@@ -1,6 +1,6 @@
-/* compare.c: two analysis folders side by side (tsc_compare.h): the heads matched by (layer, head),
+/* runcmp.c: two analysis folders side by side (tsc_runcmp.h): the heads matched by (layer, head),
  * a table of what changed, and shared figures of bias, spectral norms and losses. */
-#include "tsc_compare.h"
+#include "tsc_runcmp.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -18,7 +18,7 @@ enum { F_FLAGGED = 1, F_AT_RISK = 2 };
 /* The writer lock of the output folder (tsc_dir_lock): the name analysis folders use (cli.h's
  * TSC_CLI_DIR_LOCK), so a folder being analysed is not compared into either, and the CLI removes a
  * folder it made for a failed compare together with its lock file. */
-#define TSC_COMPARE_LOCK ".tilescope.lock"
+#define TSC_RUNCMP_LOCK ".tilescope.lock"
 
 typedef struct {
     int layer, head;
@@ -33,7 +33,7 @@ typedef struct {
     int fa, fb;
 } match_t;
 
-void tsc_compare_opts_init(tsc_compare_opts_t *o) {
+void tsc_runcmp_opts_init(tsc_runcmp_opts_t *o) {
     memset(o, 0, sizeof *o);
     o->label_a = "A", o->label_b = "B";
     o->max_rows = 20;
@@ -111,7 +111,7 @@ static int by_head(const void *x, const void *y) {
     return p->layer != q->layer ? p->layer - q->layer : p->head - q->head;
 }
 
-static tsc_status_t write_json(const tsc_figure_src_t *a, const tsc_figure_src_t *b, const tsc_compare_opts_t *o,
+static tsc_status_t write_json(const tsc_figure_src_t *a, const tsc_figure_src_t *b, const tsc_runcmp_opts_t *o,
                                const match_t *m, int n, const char *path) {
     tsc_json_t j;
     tsc_json_init(&j);
@@ -162,8 +162,8 @@ static void md_line(tsc_strbuf_t *t, const char *fmt, int n, const char *const *
 }
 
 /* compare.md: the setting, then the heads that changed most (m sorted by by_change). */
-static tsc_status_t write_md(const tsc_figure_src_t *a, const tsc_figure_src_t *b, const tsc_compare_opts_t *o,
-                             const match_t *m, int n, const tsc_compare_info_t *info, const char *path) {
+static tsc_status_t write_md(const tsc_figure_src_t *a, const tsc_figure_src_t *b, const tsc_runcmp_opts_t *o,
+                             const match_t *m, int n, const tsc_runcmp_info_t *info, const char *path) {
     tsc_strbuf_t t;
     tsc_strbuf_init(&t);
     const tsc_jv_t *sa = tsc_figure_src_summary(a), *sb = tsc_figure_src_summary(b);
@@ -190,13 +190,13 @@ static tsc_status_t write_md(const tsc_figure_src_t *a, const tsc_figure_src_t *
     return st;
 }
 
-static void plot_init(tsc_plot_opts_t *po, const tsc_compare_opts_t *o) {
+static void plot_init(tsc_plot_opts_t *po, const tsc_runcmp_opts_t *o) {
     tsc_plot_opts_init(po);
     po->width_in = 6.5, po->height_in = 2.8, po->dpi = o->dpi, po->font_pt = o->font_pt;
 }
 
 /* Grouped bars of A and B over categories; NaN bars are left out. */
-static tsc_status_t bars(const tsc_compare_opts_t *o, tsc_plot_opts_t *po, const char *const *cats, const double *va,
+static tsc_status_t bars(const tsc_runcmp_opts_t *o, tsc_plot_opts_t *po, const char *const *cats, const double *va,
                          const double *vb, int n, const char *path) {
     po->categories = cats, po->n_categories = (size_t)n;
     tsc_plot_series_t ser[2] = {{.name = o->label_a, .y = va, .n = (size_t)n, .style = TSC_PLOT_BARS},
@@ -205,7 +205,7 @@ static tsc_status_t bars(const tsc_compare_opts_t *o, tsc_plot_opts_t *po, const
 }
 
 /* compare_bias.png: the heads of the table (at most 16, by (layer, head)), A and B side by side. */
-static tsc_status_t fig_bias(const tsc_compare_opts_t *o, const match_t *m, int n, const char *path) {
+static tsc_status_t fig_bias(const tsc_runcmp_opts_t *o, const match_t *m, int n, const char *path) {
     enum { MAXB = 16 };
     match_t top[MAXB];
     int k = n < MAXB ? n : MAXB;
@@ -243,7 +243,7 @@ static double layer_norm(const tsc_jv_t *sm, int layer, const char *w) {
 }
 
 /* compare_spectral.png: W^Q, W^K, W^V, W^O per layer (W^Q only beyond 4 layers), A and B. */
-static tsc_status_t fig_spectral(const tsc_figure_src_t *a, const tsc_figure_src_t *b, const tsc_compare_opts_t *o,
+static tsc_status_t fig_spectral(const tsc_figure_src_t *a, const tsc_figure_src_t *b, const tsc_runcmp_opts_t *o,
                                  const char *path, int *drawn) {
     enum { MAXC = 16 };
     static const char *const w[4] = {"w_q", "w_k", "w_v", "w_o"}, *const wn[4] = {"W^Q", "W^K", "W^V", "W^O"};
@@ -276,7 +276,7 @@ static tsc_status_t fig_spectral(const tsc_figure_src_t *a, const tsc_figure_src
 
 /* The matched heads of a and b; counts into info. */
 static tsc_status_t match_heads(const tsc_figure_src_t *a, const tsc_figure_src_t *b, match_t **out, int *n,
-                                tsc_compare_info_t *info) {
+                                tsc_runcmp_info_t *info) {
     head_t *ha = NULL, *hb = NULL;
     int na = 0, nb = 0;
     tsc_status_t st = collect(a, &ha, &na);
@@ -304,7 +304,7 @@ static tsc_status_t match_heads(const tsc_figure_src_t *a, const tsc_figure_src_
 }
 
 /* compare_loss.png: fig10 of the logs (per-iteration training loss), else fig2 (validation loss). */
-static tsc_status_t fig_loss(tsc_figure_src_t *logs, const tsc_compare_opts_t *o, const char *path, tsc_compare_info_t *info) {
+static tsc_status_t fig_loss(tsc_figure_src_t *logs, const tsc_runcmp_opts_t *o, const char *path, tsc_runcmp_info_t *info) {
     if (!logs || tsc_figure_src_n_logs(logs) == 0) {
         snprintf(info->loss_note, sizeof info->loss_note, "no training log given (--log A=FILE --log B=FILE)");
         return TSC_OK;
@@ -318,14 +318,14 @@ static tsc_status_t fig_loss(tsc_figure_src_t *logs, const tsc_compare_opts_t *o
     return st;
 }
 
-tsc_status_t tsc_compare_write(tsc_figure_src_t *a, tsc_figure_src_t *b, tsc_figure_src_t *logs,
-                               const tsc_compare_opts_t *o, const char *out_dir, tsc_compare_info_t *info) {
-    tsc_compare_info_t local;
+tsc_status_t tsc_runcmp_write(tsc_figure_src_t *a, tsc_figure_src_t *b, tsc_figure_src_t *logs,
+                               const tsc_runcmp_opts_t *o, const char *out_dir, tsc_runcmp_info_t *info) {
+    tsc_runcmp_info_t local;
     if (!info) info = &local;
     memset(info, 0, sizeof *info);
-    if (!a || !b || !o || !out_dir) return tsc_error_set(TSC_ERR_ARG, "tsc_compare_write: NULL argument");
+    if (!a || !b || !o || !out_dir) return tsc_error_set(TSC_ERR_ARG, "tsc_runcmp_write: NULL argument");
     if (!tsc_figure_src_summary(a) || !tsc_figure_src_summary(b))
-        return tsc_error_set(TSC_ERR_ARG, "tsc_compare_write: both sides need an analysis folder");
+        return tsc_error_set(TSC_ERR_ARG, "tsc_runcmp_write: both sides need an analysis folder");
     tsc_status_t st = check_shapes(a, b);
     match_t *m = NULL;
     int n = 0;
@@ -336,7 +336,7 @@ tsc_status_t tsc_compare_write(tsc_figure_src_t *a, tsc_figure_src_t *b, tsc_fig
      * would leave a mix of both */
     int lock = -1;
     char holder[32];
-    if ((st = tsc_dir_lock(out_dir, TSC_COMPARE_LOCK, &lock, holder, sizeof holder)) != TSC_OK) {
+    if ((st = tsc_dir_lock(out_dir, TSC_RUNCMP_LOCK, &lock, holder, sizeof holder)) != TSC_OK) {
         free(m);
         if (holder[0])
             return tsc_error_set(TSC_ERR_IO, "%s is being written by another tilescope compare (pid %s; or an "
@@ -353,7 +353,7 @@ tsc_status_t tsc_compare_write(tsc_figure_src_t *a, tsc_figure_src_t *b, tsc_fig
     if (st == TSC_OK) snprintf(path, sizeof path, "%s/compare_spectral.png", out_dir), st = fig_spectral(a, b, o, path, &drawn);
     info->n_figures += drawn;
     if (st == TSC_OK) snprintf(path, sizeof path, "%s/compare_loss.png", out_dir), st = fig_loss(logs, o, path, info);
-    tsc_dir_unlock(out_dir, TSC_COMPARE_LOCK, lock, 0);
+    tsc_dir_unlock(out_dir, TSC_RUNCMP_LOCK, lock, 0);
     free(m);
     return st;
 }
