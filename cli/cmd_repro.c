@@ -2,9 +2,7 @@
  * order trained under several attention policies (`tilescope train`), the diagnosis of the low-precision run's
  * capture (`tilescope diagnose`), every figure that can be drawn, the report, and DIR/outcome.md. Each step runs
  * in-process through the other commands' entry points, so it is exactly what a user would type (docs/REPRO.md). */
-#include <dirent.h>
 #include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,10 +11,10 @@
 
 #include "cli.h"
 #include "tsc_figure.h"
-#include "tsc_file.h"
 #include "tsc_log.h"
 #include "tsc_model.h"
 #include "tsc_report.h"
+#include "tsc_repro.h"
 #include "tsc_strbuf.h"
 
 const char tsc_usage_repro[] =
@@ -71,6 +69,8 @@ static const repro_cfg_t configs[] = {
 
 enum { RUN_LP, RUN_HP, RUN_LP1, RUN_STABLE, RUN_ONETILE, RUN_HPDELTA, N_RUNS, N_CORE = RUN_ONETILE };
 static const char *const run_names[N_RUNS] = {"lp", "hp", "lp1", "stable", "onetile", "hpdelta"};
+static const tsc_repro_role_t run_roles[N_RUNS] = {TSC_REPRO_LP,     TSC_REPRO_HP,      TSC_REPRO_LP_LAYER,
+                                                   TSC_REPRO_STABLE, TSC_REPRO_ONETILE, TSC_REPRO_HPDELTA};
 
 /* An argument vector with its own storage, printable as the command a user would type. */
 typedef struct {
@@ -103,7 +103,7 @@ typedef struct {
     const repro_cfg_t *cfg;
     const char *dir;
     long long steps, seed;
-    int layer, warmup, ran[N_RUNS], diverged_nan[N_RUNS]; /* warmup: the config's, at most a fifth of the steps */
+    int layer, warmup, ran[N_RUNS]; /* warmup: the config's, at most a fifth of the steps */
     double budget_s, t0;
     tsc_strbuf_t cmds; /* the commands, one a line, for outcome.md */
 } repro_t;
@@ -159,15 +159,14 @@ static void train_args(const repro_t *r, int i, args_t *a) {
     arg(a, "--quiet");
 }
 
-/* The last train_loss of a log is non-finite: the run stopped on a NaN/Inf loss (a result, not a failure). */
+/* The run's log says the trainer stopped on a non-finite loss (a result, not a failure). */
 static int ended_nonfinite(const char *path) {
     tsc_log_t *lg;
     if (tsc_log_read(path, "run", &lg) != TSC_OK) {
         tsc_error_clear();
         return 0;
     }
-    int c = tsc_log_column(lg, "train_loss");
-    int bad = c >= 0 && lg->n_rows > 0 && !isfinite(lg->values[(lg->n_rows - 1) * (size_t)lg->n_cols + (size_t)c]);
+    int bad = tsc_repro_stopped_nonfinite(lg);
     tsc_log_free(lg);
     return bad;
 }
@@ -189,7 +188,6 @@ static int train_run(repro_t *r, int i) {
     snprintf(log, sizeof log, "%s/runs/%s/log.csv", r->dir, run_names[i]);
     if (rc == 1 && ended_nonfinite(log)) {
         printf("      %s stopped on a non-finite loss: recorded as diverged\n", run_names[i]);
-        r->diverged_nan[i] = 1;
         rc = 0;
     }
     if (rc) return tsc_cli_fail("repro", "train %s failed (exit %d)", run_names[i], rc);
@@ -233,110 +231,6 @@ static int print_plan(const repro_t *r) {
            r->dir, r->dir, r->dir, r->dir);
     fflush(stdout);
     return 0;
-}
-
-/* Validation loss of a run: last, lowest and highest finite values; the first step where it exceeds twice its
- * running minimum or where the training or validation loss is non-finite (-1: none). */
-typedef struct {
-    double last, lo, hi;
-    long long diverged;
-} val_stats_t;
-
-static int val_stats(const char *path, val_stats_t *v) {
-    tsc_log_t *lg;
-    *v = (val_stats_t){NAN, INFINITY, -INFINITY, -1};
-    if (tsc_log_read(path, "run", &lg) != TSC_OK) return -1;
-    int cv = tsc_log_column(lg, "val_loss"), ct = tsc_log_column(lg, "train_loss");
-    for (size_t k = 0; cv >= 0 && ct >= 0 && k < lg->n_rows; k++) {
-        double x = lg->values[k * (size_t)lg->n_cols + (size_t)cv], t = lg->values[k * (size_t)lg->n_cols + (size_t)ct];
-        int nonfinite = !isfinite(t) || isinf(x);
-        if (v->diverged < 0 && (nonfinite || (isfinite(x) && x > 2 * v->lo))) v->diverged = (long long)lg->step[k];
-        if (!isfinite(x)) continue;
-        v->last = x;
-        if (x < v->lo) v->lo = x;
-        if (x > v->hi) v->hi = x;
-    }
-    tsc_log_free(lg);
-    return cv >= 0 && ct >= 0 ? 0 : -1;
-}
-
-/* The largest per-head W^Q spectral norm of wq_norms.csv at its first and at its last step. */
-static void wq_extremes(const char *path, double *first, double *last, int *layer, int *head) {
-    tsc_log_t *lg;
-    *first = *last = NAN;
-    *layer = *head = -1;
-    if (tsc_log_read(path, "wq", &lg) != TSC_OK) {
-        tsc_error_clear();
-        return;
-    }
-    int cl = tsc_log_column(lg, "layer"), ch = tsc_log_column(lg, "head"), cs = tsc_log_column(lg, "wq_sn");
-    if (cl < 0 || ch < 0 || cs < 0 || lg->n_rows == 0) {
-        tsc_log_free(lg);
-        return;
-    }
-    double s0 = lg->step[0], s1 = lg->step[lg->n_rows - 1];
-    for (size_t k = 0; k < lg->n_rows; k++) {
-        const double *row = lg->values + k * (size_t)lg->n_cols;
-        if (lg->step[k] == s0 && !(row[cs] <= *first)) *first = row[cs];
-        if (lg->step[k] == s1 && !(row[cs] <= *last)) *last = row[cs], *layer = (int)row[cl], *head = (int)row[ch];
-    }
-    tsc_log_free(lg);
-}
-
-/* From the diagnosis: the head of the layer with the largest |accumulated delta bias| at the last analysed step. */
-static void delta_bias(const tsc_jv_t *sm, int layer, double *cum, int *head, long long *step) {
-    const tsc_jv_t *hs = tsc_jv_path(sm, "heads");
-    *cum = NAN, *head = -1, *step = -1;
-    for (size_t i = 0; hs && i < hs->n; i++)
-        if (tsc_jv_int(hs->items[i], "layer", -1) == layer && tsc_jv_int(hs->items[i], "step", -1) > *step)
-            *step = tsc_jv_int(hs->items[i], "step", -1);
-    for (size_t i = 0; hs && i < hs->n; i++) {
-        const tsc_jv_t *h = hs->items[i];
-        double c = tsc_jv_num(h, "delta.cumsum");
-        if (tsc_jv_int(h, "layer", -1) != layer || tsc_jv_int(h, "step", -1) != *step || !isfinite(c)) continue;
-        if (!(fabs(c) <= fabs(*cum))) *cum = c, *head = (int)tsc_jv_int(h, "head", -1);
-    }
-}
-
-static void fmt_num(char *buf, size_t cap, double x, const char *f) {
-    if (isfinite(x)) snprintf(buf, cap, f, x);
-    else snprintf(buf, cap, "-");
-}
-
-/* The outcome table (markdown) into sb. */
-static void outcome_table(const repro_t *r, const tsc_jv_t *sm, tsc_strbuf_t *sb) {
-    tsc_strbuf_printf(sb, "| run | attention | final val loss | lowest | highest | diverged at step | "
-                          "accumulated delta bias, layer %d | largest W^Q spectral norm: step 0 -> last (layer, head) |\n"
-                          "| --- | --- | --- | --- | --- | --- | --- | --- |\n", r->layer);
-    for (int i = 0; i < N_RUNS; i++) {
-        char pol[128], path[1200], a[32], b[32], c[32], d[48], e[96], w0[32], w1[32];
-        run_policy(r, i, pol, sizeof pol);
-        if (!r->ran[i]) {
-            tsc_strbuf_printf(sb, "| %s | %s | not run (budget) | | | | | |\n", run_names[i], pol[0] ? pol : "fp32");
-            continue;
-        }
-        val_stats_t v;
-        snprintf(path, sizeof path, "%s/runs/%s/log.csv", r->dir, run_names[i]);
-        if (val_stats(path, &v)) tsc_error_clear();
-        fmt_num(a, sizeof a, v.last, "%.5f"), fmt_num(b, sizeof b, v.lo, "%.5f"), fmt_num(c, sizeof c, v.hi, "%.5f");
-        if (v.diverged >= 0) snprintf(d, sizeof d, "%lld%s", v.diverged, r->diverged_nan[i] ? " (NaN)" : "");
-        else snprintf(d, sizeof d, "none");
-        snprintf(e, sizeof e, "n/a (no capture)");
-        if (i == RUN_LP) {
-            double cum;
-            int h;
-            long long st;
-            delta_bias(sm, r->layer, &cum, &h, &st);
-            if (h >= 0) snprintf(e, sizeof e, "%+.3g (head %d, steps 0..%lld)", cum, h, st);
-        }
-        double s0, s1;
-        int wl, wh;
-        snprintf(path, sizeof path, "%s/runs/%s/wq_norms.csv", r->dir, run_names[i]);
-        wq_extremes(path, &s0, &s1, &wl, &wh);
-        fmt_num(w0, sizeof w0, s0, "%.4f"), fmt_num(w1, sizeof w1, s1, "%.4f");
-        tsc_strbuf_printf(sb, "| %s | %s | %s | %s | %s | %s | %s | %s -> %s (%d, %d) |\n", run_names[i],
-                          pol[0] ? pol : "fp32", a, b, c, d, e, w0, w1, wl, wh);
-    }
 }
 
 /* The logs as figure sources ("lp=DIR/runs/lp/log.csv", lp first: it is the capture's run) into specs. */
@@ -407,81 +301,32 @@ static int figures_and_report(repro_t *r, tsc_figure_src_t *src, tsc_figure_src_
     return 0;
 }
 
-/* DIR/runs/lp/flight*.h5: what the flight recorder wrote, into sb. */
-static void flight_note(const repro_t *r, tsc_strbuf_t *sb) {
-    char d[1100];
-    snprintf(d, sizeof d, "%s/runs/lp", r->dir);
-    DIR *dp = opendir(d);
-    int n = 0;
-    for (struct dirent *e; dp && (e = readdir(dp));) {
-        size_t l = strlen(e->d_name);
-        if (strncmp(e->d_name, "flight", 6) == 0 && l > 3 && strcmp(e->d_name + l - 3, ".h5") == 0)
-            tsc_strbuf_printf(sb, "%s%s/%s", n++ ? ", " : "The flight recorder fired and wrote ", d, e->d_name);
-    }
-    if (dp) closedir(dp);
-    tsc_strbuf_puts(sb, n ? " (its trigger: a loss or gradient-norm spike over its running baseline, a NaN, or a "
-                            "signal; a small early spike fires it too, so read it with the log).\n"
-                          : "The flight recorder did not fire (no spike, no NaN).\n");
-}
-
-static const char caveats[] =
-    "## Reading these figures on a short run\n\n"
-    "The paper's run failed after about 7000 steps of GPT-2 small on OpenWebText. A run of this configuration is\n"
-    "orders of magnitude shorter and smaller, so:\n\n"
-    "- fig2, fig7, fig10 (losses): every run is still learning; the curves of the runs lie on top of each other (each\n"
-    "  run has its own dash pattern, so they show as one multicoloured dashed line: read the table) and their\n"
-    "  differences are of the size of the BF16 rounding\n"
-    "  noise between policies. \"No divergence\" here says nothing about whether the mechanism would act later.\n"
-    "- fig13 (lp's validation loss and its rows with tied maxima): in a young model the scores are small and close\n"
-    "  together, so BF16 scores tie often; a rising count here is not the paper's precursor of a blow-up.\n"
-    "- fig3, fig11 (spectral norms): the early growth of freshly initialised weights, the same in every run, not the\n"
-    "  accumulation of a biased error.\n"
-    "- fig5a, fig12 (accumulated delta difference): a sum over few captured steps; its sign is noise unless the\n"
-    "  diagnosis flags a head (the section above says whether it did).\n"
-    "- fig4, fig8 (rank-1 terms and their cosines): the cosines follow the stage of training: near 1 in a model that\n"
-    "  has barely trained (nearly uniform attention, similar inputs), low in one that has trained a little. The\n"
-    "  paper's near-parallel terms were measured close to its failure, so neither tests its claim.\n"
-    "- fig6, fig9 (ties at the row maximum): drawn only when the capture has a row with two equal maxima. While the\n"
-    "  largest attention logit is small, P-bar is close to 1 at every key, not the paper's regime (a sharp maximum,\n"
-    "  the other keys' mass below half an ULP of the sum: docs/MECHANISM.md section 5), so no bias is expected;\n"
-    "  fig6b's error then moves up and down at every key, and a negative step that fig6c finds at a tied key is\n"
-    "  one of many of its size.\n"
-    "- fig1 (evidence map): each link is coloured by the evidence of this run. Links 3 and 5 can show as supported\n"
-    "  for the reasons above (high cosines in a barely trained model; with two heads the shown head is the\n"
-    "  largest or the smallest).\n\n";
-
-/* DIR/outcome.md, and the table on stdout. */
+/* DIR/outcome.md (tsc_repro_outcome_write), and its table on stdout. */
 static int write_outcome(repro_t *r, const tsc_jv_t *sm, const tsc_strbuf_t *fignotes) {
-    tsc_strbuf_t sb, table;
-    tsc_strbuf_init(&sb), tsc_strbuf_init(&table);
-    outcome_table(r, sm, &table);
+    char pol[N_RUNS][128], logs[N_RUNS][1200], wq[N_RUNS][1200], flight[1100], path[1200];
+    tsc_repro_run_t runs[N_RUNS];
+    for (int i = 0; i < N_RUNS; i++) {
+        run_policy(r, i, pol[i], sizeof pol[i]);
+        if (!pol[i][0]) snprintf(pol[i], sizeof pol[i], "fp32");
+        snprintf(logs[i], sizeof logs[i], "%s/runs/%s/log.csv", r->dir, run_names[i]);
+        snprintf(wq[i], sizeof wq[i], "%s/runs/%s/wq_norms.csv", r->dir, run_names[i]);
+        runs[i] = (tsc_repro_run_t){run_names[i], pol[i], run_roles[i], logs[i], wq[i], i == RUN_LP ? sm : NULL,
+                                    r->ran[i] ? NULL : "budget"};
+    }
+    tsc_repro_outcome_t *oc;
+    if (tsc_repro_outcome_compute(runs, N_RUNS, r->layer, &oc) != TSC_OK) return tsc_cli_fail("repro", "%s", tsc_error_last());
     const repro_cfg_t *c = r->cfg;
-    tsc_strbuf_printf(&sb, "# Outcome of `tilescope repro`, config %s\n\n%s: model %s, BF16 autocast, batch %d x %d "
-                           "tokens, %lld steps per run, peak learning rate %s, warm-up %d steps, seed %lld. Every run "
-                           "replays the batch order of lp (its batches.csv).\n\n",
-                      c->name, c->label, c->model, c->batch, c->seq_len, r->steps, c->lr, r->warmup, r->seed);
-    tsc_strbuf_printf(&sb, "## Outcome\n\n%s\nDiverged: the validation loss above twice its running minimum, or a "
-                           "non-finite loss (the trainer stops there). Accumulated delta bias: sum over the captured "
-                           "steps of sum_T(delta_lp - delta_hp) of the head with the largest magnitude (positive is "
-                           "the paper's direction). Heads and layers are 0-based.\n\n", tsc_strbuf_str(&table));
-    double nf = tsc_jv_num(sm, "n_flagged_heads");
-    const char *fit = tsc_jv_str(sm, "diagnosis.fit.sentence");
-    tsc_strbuf_printf(&sb, "## Diagnosis of lp's capture (%s/diagnose/)\n\n%s; %.0f at-risk layer/heads flagged.\n",
-                      r->dir, fit ? fit : "no fit", isfinite(nf) ? nf : 0);
-    flight_note(r, &sb);
-    if (r->cfg->seq_len <= 512)
-        tsc_strbuf_printf(&sb, "onetile: %d tokens fit in one 512 x 512 tile, so onetile computes what lp computes "
-                               "(its log equals lp's): a vacuous control in this configuration.\n", c->seq_len);
-    tsc_strbuf_puts(&sb, "The trainer has no per-head policy, so the paper's control \"FP32 O in the at-risk heads "
-                         "only\" is not run.\n\n");
-    tsc_strbuf_printf(&sb, "## Figures (%s/figures/)\n\n%s\n%s## Commands\n\n```\n%s```\n", r->dir,
-                      tsc_strbuf_str(fignotes), caveats, tsc_strbuf_str(&r->cmds));
-    char path[1200];
+    snprintf(flight, sizeof flight, "%s/runs/%s", r->dir, run_names[RUN_LP]);
     snprintf(path, sizeof path, "%s/outcome.md", r->dir);
-    tsc_status_t st = tsc_strbuf_status(&sb);
-    if (st == TSC_OK) st = tsc_out_write_all(path, tsc_strbuf_str(&sb), sb.len);
+    tsc_repro_doc_t doc = {c->name, c->label, c->model, c->lr, c->batch, c->seq_len, r->warmup, r->steps, r->seed,
+                           r->dir, sm, flight, tsc_strbuf_str(fignotes), tsc_strbuf_str(&r->cmds)};
+    tsc_status_t st = tsc_repro_outcome_write(oc, &doc, path);
+    tsc_strbuf_t table;
+    tsc_strbuf_init(&table);
+    tsc_repro_outcome_table(oc, &table);
     printf("\n%s\n%s\n", tsc_strbuf_str(&table), path);
-    tsc_strbuf_free(&sb), tsc_strbuf_free(&table);
+    tsc_strbuf_free(&table);
+    tsc_repro_outcome_free(oc);
     return st == TSC_OK ? 0 : tsc_cli_fail("repro", "%s", tsc_error_last());
 }
 
