@@ -1486,16 +1486,16 @@ tsc_status_t tsc_figure_write_dir(tsc_figure_src_t *s, tsc_figure_src_t *capture
     return TSC_OK;
 }
 
+#define INFO_F(m) TSC_JSON_FIELD(tsc_figure_info_t, m, #m)
+static const tsc_json_field_t info_f[] = {TSC_JSON_CHARS(tsc_figure_info_t, caption, "caption"), INFO_F(layer),
+                                          INFO_F(head), INFO_F(step), INFO_F(width_in), INFO_F(height_in)};
+#undef INFO_F
+
 void tsc_figure_info_json(const tsc_figure_info_t *info, const char *path, tsc_json_t *j) {
     tsc_json_object_begin(j);
     tsc_json_kv_string(j, "id", info->id);
     tsc_json_kv_string(j, "file", path);
-    tsc_json_kv_string(j, "caption", info->caption);
-    tsc_json_kv_int(j, "layer", info->layer);
-    tsc_json_kv_int(j, "head", info->head);
-    tsc_json_kv_int(j, "step", info->step);
-    tsc_json_kv_number(j, "width_in", info->width_in);
-    tsc_json_kv_number(j, "height_in", info->height_in);
+    tsc_json_kv_fields(j, info, info_f, TSC_JSON_NFIELDS(info_f));
     tsc_json_kv_ints(j, "marks", info->marks, (size_t)info->n_marks);
     tsc_json_object_end(j);
 }

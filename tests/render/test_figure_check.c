@@ -15,21 +15,22 @@
 
 /* summary.json with steps 0, 2, ..., 2 * (N_STEPS - 1) listed out of order and once twice, head records of
  * layers 2 and 0 (not 1: a gap), and a geometry of 2 heads, 3 batch rows, 16 tokens, 8 features. */
-static int write_summary(const char *dir) {
+static void write_summary(const char *dir) {
+    tsc_strbuf_t sb;
+    tsc_strbuf_init(&sb);
+    tsc_strbuf_puts(&sb, "{\"format\": \"tilescope-summary\", \"format_version\": 1, \"producer\": \"test\",\n"
+                         " \"dump\": \"/nonexistent/dump.h5\", \"lp\": \"bf16\", \"hp\": \"fp32\",\n"
+                         " \"geometry\": {\"batch\": 3, \"n_head\": 2, \"n_kv_head\": 2, \"seq_len\": 16, \"head_dim\": 8},\n"
+                         " \"computed_over\": {\"step_list\": [");
+    for (int i = N_STEPS - 1; i >= 0; i--) tsc_strbuf_printf(&sb, "%d, ", 2 * i); /* descending: the check sorts */
+    tsc_strbuf_puts(&sb, "4]},\n \"flagged_heads\": [],\n"
+                         " \"heads\": [{\"step\": 0, \"layer\": 2, \"head\": 0, \"delta\": {\"cumsum\": 0.5}},\n"
+                         "           {\"step\": 0, \"layer\": 0, \"head\": 1, \"delta\": {\"cumsum\": -0.25}},\n"
+                         "           {\"step\": 2, \"layer\": 2, \"head\": 1, \"delta\": {\"cumsum\": 0.125}}]}\n");
     char path[300];
     snprintf(path, sizeof path, "%s/summary.json", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    fputs("{\"format\": \"tilescope-summary\", \"format_version\": 1, \"producer\": \"test\",\n"
-          " \"dump\": \"/nonexistent/dump.h5\", \"lp\": \"bf16\", \"hp\": \"fp32\",\n"
-          " \"geometry\": {\"batch\": 3, \"n_head\": 2, \"n_kv_head\": 2, \"seq_len\": 16, \"head_dim\": 8},\n"
-          " \"computed_over\": {\"step_list\": [", f);
-    for (int i = N_STEPS - 1; i >= 0; i--) fprintf(f, "%d, ", 2 * i); /* descending: the check sorts */
-    fputs("4]},\n \"flagged_heads\": [],\n"
-          " \"heads\": [{\"step\": 0, \"layer\": 2, \"head\": 0, \"delta\": {\"cumsum\": 0.5}},\n"
-          "           {\"step\": 0, \"layer\": 0, \"head\": 1, \"delta\": {\"cumsum\": -0.25}},\n"
-          "           {\"step\": 2, \"layer\": 2, \"head\": 1, \"delta\": {\"cumsum\": 0.125}}]}\n", f);
-    return fclose(f);
+    tsc_test_write_text(path, tsc_strbuf_str(&sb));
+    tsc_strbuf_free(&sb);
 }
 
 /* Expects o to be refused with TSC_ERR_ARG and a message holding want. */
@@ -159,7 +160,7 @@ static void test_info_json(void) {
 int main(void) {
     char dir[] = "/tmp/tsc_figcheck_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    CHECK(write_summary(dir) == 0);
+    write_summary(dir);
     tsc_figure_src_t *src = NULL;
     CHECK(tsc_figure_src_open(dir, &src) == TSC_OK);
     if (src) {
