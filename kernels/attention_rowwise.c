@@ -3,7 +3,7 @@
  * both it and the CUDA backend use to reduce a policy to those functions' numbers.
  *
  * It exists to check the GPU arithmetic where there is no GPU: it must give the reference's bits
- * in every output and tile statistic (tests/kernels/test_rowwise.c). It is slower than cpu-ref
+ * in every output and tile statistic (tests/kernels/test_backends.c). It is slower than cpu-ref
  * (no shared loads; every (row, key) pair's score is formed three times in the backward) and
  * is never the default. */
 #ifdef __clang__

@@ -12,7 +12,7 @@
  *                      order
  * The CUDA exact kernels run one thread per chain (attention_cuda.cu); the "cpu-rowwise"
  * backend (attention_rowwise.c) runs the same functions on the CPU, so CI, with no GPU, checks
- * their order of operations against the reference bit for bit (tests/kernels/test_rowwise.c).
+ * their order of operations against the reference bit for bit (tests/kernels/test_backends.c).
  * What a GPU adds beyond these functions (launch geometry, copies) is checked on a GPU
  * (bench/gpu_check.sh).
  *

@@ -3,7 +3,7 @@
  * then tsc_view_page_tail. The script reads the data, decodes each pattern PNG (a level of P per
  * byte, 0 = masked) into an array, colours it with the embedded viridis table and draws it; a URL
  * hash "#selftest=STEP,LAYER,HEAD,I,J[,zoom]" clicks that head's tile and records what is shown in
- * #selftest (the browser test, tests/render/test_view.py). */
+ * #selftest (the browser test, tests/render/test_attn_view.py). */
 
 extern const char tsc_view_page_head[], tsc_view_page_tail[];
 

@@ -27,7 +27,7 @@ extern "C" {
 typedef struct {
     char *path;   /* the final name (owned copy) */
     char *tmp;    /* the temporary name (owned), NULL when not open */
-    FILE *fp;     /* a stream on the temporary; NULL after tsc_out_close_stream or for by-name writers */
+    FILE *fp;     /* a stream on the temporary; NULL for by-name writers (tsc_out_open_name) */
     int slot;     /* registry slot for signal cleanup, -1 if none */
 } tsc_out_t;
 
