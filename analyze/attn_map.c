@@ -15,7 +15,7 @@
 
 void tsc_attn_map_free(tsc_attn_map_t *m) {
     if (!m) return;
-    free(m->p), free(m->tie_eps_count), free(m->tie_exact_count), free(m->col_mass), free(m->col_uniform);
+    free(m->p), free(m->s), free(m->tie_eps_count), free(m->tie_exact_count), free(m->col_mass), free(m->col_uniform);
     free(m->is_sink);
     memset(m, 0, sizeof *m);
 }
@@ -53,6 +53,7 @@ static void map_row(tsc_attn_map_t *m, const double *sr, int i) {
         m->col_mass[j] += p;
         if (j < nv) m->col_uniform[j] += 1.0 / nv;
     }
+    for (int j = 0; m->s && pr && j < T; j++) m->s[(size_t)(a - m->p_row0) * T + j] = j < nv ? sr[j] : -INFINITY;
     m->tie_eps_count[i] = ne, m->tie_exact_count[i] = nx;
     m->n_tied_rows += ne >= 2;
 }
@@ -136,11 +137,12 @@ tsc_status_t tsc_attn_map_compute_kept(tsc_dump_t *d, long long step, int layer,
     const int T = mt->seq_len, D = mt->head_dim;
     const int f = keep ? keep->pool : 1, g = f > 0 ? (T + f - 1) / f : 0; /* the grid: g x g */
     const int r0 = keep ? keep->row0 : 0, r1 = keep && keep->row1 > 0 ? keep->row1 : g;
-    if (f < 1 || r0 < 0 || r0 >= r1 || r1 > g)
-        return tsc_error_set(TSC_ERR_ARG, "attention map: pool %d, rows %d:%d: need pool >= 1 and 0 <= a < b <= %d", f,
-                             r0, r1, g);
+    const int keep_s = keep && keep->scores;
+    if (f < 1 || r0 < 0 || r0 >= r1 || r1 > g || (keep_s && f != 1))
+        return tsc_error_set(TSC_ERR_ARG, "attention map: pool %d, rows %d:%d%s: need pool >= 1 and 0 <= a < b <= %d%s",
+                             f, r0, r1, keep_s ? ", scores kept" : "", g, keep_s ? ", and pool 1 to keep scores" : "");
     const size_t n = (size_t)T * (size_t)D, kept = (size_t)(r1 - r0) * (size_t)g;
-    if ((st = tsc_mem_check(kept * sizeof(float) + 5 * n * sizeof(float) + (size_t)T * 32,
+    if ((st = tsc_mem_check(kept * (sizeof(float) + (keep_s ? sizeof(double) : 0)) + 5 * n * sizeof(float) + (size_t)T * 32,
                             "the attention map of one head")) != TSC_OK)
         return st;
     m->T = T, m->causal = mt->causal, m->head = head, m->batch = batch, m->layer = layer, m->step = step;
@@ -153,7 +155,8 @@ tsc_status_t tsc_attn_map_compute_kept(tsc_dump_t *d, long long step, int layer,
     m->tie_eps_count = calloc((size_t)T, sizeof(int32_t)), m->tie_exact_count = calloc((size_t)T, sizeof(int32_t));
     m->col_mass = calloc((size_t)T, sizeof(double)), m->col_uniform = calloc((size_t)T, sizeof(double));
     m->is_sink = calloc((size_t)T, 1);
-    if (!qkv || !m->p || !m->tie_eps_count || !m->tie_exact_count || !m->col_mass || !m->col_uniform ||
+    if (keep_s) m->s = malloc(sizeof(double) * kept);
+    if (!qkv || !m->p || (keep_s && !m->s) || !m->tie_eps_count || !m->tie_exact_count || !m->col_mass || !m->col_uniform ||
         !m->is_sink) {
         st = tsc_error_set(TSC_ERR_NOMEM, "attention map: out of memory");
         goto out;

@@ -51,6 +51,8 @@ typedef struct {
                               * (pool 1: p_cols = T, 0 where masked), or of P max-pooled in pool x pool
                               * blocks (the max over the block's visible entries; -1 where it has none) */
     int pool, p_row0, p_rows, p_cols;
+    double *s;               /* [p_rows, T] S of the kept rows as the policy rounds it (-inf where masked),
+                              * when tsc_attn_map_keep_t.scores asks for it (pool 1); else NULL */
     int32_t *tie_eps_count;  /* [T] visible keys within ε of the row max */
     int32_t *tie_exact_count;/* [T] visible keys equal to the row max */
     double *col_mass;        /* [T] Σ_i P_ij */
@@ -74,11 +76,12 @@ TSC_API tsc_status_t tsc_attn_map_compute(tsc_dump_t *d, long long step, int lay
 typedef struct {
     int row0, row1;
     int pool;
+    int scores;              /* 1: keep the rows' S too (tsc_attn_map_t.s; pool 1 only) */
 } tsc_attn_map_keep_t;
 
 /* tsc_attn_map_compute keeping only what keep asks of P (NULL: every row, pool 1, which is
- * tsc_attn_map_compute). TSC_ERR_ARG also for pool < 1 or rows outside the grid; the memory
- * budget is checked against what is kept. */
+ * tsc_attn_map_compute). TSC_ERR_ARG also for pool < 1, rows outside the grid, or scores with pool > 1;
+ * the memory budget is checked against what is kept. */
 TSC_API tsc_status_t tsc_attn_map_compute_kept(tsc_dump_t *d, long long step, int layer, int head, int batch,
                                                const char *policy, double tie_eps, const tsc_attn_map_keep_t *keep,
                                                tsc_attn_map_t *m);

@@ -22,6 +22,10 @@ typedef struct {
  * recorded, else fitted on the dump's first step and layer, else bf16-fa2). On failure nothing stays open. */
 tsc_status_t attn_src_open(const char *source, const char *dump, const char *policy, attn_src_t *s);
 void attn_src_close(attn_src_t *s);
+/* That policy decision for dump d at path, an the analysis folder or NULL: into policy (canonical) and source
+ * (in words, 192 bytes). Also used by the paper's figures that draw attention rows (render/figure.c). */
+tsc_status_t attn_scores_policy(const tsc_figure_src_t *an, tsc_dump_t *d, const char *path, const char *given,
+                                char policy[TSC_POLICY_STR_MAX], char source[192]);
 /* summary.json's record of (step, layer, head), or NULL (no analysis folder, head not analysed). */
 const tsc_jv_t *attn_src_record(const attn_src_t *s, long long step, int layer, int head);
 

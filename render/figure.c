@@ -12,6 +12,8 @@
 
 #include <hdf5.h>
 
+#include "attn_view_internal.h"
+#include "tsc_attn_map.h"
 #include "tsc_dump.h"
 #include "tsc_h5.h"
 #include "tsc_plot.h"
@@ -404,75 +406,58 @@ static int top_tokens(const tsc_figure_src_t *s, const tsc_fig_sel_t *sel, int T
     return got;
 }
 
-/* How the scores of the figures' attention rows are formed: as lp forms them (the analysis' lp policy:
- * S = R_S(R_S(q.k) * alpha), alpha itself rounded to S's format first where the policy says so), so
- * the keys where P-bar = 1 are the ties lp's kernel sees (BF16 scores tie far more often than exact
- * ones); exact (alpha q.k in double) when S is not a low-precision stage, or when lp scales q and k
- * instead (not modelled here). */
-typedef struct {
-    double alpha;
-    int round;
-    tsc_format_t fmt;
-    tsc_round_t mode;
-} score_t;
-
-static void score_init(score_t *sc, double alpha, const char *lp_policy) {
-    *sc = (score_t){.alpha = alpha};
-    tsc_policy_t pol;
-    if (!lp_policy || tsc_policy_parse(lp_policy, &pol) != TSC_OK) { tsc_error_clear(); return; }
-    if (!tsc_policy_stage_is_low(&pol, TSC_STAGE_S) || pol.scale == TSC_SCALE_QK) return;
-    sc->round = 1, sc->fmt = pol.fmt[TSC_STAGE_S], sc->mode = pol.mode[TSC_STAGE_S];
-    if (sc->mode == TSC_ROUND_STOCHASTIC) sc->mode = TSC_ROUND_NEAREST_EVEN; /* no stream to replay here */
-    if (pol.scale == TSC_SCALE_S_LP) sc->alpha = tsc_round(alpha, sc->fmt, TSC_ROUND_NEAREST_EVEN, NULL);
-}
-
-/* The scores in words, for captions: "S = R(R(q.k) alpha) in bf16 as lp forms them" or "alpha q.k". */
-static const char *score_words(const score_t *sc, char *buf, size_t cap) {
-    if (sc->round)
-        snprintf(buf, cap, "S = R(R(q.k) alpha) rounded to %s as lp's kernel forms them, q.k summed in double",
-                 tsc_format_name(sc->fmt));
-    else
-        snprintf(buf, cap, "S = alpha q.k in double");
-    return buf;
-}
-
-/* P row of query t over keys (softmax in double of the scores over the visible keys, the scores as sc
- * forms them from q.k summed in double). pbar: exp(s - max) (the unnormalised P-bar), p: normalised;
- * both [T]. */
-static void attn_row(const float *q, const float *k, int T, int D, const score_t *sc, int causal, int t, double *pbar,
-                     double *p) {
-    double m = -INFINITY, sum = 0;
-    int vis = causal ? t + 1 : T;
-    for (int j = 0; j < T; j++) {
-        if (j >= vis) { pbar[j] = 0; continue; }
-        double acc = 0;
-        for (int e = 0; e < D; e++) acc += (double)q[(size_t)t * D + e] * (double)k[(size_t)j * D + e];
-        pbar[j] = sc->round ? tsc_round(tsc_round(acc, sc->fmt, sc->mode, NULL) * sc->alpha, sc->fmt, sc->mode, NULL)
-                            : sc->alpha * acc;
-        if (pbar[j] > m) m = pbar[j];
-    }
-    for (int j = 0; j < vis; j++) pbar[j] = exp(pbar[j] - m), sum += pbar[j];
-    for (int j = 0; j < T; j++) p[j] = j < vis ? pbar[j] / sum : 0;
-}
-
-/* Keys where P-bar = 1 (ties at the row maximum) in pbar[0..T). */
-static int n_pbar_one(const double *pbar, int T) {
-    int n = 0;
-    for (int j = 0; j < T; j++) n += pbar[j] == 1.0;
-    return n;
-}
-
+/* One head of the dump, for the figures that draw its attention rows. The rows' scores are the kernel's: S as
+ * the attention reference computes it under the analysis' lp (analyze/tsc_attn_map.h, the policy chosen by the
+ * rule the viewer uses), so the keys where P-bar = 1 are the ties lp's kernel sees (BF16 scores tie far more
+ * often than exact ones). */
 typedef struct {
     tsc_dump_t *d;
     char path[1100];
     int T, D, C, H, Hkv, causal;
-    score_t sc;
-    float *q, *k, *v;
+    long long step;
+    int layer, head, batch;
+    char policy[TSC_POLICY_STR_MAX], policy_source[192];
+    float *k, *v;
 } dump_head_t;
 
 static void dump_head_free(dump_head_t *h) {
-    free(h->q), free(h->k), free(h->v);
+    free(h->k), free(h->v);
     tsc_dump_close(h->d);
+}
+
+/* The scores in words, for captions. */
+static const char *score_words(const dump_head_t *dh, char *buf, size_t cap) {
+    snprintf(buf, cap, "S as the attention reference computes it under %.200s (%.190s)", dh->policy, dh->policy_source);
+    return buf;
+}
+
+/* Row t of the head: P-bar = exp(S - rowmax) (unnormalised) and P = softmax(S), in double from the kernel's S,
+ * both [T] and 0 at masked keys; *n_max: the keys at the row maximum (P-bar = 1). */
+static tsc_status_t attn_row(const dump_head_t *dh, int t, double *pbar, double *p, int *n_max) {
+    tsc_attn_map_keep_t keep = {.row0 = t, .row1 = t + 1, .pool = 1, .scores = 1};
+    tsc_attn_map_t m;
+    tsc_status_t st = tsc_attn_map_compute_kept(dh->d, dh->step, dh->layer, dh->head, dh->batch, dh->policy, 0,
+                                                &keep, &m);
+    if (st == TSC_OK) {
+        double mx = -INFINITY, sum = 0;
+        for (int j = 0; j < dh->T; j++) mx = m.s[j] > mx ? m.s[j] : mx;
+        for (int j = 0; j < dh->T; j++) sum += pbar[j] = m.s[j] == -INFINITY ? 0.0 : exp(m.s[j] - mx);
+        for (int j = 0; j < dh->T; j++) p[j] = pbar[j] / sum;
+        if (n_max) *n_max = m.tie_exact_count[t];
+    }
+    tsc_attn_map_free(&m);
+    return st;
+}
+
+/* Every row's number of keys at the row maximum into exact[T] (one pass of the kernel, P barely kept). */
+static tsc_status_t head_ties(const dump_head_t *dh, int32_t *exact) {
+    tsc_attn_map_keep_t keep = {.row0 = 0, .row1 = 0, .pool = dh->T};
+    tsc_attn_map_t m;
+    tsc_status_t st = tsc_attn_map_compute_kept(dh->d, dh->step, dh->layer, dh->head, dh->batch, dh->policy, 0,
+                                                &keep, &m);
+    if (st == TSC_OK) memcpy(exact, m.tie_exact_count, sizeof(int32_t) * (size_t)dh->T);
+    tsc_attn_map_free(&m);
+    return st;
 }
 
 static tsc_status_t dump_head(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, const char *id,
@@ -483,14 +468,14 @@ static tsc_status_t dump_head(const tsc_figure_src_t *s, const tsc_figure_opts_t
     const tsc_dump_meta_t *m = tsc_dump_meta(dh->d);
     dh->T = m->seq_len, dh->D = m->head_dim, dh->C = m->d_model, dh->H = m->n_head, dh->Hkv = m->n_kv_head;
     dh->causal = m->causal;
-    score_init(&dh->sc, m->softmax_scale, tsc_jv_str(s->summary, "lp"));
+    dh->step = sel->step, dh->layer = sel->layer, dh->head = sel->head, dh->batch = sel->batch;
     if (sel->head >= dh->H || sel->batch >= m->batch) {
         dump_head_free(dh);
         return tsc_error_set(TSC_ERR_ARG, "%s: head %d / batch %d outside the dump %s (H %d, B %d)", id, sel->head,
                              sel->batch, dh->path, dh->H, m->batch);
     }
     int kvh = sel->head / (dh->H / dh->Hkv);
-    if ((st = dump_slice(dh->d, id, sel->step, sel->layer, "q", sel->batch, sel->head, &dh->q)) ||
+    if ((st = attn_scores_policy(s, dh->d, dh->path, NULL, dh->policy, dh->policy_source)) ||
         (st = dump_slice(dh->d, id, sel->step, sel->layer, "k", sel->batch, kvh, &dh->k)) ||
         (need_v && (st = dump_slice(dh->d, id, sel->step, sel->layer, "v", sel->batch, kvh, &dh->v)))) {
         dump_head_free(dh);
@@ -499,27 +484,30 @@ static tsc_status_t dump_head(const tsc_figure_src_t *s, const tsc_figure_opts_t
     return TSC_OK;
 }
 
-/* Rows of the head with two or more keys at the row maximum into tie[T] (pbar, p: [T] scratch);
- * returns their number. */
-static int tie_mask(const dump_head_t *dh, double *pbar, double *p, unsigned char *tie) {
-    int n = 0;
-    for (int t = 0; t < dh->T; t++) {
-        attn_row(dh->q, dh->k, dh->T, dh->D, &dh->sc, dh->causal, t, pbar, p);
-        n += tie[t] = n_pbar_one(pbar, dh->T) >= 2;
-    }
+/* Rows of the head with two or more keys at the row maximum into tie[T]; returns their number, or -1 after an
+ * error. */
+static int tie_mask(const dump_head_t *dh, unsigned char *tie) {
+    int32_t *exact = malloc(sizeof(int32_t) * (size_t)dh->T);
+    int n = -1;
+    if (!exact) tsc_error_set(TSC_ERR_NOMEM, "out of memory for the tie counts of %d rows", dh->T);
+    else if (head_ties(dh, exact) == TSC_OK)
+        for (int t = n = 0; t < dh->T; t++) n += tie[t] = exact[t] >= 2;
+    free(exact);
     return n;
 }
 
 /* PK[t] into pk[D] and the rank-1 term (PK)[t]^T X[t] into term[D, C] (pbar, p: [T] scratch). */
-static void rank1_term(const dump_head_t *dh, const float *x, int t, double *pbar, double *p, double *pk, float *term) {
+static tsc_status_t rank1_term(const dump_head_t *dh, const float *x, int t, double *pbar, double *p, double *pk,
+                               float *term) {
     int T = dh->T, D = dh->D, C = dh->C;
-    attn_row(dh->q, dh->k, T, D, &dh->sc, dh->causal, t, pbar, p);
-    for (int e = 0; e < D; e++) {
+    tsc_status_t st = attn_row(dh, t, pbar, p, NULL);
+    for (int e = 0; st == TSC_OK && e < D; e++) {
         double acc = 0;
         for (int j = 0; j < T; j++) acc += p[j] * dh->k[(size_t)j * D + e];
         pk[e] = acc;
         for (int c = 0; c < C; c++) term[(size_t)e * C + c] = (float)(acc * x[(size_t)t * C + c]);
     }
+    return st;
 }
 
 static double cosine_f(const float *a, const float *b, size_t n) {
@@ -547,11 +535,15 @@ static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
         st = tsc_error_set(TSC_ERR_NOMEM, "fig4: out of memory (or head_dim %d > 1024)", D);
         goto out;
     }
-    n_tie = tie_mask(&dh, pbar, p, tie);
+    if ((n_tie = tie_mask(&dh, tie)) < 0) {
+        st = tsc_error_wrap(TSC_ERR_INTERNAL, "fig4: ");
+        goto out;
+    }
     if (top_tokens(s, sel, T, tie, 2, tok) < 2) tok[0] = T - 1, tok[1] = T / 2;
     if (sel->token >= 0 && o->token >= 0) tok[0] = sel->token;
     if (tok[1] == tok[0]) tok[1] = tok[0] > 0 ? tok[0] - 1 : 1;
-    for (int i = 0; i < 2; i++) rank1_term(&dh, x, tok[i], pbar, p, pk[i], term + (size_t)i * D * C);
+    for (int i = 0; i < 2 && st == TSC_OK; i++) st = rank1_term(&dh, x, tok[i], pbar, p, pk[i], term + (size_t)i * D * C);
+    if (st != TSC_OK) goto out;
     double cosv = cosine_f(term, term + (size_t)D * C, (size_t)D * C);
     /* PK[T] as a [D, 1] column and X[T] as a [1, C] row, beside their outer product [D, C] */
     float *pkx = malloc((size_t)2 * (D + C) * sizeof *pkx);
@@ -582,7 +574,7 @@ static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
                                                .title = t[3 * i + 2], .xlabel = "input channel"};
     }
     tsc_heatmap_info_t hi[6];
-    char sw[160];
+    char sw[480];
     snprintf(info->caption, sizeof info->caption,
              "fig4: PK[T] (head features), X[T] (input channels) and their outer product (PK)[T]^T X[T], the rank-1 "
              "term of the W^Q gradient (eq. 2), layer %d head %d step %lld batch %d, at tokens %d and %d (the two "
@@ -590,7 +582,7 @@ static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
              "in double, %s, from q, k, x of %.300s. Each panel has its own symmetric colour scale. "
              "Cosine similarity of the two terms: %.6f.", sel->layer, sel->head, sel->step, sel->batch, tok[0], tok[1],
              tsc_fig_base(s->analysis_path), n_tie, n_tie >= 2 ? "" : ": too few, so among all rows",
-             score_words(&dh.sc, sw, sizeof sw), tsc_fig_base(dh.path), cosv);
+             score_words(&dh, sw, sizeof sw), tsc_fig_base(dh.path), cosv);
     st = emit_heat(out, &ho, pan, 6, hi);
     free(pkx);
     if (st == TSC_OK && hi[2].note[0]) cap_printf(info, " Note: %s.", hi[2].note);
@@ -766,23 +758,23 @@ static tsc_status_t fig6a(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
            *vv = malloc((size_t)T * sizeof *vv);
     if (!pbar || !p || !vv) st = tsc_error_set(TSC_ERR_NOMEM, "fig6a: out of memory");
     else {
-        attn_row(dh.q, dh.k, T, D, &dh.sc, dh.causal, t, pbar, p);
-        int ones = n_pbar_one(pbar, T);
+        int ones = 0;
+        st = attn_row(&dh, t, pbar, p, &ones);
         for (int j = 0; j < T; j++) vv[j] = dh.v[(size_t)j * D + f];
         tsc_plot_series_t ser[2] = {{.name = "V[:, I]", .y = vv, .n = (size_t)T, .style = TSC_PLOT_LINES},
                                     {.name = "P-bar[T, :] (right axis)", .y = pbar, .n = (size_t)(dh.causal ? t + 1 : T),
                                      .style = TSC_PLOT_IMPULSES, .y2 = 1}};
         tsc_plot_opts_t po;
         plot_defaults(&po, o, info);
-        char title[96], sw[160];
+        char title[96], sw[480];
         snprintf(title, sizeof title, "V[:, %d] and P-bar[%d, :], layer %d head %d", f, t, sel->layer, sel->head);
         po.title = title, po.xlabel = "token (key)", po.ylabel = "V", po.y2label = "P-bar";
         snprintf(info->caption, sizeof info->caption,
                  "fig6a: V[:, I] (left) and the unnormalised P-bar[T, :] = exp(S - rowmax) in double (right) "
                  "over the keys, %s, at T = %d, I = %d, layer %d head %d step %lld batch %d, from q, k, v of %s. "
-                 "%d keys have P-bar = 1 (ties at the row maximum).", score_words(&dh.sc, sw, sizeof sw), t, f,
+                 "%d keys have P-bar = 1 (ties at the row maximum).", score_words(&dh, sw, sizeof sw), t, f,
                  sel->layer, sel->head, sel->step, sel->batch, tsc_fig_base(dh.path), ones);
-        st = emit_plot(out, &po, ser, 2);
+        if (st == TSC_OK) st = emit_plot(out, &po, ser, 2);
     }
     free(pbar), free(p), free(vv);
     dump_head_free(&dh);
@@ -799,11 +791,11 @@ static int probe_tie_keys(const tsc_figure_src_t *s, const tsc_figure_opts_t *o,
     if (dump_head(s, o, "fig6b", &ps, 0, &dh) != TSC_OK) { tsc_error_clear(); return -1; }
     int n = -1;
     double *pbar = malloc((size_t)T * sizeof *pbar), *p = malloc((size_t)T * sizeof *p);
-    if (pbar && p && dh.T == T && t < T) {
-        attn_row(dh.q, dh.k, T, dh.D, &dh.sc, dh.causal, t, pbar, p);
+    if (pbar && p && dh.T == T && t < T && attn_row(&dh, t, pbar, p, NULL) == TSC_OK) {
         n = 0;
         for (int j = 0; j < T; j++) n += (one[j] = pbar[j] == 1.0);
     }
+    tsc_error_clear(); /* without the row, fig6b/6c draw the curve without the P-bar = 1 marks */
     free(pbar), free(p);
     dump_head_free(&dh);
     return n;
@@ -915,11 +907,15 @@ static int fig8_terms(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, con
     float *tm = malloc((size_t)3 * dh.D * dh.C * sizeof *tm);
     if (pbar && p && tie && tm && dh.D <= 1024 &&
         dump_slice(dh.d, "fig8", sel->step, sel->layer, "x", sel->batch, 0, &x) == TSC_OK &&
-        tie_mask(&dh, pbar, p, tie) >= 3 && top_tokens(s, sel, T, tie, 3, tok) == 3) {
+        tie_mask(&dh, tie) >= 3 && top_tokens(s, sel, T, tie, 3, tok) == 3) {
         size_t DC = (size_t)dh.D * dh.C;
-        for (int i = 0; i < 3; i++) rank1_term(&dh, x, tok[i], pbar, p, pk, tm + i * DC);
-        cs[0] = cosine_f(tm, tm + DC, DC), cs[1] = cosine_f(tm, tm + 2 * DC, DC), cs[2] = cosine_f(tm + DC, tm + 2 * DC, DC);
-        *terms = tm, tm = NULL, n = 3;
+        tsc_status_t st = TSC_OK;
+        for (int i = 0; i < 3 && st == TSC_OK; i++) st = rank1_term(&dh, x, tok[i], pbar, p, pk, tm + i * DC);
+        if (st == TSC_OK) {
+            cs[0] = cosine_f(tm, tm + DC, DC), cs[1] = cosine_f(tm, tm + 2 * DC, DC);
+            cs[2] = cosine_f(tm + DC, tm + 2 * DC, DC);
+            *terms = tm, tm = NULL, n = 3;
+        }
     }
     tsc_error_clear();
     free(pbar), free(p), free(tie), free(tm), free(x);
@@ -996,13 +992,15 @@ static tsc_status_t fig9(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
     dump_head_t dh;
     tsc_status_t st = dump_head(s, o, "fig9", sel, 0, &dh);
     if (st) return st;
-    int T = dh.T, D = dh.D, rows[3], nr = 0;
+    int T = dh.T, rows[3], nr = 0;
     double *pbar = malloc((size_t)T * sizeof *pbar), *ps = malloc((size_t)3 * T * sizeof *ps);
-    if (!pbar || !ps) { st = tsc_error_set(TSC_ERR_NOMEM, "fig9: out of memory"); goto out; }
-    for (int t = T - 1; t >= 1 && nr < 3; t--) {
-        attn_row(dh.q, dh.k, T, D, &dh.sc, dh.causal, t, pbar, ps + (size_t)nr * T);
-        if (n_pbar_one(pbar, T) >= 2) rows[nr++] = t;
-    }
+    int32_t *exact = malloc((size_t)T * sizeof *exact);
+    if (!pbar || !ps || !exact) { st = tsc_error_set(TSC_ERR_NOMEM, "fig9: out of memory"); goto out; }
+    if ((st = head_ties(&dh, exact)) != TSC_OK) goto out;
+    for (int t = T - 1; t >= 1 && nr < 3; t--)
+        if (exact[t] >= 2) rows[nr++] = t;
+    for (int i = 0; i < nr && st == TSC_OK; i++) st = attn_row(&dh, rows[i], pbar, ps + (size_t)i * T, NULL);
+    if (st != TSC_OK) goto out;
     if (!nr) {
         st = tsc_error_set(TSC_ERR_MISSING, "fig9: no attention row of layer %d head %d (step %lld, batch %d) has two "
                                             "maxima in %s", sel->layer, sel->head, sel->step, sel->batch, dh.path);
@@ -1036,16 +1034,16 @@ static tsc_status_t fig9(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
         for (size_t j = 0; j < ser[i].n; j++)
             if (ser[i].y[j] > 0 && ser[i].y[j] < pmin) pmin = ser[i].y[j];
     po.ymin = pmin / 2, po.ymax = 1.5;
-    char sw[160];
+    char sw[480];
     snprintf(info->caption, sizeof info->caption,
              "fig9: attention probabilities P[T, :] (softmax of S in double, %s) of the last %d rows with two or "
              "more keys at the row maximum, layer %d head %d step %lld batch %d, from q, k of %s. Log y axis (from "
              "half the smallest probability drawn to 1; keys whose probability underflows to 0 are gaps); solid, "
              "dashed and dotted lines, drawn in that order, so a row that coincides with another stays visible.",
-             score_words(&dh.sc, sw, sizeof sw), nr, sel->layer, sel->head, sel->step, sel->batch, tsc_fig_base(dh.path));
+             score_words(&dh, sw, sizeof sw), nr, sel->layer, sel->head, sel->step, sel->batch, tsc_fig_base(dh.path));
     st = emit_plot(out, &po, ser, nr);
 out:
-    free(pbar), free(ps);
+    free(pbar), free(ps), free(exact);
     dump_head_free(&dh);
     return st;
 }

@@ -47,19 +47,19 @@ static tsc_status_t src_open(const char *source, const char *dump, attn_src_t *s
     return tsc_dump_open(&s->d, s->dump_path);
 }
 
-/* The policy of the scores (attn_view_internal.h); a fit looks at the dump's first step and layer, head 0. */
-static tsc_status_t src_policy(const char *policy, attn_src_t *s) {
+tsc_status_t attn_scores_policy(const tsc_figure_src_t *an, tsc_dump_t *d, const char *path, const char *given,
+                                char policy[TSC_POLICY_STR_MAX], char source[192]) {
     tsc_policy_t p;
-    const char *lp = s->an ? tsc_jv_str(tsc_figure_src_summary(s->an), "lp") : NULL;
-    if (!(policy && *policy) && lp && *lp && tsc_policy_parse(lp, &p) == TSC_OK) {
-        snprintf(s->policy_source, sizeof s->policy_source, "the analysis' lp");
-        return tsc_policy_format(&p, s->policy, sizeof s->policy);
+    const char *lp = an ? tsc_jv_str(tsc_figure_src_summary(an), "lp") : NULL;
+    if (!(given && *given) && lp && *lp && tsc_policy_parse(lp, &p) == TSC_OK) {
+        snprintf(source, 192, "the analysis' lp");
+        return tsc_policy_format(&p, policy, TSC_POLICY_STR_MAX);
     }
     tsc_error_clear();
     char spec[96] = "heads=0";
-    long long step = tsc_dump_n_steps(s->d) > 0 ? tsc_dump_step_at(s->d, 0) : 0;
-    for (int l = 0; l < tsc_dump_meta(s->d)->n_layer; l++)
-        if (tsc_dump_has_layer(s->d, step, l)) {
+    long long step = tsc_dump_n_steps(d) > 0 ? tsc_dump_step_at(d, 0) : 0;
+    for (int l = 0; l < tsc_dump_meta(d)->n_layer; l++)
+        if (tsc_dump_has_layer(d, step, l)) {
             snprintf(spec, sizeof spec, "steps=%lld,layers=%d,heads=0", step, l);
             break;
         }
@@ -67,17 +67,17 @@ static tsc_status_t src_policy(const char *policy, attn_src_t *s) {
     tsc_select_init(&sel);
     tsc_dump_policy_t dp;
     tsc_status_t st = tsc_select_parse(&sel, spec);
-    if (st == TSC_OK) st = tsc_dump_policy(s->dump_path, tsc_dump_meta(s->d)->policy, policy, "--policy", &sel, NULL, &dp);
+    if (st == TSC_OK) st = tsc_dump_policy(path, tsc_dump_meta(d)->policy, given, "--policy", &sel, NULL, &dp);
     if (st != TSC_OK) return st;
-    snprintf(s->policy, sizeof s->policy, "%s", dp.name);
-    snprintf(s->policy_source, sizeof s->policy_source, "%s", dp.source);
+    snprintf(policy, TSC_POLICY_STR_MAX, "%s", dp.name);
+    snprintf(source, 192, "%s", dp.source);
     return TSC_OK;
 }
 
 tsc_status_t attn_src_open(const char *source, const char *dump, const char *policy, attn_src_t *s) {
     memset(s, 0, sizeof *s);
     tsc_status_t st = src_open(source, dump, s);
-    if (st == TSC_OK) st = src_policy(policy, s);
+    if (st == TSC_OK) st = attn_scores_policy(s->an, s->d, s->dump_path, policy, s->policy, s->policy_source);
     if (st != TSC_OK) attn_src_close(s);
     return st;
 }
@@ -147,7 +147,7 @@ static tsc_status_t fig_maps(attn_fig_t *f) {
         return tsc_error_set(TSC_ERR_NOMEM, "figure attn: out of memory");
     for (int i = 0; i < f->n; i++) {
         int h = o->head >= 0 ? o->head : i;
-        tsc_attn_map_keep_t rows = {f->r0, f->r1, 1}; /* only the rows shown: long contexts */
+        tsc_attn_map_keep_t rows = {.row0 = f->r0, .row1 = f->r1, .pool = 1}; /* only the rows shown: long contexts */
         tsc_status_t st = tsc_attn_map_compute_kept(f->src.d, f->step, o->layer, h, o->batch, f->src.policy, o->tie_eps,
                                                     &rows, &f->maps[i]);
         if (st != TSC_OK) return st;

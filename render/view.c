@@ -150,7 +150,7 @@ static tsc_status_t collect(view_t *v) {
         for (int li = 0; st == TSC_OK && li < nl && li < mt->n_layer; li++)
             for (int h = 0; st == TSC_OK && h < mt->n_head; h++) {
                 tsc_attn_map_t m;
-                tsc_attn_map_keep_t ov = {0, 0, (mt->seq_len + v->o->overview - 1) / v->o->overview};
+                tsc_attn_map_keep_t ov = {.row0 = 0, .row1 = 0, .pool = (mt->seq_len + v->o->overview - 1) / v->o->overview};
                 st = tsc_attn_map_compute_kept(v->src.d, steps[si], layers[li], h, v->o->batch, v->src.policy, 0, &ov,
                                                &m);
                 if (st == TSC_ERR_NONFINITE) { /* a head the capture did not keep (NaN) has no tile */

@@ -6,7 +6,9 @@
  * 3. tie counts, column masses and sinks do not depend on what is kept (every row counts);
  * 4. under a memory budget too small for T x T floats, the full map is refused with the budget's
  *    error while the pooled overview and a band of rows are computed;
- * 5. a pool below 1 or rows outside the grid are argument errors.
+ * 5. the scores a band keeps are the policy's (BF16 values), -inf where masked, and give the map's P and
+ *    exact-tie counts;
+ * 6. a pool below 1, rows outside the grid, or scores with a pool above 1 are argument errors.
  * On the planted llama-gqa dump (T = 256, causal, ties and a sink) and an unplanted one at
  * T = 300 (not a multiple of the pools). */
 #include "tsc_test.h"
@@ -48,7 +50,7 @@ static void check_dump(const char *path, int head) {
     const int pools[] = {1, 3, 7, 64};
     for (size_t k = 0; k < sizeof pools / sizeof pools[0]; k++) {
         const int f = pools[k], g = (T + f - 1) / f;
-        tsc_attn_map_keep_t keep = {0, 0, f};
+        tsc_attn_map_keep_t keep = {.row0 = 0, .row1 = 0, .pool = f};
         CHECKF(tsc_attn_map_compute_kept(d, 0, 1, head, 0, "bf16-fa2", 0, &keep, &m) == TSC_OK, "pool %d: %s", f,
                tsc_error_last());
         CHECK(m.pool == f && m.p_rows == g && m.p_cols == g);
@@ -65,12 +67,39 @@ static void check_dump(const char *path, int head) {
         same_stats(&full, &m, "pooled");
         tsc_attn_map_free(&m);
     }
-    tsc_attn_map_keep_t band = {37, 101, 1};
+    tsc_attn_map_keep_t band = {.row0 = 37, .row1 = 101, .pool = 1};
     CHECKF(tsc_attn_map_compute_kept(d, 0, 1, head, 0, "bf16-fa2", 0, &band, &m) == TSC_OK, "band: %s",
            tsc_error_last());
     CHECK(m.p_row0 == 37 && m.p_rows == 64 && m.p_cols == T);
     CHECK(m.p && memcmp(m.p, full.p + (size_t)37 * T, sizeof(float) * 64 * (size_t)T) == 0);
     same_stats(&full, &m, "band");
+    tsc_attn_map_free(&m);
+
+    /* the band's scores under bf16-torch (S a BF16 stage): BF16 values, -inf past the causal edge, and the
+     * map's P and exact-tie counts recomputed from them in double */
+    band.scores = 1;
+    CHECKF(tsc_attn_map_compute_kept(d, 0, 1, head, 0, "bf16-torch", 0, &band, &m) == TSC_OK, "scores: %s",
+           tsc_error_last());
+    CHECK(m.s != NULL);
+    int bad_s = 0, ties = 0;
+    for (int r = 0; m.s && r < 64 && !bad_s; r++) {
+        const double *sr = m.s + (size_t)r * T;
+        const int i = 37 + r, nv = m.causal ? i + 1 : T;
+        double mx = -INFINITY, sum = 0;
+        int nx = 0;
+        for (int j = 0; j < T; j++) {
+            if (j >= nv) { bad_s |= sr[j] != -INFINITY; continue; }
+            union { float f; uint32_t u; } b = {(float)sr[j]};
+            bad_s |= (double)b.f != sr[j] || (b.u & 0xffffu) != 0; /* a BF16 value: the low 16 bits clear */
+            if (sr[j] > mx) mx = sr[j];
+        }
+        for (int j = 0; j < nv; j++) sum += exp(sr[j] - mx), nx += sr[j] == mx;
+        for (int j = 0; j < nv && !bad_s; j++) bad_s |= m.p[(size_t)r * T + j] != (float)(exp(sr[j] - mx) / sum);
+        bad_s |= nx != m.tie_exact_count[i];
+        ties += nx >= 2;
+    }
+    CHECKF(!bad_s, "%s: the kept scores are not BF16, not masked, or do not give the map's P and ties", path);
+    if (head == 1) CHECKF(ties > 0, "the planted head's band has no tied row");
     tsc_attn_map_free(&m);
 
     /* the budget: below T x T floats, above the streamed computation's O(T * D) */
@@ -80,7 +109,7 @@ static void check_dump(const char *path, int head) {
     CHECK(tsc_attn_map_compute(d, 0, 1, head, 0, "bf16-fa2", 0, &m) == TSC_ERR_UNSUPPORTED);
     CHECK(strstr(tsc_error_last(), "memory budget") != NULL);
     tsc_attn_map_free(&m);
-    tsc_attn_map_keep_t ov = {0, 0, 4}, rows = {0, 16, 1};
+    tsc_attn_map_keep_t ov = {.row0 = 0, .row1 = 0, .pool = 4}, rows = {.row0 = 0, .row1 = 16, .pool = 1};
     CHECKF(tsc_attn_map_compute_kept(d, 0, 1, head, 0, "bf16-fa2", 0, &ov, &m) == TSC_OK, "budget, pooled: %s",
            tsc_error_last());
     same_stats(&full, &m, "pooled under the budget");
@@ -90,7 +119,10 @@ static void check_dump(const char *path, int head) {
     tsc_attn_map_free(&m);
     unsetenv("TSC_MAX_MEMORY");
 
-    tsc_attn_map_keep_t bad[] = {{0, 0, 0}, {5, 5, 1}, {0, T + 1, 1}, {0, 0, -3}, {-1, 4, 2}, {0, 40, 8}};
+    tsc_attn_map_keep_t bad[] = {{.row0 = 0, .row1 = 0, .pool = 0},  {.row0 = 5, .row1 = 5, .pool = 1},
+                                 {.row0 = 0, .row1 = T + 1, .pool = 1}, {.row0 = 0, .row1 = 0, .pool = -3},
+                                 {.row0 = -1, .row1 = 4, .pool = 2}, {.row0 = 0, .row1 = 40, .pool = 8},
+                                 {.row0 = 0, .row1 = 0, .pool = 2, .scores = 1}};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         CHECKF(tsc_attn_map_compute_kept(d, 0, 1, head, 0, NULL, 0, &bad[k], &m) == TSC_ERR_ARG, "bad keep %zu", k);
         tsc_attn_map_free(&m);
@@ -116,7 +148,7 @@ int main(void) {
     tsc_attn_map_t m;
     tsc_dump_t *d = NULL;
     if (tsc_dump_open(&d, planted) == TSC_OK) {
-        tsc_attn_map_keep_t ov = {0, 0, 8};
+        tsc_attn_map_keep_t ov = {.row0 = 0, .row1 = 0, .pool = 8};
         CHECK(tsc_attn_map_compute_kept(d, 0, 1, 1, 0, NULL, 0, &ov, &m) == TSC_OK);
         CHECKF(m.n_sinks >= 1 && m.is_sink[0] && m.n_tied_rows > 0, "planted: %d sinks, %d tied rows", m.n_sinks,
                m.n_tied_rows);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The figures that look for ties at the row maximum (fig6a/6c's P-bar = 1 keys, fig9's rows, fig4/fig8's
-# tied rows) form the scores as the analysis' lp policy does: bf16-torch rounds q.k to BF16, then times
-# alpha (itself rounded), so keys that differ in exact arithmetic can tie, as they do in lp's kernel.
+# tied rows) take the scores of lp's kernel (the attention reference under the analysis' lp policy, through
+# analyze/tsc_attn_map.h): bf16-torch rounds q.k to BF16, then times alpha (itself rounded), so keys that differ
+# in exact arithmetic can tie, as they do in lp's kernel.
 # A real (trained) capture, and an independent formulation of the rounding (numpy, frexp and
 # round-half-even) to say which rows tie under BF16 scores but not exactly.
 . "$(dirname "$0")/lib.sh"
@@ -37,6 +38,7 @@ PYEOF
 [ "$H" != "-" ] || { bad "no row of the capture ties under BF16 scores alone (the trained capture changed?)"; finish; exit; }
 "$T" figure fig6a --from an --layer 1 --head "$H" --batch 0 --token "$TOK" -o a.png 2> err > cap.txt || bad "fig6a: $(cat err)"
 grep -q "$NBF keys have P-bar = 1" cap.txt && ok || bad "fig6a, head $H row $TOK: want $NBF keys with P-bar = 1 (exact scores: $NEX): $(cat cap.txt)"
-grep -q "rounded to bf16 as lp's kernel forms them" cap.txt && ok || bad "fig6a's caption does not say how the scores were formed"
+grep -q "S as the attention reference computes it under bf16-torch (the analysis' lp)" cap.txt && ok ||
+    bad "fig6a's caption does not say how the scores were formed"
 "$T" figure fig9 --from an --layer 1 --head "$H" --batch 0 -o n.png 2> err > cap9.txt && ok || bad "fig9 finds no tied row: $(cat err)"
 finish
