@@ -1,7 +1,7 @@
 """The CLI's jobs as functions returning parsed results. Each runs the tilescope program (so a
 malformed dump fails in that process, with the CLI's containment, never in the caller's) and
 parses its JSON: diagnose and analyze return summary.json (docs/FORMAT.md section 3), fit and
-replay their --json object (sections 2.1 and 2), report the paths it wrote. A failure raises
+replay their --json object (sections 2.1 and 2), figure its --json object, report the paths it wrote. A failure raises
 TilescopeError with the program's message."""
 import json
 import os
@@ -54,6 +54,15 @@ def fit(dump, policies=None, **opts):
 def replay(dump, policies, out, **opts):
     """`tilescope replay DUMP --policy P ... -o OUT --json`: the comparison object."""
     return json.loads(run("replay", dump, "-o", out, "--json", "--quiet", *_flags(dict(opts, policy=policies))))
+
+
+def figure(fig, out, analysis_dir=None, logs=None, **opts):
+    """`tilescope figure FIG --from ANALYSIS_DIR [--log SPEC ...] -o OUT --json` (step=, layer=, head=, batch=,
+    token=, feature=, dpi=, ... as keyword arguments): {"id", "file", "caption", "layer", "head", "step",
+    "width_in", "height_in", "marks"}. A selection the analysis does not cover raises TilescopeError naming
+    the valid values (tsc_figure_check), never a figure of the nearest step."""
+    where = [] if analysis_dir is None else ["--from", analysis_dir]
+    return json.loads(run("figure", fig, *where, "-o", out, "--json", *_flags(dict(opts, log=logs))))
 
 
 def report(analysis_dir, out_pdf, **opts):

@@ -9,7 +9,8 @@
    leaves every step it had flushed readable, and the incomplete one reported.
 4. The jobs: fit on a dump captured from the reference attention under bf16-torch ranks
    bf16-torch first with every O element bit-identical; diagnose returns the parsed summary.json
-   with the recorded policy as lp; report writes the PDF.
+   with the recorded policy as lp; figure draws from it and refuses a step it did not analyse; report
+   writes the PDF.
 """
 import os
 import signal
@@ -177,6 +178,12 @@ while True:
     s = tilescope.diagnose(p4, out, max_heads=2)
     check(isinstance(s, dict) and s.get("lp", "").startswith("bf16-torch") and os.path.isfile(os.path.join(out, "summary.json")),
           "diagnose: parsed summary.json with lp from the dump's policy (%s)" % s.get("lp"))
+    f1 = tilescope.figure("fig1", os.path.join(tmp, "f1.png"), out, dpi=72)
+    check(f1["id"] == "fig1" and f1["file"].endswith("f1.png") and os.path.isfile(f1["file"]) and f1["caption"],
+          "figure: fig1 written, its --json object parsed (%s)" % f1.get("caption", "")[:60])
+    check(raises(lambda: tilescope.figure("fig1", os.path.join(tmp, "f9.png"), out, step=9),
+                 "--step 9 was not analysed", "covers steps 0-2") and not os.path.exists(os.path.join(tmp, "f9.png")),
+          "figure: a step the analysis does not cover raises, naming the valid ones")
     rep = tilescope.report(out, os.path.join(tmp, "r.pdf"))
     with open(rep["pdf"], "rb") as fh:
         check(fh.read(5) == b"%PDF-", "report wrote a PDF")
