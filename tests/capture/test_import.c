@@ -233,48 +233,6 @@ static void test_malformed(void) {
                               " \"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [8, 16]}}");
     write_st(p, t, 1, hdr, -1, 0);
     refused(p, "named twice", NULL);
-    /* the header's bounds (util's JSON reader): offsets are exact to 2^64 - 1, never rounded through a
-     * double (which reads 2^53 + 1 as 2^53 and 2^64 - 1 as 2^64) */
-    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [9007199254740992, 9007199254741001]}}");
-    write_st(p, t, 1, hdr, -1, 0);
-    refused(p, "'blk.3.attn.q'", "[9007199254740992, 9007199254741001] hold 9 bytes");
-    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [18446744073709551607, 18446744073709551615]}}");
-    write_st(p, t, 1, hdr, -1, 0);
-    refused(p, "'blk.3.attn.q'", "end 18446744073709551615 beyond");
-    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 18446744073709551616]}}");
-    write_st(p, t, 1, hdr, -1, 0);
-    refused(p, "data_offsets[1]", "above 2^64 - 1");
-    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [2.0], \"data_offsets\": [0, 8]}}");
-    write_st(p, t, 1, hdr, -1, 0);
-    refused(p, "shape[0]", "fraction");
-    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [-2], \"data_offsets\": [0, 8]}}");
-    write_st(p, t, 1, hdr, -1, 0);
-    refused(p, "shape[0]", "negative");
-    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"dtype\": \"F16\", \"shape\": [2], \"data_offsets\": [0, 8]}}");
-    write_st(p, t, 1, hdr, -1, 0);
-    refused(p, "'dtype' is named twice", "malformed JSON at byte 25:");
-    snprintf(hdr, sizeof hdr, "{\"__metadata__\": {}, \"__metadata__\": {}}");
-    write_st(p, t, 1, hdr, -1, 0);
-    refused(p, "'__metadata__' is named twice", NULL);
-    snprintf(hdr, sizeof hdr, "{\"__metadata__\": {\"a\": 1}}");
-    write_st(p, t, 1, hdr, -1, 0);
-    refused(p, "__metadata__ values must be strings", NULL);
-    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8], \"x\": %.62s1%.62s}}",
-             "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
-             "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]");
-    write_st(p, t, 1, hdr, -1, 0);
-    tsc_tensor_file_t *tf = NULL; /* the header, its entry and 62 arrays: 64 deep, at the limit */
-    CHECKF(tsc_tensor_file_open(&tf, p) == TSC_OK && tsc_tensor_file_count(tf) == 1 &&
-           tsc_tensor_file_info(tf, 0)->nbytes == 8, "64 deep: %s", tsc_error_last());
-    tsc_tensor_file_close(tf);
-    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8], \"x\": [%.62s1%.62s]}}",
-             "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
-             "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]");
-    write_st(p, t, 1, hdr, -1, 0);
-    refused(p, "deeper than 64", NULL);
-    snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\xff\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}");
-    write_st(p, t, 1, hdr, -1, 0);
-    refused(p, "not valid UTF-8", NULL);
     snprintf(hdr, sizeof hdr, "{\"blk.3.attn.q\": {\"dtype\": \"F32\", \"shape\": [4294967296, 4294967296, 4294967296],"
                               " \"data_offsets\": [0, 8]}}");
     write_st(p, t, 1, hdr, -1, 0);
@@ -295,6 +253,46 @@ static void test_malformed(void) {
     refused(p, "truncated", NULL);
     write_npy(p, "{'descr': '<f4', 'shape': (2, 4, 8, 4), }", o32, sizeof o32);
     refused(p, "malformed npy header", NULL);
+}
+
+/* The header's bounds (util's JSON reader): offsets are exact to 2^64 - 1, never rounded through a
+ * double (which reads 2^53 + 1 as 2^53 and 2^64 - 1 as 2^64); keys named once; nesting; UTF-8. */
+static void test_header_bounds(void) {
+#define Q "{\"blk.3.attn.q\": {\"dtype\": \"F32\", "
+#define NEST64 "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
+    static const struct {
+        const char *header, *w1, *w2;
+    } bad[] = {
+        {Q "\"shape\": [2], \"data_offsets\": [9007199254740992, 9007199254741001]}}", "'blk.3.attn.q'",
+         "[9007199254740992, 9007199254741001] hold 9 bytes"},
+        {Q "\"shape\": [2], \"data_offsets\": [18446744073709551607, 18446744073709551615]}}", "'blk.3.attn.q'",
+         "end 18446744073709551615 beyond"},
+        {Q "\"shape\": [2], \"data_offsets\": [0, 18446744073709551616]}}", "data_offsets[1]", "above 2^64 - 1"},
+        {Q "\"shape\": [2.0], \"data_offsets\": [0, 8]}}", "shape[0]", "fraction"},
+        {Q "\"shape\": [-2], \"data_offsets\": [0, 8]}}", "shape[0]", "negative"},
+        {Q "\"dtype\": \"F16\", \"shape\": [2], \"data_offsets\": [0, 8]}}", "'dtype' is named twice",
+         "malformed JSON at byte 25:"},
+        {"{\"__metadata__\": {}, \"__metadata__\": {}}", "'__metadata__' is named twice", NULL},
+        {"{\"__metadata__\": {\"a\": 1}}", "__metadata__ values must be strings", NULL},
+        {Q "\"shape\": [2], \"data_offsets\": [0, 8], \"x\": [" NEST64 "]}}", "deeper than 64", NULL},
+        {"{\"blk.3.attn.q\xff\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", "not valid UTF-8", NULL},
+    };
+    wt_t t[8];
+    tensors(t);
+    char p[128];
+    snprintf(p, sizeof p, "%s/bounds.safetensors", dir);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_st(p, t, 1, bad[i].header, -1, 0);
+        refused(p, bad[i].w1, bad[i].w2);
+    }
+    /* the header, its entry and 62 arrays: 64 deep, at the limit */
+    write_st(p, t, 1, Q "\"shape\": [2], \"data_offsets\": [0, 8], \"x\": " NEST64 "}}", -1, 0);
+    tsc_tensor_file_t *tf = NULL;
+    CHECKF(tsc_tensor_file_open(&tf, p) == TSC_OK && tsc_tensor_file_count(tf) == 1 && tsc_tensor_file_info(tf, 0)->nbytes == 8,
+           "64 deep: %s", tsc_error_last());
+    tsc_tensor_file_close(tf);
+#undef Q
+#undef NEST64
 }
 
 static void test_maps(void) {
@@ -324,6 +322,7 @@ int main(void) {
     test_bthd();
     test_npy();
     test_malformed();
+    test_header_bounds();
     test_maps();
     tsc_test_rmtree(dir);
     return tsc_test_done();
