@@ -52,11 +52,11 @@ tsc_status_t an_identity_row(const float *dq_hd, const float *dq_lp, const float
         d2[t] = dl_lp[t];
     }
     tsc_grad_identity_t id;
-    tsc_grad_identity_check(a1, a2, d1, d2, pk, (size_t)T, (size_t)D, scale, &id);
-    if (id.max_abs_residual > *res) *res = id.max_abs_residual;
-    if (id.max_abs_lhs > *lhs) *lhs = id.max_abs_lhs;
+    tsc_status_t st = tsc_grad_identity_check(a1, a2, d1, d2, pk, (size_t)T, (size_t)D, scale, &id);
+    if (st == TSC_OK && id.max_abs_residual > *res) *res = id.max_abs_residual;
+    if (st == TSC_OK && id.max_abs_lhs > *lhs) *lhs = id.max_abs_lhs;
     free(a1), free(a2), free(d1), free(d2);
-    return TSC_OK;
+    return st;
 }
 
 /* 1 when a candidate (tie, coeff) ranks below (tie2, coeff2): tie rows first, then by |coeff|. */

@@ -466,8 +466,9 @@ static tsc_status_t run_setup(an_run_t *R, const char *dump_path) {
     if ((st = tsc_dump_policy(dump_path, m->policy, o->lp, "--lp", &o->sel, o->progress, &lp)) != TSC_OK) return st;
     R->lp = lp.policy;
     snprintf(a->lp_source, sizeof a->lp_source, "%s", lp.source);
-    tsc_policy_format(&R->hp, a->hp, sizeof a->hp); /* canonical names */
-    tsc_policy_format(&R->lp, a->lp, sizeof a->lp);
+    /* canonical names; both parsed, so both format */
+    TSC_INVARIANT(tsc_policy_format(&R->hp, a->hp, sizeof a->hp) == TSC_OK);
+    TSC_INVARIANT(tsc_policy_format(&R->lp, a->lp, sizeof a->lp) == TSC_OK);
     R->lp_hd = R->lp;
     R->lp_hd.delta_src = TSC_DELTA_HP_O;
     R->o_fmt = R->lp.fmt[TSC_STAGE_O];

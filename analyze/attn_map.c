@@ -149,7 +149,8 @@ tsc_status_t tsc_attn_map_compute_kept(tsc_dump_t *d, long long step, int layer,
     m->kv_head = head / (mt->n_head / mt->n_kv_head);
     m->tie_eps = tie_eps > 0 ? tie_eps : TSC_ATTN_MAP_TIE_EPS;
     m->pool = f, m->p_row0 = r0, m->p_rows = r1 - r0, m->p_cols = g;
-    tsc_policy_format(&pol, m->policy, sizeof m->policy);
+    TSC_INVARIANT(tsc_policy_format(&pol, m->policy, sizeof m->policy) == TSC_OK); /* parsed above; 128 bytes fit a
+                                                                                    * preset with modifiers */
     float *qkv = calloc(5 * n + (size_t)T, sizeof(float));
     m->p = f == 1 ? calloc(kept, sizeof(float)) : malloc(sizeof(float) * kept);
     m->tie_eps_count = calloc((size_t)T, sizeof(int32_t)), m->tie_exact_count = calloc((size_t)T, sizeof(int32_t));

@@ -188,7 +188,7 @@ static tsc_status_t bias_of(rep_t *r, const tsc_policy_t *pol, int layer, int h,
     char key[TSC_POLICY_STR_MAX];
     int memo = !hp_pass && !per_step;
     if (memo) {
-        tsc_policy_format(pol, key, sizeof key);
+        TSC_INVARIANT(tsc_policy_format(pol, key, sizeof key) == TSC_OK); /* lp with a stage raised: valid */
         if (memo_get(r, key, sum)) return TSC_OK;
     }
     tsc_status_t st = bias_replay(r, pol, layer, h, hp_pass, sum, per_step);
@@ -497,7 +497,7 @@ static tsc_status_t subst_single(rep_t *r, const tsc_policy_t *lp, const tsc_sta
         tsc_status_t st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL);
         if (st != TSC_OK) return st;
         int k = dh->n_subst++;
-        tsc_policy_format(&q, dh->subst_name[k], sizeof dh->subst_name[k]);
+        TSC_INVARIANT(tsc_policy_format(&q, dh->subst_name[k], sizeof dh->subst_name[k]) == TSC_OK);
         snprintf(dh->subst_stage[k], sizeof dh->subst_stage[k], "%s", tsc_stage_name(fw[si]));
         dh->subst_ratio[k] = sv / base;
         if (fabs(dh->subst_ratio[k]) < best) {
@@ -549,7 +549,7 @@ static tsc_status_t subst_sets(rep_t *r, const tsc_policy_t *lp, const tsc_stage
     tsc_status_t st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL);
     if (st != TSC_OK) return st;
     int k = dh->n_subst++;
-    tsc_policy_format(&q, dh->subst_name[k], sizeof dh->subst_name[k]);
+    TSC_INVARIANT(tsc_policy_format(&q, dh->subst_name[k], sizeof dh->subst_name[k]) == TSC_OK);
     snprintf(dh->subst_stage[k], sizeof dh->subst_stage[k], "%s", nm);
     dh->subst_ratio[k] = sv / base;
     snprintf(dh->culprit, sizeof dh->culprit, "%s", dh->subst_stage[k]);
@@ -886,14 +886,18 @@ tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const 
     memcpy(dg->betas, opts->betas, sizeof dg->betas);
     dg->removed_frac = opts->removed_frac;
     tsc_policy_t hp, lp;
-    tsc_policy_parse(a->hp, &hp);
-    tsc_policy_parse(a->lp, &lp);
+    /* the analysis' canonical strings of policies it ran */
+    TSC_INVARIANT(tsc_policy_parse(a->hp, &hp) == TSC_OK);
+    TSC_INVARIANT(tsc_policy_parse(a->lp, &lp) == TSC_OK);
     tsc_policy_t stable = lp;
     stable.stable.enabled = 1;
     stable.stable.beta = 2.0;
     stable.stable.eps = opts->eps;
     if (stable.stable.gap <= 0) stable.stable.gap = 1.0;
-    tsc_policy_format(&stable, dg->stable_policy, sizeof dg->stable_policy);
+    if ((st = tsc_policy_format(&stable, dg->stable_policy, sizeof dg->stable_policy)) != TSC_OK) {
+        tsc_diagnose_free(dg);
+        return tsc_error_wrap(st, "diagnose: the stabilised lp (eps %g): ", opts->eps);
+    }
     diag_pols_t P = {&hp, &lp, &stable,
                      tsc_format_mant_bits(lp.fmt[TSC_STAGE_PV]) < 23 ? lp.fmt[TSC_STAGE_PV] : lp.fmt[TSC_STAGE_O]};
     check_fit(dg, dump_path, opts);

@@ -221,7 +221,8 @@ static tsc_status_t resolve(tsc_dump_t *d, const tsc_explain_dump_opts_t *o, tsc
         e->policy = dp.policy;
         if (dp.origin != TSC_POLICY_RECORDED) snprintf(e->note, sizeof e->note, "%s", dp.source);
     }
-    tsc_policy_format(&e->policy, e->policy_name, sizeof e->policy_name);
+    tsc_status_t fst = tsc_policy_format(&e->policy, e->policy_name, sizeof e->policy_name);
+    if (fst != TSC_OK) return tsc_error_wrap(fst, "%s: the policy: ", o->dump_path); /* a caller's struct */
     e->step = o->step;
     if (e->step < 0) {
         if (tsc_dump_n_steps(d) < 1) return tsc_error_set(TSC_ERR_MISSING, "%s: no complete step in the dump", o->dump_path);

@@ -127,7 +127,8 @@ static tsc_status_t add_policy(fit_run_t *R, int k, const char *s) {
     if (st != TSC_OK) return st;
     p->recorded = R->run_pol_ok && tsc_policy_equal(&p->pol, &R->run_pol);
     snprintf(p->pub.name, sizeof p->pub.name, "%s", s);
-    tsc_policy_format(&p->pol, p->pub.canonical, sizeof p->pub.canonical);
+    TSC_INVARIANT(tsc_policy_format(&p->pol, p->pub.canonical, sizeof p->pub.canonical) == TSC_OK); /* parsed, tiles
+                                                                                                     * in range */
     p->order = k;
     p->f64 = tsc_policy_uses_fp64(&p->pol);
     for (int t = 0; t < TSC_FIT_NT; t++) p->pub.t[t].max_ulp = NAN;

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "tsc_accum.h"
+#include "bench_check.h"
 #include "tsc_formats.h"
 
 static double now(void) {
@@ -55,7 +56,7 @@ static void f_bf16_sr(const float *s, void *d, size_t n) {
 }
 static void f_accum_fast(const float *s, void *d, size_t n) {
     tsc_accum_t acc;
-    tsc_accum_init(&acc, TSC_FMT_FP32, TSC_ROUND_NEAREST_EVEN, NULL);
+    BENCH_OK(tsc_accum_init(&acc, TSC_FMT_FP32, TSC_ROUND_NEAREST_EVEN, NULL));
     for (size_t i = 0; i < n; i++) tsc_accum_add(&acc, s[i]);
     memcpy(d, &acc.sum, sizeof acc.sum);
 }

@@ -13,6 +13,7 @@
  *      torch's own kernels on the same shapes (bench/gpu_check.sh runs both).
  * FLOPs as tsc_attn_flops counts them (forward 4·T'·D, backward 10·T'·D per head, T' unmasked pairs). */
 #include "tsc_attention.h"
+#include "bench_check.h"
 #include "tsc_attn_cuda.h"
 #include "tsc_capture.h"
 #include "tsc_capture_async.h"
@@ -91,7 +92,7 @@ static double gpu_run(prob_t *p, const tsc_policy_t *pol) {
 
 static void time_shape(const char *name, int B, int H, int Hkv, int T, int D, int cpu_too) {
     tsc_policy_t pol;
-    tsc_policy_parse("bf16-fa2", &pol);
+    BENCH_OK(tsc_policy_parse("bf16-fa2", &pol));
     prob_t p;
     prob_init(&p, B, H, Hkv, T, D);
     gpu_run(&p, &pol); /* warm-up */
@@ -111,7 +112,7 @@ static void time_shape(const char *name, int B, int H, int Hkv, int T, int D, in
         for (int i = 0; i < 6; i++) o[i] = malloc(no[i] * 4);
         tsc_attn_io_t io = {TSC_ATTN_F32, p.hf[0], p.hf[1], p.hf[2], p.hf[3], o[0], o[1], o[2], o[3], o[4], o[5]};
         const double t0 = now();
-        tsc_attn_run(&pol, &p.d, &io, NULL, 0);
+        BENCH_OK(tsc_attn_run(&pol, &p.d, &io, NULL, 0));
         const double tc = now() - t0;
         printf("  CPU reference (all %ld cores): %.3f s, so the GPU exact mode is %.1fx the CPU's speed\n",
                sysconf(_SC_NPROCESSORS_ONLN), tc, tc / best);
@@ -127,12 +128,12 @@ static double capture_loop(prob_t *p, const tsc_policy_t *pol, int steps, tsc_ca
     for (int s = 0; s < steps; s++) {
         gpu_run(p, pol);
         if (!a) continue;
-        tsc_capture_async_step_begin(a, s);
-        tsc_capture_put_device(a, 0, "q", TSC_FMT_BF16, 4, dq, p->din[0], NULL);
-        tsc_capture_put_device(a, 0, "k", TSC_FMT_BF16, 4, dk, p->din[1], NULL);
-        tsc_capture_put_device(a, 0, "v", TSC_FMT_BF16, 4, dk, p->din[2], NULL);
-        tsc_capture_put_device(a, 0, "do", TSC_FMT_BF16, 4, dq, p->din[3], NULL);
-        tsc_capture_put_device(a, 0, "o", TSC_FMT_FP32, 4, dq, p->dout[0], NULL);
+        BENCH_OK(tsc_capture_async_step_begin(a, s));
+        BENCH_OK(tsc_capture_put_device(a, 0, "q", TSC_FMT_BF16, 4, dq, p->din[0], NULL));
+        BENCH_OK(tsc_capture_put_device(a, 0, "k", TSC_FMT_BF16, 4, dk, p->din[1], NULL));
+        BENCH_OK(tsc_capture_put_device(a, 0, "v", TSC_FMT_BF16, 4, dk, p->din[2], NULL));
+        BENCH_OK(tsc_capture_put_device(a, 0, "do", TSC_FMT_BF16, 4, dq, p->din[3], NULL));
+        BENCH_OK(tsc_capture_put_device(a, 0, "o", TSC_FMT_FP32, 4, dq, p->dout[0], NULL));
         if (tsc_capture_async_step_end(a, NULL) != TSC_OK) printf("  capture: %s\n", tsc_error_last());
     }
     return now() - t0;
@@ -140,7 +141,7 @@ static double capture_loop(prob_t *p, const tsc_policy_t *pol, int steps, tsc_ca
 
 static void capture_overhead(void) {
     tsc_policy_t pol;
-    tsc_policy_parse("bf16-fa2", &pol);
+    BENCH_OK(tsc_policy_parse("bf16-fa2", &pol));
     prob_t p;
     prob_init(&p, 1, 4, 4, 256, 64);
     tsc_dump_meta_t m;
@@ -164,10 +165,10 @@ static void capture_overhead(void) {
         unlink(file);
         if (tsc_capture_open(&cap, file, &m, &o) != TSC_OK) { printf("capture: %s\n", tsc_error_last()); return; }
         tsc_capture_async_t *a = NULL;
-        tsc_capture_async_open(&a, cap, 64u << 20);
+        BENCH_OK(tsc_capture_async_open(&a, cap, 64u << 20));
         const double w = capture_loop(&p, &pol, steps, a);
-        tsc_capture_async_close(a);
-        tsc_capture_close(cap);
+        BENCH_OK(tsc_capture_async_close(a));
+        BENCH_OK(tsc_capture_close(cap));
         if (w < with) with = w;
     }
     printf("capture at 1/100 sampling (q, k, v, do, o of B 1 H 4 T 256 D 64 per sampled step): %d steps %.3f s "

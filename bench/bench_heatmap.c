@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "bench_load.h"
+#include "bench_check.h"
 #include "tsc_heatmap.h"
 
 static double now(void) {
@@ -72,7 +73,7 @@ int main(int argc, char **argv) {
         }
         double t1 = now();
         cairo_surface_t *img = NULL;
-        tsc_heatmap_render(&o, &p, 1, &img, NULL);
+        BENCH_OK(tsc_heatmap_render(&o, &p, 1, &img, NULL));
         double t2 = now();
         cairo_surface_destroy(img);
         if (t1 - t0 < best) best = t1 - t0;

@@ -14,6 +14,7 @@
 #endif
 
 #include "model_internal.h"
+#include "bench_check.h"
 #include "tsc_model.h"
 
 static double now(void) {
@@ -58,13 +59,13 @@ int main(int argc, char **argv) {
     int32_t *tok = malloc((size_t)B * T * 4), *tgt = malloc((size_t)B * T * 4);
     for (int i = 0; i < B * T; i++) tok[i] = (i * 7919) % 256, tgt[i] = (i * 104729 + 3) % 256;
     double loss = 0;
-    tsc_model_forward(m, tok, tgt, &loss); /* warm-up */
-    tsc_model_backward(m);
+    BENCH_OK(tsc_model_forward(m, tok, tgt, &loss)); /* warm-up */
+    BENCH_OK(tsc_model_backward(m));
     tsc_gemm_stats(NULL, NULL, 1);
     double t0 = now();
     for (int s = 0; s < steps; s++) {
-        tsc_model_forward(m, tok, tgt, &loss);
-        tsc_model_backward(m);
+        BENCH_OK(tsc_model_forward(m, tok, tgt, &loss));
+        BENCH_OK(tsc_model_backward(m));
     }
     double t = (now() - t0) / steps, mm_sec, mm_flops;
     tsc_gemm_stats(&mm_sec, &mm_flops, 1);

@@ -155,7 +155,7 @@ tsc_status_t tsc_capture_async_step_begin(tsc_capture_async_t *a, long long step
  * offset or (size_t)-1 with an error set. */
 static size_t reserve(tsc_capture_async_t *a, size_t n) {
     if (n > a->size) {
-        tsc_error_set(TSC_ERR_ARG, "capture: a tensor of %zu bytes does not fit the staging buffer of %zu bytes", n,
+        (void)tsc_error_set(TSC_ERR_ARG, /* the detail of the caller's failure */ "capture: a tensor of %zu bytes does not fit the staging buffer of %zu bytes", n,
                       a->size);
         return (size_t)-1;
     }
@@ -173,7 +173,7 @@ static size_t reserve(tsc_capture_async_t *a, size_t n) {
         }
         if (!a->first && !a->busy) { /* nothing will free space: the open step alone overflows */
             pthread_mutex_unlock(&a->mu);
-            tsc_error_set(TSC_ERR_ARG, "capture: step %lld needs more than the staging buffer's %zu bytes",
+            (void)tsc_error_set(TSC_ERR_ARG, "capture: step %lld needs more than the staging buffer's %zu bytes",
                           a->open->step, a->size);
             return (size_t)-1;
         }
@@ -289,7 +289,7 @@ tsc_status_t tsc_capture_async_step_end(tsc_capture_async_t *a, void *stream) {
     }
     pthread_mutex_lock(&a->mu);
     tsc_status_t st = a->err;
-    if (st != TSC_OK) tsc_error_set(st, "%s", a->err_msg);
+    if (st != TSC_OK) st = tsc_error_set(st, "%s", a->err_msg);
     pthread_mutex_unlock(&a->mu);
     return st;
 }
@@ -306,7 +306,7 @@ tsc_status_t tsc_capture_async_close(tsc_capture_async_t *a) {
     pthread_mutex_unlock(&a->mu);
     pthread_join(a->thread, NULL);
     tsc_status_t st = a->err;
-    if (st != TSC_OK) tsc_error_set(st, "%s", a->err_msg);
+    if (st != TSC_OK) st = tsc_error_set(st, "%s", a->err_msg);
 #ifdef TSC_HAVE_CUDA
     if (a->pinned) cudaFreeHost(a->ring);
     else

@@ -124,12 +124,12 @@ static hid_t h5_type_create(tsc_format_t fmt) {
             H5Tset_size(t, l->size) < 0 || H5Tset_ebias(t, l->ebias) < 0 ||
             H5Tset_norm(t, H5T_NORM_IMPLIED) < 0 || H5Tset_inpad(t, H5T_PAD_ZERO) < 0) {
             if (t >= 0) H5Tclose(t);
-            tsc_error_set(TSC_ERR_INTERNAL, "HDF5 refused the %s floating-point layout", tsc_format_name(fmt));
+            (void)tsc_error_set(TSC_ERR_INTERNAL, "HDF5 refused the %s floating-point layout", tsc_format_name(fmt));
             return H5I_INVALID_HID;
         }
         return t;
     }
-    tsc_error_set(TSC_ERR_UNSUPPORTED, "no HDF5 type for number format %d", (int)fmt);
+    (void)tsc_error_set(TSC_ERR_UNSUPPORTED, "no HDF5 type for number format %d", (int)fmt); /* the caller's detail */
     return H5I_INVALID_HID;
 }
 

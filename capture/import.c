@@ -201,9 +201,10 @@ static tsc_status_t geometry(const tsc_tensor_file_t *f, const placed_t *pl, int
         if (pl[i].name == NM_K && pl[i].step == qp->step && pl[i].layer == qp->layer) kp = &pl[i];
     uint64_t qd[TSC_TENSOR_RANK_MAX], kd[TSC_TENSOR_RANK_MAX], xd[TSC_TENSOR_RANK_MAX];
     int kr = 0, xr = 0;
-    host_shape(f, qp, o->layout_bthd, qd, &rank);
-    if (kp) host_shape(f, kp, o->layout_bthd, kd, &kr);
-    if (xp) host_shape(f, xp, o->layout_bthd, xd, &xr);
+    tsc_status_t st = host_shape(f, qp, o->layout_bthd, qd, &rank);
+    if (!st && kp) st = host_shape(f, kp, o->layout_bthd, kd, &kr);
+    if (!st && xp) st = host_shape(f, xp, o->layout_bthd, xd, &xr);
+    if (st) return st;
     const tsc_tensor_info_t *qt = tsc_tensor_file_info(f, qp->tensor);
     if (rank != 4 || (kp && kr != 4) || (xp && xr != 3)) {
         const tsc_tensor_info_t *bad = rank != 4 ? qt : kp && kr != 4 ? tsc_tensor_file_info(f, kp->tensor) : tsc_tensor_file_info(f, xp->tensor);
@@ -249,7 +250,7 @@ static tsc_status_t put_one(tsc_tensor_file_t *f, tsc_capture_t *cap, const plac
     free(buf);
     free(tr);
     if (st && !strstr(tsc_error_last(), tsc_tensor_file_path(f)))
-        tsc_error_wrap(st, "%s: tensor %s (-> step %lld layer %d %s): ", tsc_tensor_file_path(f), tsc_import_quote(t->name, q),
+        st = tsc_error_wrap(st, "%s: tensor %s (-> step %lld layer %d %s): ", tsc_tensor_file_path(f), tsc_import_quote(t->name, q),
                        p->step, p->layer, names[p->name]);
     return st;
 }
@@ -278,12 +279,12 @@ static tsc_status_t write_dump(tsc_tensor_file_t *f, const placed_t *pl, int n, 
         char keep[4096];
         snprintf(keep, sizeof keep, "%s", st ? tsc_error_last() : "");
         tsc_status_t cst = tsc_capture_close(cap);
-        if (st) tsc_error_set(st, "%s", keep);
+        if (st) st = tsc_error_set(st, "%s", keep);
         else st = cst;
         if (st) { /* the session was the import's own temporary: nothing of it is left behind */
             snprintf(keep, sizeof keep, "%s", tsc_error_last());
             (void)tsc_capture_discard(dir); /* best effort: the error reported is the import's */
-            tsc_error_set(st, "%s", keep);
+            st = tsc_error_set(st, "%s", keep);
         }
     }
     return st;
@@ -354,9 +355,9 @@ static tsc_status_t place_all(const tsc_tensor_file_t *f, const map_t *maps, int
     for (int i = 0; i < nt && i < 12; i++) tsc_strbuf_printf(&sb, "%s %s", i ? "," : "", tsc_import_quote(tsc_tensor_file_info(f, i)->name, q));
     tsc_strbuf_printf(&sb, "%s; maps:", nt > 12 ? ", ..." : "");
     for (int i = 0; i < n_maps; i++) tsc_strbuf_printf(&sb, "%s %.*s", i ? "," : "", (int)maps[i].pat_len, maps[i].pat);
-    tsc_error_set(TSC_ERR_FORMAT, "%s)", tsc_strbuf_str(&sb));
+    tsc_status_t st = tsc_error_set(TSC_ERR_FORMAT, "%s)", tsc_strbuf_str(&sb));
     tsc_strbuf_free(&sb);
-    return TSC_ERR_FORMAT;
+    return st;
 }
 
 tsc_status_t tsc_import_run(const char *src, const char *out, const tsc_import_opts_t *opts, tsc_import_result_t **res) {

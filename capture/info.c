@@ -52,7 +52,7 @@ static tsc_status_t read_planted(tsc_dump_t *d, tsc_info_t *in) {
         tsc_info_attr_t *a = &in->planted[in->n_planted];
         a->name = planted_longs[k];
         if (!(a->values = malloc(sizeof(long) * (n ? n : 1)))) return tsc_error_set(TSC_ERR_NOMEM, "info: out of memory");
-        tsc_dump_attr_longs(d, planted_longs[k], a->values, n, &a->n);
+        if (tsc_dump_attr_longs(d, planted_longs[k], a->values, n, &a->n) != TSC_OK) a->n = 0; /* listed empty */
         if (a->n > n) a->n = n;
         in->n_planted++;
     }
@@ -78,7 +78,7 @@ static tsc_status_t read_layer(tsc_dump_t *d, long long s, tsc_info_layer_t *l) 
         return tsc_error_set(TSC_ERR_NOMEM, "info: out of memory");
     }
     int n2 = 0;
-    tsc_dump_dataset_names(d, s, l->layer, names, n, &n2);
+    if (tsc_dump_dataset_names(d, s, l->layer, names, n, &n2) != TSC_OK) n2 = 0; /* listed empty, as above */
     for (int k = 0; k < n && k < n2; k++) {
         tsc_info_dataset_t *ds = &l->datasets[l->n_datasets++];
         memcpy(ds->name, names[k], sizeof ds->name);
@@ -99,7 +99,7 @@ static tsc_status_t read_step(tsc_dump_t *d, long long s, const tsc_select_t *se
         return tsc_error_set(TSC_ERR_NOMEM, "info: out of memory");
     }
     int n2 = 0;
-    tsc_dump_layers(d, s, layers, n, &n2);
+    if (tsc_dump_layers(d, s, layers, n, &n2) != TSC_OK) n2 = 0; /* the validator reports it, as above */
     st->n_layers_all = n < n2 ? n : n2;
     tsc_status_t rc = TSC_OK;
     for (int li = 0; li < st->n_layers_all && rc == TSC_OK; li++) {

@@ -543,7 +543,7 @@ tsc_status_t tsc_synth_write(const char *path, const tsc_synth_opts_t *opts) {
             snprintf(polbuf, sizeof polbuf, "bf16-torch+tile:q=%d,k=%d", sh.tile_q, sh.tile_k);
             st = tsc_policy_parse(polbuf, &g.pol);
         }
-        if (st != TSC_OK) tsc_error_wrap(st, "policy: ");
+        if (st != TSC_OK) st = tsc_error_wrap(st, "policy: ");
     }
     if (st == TSC_OK) st = tsc_policy_format(&g.pol, polbuf, sizeof polbuf);
 
@@ -574,7 +574,7 @@ tsc_status_t tsc_synth_write(const char *path, const tsc_synth_opts_t *opts) {
             }
             tsc_attn_io_t io = {.dtype = TSC_ATTN_F32, .q = b.q, .k = b.k, .v = b.v, .o = b.out, .lse = b.lse};
             st = tsc_attn_run(&g.pol, &dims, &io, NULL, 0);
-            if (st != TSC_OK) { tsc_error_wrap(st, "%s: computing o under %s: ", path, polbuf); break; }
+            if (st != TSC_OK) { st = tsc_error_wrap(st, "%s: computing o under %s: ", path, polbuf); break; }
             gen_x_w(&g, steps[si], layer, b.x, b.wq, b.wk, b.wv, b.wo);
             st = put_layer(w, &sh, steps[si], layer, &b);
             if (st == TSC_OK && o.progress) o.progress(o.progress_ctx, si * n_layers + li + 1, n_steps * n_layers);

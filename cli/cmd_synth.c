@@ -103,7 +103,7 @@ int tsc_cmd_synth(int argc, char **argv) {
     }
     if (!out) return tsc_cli_usage_error("synth", "no output file (-o FILE)");
     tsc_synth_shape_t sh;
-    tsc_synth_shape_get(o.shape, &sh);
+    if (tsc_synth_shape_get(o.shape, &sh) != TSC_OK) return tsc_cli_usage_error("synth", "%s", tsc_error_last());
     if (!quiet)
         fprintf(stderr, "tilescope synth: %s, shape %s, seed %llu, steps %s, layers %s, %s%s\n", out, sh.name,
                 (unsigned long long)o.seed, o.steps ? o.steps : sh.default_steps, o.layers ? o.layers : "all",

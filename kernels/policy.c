@@ -753,7 +753,7 @@ tsc_status_t tsc_policy_parse(const char *s, tsc_policy_t *out) {
         st = tsc_error_set(TSC_ERR_ARG, "policy '%s': unknown preset '%s'; %s", s, buf, help());
         goto done;
     }
-    tsc_policy_preset(preset, &p);
+    TSC_INVARIANT(tsc_policy_preset(preset, &p) == TSC_OK); /* tsc_preset_parse gave it */
     while (plus) {
         char *mod = plus + 1;
         plus = strchr(mod, '+');
@@ -783,7 +783,7 @@ tsc_status_t tsc_policy_format(const tsc_policy_t *p, char *buf, size_t size) {
     buf[0] = '\0';
     if (tsc_policy_validate(p) != TSC_OK) return TSC_ERR_ARG;
     tsc_policy_t base;
-    tsc_policy_preset(p->preset, &base);
+    TSC_INVARIANT(tsc_policy_preset(p->preset, &base) == TSC_OK); /* validated above */
     if (p->torch_quirks != base.torch_quirks)
         return tsc_error_set(TSC_ERR_ARG, "policy format: torch_quirks differs from preset %s and "
                              "has no string form", tsc_preset_name(p->preset));

@@ -484,16 +484,15 @@ static tsc_status_t dump_head(const tsc_figure_src_t *s, const tsc_figure_opts_t
     return TSC_OK;
 }
 
-/* Rows of the head with two or more keys at the row maximum into tie[T]; returns their number, or -1 after an
- * error. */
-static int tie_mask(const dump_head_t *dh, unsigned char *tie) {
+/* Rows of the head with two or more keys at the row maximum into tie[T]; their number into *n. */
+static tsc_status_t tie_mask(const dump_head_t *dh, unsigned char *tie, int *n) {
     int32_t *exact = malloc(sizeof(int32_t) * (size_t)dh->T);
-    int n = -1;
-    if (!exact) tsc_error_set(TSC_ERR_NOMEM, "out of memory for the tie counts of %d rows", dh->T);
-    else if (head_ties(dh, exact) == TSC_OK)
-        for (int t = n = 0; t < dh->T; t++) n += tie[t] = exact[t] >= 2;
+    tsc_status_t st = exact ? head_ties(dh, exact)
+                            : tsc_error_set(TSC_ERR_NOMEM, "out of memory for the tie counts of %d rows", dh->T);
+    *n = 0;
+    for (int t = 0; st == TSC_OK && t < dh->T; t++) *n += tie[t] = exact[t] >= 2;
     free(exact);
-    return n;
+    return st;
 }
 
 /* PK[t] into pk[D] and the rank-1 term (PK)[t]^T X[t] into term[D, C] (pbar, p: [T] scratch). */
@@ -535,10 +534,7 @@ static tsc_status_t fig4(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
         st = tsc_error_set(TSC_ERR_NOMEM, "fig4: out of memory (or head_dim %d > 1024)", D);
         goto out;
     }
-    if ((n_tie = tie_mask(&dh, tie)) < 0) {
-        st = tsc_error_wrap(TSC_ERR_INTERNAL, "fig4: ");
-        goto out;
-    }
+    if ((st = tie_mask(&dh, tie, &n_tie)) != TSC_OK) goto out;
     if (top_tokens(s, sel, T, tie, 2, tok) < 2) tok[0] = T - 1, tok[1] = T / 2;
     if (sel->token >= 0 && o->token >= 0) tok[0] = sel->token;
     if (tok[1] == tok[0]) tok[1] = tok[0] > 0 ? tok[0] - 1 : 1;
@@ -900,14 +896,14 @@ static int fig8_terms(const tsc_figure_src_t *s, const tsc_figure_opts_t *o, con
     float *x = NULL;
     *terms = NULL;
     if (dump_head(s, o, "fig8", sel, 0, &dh) != TSC_OK) { tsc_error_clear(); return 0; }
-    int T = dh.T, n = 0;
+    int T = dh.T, n = 0, n_tie = 0;
     *D = dh.D, *C = dh.C;
     double *pbar = malloc((size_t)T * sizeof *pbar), *p = malloc((size_t)T * sizeof *p), pk[1024];
     unsigned char *tie = calloc((size_t)T, 1);
     float *tm = malloc((size_t)3 * dh.D * dh.C * sizeof *tm);
     if (pbar && p && tie && tm && dh.D <= 1024 &&
         dump_slice(dh.d, "fig8", sel->step, sel->layer, "x", sel->batch, 0, &x) == TSC_OK &&
-        tie_mask(&dh, tie) >= 3 && top_tokens(s, sel, T, tie, 3, tok) == 3) {
+        tie_mask(&dh, tie, &n_tie) == TSC_OK && n_tie >= 3 && top_tokens(s, sel, T, tie, 3, tok) == 3) {
         size_t DC = (size_t)dh.D * dh.C;
         tsc_status_t st = TSC_OK;
         for (int i = 0; i < 3 && st == TSC_OK; i++) st = rank1_term(&dh, x, tok[i], pbar, p, pk, tm + i * DC);
@@ -971,7 +967,10 @@ static tsc_status_t fig8(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
     pan[nt] = (tsc_heatmap_panel_t){.data = m, .rows = N, .cols = N, .title = mt, .xlabel = "term (tied rows first)",
                                     .ylabel = "term"};
     ho.title = nt ? title : NULL;
-    if (!nt) ho.fixed_norm = 1, ho.per_panel_scale = 0, ho.grid_cols = 1, tsc_norm_init(&ho.norm, TSC_NORM_SYMMETRIC, -1, 1);
+    if (!nt) {
+        ho.fixed_norm = 1, ho.per_panel_scale = 0, ho.grid_cols = 1;
+        TSC_INVARIANT(tsc_norm_init(&ho.norm, TSC_NORM_SYMMETRIC, -1, 1) == TSC_OK);
+    }
     snprintf(info->caption, sizeof info->caption,
              "fig8: %s(%c) cosine similarity between the rank-1 terms (PK)[T]^T X[T] of %d tokens: the rows with two or "
              "more maxima (where the biased rounding acts) with the largest |delta_lp - delta_hp|, then other rows if "

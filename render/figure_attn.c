@@ -245,7 +245,7 @@ static void heat_opts(const attn_fig_t *f, double w_in, tsc_heatmap_opts_t *ho) 
     ho->title = f->title;
     ho->cmap = TSC_CMAP_VIRIDIS;
     ho->fixed_norm = 1;
-    tsc_norm_init(&ho->norm, TSC_NORM_LOG, TSC_ATTN_P_MIN, 1.0);
+    TSC_INVARIANT(tsc_norm_init(&ho->norm, TSC_NORM_LOG, TSC_ATTN_P_MIN, 1.0) == TSC_OK); /* 0 < P_MIN < 1 */
     ho->cbar_label = "P (log scale)";
     ho->panel_letters = 0;
     double ratio = (double)(f->r1 - f->r0) / f->cols; /* square cells unless a zoom is a thin strip */

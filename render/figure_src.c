@@ -194,7 +194,7 @@ tsc_status_t tsc_fig_read_ds(const tsc_figure_src_t *s, const char *dspath, doub
     if (st == TSC_ERR_IO) return TSC_ERR_MISSING; /* the detail (file and reason) is set */
     if (st != TSC_OK) return st;
     st = tsc_h5_read_doubles(f, dspath, 4, data, rank, dims);
-    if (st != TSC_OK) tsc_error_wrap(st, "%s: ", s->analysis_path);
+    if (st != TSC_OK) st = tsc_error_wrap(st, "%s: ", s->analysis_path);
     tsc_h5_close(f);
     return st;
 }

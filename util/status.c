@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* One detail buffer per thread: OpenMP workers reporting errors must not overwrite each other. */
@@ -48,3 +49,15 @@ tsc_status_t tsc_error_wrap(tsc_status_t st, const char *fmt, ...) {
 const char *tsc_error_last(void) { return tsc_err_buf; }
 
 void tsc_error_clear(void) { tsc_err_buf[0] = '\0'; }
+
+void tsc_invariant_failed(const char *cond, const char *file, int line) {
+    /* the source's folder and name only ("kernels/policy.c"), whatever path the compiler was given */
+    const char *f = file, *a = NULL, *b = NULL;
+    for (const char *c = file; *c; c++)
+        if (*c == '/') a = b, b = c;
+    if (a) f = a + 1;
+    else if (b) f = b + 1;
+    fprintf(stderr, "tilescope: internal error at %s:%d: %s is false (a bug in tilescope)\n", f, line, cond);
+    fflush(stderr);
+    abort();
+}

@@ -19,7 +19,16 @@
 extern "C" {
 #endif
 
-typedef enum {
+/* Under clang the type itself is warn_unused_result: a status dropped on the floor is a warning (an error
+ * with TSC_WERROR), so every status is handled or cast to (void) where ignoring it is right, with a comment
+ * saying why. GCC accepts the attribute on functions only. */
+#if defined(__clang__)
+#define TSC_STATUS_MUST_USE __attribute__((warn_unused_result))
+#else
+#define TSC_STATUS_MUST_USE
+#endif
+
+typedef enum TSC_STATUS_MUST_USE {
     TSC_OK = 0,
     TSC_ERR_ARG,         /* a bad argument (a flag value, a policy string, a NULL pointer) */
     TSC_ERR_IO,          /* a file could not be opened, read, written or renamed */
@@ -52,6 +61,14 @@ TSC_API const char *tsc_error_last(void);
 
 /* Forgets the last error detail of this thread. */
 TSC_API void tsc_error_clear(void);
+
+/* Invariants, as SQLite's ALWAYS and Redis's serverAssert: TSC_INVARIANT(cond) evaluates cond once, in every
+ * build; when it is false the process prints "tilescope: internal error at FILE:LINE: cond is false (a bug in
+ * tilescope)" on stderr and aborts. For what cannot happen by construction (a validated policy formatted into
+ * TSC_POLICY_STR_MAX bytes, a row a table's own test holds); never for what a file, a flag or the machine can
+ * cause: that is a status. */
+#define TSC_INVARIANT(cond) ((cond) ? (void)0 : tsc_invariant_failed(#cond, __FILE__, __LINE__))
+TSC_API void tsc_invariant_failed(const char *cond, const char *file, int line) __attribute__((noreturn));
 
 #ifdef __cplusplus
 }

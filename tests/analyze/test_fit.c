@@ -26,7 +26,7 @@ static void inputs(float *q, float *k, float *v, float v1) {
 
 static void replay_o(const char *policy, const float *q, const float *k, const float *v, float *o) {
     tsc_policy_t p;
-    tsc_policy_parse(policy, &p);
+    CHECK(tsc_policy_parse(policy, &p) == TSC_OK);
     tsc_attn_dims_t dims = {1, 1, 1, T, D, 1, 0.5};
     float lse[T];
     tsc_attn_io_t io = {.dtype = TSC_ATTN_F32, .q = q, .k = k, .v = v, .o = o, .lse = lse};

@@ -81,8 +81,8 @@ static void one(const char *pname, tsc_cuda_dtype_t dt, int B, int H, int Hkv, i
         dout[i] = dev_copy(NULL, n_out[i] * 4);
     }
     tsc_attn_tile_stats_t tr, tg;
-    tsc_attn_tile_stats_init(&tr, B, H, T, p.block_k);
-    tsc_attn_tile_stats_init(&tg, B, H, T, p.block_k);
+    CHECK(tsc_attn_tile_stats_init(&tr, B, H, T, p.block_k) == TSC_OK);
+    CHECK(tsc_attn_tile_stats_init(&tg, B, H, T, p.block_k) == TSC_OK);
     tsc_attn_io_t io = {TSC_ATTN_F32, in[0], in[1], in[2], in[3], ref[0], ref[1], ref[2], ref[3], ref[4], ref[5]};
     tsc_attn_opts_t opt = {TSC_ATTN_EXACT, &tr, NULL, 0};
     CHECKF(tsc_attn_run_with(tsc_attn_backend_get("cpu-ref"), &p, &d, &io, &opt) == TSC_OK, "%s", tsc_error_last());

@@ -54,7 +54,7 @@ static void make(long long step, int layer, tensors_t *t) {
         v[i] = tsc_bf16_to_f32(t->v[i] = tsc_bf16_from_f32((float)tsc_test_nrand(&s)));
     }
     tsc_policy_t pol;
-    tsc_policy_parse("bf16-fa2", &pol);
+    CHECK(tsc_policy_parse("bf16-fa2", &pol) == TSC_OK);
     tsc_attn_dims_t dims = {.B = B, .H = H, .Hkv = HKV, .T = T, .D = D, .causal = 1, .scale = 0.35355339059327373};
     tsc_attn_io_t io = {.dtype = TSC_ATTN_F32, .q = q, .k = k, .v = v, .o = t->o, .lse = t->lse};
     if (tsc_attn_run(&pol, &dims, &io, NULL, 0) != TSC_OK) fprintf(stderr, "attn: %s\n", tsc_error_last());
@@ -110,7 +110,7 @@ static void check_dump(const char *path, const long long *want, int n, int first
     for (int i = 0; i < n && i < tsc_dump_n_steps(d); i++) {
         CHECK_EQ_INT(tsc_dump_step_at(d, i), want[i]);
         int layers[4], nl = 0;
-        tsc_dump_layers(d, want[i], layers, 4, &nl);
+        CHECK(tsc_dump_layers(d, want[i], layers, 4, &nl) == TSC_OK);
         CHECK_EQ_INT(nl, L - first_layer);
         for (int layer = first_layer; layer < L; layer++) {
             static tensors_t t, got;
@@ -136,7 +136,7 @@ static void attr_str(const char *path, const char *name, char *out, size_t cap) 
     hid_t f;
     out[0] = '\0';
     if (tsc_h5_open(&f, path, 0) != TSC_OK) return;
-    tsc_h5_attr_read_str(f, name, out, cap);
+    CHECK(tsc_h5_attr_read_str(f, name, out, cap) == TSC_OK);
     tsc_h5_close(f);
 }
 
@@ -289,7 +289,7 @@ static void sigterm_case(int mid_step) {
     CHECK(tsc_flight_signals_install(fr) == TSC_OK);
     tsc_flight_t *other = open_fr("sig_other.h5", 4, NULL, other_path);
     CHECK(tsc_flight_signals_install(other) == TSC_ERR_ARG);
-    tsc_flight_close(other);
+    CHECK(tsc_flight_close(other) == TSC_OK);
     for (long long st = 0; st < 6; st++) CHECK(run_step(fr, st, 2.0, 1.0) == 0);
     CHECK_EQ_INT(tsc_flight_signal(fr), 0);
     if (mid_step) CHECK(hand_over(fr, 6, 0) == TSC_OK);

@@ -128,7 +128,7 @@ static void check_fp64(int B, int H, int Hkv, int T, int D, int causal, int bq, 
     bufs_fill(&in, &d, 1.5);
     naive(&d, &in, &ref);
     tsc_policy_t p;
-    tsc_policy_parse("fp64", &p);
+    CHECK(tsc_policy_parse("fp64", &p) == TSC_OK);
     p.block_q = bq;
     p.block_k = bk;
     for (int pass = 0; pass < 2; pass++) {
@@ -159,7 +159,7 @@ static const double FD_STEP = 1e-5, FD_REL = 1e-6;
 
 static double loss(const tsc_policy_t *p, const tsc_attn_dims_t *d, bufs_t *in, bufs_t *tmp) {
     tsc_attn_io_t io = {TSC_ATTN_F64, in->q, in->k, in->v, NULL, tmp->o, NULL, NULL, NULL, NULL, NULL};
-    tsc_attn_run(p, d, &io, NULL, 0);
+    CHECK(tsc_attn_run(p, d, &io, NULL, 0) == TSC_OK);
     double L = 0;
     size_t nq = (size_t)d->B * d->H * d->T * d->D;
     for (size_t i = 0; i < nq; i++) L += tmp->o[i] * in->dO[i];
@@ -172,7 +172,7 @@ static void check_fd(int causal) {
     bufs_alloc(&in, &d); bufs_alloc(&out, &d); bufs_alloc(&tmp, &d);
     bufs_fill(&in, &d, 1.0);
     tsc_policy_t p;
-    tsc_policy_parse("fp64+tile:q=4,k=4", &p);
+    CHECK(tsc_policy_parse("fp64+tile:q=4,k=4", &p) == TSC_OK);
     tsc_attn_io_t io = io_of(&out);
     io.q = in.q; io.k = in.k; io.v = in.v; io.dout = in.dO;
     CHECK(tsc_attn_run(&p, &d, &io, NULL, 0) == TSC_OK);
@@ -217,8 +217,8 @@ static void check_fp32_bound(void) {
     bufs_alloc(&in, &d); bufs_alloc(&r64, &d); bufs_alloc(&r32, &d);
     bufs_fill(&in, &d, 2.0);
     tsc_policy_t p64, p32;
-    tsc_policy_parse("fp64+tile:q=32,k=32", &p64);
-    tsc_policy_parse("fp32+tile:q=32,k=32", &p32);
+    CHECK(tsc_policy_parse("fp64+tile:q=32,k=32", &p64) == TSC_OK);
+    CHECK(tsc_policy_parse("fp32+tile:q=32,k=32", &p32) == TSC_OK);
     tsc_attn_io_t io = io_of(&r64);
     io.q = in.q; io.k = in.k; io.v = in.v; io.dout = NULL;
     CHECK(tsc_attn_run(&p64, &d, &io, NULL, 0) == TSC_OK);
@@ -353,7 +353,7 @@ static void check_planted_fault(void) {
     float *q = malloc(sizeof(float) * 3 * n), *o = malloc(sizeof(float) * n), *o2 = malloc(sizeof(float) * n);
     for (size_t i = 0; i < 3 * n; i++) q[i] = (float)nrand();
     tsc_policy_t p;
-    tsc_policy_parse("fp32", &p);
+    CHECK(tsc_policy_parse("fp32", &p) == TSC_OK);
     tsc_attn_io_t io = {TSC_ATTN_F32, q, q + n, q + 2 * n, NULL, o, NULL, NULL, NULL, NULL, NULL};
     CHECK(tsc_attn_run(&p, &d, &io, NULL, 0) == TSC_OK);
     io.o = o2;
@@ -444,7 +444,7 @@ static void check_delta_sources(void) {
     const char *pols[3] = {"fp32", "bf16-fa2+hp-delta", "bf16-torch+hp-delta"};
     for (int i = 0; i < 3; i++) {
         tsc_policy_t p;
-        tsc_policy_parse(pols[i], &p);
+        CHECK(tsc_policy_parse(pols[i], &p) == TSC_OK);
         tsc_attn_io_t io = {TSC_ATTN_F32, in, in + n, in + 2 * n, in + 3 * n, o, NULL, dl[i], NULL, NULL, NULL};
         CHECK(tsc_attn_run(&p, &d, &io, NULL, 0) == TSC_OK);
     }
@@ -463,7 +463,7 @@ static void check_delta_sources(void) {
     double *outs[2] = {d1, d2};
     for (int i = 0; i < 2; i++) {
         tsc_policy_t p;
-        tsc_policy_parse(p64[i], &p);
+        CHECK(tsc_policy_parse(p64[i], &p) == TSC_OK);
         tsc_attn_io_t io = {TSC_ATTN_F64, ind, ind + n, ind + 2 * n, ind + 3 * n, od, NULL, outs[i], NULL, NULL, NULL};
         CHECK(tsc_attn_run(&p, &d, &io, NULL, 0) == TSC_OK);
     }
@@ -486,7 +486,7 @@ static void check_sr(void) {
     const char *pols[4] = {"bf16-fa2+sr:seed=7", "bf16-fa2+sr:seed=7", "bf16-fa2+sr:seed=8", "bf16-fa2"};
     for (int i = 0; i < 4; i++) {
         tsc_policy_t p;
-        tsc_policy_parse(pols[i], &p);
+        CHECK(tsc_policy_parse(pols[i], &p) == TSC_OK);
         tsc_attn_io_t io = {TSC_ATTN_F32, in, in + n, in + 2 * n, in + 3 * n, o[i], NULL, NULL, o[i] + n, NULL, NULL};
 #ifdef _OPENMP
         if (i == 1) omp_set_num_threads(1);
@@ -512,7 +512,7 @@ static void check_sr(void) {
 
 static void check_errors(void) {
     tsc_policy_t p;
-    tsc_policy_parse("fp32", &p);
+    CHECK(tsc_policy_parse("fp32", &p) == TSC_OK);
     float x[16] = {0};
     tsc_attn_dims_t d = {1, 3, 2, 2, 2, 1, 1.0};
     tsc_attn_io_t io = {TSC_ATTN_F32, x, x, x, NULL, x, NULL, NULL, NULL, NULL, NULL};

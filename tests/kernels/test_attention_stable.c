@@ -112,8 +112,8 @@ static void check_shift_invariance(void) {
         double *dO = calloc((size_t)T * D, 8);
         for (int i = 0; i < T * D; i++) dO[i] = p.dO[i];
         tsc_policy_t a, s;
-        tsc_policy_parse("fp64+tile:q=8,k=8", &a);
-        tsc_policy_parse("fp64+tile:q=8,k=8+stable:beta=7,eps=0", &s);
+        CHECK(tsc_policy_parse("fp64+tile:q=8,k=8", &a) == TSC_OK);
+        CHECK(tsc_policy_parse("fp64+tile:q=8,k=8+stable:beta=7,eps=0", &s) == TSC_OK);
         tsc_attn_io_t io = {TSC_ATTN_F64, q, k, v, dO, o1, NULL, NULL, dq1, NULL, NULL};
         CHECK(tsc_attn_run(&a, &p.d, &io, NULL, 0) == TSC_OK);
         io.o = o2; io.dq = dq2;
@@ -341,7 +341,7 @@ static void check_trace_consistency(void) {
         prob_init(&p, 29, 16, 1, 0.25);
         fill_ties(&p);
         tsc_policy_t pp;
-        tsc_policy_parse(pols[pi], &pp);
+        CHECK(tsc_policy_parse(pols[pi], &pp) == TSC_OK);
         tsc_attn_trace_t tr = {0};
         CHECK(tsc_attn_trace_init(&tr, p.d.T, p.d.D, pp.block_k, TSC_TRACE_SCORES | TSC_TRACE_TILES | TSC_TRACE_PV) ==
               TSC_OK);

@@ -58,10 +58,10 @@ int main(void) {
     {
         /* the presets' distinguishing choices (docs/PRESETS.md) */
         tsc_policy_t t, e, g, m;
-        tsc_policy_parse("bf16-torch", &t);
-        tsc_policy_parse("bf16-eager-cpu", &e);
-        tsc_policy_parse("bf16-eager-cuda", &g);
-        tsc_policy_parse("bf16-sdpa-math", &m);
+        CHECK(tsc_policy_parse("bf16-torch", &t) == TSC_OK);
+        CHECK(tsc_policy_parse("bf16-eager-cpu", &e) == TSC_OK);
+        CHECK(tsc_policy_parse("bf16-eager-cuda", &g) == TSC_OK);
+        CHECK(tsc_policy_parse("bf16-sdpa-math", &m) == TSC_OK);
         CHECK(t.fmt[TSC_STAGE_EXPARG] == TSC_FMT_BF16 && t.fmt[TSC_STAGE_EXPARG_BWD] == TSC_FMT_FP32 &&
               t.fmt[TSC_STAGE_DELTA_PROD] == TSC_FMT_BF16 && t.fmt[TSC_STAGE_L] == TSC_FMT_BF16 &&
               t.fmt[TSC_STAGE_L_RESCALE] == TSC_FMT_FP32 && t.ds_scale == TSC_DS_SCALE_FIRST);
@@ -106,9 +106,9 @@ int main(void) {
     /* preset semantics (docs/MECHANISM.md §3) */
     {
         tsc_policy_t fa2, tor, f8;
-        tsc_policy_parse("bf16-fa2", &fa2);
-        tsc_policy_parse("bf16-torch", &tor);
-        tsc_policy_parse("fp8-fa3", &f8);
+        CHECK(tsc_policy_parse("bf16-fa2", &fa2) == TSC_OK);
+        CHECK(tsc_policy_parse("bf16-torch", &tor) == TSC_OK);
+        CHECK(tsc_policy_parse("fp8-fa3", &f8) == TSC_OK);
         /* FA2 CUDA: S, ℓ, Ō FP32; P̄ for P̄V BF16; O rounded once */
         CHECK(fa2.fmt[TSC_STAGE_S] == TSC_FMT_FP32 && fa2.fmt[TSC_STAGE_L] == TSC_FMT_FP32);
         CHECK(fa2.fmt[TSC_STAGE_OACC] == TSC_FMT_FP32 && fa2.fmt[TSC_STAGE_PV] == TSC_FMT_FP32);

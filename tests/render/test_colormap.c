@@ -141,14 +141,14 @@ int main(void) {
     uint8_t mask[6] = {0, 0, 0, 0, 0, 1};
     CHECK(tsc_norm_autoscale(&n, TSC_NORM_LINEAR, x, 6, mask) == TSC_OK);
     CHECK(n.vmin == -3 && n.vmax == 2);
-    tsc_norm_autoscale(&n, TSC_NORM_SYMMETRIC, x, 6, mask);
+    CHECK(tsc_norm_autoscale(&n, TSC_NORM_SYMMETRIC, x, 6, mask) == TSC_OK);
     CHECK(n.vmin == -3 && n.vmax == 3);
-    tsc_norm_autoscale(&n, TSC_NORM_LOG, x, 6, mask);
+    CHECK(tsc_norm_autoscale(&n, TSC_NORM_LOG, x, 6, mask) == TSC_OK);
     CHECK(n.vmin == 0.5 && n.vmax == 2);
-    tsc_norm_autoscale(&n, TSC_NORM_LOG, x, 1, NULL);  /* one value: widened a decade each way */
+    CHECK(tsc_norm_autoscale(&n, TSC_NORM_LOG, x, 1, NULL) == TSC_OK);  /* one value: widened a decade each way */
     CHECK_NEAR(n.vmin, 0.05, 1e-15);
     CHECK_NEAR(n.vmax, 5, 1e-15);
-    tsc_norm_autoscale(&n, TSC_NORM_LINEAR, x + 2, 1, NULL);  /* only NaN */
+    CHECK(tsc_norm_autoscale(&n, TSC_NORM_LINEAR, x + 2, 1, NULL) == TSC_OK);  /* only NaN */
     CHECK(n.vmin == 0 && n.vmax == 1);
     tsc_norm_t a = {TSC_NORM_SYMMETRIC, -1, 1}, b = {TSC_NORM_SYMMETRIC, -0.5, 0.5};
     b.vmin = -3; b.vmax = 3;
@@ -157,22 +157,22 @@ int main(void) {
 
     /* Ticks. */
     double t[16];
-    tsc_norm_init(&n, TSC_NORM_LINEAR, 0, 1);
+    CHECK(tsc_norm_init(&n, TSC_NORM_LINEAR, 0, 1) == TSC_OK);
     int k = tsc_norm_ticks(&n, t, 6);
     CHECK_EQ_INT(k, 6);
     CHECK(k == 6 && t[0] == 0 && fabs(t[1] - 0.2) < 1e-12 && fabs(t[5] - 1) < 1e-12);
-    tsc_norm_init(&n, TSC_NORM_SYMMETRIC, -0.037, 0.037);
+    CHECK(tsc_norm_init(&n, TSC_NORM_SYMMETRIC, -0.037, 0.037) == TSC_OK);
     k = tsc_norm_ticks(&n, t, 7);
     int has0 = 0;
     for (int i = 0; i < k; i++) has0 |= t[i] == 0;
     CHECK(k >= 3 && k <= 7 && has0 && t[0] >= -0.037 && t[k - 1] <= 0.037);
-    tsc_norm_init(&n, TSC_NORM_LOG, 1e-4, 1);
+    CHECK(tsc_norm_init(&n, TSC_NORM_LOG, 1e-4, 1) == TSC_OK);
     k = tsc_norm_ticks(&n, t, 8);
     CHECK(k == 5 && fabs(t[0] - 1e-4) < 1e-18 && t[4] == 1);
-    tsc_norm_init(&n, TSC_NORM_LOG, 1e-12, 1);
+    CHECK(tsc_norm_init(&n, TSC_NORM_LOG, 1e-12, 1) == TSC_OK);
     k = tsc_norm_ticks(&n, t, 6);
     CHECK(k >= 2 && k <= 6 && fabs(t[0] - 1e-12) < 1e-24);
-    tsc_norm_init(&n, TSC_NORM_LOG, 0.3, 4);
+    CHECK(tsc_norm_init(&n, TSC_NORM_LOG, 0.3, 4) == TSC_OK);
     k = tsc_norm_ticks(&n, t, 8);
     CHECK(k >= 2 && t[0] >= 0.3 && t[k - 1] <= 4);
     char buf[32];
