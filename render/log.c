@@ -1,7 +1,7 @@
 /* log.c: training-log reader (tsc_log.h): CSV/TSV tables with a header (TensorBoard and W&B exports
  * among them), nanoGPT and llm.c console output. */
 #include "tsc_log.h"
-#include "tsc_figure.h" /* tsc_read_file */
+#include "tsc_jv.h" /* tsc_read_file */
 
 #include <ctype.h>
 #include <errno.h>

@@ -7,7 +7,7 @@
 
 #include <cairo-pdf.h>
 
-#include "tsc_figure.h" /* tsc_read_file */
+#include "tsc_jv.h" /* tsc_read_file */
 #include "tsc_surface.h"
 #include "tsc_test.h"
 
