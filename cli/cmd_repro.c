@@ -323,7 +323,8 @@ static int write_outcome(repro_t *r, const tsc_jv_t *sm, const tsc_strbuf_t *fig
     tsc_status_t st = tsc_repro_outcome_write(oc, &doc, path);
     tsc_strbuf_t table;
     tsc_strbuf_init(&table);
-    tsc_repro_outcome_table(oc, &table);
+    tsc_status_t tst = tsc_repro_outcome_table(oc, &table); /* printed even when outcome.md failed */
+    if (st == TSC_OK) st = tst;
     printf("\n%s\n%s\n", tsc_strbuf_str(&table), path);
     tsc_strbuf_free(&table);
     tsc_repro_outcome_free(oc);

@@ -86,7 +86,9 @@ static void wq_extremes(const char *path, tsc_repro_row_t *r, tsc_strbuf_t *pb) 
     if (!lg) return;
     int cl = tsc_log_column(lg, "layer"), ch = tsc_log_column(lg, "head"), cs = tsc_log_column(lg, "wq_sn");
     if (cl < 0 || ch < 0 || cs < 0 || lg->n_rows == 0) {
-        tsc_error_set(TSC_ERR_MISSING, "%s: %s", path, lg->n_rows ? "expected the columns layer, head and wq_sn" : "no rows");
+        /* a file the statistics cannot use is the row's problem, not the call's failure */
+        (void)tsc_error_set(TSC_ERR_MISSING, "%s: %s", path,
+                            lg->n_rows ? "expected the columns layer, head and wq_sn" : "no rows");
         note_error(pb);
         tsc_log_free(lg);
         return;
@@ -282,7 +284,11 @@ tsc_status_t tsc_repro_outcome_md(const tsc_repro_outcome_t *oc, const tsc_repro
     const char *dir = str_or_empty(doc->dir);
     tsc_strbuf_t table;
     tsc_strbuf_init(&table);
-    tsc_repro_outcome_table(oc, &table);
+    tsc_status_t st = tsc_repro_outcome_table(oc, &table);
+    if (st != TSC_OK) {
+        tsc_strbuf_free(&table);
+        return st;
+    }
     for (size_t i = 0, k = 0; i < oc->n; i++)
         if (oc->rows[i].problem)
             tsc_strbuf_printf(&table, "%s- %s: %s\n", k++ ? "" : "\nNot measured:\n\n", oc->rows[i].name,
