@@ -198,7 +198,7 @@ typedef struct {
 } an_rank1_view_t;
 tsc_status_t an_rank1_finish(const an_rank1_view_t *v, tsc_head_result_t *r, int *filled);
 
-/* f: spectral norms (writes w_norm*, wq_head_norm* into g) */
+/* f: spectral norms (writes w_norm and, with w_q, wq_head_norm into g) */
 tsc_status_t an_spectral(const an_run_t *R, hid_t g, long long step, int layer, tsc_layer_result_t *lr);
 
 /* output */

@@ -171,7 +171,9 @@ static void flags_json(const tsc_analysis_t *a, tsc_json_t *j) {
         tsc_json_object_end(j);
     }
     tsc_json_array_end(j);
-    tsc_json_kv_number(j, "spectral_power_vs_lapack_max_rel_diff", a->wq_head_norm_max_rel_diff);
+    long long unconverged = 0;
+    for (size_t i = 0; i < a->n_layers_res; i++) unconverged += a->layers[i].spectral_unconverged;
+    tsc_json_kv_int(j, "spectral_unconverged", unconverged);
 }
 
 /* key: {w_q, w_k, w_v, w_o} of four spectral norms. */
@@ -192,7 +194,7 @@ static void layers_json(const tsc_analysis_t *a, tsc_json_t *j) {
 
 #define LAYER_F(m, k) TSC_JSON_FIELD(tsc_layer_result_t, m, k)
     static const tsc_json_field_t key[] = {LAYER_F(step, "step"), LAYER_F(layer, "layer")};
-    static const tsc_json_field_t tail[] = {LAYER_F(max_rel_diff, "power_vs_lapack_max_rel_diff"),
+    static const tsc_json_field_t tail[] = {LAYER_F(spectral_unconverged, "spectral_unconverged"),
                                             LAYER_F(n_nonfinite, "nonfinite_weights"),
                                             TSC_JSON_TEXT(tsc_layer_result_t, first_nonfinite, "first_nonfinite")};
     tsc_json_key(j, "layers");
@@ -202,7 +204,6 @@ static void layers_json(const tsc_analysis_t *a, tsc_json_t *j) {
         tsc_json_object_begin(j);
         tsc_json_kv_fields(j, l, key, TSC_JSON_NFIELDS(key));
         norms_json(j, "spectral_norm", l->w_norm);
-        norms_json(j, "spectral_norm_lapack", l->w_norm_lapack);
         tsc_json_kv_fields(j, l, tail, TSC_JSON_NFIELDS(tail));
         tsc_json_object_end(j);
     }

@@ -128,9 +128,9 @@ typedef struct {
 typedef struct {
     long long step;
     int layer;
-    double w_norm[4];          /* w_q, w_k, w_v, w_o: power iteration */
-    double w_norm_lapack[4];   /* the same from LAPACK */
-    double max_rel_diff;       /* max relative power-vs-LAPACK difference over this step/layer */
+    double w_norm[4];          /* w_q, w_k, w_v, w_o (kernels/' spectral norm; NaN: absent or NaN/Inf) */
+    int spectral_unconverged;  /* norms of this step/layer (the four and w_q's per-head ones) whose
+                                  iteration reached its product limit before settling; 0 normally */
     int64_t n_nonfinite;       /* NaN/Inf values in the weights (their norms are NaN, the rest goes on) */
     char first_nonfinite[96];  /* "w_q[r=3,c=5]" or "" */
 } tsc_layer_result_t;
@@ -154,7 +154,6 @@ typedef struct {
     tsc_flag_rule_t rule;
     double tie_eps;
     int64_t n_skipped_heads;
-    double wq_head_norm_max_rel_diff;      /* power vs LAPACK over every per-head w_q norm */
     uint8_t *feature_flags;                /* [n_heads, D]: 1 where the feature is flagged (pooled over
                                               steps): every flagged feature, where flagged_features lists
                                               the first TSC_ANALYSIS_MAX_FLAGGED */

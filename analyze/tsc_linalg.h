@@ -1,7 +1,8 @@
 /* tsc_linalg.h: the linear algebra of the gradient-error analysis (docs/MECHANISM.md §4): cosine
  * similarity of rank-1 terms, singular values of stacked rank-1 terms (energy of the top
- * direction, effective rank, projection of the accumulated error on the top direction), and
- * spectral norms by power iteration checked against LAPACK.
+ * direction, effective rank, projection of the accumulated error on the top direction). The
+ * spectral norms of analysis.h5 are not computed here: the analysis and the trainer share one
+ * definition in kernels/ (not exported).
  *
  * A rank-1 term is t_i = a_i b_i^T (a_i = (PK)[T] of length da, b_i = X[T] of length db).
  * Stacking vec(t_i) as the rows of M [n, da*db] would need n*da*db numbers; because
@@ -13,7 +14,6 @@
  *   tsc_linalg_rank1_cosine(a, 4, b, 5, 3, cos);          // a [3, 4], b [3, 5]
  *   tsc_linalg_rank1_svd(a, 4, b, 5, 3, s, u1);           // s descending
  *   double e = tsc_linalg_top_energy(s, 3), r = tsc_linalg_effective_rank(s, 3);
- *   double sn; int it; tsc_linalg_spectral_norm_power(w, rows, cols, 1000, 1e-12, &sn, &it);
  *
  * Failure contract: functions returning tsc_status_t return TSC_ERR_ARG for a NULL pointer or an
  * empty shape, TSC_ERR_NOMEM when scratch memory cannot be allocated and TSC_ERR_EXTERNAL when
@@ -67,29 +67,6 @@ TSC_API double tsc_linalg_effective_rank(const double *s, size_t n);
  * *norm (may be NULL). g [n, n] the Gram matrix, c [n], u1 [n]. */
 TSC_API double tsc_linalg_rank1_projection(const double *g, const double *c, const double *u1, double s1,
                                    size_t n, double *norm);
-
-/* Spectral norm (largest singular value) of w [rows, cols] float row-major by subspace (power)
- * iteration on the Gram matrix of its smaller side (w^T w [cols, cols] when cols <= rows, else
- * w w^T; formed in double with BLAS dsyrk), from a fixed deterministic start: a block of 8
- * vectors, Chebyshev-filtered (linalg.c, power_sym). The estimate is the square root of the top
- * Rayleigh-Ritz value; the iteration stops when it changes by less than tol (relative) or after
- * max_iter products of the Gram matrix with the block (*iters counts them; may be NULL). With
- * tol 1e-10 the result agrees with LAPACK to ~1e-13 relative on GPT-2-sized random weights
- * (clustered top singular values), after ~30-40 products.
- * With lapack non-NULL, also the check: the square root of LAPACK's largest eigenvalue of the
- * same Gram matrix (LAPACKE_dsyevr, that eigenvalue only), so *lapack - *power is the power
- * iteration's own error. Returns TSC_ERR_ARG on empty shape, TSC_ERR_NOMEM, TSC_ERR_EXTERNAL.
- * A zero matrix gives 0; a matrix holding NaN or Inf gives NaN for both (TSC_OK, *iters 0). Memory: one double copy of w plus the Gram matrix. */
-TSC_API tsc_status_t tsc_linalg_spectral_norm(const float *w, size_t rows, size_t cols, int max_iter, double tol,
-                                      double *power, int *iters, double *lapack);
-
-/* tsc_linalg_spectral_norm without the LAPACK check. */
-TSC_API tsc_status_t tsc_linalg_spectral_norm_power(const float *w, size_t rows, size_t cols, int max_iter,
-                                            double tol, double *out, int *iters);
-
-/* Spectral norm of w [rows, cols] float row-major from LAPACK's largest singular value of w
- * itself (LAPACKE_dgesdd): independent of the Gram matrix, the reference of the tests. */
-TSC_API tsc_status_t tsc_linalg_spectral_norm_lapack(const float *w, size_t rows, size_t cols, double *out);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,8 @@
 #  2. head_dim 128 with no flagged feature: diagnose sums B over all 128 features (it once took
 #     the first 64: here only features 64..127 carry a delta contribution, so B was exactly 0);
 #  3. identity, permutation and zero weights (a repeated top singular value) get their spectral
-#     norms 1, 1, 0 (LAPACK's dsyevr once overwrote the stack there: SIGSEGV);
+#     norms 1, 1, 0 (LAPACK's dsyevr, once the analysis' cross-check, overwrote the stack there:
+#     SIGSEGV), in w_norm and per head;
 #  4. a selection whose canonical text is longer than 512 characters is recorded whole (it was cut).
 . "$(dirname "$0")/lib.sh"
 PY=$(find_py h5py numpy) || { echo "skip: no python3 with h5py and numpy"; exit 77; }
@@ -92,13 +93,16 @@ with h5py.File(sys.argv[1], "r+") as f:
     g["w_v"][...] = 0
 PYEOF
 if "$TSC" analyze "$tmp/w.h5" -o "$tmp/wo" -q; then ok; else bad "analyze with identity/zero weights: exit $?"; fi
-"$PY" - "$tmp/wo/summary.json" <<'PYEOF' && ok || bad "spectral norms of identity/permutation/zero"
-import sys, json
+"$PY" - "$tmp/wo/summary.json" "$tmp/wo/analysis.h5" <<'PYEOF' && ok || bad "spectral norms of identity/permutation/zero"
+import sys, json, h5py
 s = json.load(open(sys.argv[1]))
 l = [x for x in s["layers"] if x["layer"] == 0][0]
-for key in ("spectral_norm", "spectral_norm_lapack"):
-    n = l[key]
-    assert abs(n["w_q"] - 1) < 1e-9 and abs(n["w_k"] - 1) < 1e-9 and n["w_v"] == 0, (key, n)
+n = l["spectral_norm"]
+assert abs(n["w_q"] - 1) < 1e-9 and abs(n["w_k"] - 1) < 1e-9 and n["w_v"] == 0 and l["spectral_unconverged"] == 0, l
+with h5py.File(sys.argv[2], "r") as f:
+    g = f["step_00000000/layer_000"]
+    assert "w_norm_lapack" not in g and "wq_head_norm_lapack" not in g, list(g)
+    assert all(abs(x - 1) < 1e-9 for x in g["wq_head_norm"][()]), g["wq_head_norm"][()]  # rows of the identity
 PYEOF
 # --- 4. a long selection ----------------------------------------------------------------------------
 many() { local s="$1" i; for i in $(seq 1 31); do s="$s,$((1000000 + 7919 * i))"; done; echo "$s"; }
