@@ -11,7 +11,8 @@
  *
  * A checkpoint is read as data from anyone (docs/SECURITY.md): it is opened without following a
  * link, the header must frame exactly the file, and each numeric setting of its text is checked
- * against the bounds of its `tilescope train` flag (tsc_train.h's settings table) as it is parsed. */
+ * against the bounds of its `tilescope train` flag (tsc_train.h's settings table, settings.c) as
+ * it is parsed. Stands on settings.c; the loop (train.c) calls it, never the reverse. */
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
@@ -34,15 +35,11 @@
 
 /* ---- run.cfg ---- */
 
-static const char *prec_name(tsc_prec_t p) {
-    return p == TSC_PREC_BF16 ? "bf16" : p == TSC_PREC_FP64 ? "fp64" : "fp32";
-}
-
 char *tsc_train_cfg_text(const tsc_train_opts_t *o, int threads) {
     tsc_strbuf_t sb;
     tsc_strbuf_init(&sb);
     tsc_strbuf_printf(&sb, "# tilescope train settings (read back by --resume)\n");
-    tsc_strbuf_printf(&sb, "model = %s\nprecision = %s\ndata = %s\n", o->model, prec_name(o->prec), o->data);
+    tsc_strbuf_printf(&sb, "model = %s\nprecision = %s\ndata = %s\n", o->model, tsc_train_prec_name(o->prec), o->data);
     tsc_strbuf_printf(&sb, "batch = %d\nseq_len = %d\nsteps = %lld\n", o->batch, o->seq_len, o->steps);
     tsc_strbuf_printf(&sb, "lr = %.17g\nmin_lr_frac = %.17g\nwarmup = %d\n", o->lr, o->min_lr_frac, o->warmup);
     tsc_strbuf_printf(&sb, "beta1 = %.17g\nbeta2 = %.17g\neps = %.17g\n", o->beta1, o->beta2, o->eps);
@@ -113,11 +110,12 @@ static tsc_status_t cfg_set(tsc_train_cfg_t *c, const char *key, const char *v, 
         return tsc_train_setting_check(row, o, what);
     }
     if (!strcmp(key, "precision")) {
-        if (!strcmp(v, "fp32")) o->prec = TSC_PREC_FP32;
-        else if (!strcmp(v, "bf16")) o->prec = TSC_PREC_BF16;
-        else if (!strcmp(v, "fp64")) o->prec = TSC_PREC_FP64;
-        else return tsc_error_set(TSC_ERR_FORMAT, "%s: bad value for precision: '%s' (fp32, bf16 or fp64)", what, v);
-        return TSC_OK;
+        for (int p = TSC_PREC_FP32; p <= TSC_PREC_FP64; p++)
+            if (!strcmp(v, tsc_train_prec_name((tsc_prec_t)p))) {
+                o->prec = (tsc_prec_t)p;
+                return TSC_OK;
+            }
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: bad value for precision: '%s' (fp32, bf16 or fp64)", what, v);
     }
     if (!strcmp(key, "attn_policy")) {
         if (o->n_attn_policy >= TSC_TRAIN_MAX_POLICIES)

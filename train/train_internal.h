@@ -1,4 +1,6 @@
-/* train_internal.h: what the trainer's files share (run.cfg, checkpoints). */
+/* train_internal.h: what the trainer's files share: the precision names (settings.c), run.cfg
+ * and checkpoints (ckpt.c), the opening of a run folder's files (ckpt.c). Calls go one way:
+ * settings.c <- ckpt.c <- train.c. */
 #ifndef TSC_TRAIN_INTERNAL_H
 #define TSC_TRAIN_INTERNAL_H
 
@@ -6,6 +8,9 @@
 #include <stdint.h>
 
 #include "tsc_train.h"
+
+/* "fp32", "bf16", "fp64": a precision's name in run.cfg and in messages (fp32 for any other value). */
+const char *tsc_train_prec_name(tsc_prec_t p);
 
 /* Settings read back from run.cfg: the options plus the storage their strings point into. */
 typedef struct {
