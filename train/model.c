@@ -1,5 +1,6 @@
-/* model.c: GPT-2 and Llama models of tsc_model.h: the tensor layout, allocation, initialisation,
- * per-layer attention policies and the attention view; the forward and backward passes are in
+/* model.c: GPT-2 and Llama models of tsc_model.h: the tensor layout (and the parameter count and
+ * shape checks of a configuration that follow from it), allocation, initialisation, per-layer
+ * attention policies and the attention view; the forward and backward passes are in
  * model_tmpl.c, instantiated below for float (FP32 and BF16 modes) and double (FP64 mode).
  *
  * GPT-2: token + learned position embeddings; per block x1 = LN1(h), h += W_o·attn(W_q x1 + b_q,
@@ -136,6 +137,34 @@ size_t tsc_model_config_n_params(const tsc_model_config_t *cfg) {
     lay_t L = {0};
     layout(cfg, &L, NULL, NULL);
     return L.off;
+}
+
+/* The shapes this file's models are built for: the architectures' rules (GPT-2 has no GQA, RoPE
+ * rotates pairs), the parameter count the layout implies, and sizes a tsc_model_create can hold. */
+tsc_status_t tsc_model_config_check(const tsc_model_config_t *c) {
+    struct { const char *key; long v; } pos[] = {{"layers", c->n_layer}, {"heads", c->n_head},
+        {"kv_heads", c->n_kv_head}, {"dim", c->d_model}, {"ff", c->d_ff}, {"vocab", c->vocab}, {"ctx", c->max_T}};
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        if (pos[i].v <= 0 || pos[i].v > (1L << 24))
+            return tsc_error_set(TSC_ERR_ARG, "model: %s=%ld is not a positive size", pos[i].key, pos[i].v);
+    if (c->d_model % c->n_head)
+        return tsc_error_set(TSC_ERR_ARG, "model: dim=%d is not divisible by heads=%d", c->d_model, c->n_head);
+    if (c->n_head % c->n_kv_head)
+        return tsc_error_set(TSC_ERR_ARG, "model: heads=%d is not divisible by kv_heads=%d", c->n_head,
+                             c->n_kv_head);
+    if (c->arch == TSC_ARCH_GPT2 && c->n_kv_head != c->n_head)
+        return tsc_error_set(TSC_ERR_ARG, "model: kv_heads=%d differs from heads=%d (gpt2 has no GQA)",
+                             c->n_kv_head, c->n_head);
+    if (c->arch == TSC_ARCH_LLAMA && (c->d_model / c->n_head) % 2)
+        return tsc_error_set(TSC_ERR_ARG, "model: dim/heads=%d is odd (RoPE rotates pairs)", c->d_model / c->n_head);
+    if (!(c->norm_eps > 0) || !(c->norm_eps < 1))
+        return tsc_error_set(TSC_ERR_ARG, "model: eps=%g is not in (0, 1)", c->norm_eps);
+    if (c->arch == TSC_ARCH_LLAMA && !(c->rope_theta > 1))
+        return tsc_error_set(TSC_ERR_ARG, "model: theta=%g is not > 1", c->rope_theta);
+    if (tsc_model_config_n_params(c) > ((size_t)1 << 34))
+        return tsc_error_set(TSC_ERR_ARG, "model: %zu parameters is more than this trainer holds",
+                             tsc_model_config_n_params(c));
+    return TSC_OK;
 }
 
 /* ------------------------------------------------------------------ allocation */

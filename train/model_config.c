@@ -1,5 +1,7 @@
-/* model_config.c: the named model configurations, "KEY=VALUE" overrides, the one-line summary
- * (the tensor layout and the parameter count are model.c's). */
+/* model_config.c: the named model configurations, "KEY=VALUE" overrides, the one-line summary.
+ * It stands on model.c, which holds what a configuration implies (the tensor layout, the
+ * parameter count) and which configurations a model can be built from (tsc_model_config_check);
+ * model.c never calls back. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,32 +36,6 @@ tsc_status_t tsc_model_config_get(const char *name, tsc_model_config_t *cfg) {
         strncat(list, NAMED[i].name, sizeof list - strlen(list) - 1);
     }
     return tsc_error_set(TSC_ERR_ARG, "unknown model '%s' (known: %s)", name ? name : "(null)", list);
-}
-
-tsc_status_t tsc_model_config_check(const tsc_model_config_t *c) {
-    struct { const char *key; long v; } pos[] = {{"layers", c->n_layer}, {"heads", c->n_head},
-        {"kv_heads", c->n_kv_head}, {"dim", c->d_model}, {"ff", c->d_ff}, {"vocab", c->vocab}, {"ctx", c->max_T}};
-    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
-        if (pos[i].v <= 0 || pos[i].v > (1L << 24))
-            return tsc_error_set(TSC_ERR_ARG, "model: %s=%ld is not a positive size", pos[i].key, pos[i].v);
-    if (c->d_model % c->n_head)
-        return tsc_error_set(TSC_ERR_ARG, "model: dim=%d is not divisible by heads=%d", c->d_model, c->n_head);
-    if (c->n_head % c->n_kv_head)
-        return tsc_error_set(TSC_ERR_ARG, "model: heads=%d is not divisible by kv_heads=%d", c->n_head,
-                             c->n_kv_head);
-    if (c->arch == TSC_ARCH_GPT2 && c->n_kv_head != c->n_head)
-        return tsc_error_set(TSC_ERR_ARG, "model: kv_heads=%d differs from heads=%d (gpt2 has no GQA)",
-                             c->n_kv_head, c->n_head);
-    if (c->arch == TSC_ARCH_LLAMA && (c->d_model / c->n_head) % 2)
-        return tsc_error_set(TSC_ERR_ARG, "model: dim/heads=%d is odd (RoPE rotates pairs)", c->d_model / c->n_head);
-    if (!(c->norm_eps > 0) || !(c->norm_eps < 1))
-        return tsc_error_set(TSC_ERR_ARG, "model: eps=%g is not in (0, 1)", c->norm_eps);
-    if (c->arch == TSC_ARCH_LLAMA && !(c->rope_theta > 1))
-        return tsc_error_set(TSC_ERR_ARG, "model: theta=%g is not > 1", c->rope_theta);
-    if (tsc_model_config_n_params(c) > ((size_t)1 << 34))
-        return tsc_error_set(TSC_ERR_ARG, "model: %zu parameters is more than this trainer holds",
-                             tsc_model_config_n_params(c));
-    return TSC_OK;
 }
 
 /* One KEY=VALUE into cfg. kv_set tracks whether kv_heads was given (else it follows heads). */

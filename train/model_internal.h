@@ -9,8 +9,8 @@
 
 #include "tsc_model.h"
 
-/* The consistency checks of tsc_model_config_parse (model_config.c): TSC_OK, or TSC_ERR_ARG
- * naming the offending key. */
+/* The consistency checks of a configuration (model.c; tsc_model_create and
+ * tsc_model_config_parse run them): TSC_OK, or TSC_ERR_ARG naming the offending key. */
 tsc_status_t tsc_model_config_check(const tsc_model_config_t *cfg);
 
 /* A read-only matrix view: element (r, c) at p[r * rs + c * cs] (float or double). */
