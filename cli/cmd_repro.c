@@ -13,6 +13,7 @@
 #include "tsc_figure.h"
 #include "tsc_log.h"
 #include "tsc_model.h"
+#include "tsc_policy.h"
 #include "tsc_report.h"
 #include "tsc_repro.h"
 #include "tsc_strbuf.h"
@@ -104,6 +105,7 @@ typedef struct {
     const char *dir;
     long long steps, seed;
     int layer, warmup, ran[N_RUNS]; /* warmup: the config's, at most a fifth of the steps */
+    int tile_q, tile_k;              /* lp's attention tiles: a sequence within one makes onetile vacuous */
     double budget_s, t0;
     tsc_strbuf_t cmds; /* the commands, one a line, for outcome.md */
 } repro_t;
@@ -224,9 +226,9 @@ static int print_plan(const repro_t *r) {
            r->budget_s / 60);
     printf("  lp captures layer %d every %lld steps and runs the flight recorder (last 4 steps); the others "
            "replay lp's batches.csv\n", r->layer, every(r));
-    if (c->seq_len <= 512)
-        printf("  note: %d tokens fit in one 512 x 512 tile, so onetile computes what lp computes (a vacuous "
-               "control here)\n", c->seq_len);
+    if (c->seq_len <= r->tile_q && c->seq_len <= r->tile_k)
+        printf("  note: %d tokens fit in one %d x %d tile, so onetile computes what lp computes (a vacuous "
+               "control here)\n", c->seq_len, r->tile_q, r->tile_k);
     printf("  then: diagnose lp's capture -> %s/diagnose/, figures -> %s/figures/, %s/report.pdf, %s/outcome.md\n",
            r->dir, r->dir, r->dir, r->dir);
     fflush(stdout);
@@ -318,8 +320,8 @@ static int write_outcome(repro_t *r, const tsc_jv_t *sm, const tsc_strbuf_t *fig
     const repro_cfg_t *c = r->cfg;
     snprintf(flight, sizeof flight, "%s/runs/%s", r->dir, run_names[RUN_LP]);
     snprintf(path, sizeof path, "%s/outcome.md", r->dir);
-    tsc_repro_doc_t doc = {c->name, c->label, c->model, c->lr, c->batch, c->seq_len, r->warmup, r->steps, r->seed,
-                           r->dir, sm, flight, tsc_strbuf_str(fignotes), tsc_strbuf_str(&r->cmds)};
+    tsc_repro_doc_t doc = {c->name,  c->label,  c->model,  c->lr, c->batch, c->seq_len, r->warmup, r->steps, r->seed,
+                           r->tile_q, r->tile_k, r->dir, sm, flight, tsc_strbuf_str(fignotes), tsc_strbuf_str(&r->cmds)};
     tsc_status_t st = tsc_repro_outcome_write(oc, &doc, path);
     tsc_strbuf_t table;
     tsc_strbuf_init(&table);
@@ -417,6 +419,11 @@ int tsc_cmd_repro(int argc, char **argv) {
     r.steps = steps > 0 ? (long long)steps : r.cfg->steps;
     r.warmup = r.steps / 5 < r.cfg->warmup ? (int)(r.steps / 5) : r.cfg->warmup;
     r.budget_s = 60 * (budget > 0 ? budget : r.cfg->budget_min);
+    char lp_pol[128];
+    tsc_policy_t lp;
+    run_policy(&r, RUN_LP, lp_pol, sizeof lp_pol);
+    if (tsc_policy_parse(lp_pol, &lp) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    tsc_policy_tiles(&lp, &r.tile_q, &r.tile_k);
     char runs[1100];
     snprintf(runs, sizeof runs, "%s/runs", r.dir);
     const char *bad = tsc_cli_make_dir(r.dir) ? r.dir : tsc_cli_make_dir(runs) ? runs : NULL;

@@ -273,10 +273,6 @@ static const char caveats[] =
     "  for the reasons above (high cosines in a barely trained model; with two heads the shown head is the\n"
     "  largest or the smallest).\n\n";
 
-/* The attention kernels' default tile: a sequence this long or shorter is one tile, so one tile per
- * sequence changes nothing. */
-#define REPRO_TILE 512
-
 static const char *str_or_empty(const char *s) { return s ? s : ""; }
 
 tsc_status_t tsc_repro_outcome_md(const tsc_repro_outcome_t *oc, const tsc_repro_doc_t *doc, tsc_strbuf_t *sb) {
@@ -308,10 +304,10 @@ tsc_status_t tsc_repro_outcome_md(const tsc_repro_outcome_t *oc, const tsc_repro
     tsc_strbuf_printf(sb, "## Diagnosis of lp's capture (%s/diagnose/)\n\n%s; %.0f at-risk layer/heads flagged.\n", dir,
                       fit ? fit : "no fit", isfinite(nf) ? nf : 0);
     flight_note(doc->flight_dir, sb);
-    if (doc->seq_len <= REPRO_TILE)
+    if (doc->tile_q > 0 && doc->seq_len <= doc->tile_q && doc->seq_len <= doc->tile_k)
         tsc_strbuf_printf(sb, "onetile: %d tokens fit in one %d x %d tile, so onetile computes what lp computes "
                               "(its log equals lp's): a vacuous control in this configuration.\n",
-                          doc->seq_len, REPRO_TILE, REPRO_TILE);
+                          doc->seq_len, doc->tile_q, doc->tile_k);
     tsc_strbuf_puts(sb, "The trainer has no per-head policy, so the paper's control \"FP32 O in the at-risk heads "
                         "only\" is not run.\n\n");
     tsc_strbuf_printf(sb, "## Figures (%s/figures/)\n\n%s\n%s## Commands\n\n```\n%s```\n", dir,

@@ -122,6 +122,8 @@ typedef struct {
     const char *model, *lr;     /* as the trainer was given them */
     int batch, seq_len, warmup;
     long long steps, seed;
+    int tile_q, tile_k;         /* lp's attention tiles (tsc_policy_tiles): a sequence within one makes the
+                                   onetile control vacuous, which outcome.md then says; 0: not said */
     const char *dir;            /* the output folder as the commands name it (DIR/diagnose/, DIR/figures/) */
     const tsc_jv_t *diagnosis;  /* summary.json of the diagnosis of lp's capture (NULL: none) */
     const char *flight_dir;     /* lp's run folder: the flight*.h5 the flight recorder wrote there are

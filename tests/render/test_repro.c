@@ -142,7 +142,7 @@ static void test_outcome(const char *dir) {
     CHECK(strstr(tt, "\n| ctl | bf16-torch+hp-delta | not run (budget) | | | | | |\n"));
     tsc_strbuf_free(&t);
 
-    const tsc_repro_doc_t doc = {"tiny", "a test", "gpt2-tiny", "1e-3", 4, 32, 5, 30, 7, "out", sm, dir,
+    const tsc_repro_doc_t doc = {"tiny", "a test", "gpt2-tiny", "1e-3", 4, 32, 5, 30, 7, 512, 64, "out", sm, dir,
                                  "Drawn: fig1.\n", "tilescope train -o out/runs/lp\n"};
     CHECK(tsc_repro_outcome_write(oc, &doc, p[5]) == TSC_OK);
     char *md = NULL;
@@ -157,7 +157,7 @@ static void test_outcome(const char *dir) {
         char want[800];
         snprintf(want, sizeof want, "The flight recorder fired and wrote %s/flight_a.h5, %s/flight_b.h5 (", dir, dir);
         CHECKF(strstr(md, want) != NULL, "no '%s'", want);
-        CHECK(strstr(md, "onetile: 32 tokens fit in one 512 x 512 tile"));
+        CHECK(strstr(md, "onetile: 32 tokens fit in one 512 x 64 tile"));
         CHECK(strstr(md, "## Figures (out/figures/)\n\nDrawn: fig1.\n\n## Reading these figures"));
         CHECK(strstr(md, "## Commands\n\n```\ntilescope train -o out/runs/lp\n```\n") && md[len - 1] == '\n');
         free(md);
