@@ -21,6 +21,9 @@
 /* Objects with more keys than this are checked for a repeated key by sorting, fewer pairwise. */
 #define PAIRWISE_KEYS 8
 
+/* The cost per value tsc_jv.h states (a 64-bit build): a node of 64 bytes and a pointer. */
+_Static_assert(sizeof(void *) != 8 || sizeof(tsc_jv_t) == 64, "tsc_jv_t grew: update tsc_jv.h's memory note");
+
 typedef struct blk {
     struct blk *next;
     size_t used, cap;

@@ -20,8 +20,9 @@
  *   rounds above 2^53 (a file offset near 2^64 must not move): tsc_jv_u64, tsc_jv_int;
  * - an object names each key once (a second "dtype" must not shadow the first);
  * - arrays and objects nest at most TSC_JV_MAX_DEPTH deep (the parser recurses);
- * - the tree asks the memory budget (tsc_mem.h) as it grows: a node is about 70 bytes, up to ~36
- *   per byte of a document of small numbers, and the budget refuses what the machine cannot hold.
+ * - the tree asks the memory budget (tsc_mem.h) as it grows: a value costs 72 bytes (its node and
+ *   its place in its parent), so a long array of one-digit numbers needs up to ~50 bytes per byte of
+ *   text while it is read; the budget refuses what the machine cannot hold.
  * A refusal is TSC_ERR_FORMAT "WHERE:LINE: malformed JSON at byte N: what is wrong" (a text inside
  * a binary file, tsc_jv_parse_at: "WHERE: malformed JSON at byte N: ..."), or the budget's
  * TSC_ERR_UNSUPPORTED naming WHERE; no tree is left then (*out is NULL).
@@ -54,12 +55,12 @@ typedef enum {
 
 typedef struct tsc_jv {
     tsc_jv_type_t type;
+    tsc_jv_int_kind_t int_kind; /* NUMBER */
     double num;             /* NUMBER, BOOL (0/1); NaN for NULL */
     char *str;              /* STRING (UTF-8, NUL-terminated, no NUL inside) */
     size_t n;               /* ARRAY/OBJECT members */
     struct tsc_jv **items;  /* [n] */
     char **keys;            /* [n] (OBJECT), distinct */
-    tsc_jv_int_kind_t int_kind; /* NUMBER */
     uint64_t mag;           /* NUMBER, int_kind TSC_JV_INT_EXACT: |value| */
     void *blocks_;          /* the root's: the memory the whole tree lives in (private) */
 } tsc_jv_t;
