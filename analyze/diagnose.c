@@ -889,7 +889,10 @@ tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const 
     /* the analysis' canonical strings of policies it ran */
     TSC_INVARIANT(tsc_policy_parse(a->hp, &hp) == TSC_OK);
     TSC_INVARIANT(tsc_policy_parse(a->lp, &lp) == TSC_OK);
+    /* the fix acts on FlashAttention's running max: a materialized-softmax lp (eager, SDPA math) is fixed in the
+     * online form of the same kernel, which the policy string then says (+online) */
     tsc_policy_t stable = lp;
+    if (stable.softmax == TSC_SOFTMAX_MATERIALIZED) stable.softmax = TSC_SOFTMAX_ONLINE;
     stable.stable.enabled = 1;
     stable.stable.beta = 2.0;
     stable.stable.eps = opts->eps;

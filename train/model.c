@@ -287,9 +287,8 @@ tsc_status_t tsc_model_create(tsc_model_t **out, const tsc_model_config_t *cfg, 
     }
     lay = (lay_t){m->tensors, m->names, 0, 0};
     layout(cfg, &lay, &m->top, m->lo);
-    tsc_policy_parse("fp64", &m->pol64);
     tsc_policy_t p32;
-    tsc_policy_parse("fp32", &p32);
+    TSC_INVARIANT(tsc_policy_parse("fp64", &m->pol64) == TSC_OK && tsc_policy_parse("fp32", &p32) == TSC_OK);
     for (int l = 0; l < L; l++) m->pol[l] = prec == TSC_PREC_FP64 ? m->pol64 : p32;
     if (cfg->arch == TSC_ARCH_LLAMA) rope_tables(m);
     *out = m;

@@ -106,7 +106,7 @@ static const tsc_model_tensor_t *attn_weight(const run_t *r, int l, const char *
     char name[64];
     snprintf(name, sizeof name, "h.%d.attn.%s", l, w);
     const tsc_model_tensor_t *tn = tsc_model_tensor_find(r->model, name);
-    if (!tn) tsc_error_set(TSC_ERR_INTERNAL, "the model has no tensor %s", name);
+    TSC_INVARIANT(tn != NULL); /* every layer of both architectures has w_q, w_k, w_v, w_o (model.c's layout) */
     return tn;
 }
 
@@ -118,7 +118,6 @@ static tsc_status_t wq_norms(run_t *r) {
     const char *base = tsc_model_params(r->model);
     for (int l = 0; l < r->L; l++) {
         const tsc_model_tensor_t *tn = attn_weight(r, l, "w_q");
-        if (!tn) return TSC_ERR_INTERNAL;
         for (int h = 0; h < H; h++) {
             const char *wh = base + (tn->offset + (size_t)h * D * C) * r->elsize;
             tsc_spectral_t sn;
@@ -183,8 +182,9 @@ static tsc_status_t log_row(run_t *r, long long s, double lr, double loss, doubl
 
 /* ---- capture ---- */
 
-/* A dump's metadata; its policy string is the policy of `layer` (the lowest layer it keeps). */
-static void dump_meta(run_t *r, tsc_dump_meta_t *meta, int layer) {
+/* A dump's metadata; its policy string is the policy of `layer` (the lowest layer it keeps). TSC_ERR_ARG when
+ * that policy's canonical string does not fit the dump's policy attribute. */
+static tsc_status_t dump_meta(run_t *r, tsc_dump_meta_t *meta, int layer) {
     tsc_dump_meta_init(meta);
     meta->n_layer = r->L;
     meta->n_head = r->cfg.n_head;
@@ -198,8 +198,14 @@ static void dump_meta(run_t *r, tsc_dump_meta_t *meta, int layer) {
     const tsc_policy_t *pol = tsc_model_attn_policy(r->model, layer);
     meta->tile_q = pol->block_q;
     meta->tile_k = pol->block_k;
-    tsc_policy_format(pol, meta->policy, sizeof meta->policy);
     snprintf(meta->producer, sizeof meta->producer, "tilescope-train %s", TSC_VERSION);
+    char full[TSC_POLICY_STR_MAX];
+    TSC_INVARIANT(tsc_policy_format(pol, full, sizeof full) == TSC_OK); /* the model's policies were parsed */
+    if (strlen(full) >= sizeof meta->policy)
+        return tsc_error_set(TSC_ERR_ARG, "layer %d's attention policy '%s' is longer than the %zu bytes a dump records "
+                             "of it: capture from layers with a shorter policy", layer, full, sizeof meta->policy - 1);
+    memcpy(meta->policy, full, strlen(full) + 1);
+    return TSC_OK;
 }
 
 /* The lowest layer of a set (tsc_select.h grammar), 0 when it names none below L. */
@@ -256,7 +262,6 @@ static tsc_status_t put_layer(run_t *r, sink_t *k, int l) {
     const char *base = tsc_model_params(r->model);
     for (int i = 0; i < 4 && st == TSC_OK; i++) {
         const tsc_model_tensor_t *tn = attn_weight(r, l, w[i]);
-        if (!tn) return TSC_ERR_INTERNAL;
         uint64_t d[2] = {(uint64_t)tn->rows, (uint64_t)tn->cols};
         st = k->put(k->sink, l, w[i], r->elsize == 8 ? TSC_FMT_FP64 : TSC_FMT_FP32, 2, d,
                     base + tn->offset * r->elsize);
@@ -291,11 +296,19 @@ static tsc_status_t flight_step(run_t *r, long long s, double loss, double gn, c
 
 /* ---- opening and closing a run ---- */
 
-static void run_free(run_t *r) {
-    if (r->cap) tsc_capture_close(r->cap);
-    if (r->flight) tsc_flight_close(r->flight);
-    if (r->log) fclose(r->log);
-    if (r->wq) fclose(r->wq);
+/* A log closed: its last lines reach the disk or the close says why not. */
+static tsc_status_t close_log(run_t *r, FILE *f, const char *name) {
+    return f && fclose(f) != 0 ? tsc_error_set(TSC_ERR_IO, "%s: cannot write: %s", run_file(r, name), strerror(errno))
+                               : TSC_OK;
+}
+
+/* Frees the run; the status of closing what it wrote (the capture packed into one file, the flight recorder, the
+ * logs): the first failure, the others' details lost. */
+static tsc_status_t run_free(run_t *r) {
+    tsc_status_t st = r->cap ? tsc_capture_close(r->cap) : TSC_OK, s2;
+    if (r->flight && (s2 = tsc_flight_close(r->flight)) != TSC_OK && st == TSC_OK) st = s2;
+    if ((s2 = close_log(r, r->log, "log.csv")) != TSC_OK && st == TSC_OK) st = s2;
+    if ((s2 = close_log(r, r->wq, "wq_norms.csv")) != TSC_OK && st == TSC_OK) st = s2;
     if (r->blog) tsc_batch_log_close(r->blog);
     tsc_batch_order_free(r->order);
     tsc_data_close(r->data);
@@ -309,6 +322,7 @@ static void run_free(run_t *r) {
     free(r->scratch);
     free(r->cfg_text);
     free(r->resumed);
+    return st;
 }
 
 static tsc_status_t apply_policies(run_t *r) {
@@ -496,7 +510,7 @@ static tsc_status_t recorders_open(run_t *r, long long from) {
     tsc_status_t st = TSC_OK;
     if (r->o.capture) {
         if ((st = tsc_select_parse(&sel, r->o.capture)) != TSC_OK) return tsc_error_wrap(st, "--capture: ");
-        dump_meta(r, &meta, first_layer(&sel.layers, r->L));
+        if ((st = dump_meta(r, &meta, first_layer(&sel.layers, r->L))) != TSC_OK) return tsc_error_wrap(st, "--capture: ");
         tsc_capture_opts_t co = {.select = r->o.capture};
         st = tsc_capture_open(&r->cap, dump_name(r, "capture", from, name, sizeof name), &meta, &co);
     }
@@ -504,7 +518,7 @@ static tsc_status_t recorders_open(run_t *r, long long from) {
     tsc_select_set_all(&set);
     if (r->o.flight_layers && (st = tsc_select_set_parse(&set, r->o.flight_layers)) != TSC_OK)
         return tsc_error_wrap(st, "flight recorder layers: ");
-    dump_meta(r, &meta, first_layer(&set, r->L));
+    if ((st = dump_meta(r, &meta, first_layer(&set, r->L))) != TSC_OK) return tsc_error_wrap(st, "--flight: ");
     tsc_flight_opts_t fo;
     tsc_flight_opts_init(&fo);
     fo.n_steps = r->o.flight_steps;
@@ -603,7 +617,8 @@ static tsc_status_t with_lock(run_t *r, tsc_status_t (*body)(run_t *, void *), v
     tsc_status_t st = tsc_dir_lock(r->dir, ".tilescope.lock", &fd, holder, sizeof holder);
     if (st != TSC_OK) return st;
     st = body(r, ctx);
-    run_free(r);
+    tsc_status_t cst = run_free(r);
+    if (st == TSC_OK) st = cst; /* a run that failed reports its own error, not its recorders' */
     tsc_dir_unlock(r->dir, ".tilescope.lock", fd, 1);
     return st;
 }

@@ -1,4 +1,5 @@
-/* The CUDA exact mode on a GPU (skipped, exit 77, where there is none; CI has none, and checks
+/* ctest-labels: gpu
+ * The CUDA exact mode on a GPU (skipped, exit 77, where there is none; CI has none, and checks
  * the same arithmetic through the cpu-rowwise backend in test_backends). Device inputs in BF16,
  * FP16 and FP32 through tsc_attn_cuda_run against the CPU reference on the same values: O, LSE,
  * δ, dQ, dK, dV and the four tile statistics bit for bit, over shapes larger than test_backends'

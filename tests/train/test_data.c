@@ -211,7 +211,7 @@ static void test_batches(void) {
     /* range and spread: 16000 draws over 89968 starts land in every tenth, none past hi */
     int out = 0, tenth[10] = {0};
     for (long long step = 0; step < STEPS; step++) {
-        tsc_data_batch(d, TSC_SPLIT_TRAIN, 1, step, B, T, x, y, a);
+        CHECK(tsc_data_batch(d, TSC_SPLIT_TRAIN, 1, step, B, T, x, y, a) == TSC_OK);
         for (int r = 0; r < B; r++) {
             out += a[r] > hi;
             if (a[r] <= hi) tenth[a[r] * 10 / (hi + 1)]++;

@@ -41,7 +41,7 @@ static void check_configs(void) {
     CHECK(tsc_model_config_parse("gpt2-tiny,layers=x", &c) == TSC_ERR_ARG);
     CHECK(tsc_model_config_parse("gpt2-tiny,layers=0", &c) == TSC_ERR_ARG);
     char buf[160];
-    tsc_model_config_get("gpt2-mini", &c);
+    CHECK(tsc_model_config_get("gpt2-mini", &c) == TSC_OK);
     tsc_model_config_str(&c, buf, sizeof buf);
     CHECK_STREQ(buf, "gpt2 6 layers, 6 heads (6 kv), dim 192, ff 768, vocab 256, ctx 256, 2.8M params");
     tsc_model_t *m = NULL;
@@ -50,7 +50,7 @@ static void check_configs(void) {
 
 static tsc_model_t *make(const char *name, tsc_prec_t prec, int B, int T) {
     tsc_model_config_t c;
-    tsc_model_config_parse(name, &c);
+    CHECK(tsc_model_config_parse(name, &c) == TSC_OK);
     tsc_model_t *m = NULL;
     CHECK(tsc_model_create(&m, &c, prec, B, T) == TSC_OK);
     if (m) tsc_model_init(m, 1337);
@@ -112,8 +112,8 @@ static void set_threads(int n) {
 /* loss and gradient bits of one forward + backward */
 static double step(tsc_model_t *m, void *g_out, size_t bytes, const int32_t *tok, const int32_t *tgt) {
     double l = 0;
-    tsc_model_forward(m, tok, tgt, &l);
-    tsc_model_backward(m);
+    CHECK(tsc_model_forward(m, tok, tgt, &l) == TSC_OK);
+    CHECK(tsc_model_backward(m) == TSC_OK);
     memcpy(g_out, tsc_model_grads(m), bytes);
     return l;
 }
@@ -125,8 +125,8 @@ static void check_determinism(const char *name, tsc_prec_t prec) {
     tsc_model_t *m = make(name, prec, B, T);
     if (!m) return;
     tsc_policy_t p;
-    tsc_policy_parse("bf16-fa2", &p);
-    tsc_model_set_attn_policy(m, 1, &p);
+    CHECK(tsc_policy_parse("bf16-fa2", &p) == TSC_OK);
+    CHECK(tsc_model_set_attn_policy(m, 1, &p) == TSC_OK);
     size_t bytes = tsc_model_n_params(m) * 4;
     void *g1 = malloc(bytes), *g2 = malloc(bytes), *g3 = malloc(bytes);
     set_threads(2);
@@ -156,26 +156,26 @@ static void check_policy_and_view(const char *name) {
         memset((float *)tsc_model_params(b) + wpe->offset, 0, (size_t)wpe->rows * wpe->cols * 4);
     }
     tsc_policy_t torch;
-    tsc_policy_parse("bf16-torch", &torch);
+    CHECK(tsc_policy_parse("bf16-torch", &torch) == TSC_OK);
     CHECK(tsc_model_set_attn_policy(b, 1, &torch) == TSC_OK);
     CHECK(tsc_model_set_attn_policy(b, 2, &torch) == TSC_ERR_ARG);
     double la, lb;
-    tsc_model_forward(a, tok, tgt, &la);
-    tsc_model_forward(b, tok, tgt, &lb);
-    tsc_model_backward(b);
+    CHECK(tsc_model_forward(a, tok, tgt, &la) == TSC_OK);
+    CHECK(tsc_model_forward(b, tok, tgt, &lb) == TSC_OK);
+    CHECK(tsc_model_backward(b) == TSC_OK);
     tsc_model_attn_view_t va, vb;
-    tsc_model_attn_view(a, 0, &va);
-    tsc_model_attn_view(b, 0, &vb);
+    CHECK(tsc_model_attn_view(a, 0, &va) == TSC_OK);
+    CHECK(tsc_model_attn_view(b, 0, &vb) == TSC_OK);
     size_t nq = (size_t)va.B * va.H * va.T * va.D;
     CHECK(memcmp(va.o, vb.o, nq * 4) == 0 && memcmp(va.q, vb.q, nq * 4) == 0 && memcmp(va.x, vb.x, (size_t)N * va.C * 4) == 0);
-    tsc_model_attn_view(a, 1, &va);
-    tsc_model_attn_view(b, 1, &vb);
+    CHECK(tsc_model_attn_view(a, 1, &va) == TSC_OK);
+    CHECK(tsc_model_attn_view(b, 1, &vb) == TSC_OK);
     CHECK(memcmp(va.q, vb.q, nq * 4) == 0);  /* layer 1's input is still layer 0's output */
     CHECK(memcmp(va.o, vb.o, nq * 4) != 0);  /* its attention output changed */
     CHECK(la != lb && vb.dout != NULL && va.dout == NULL);
     for (int l = 0; l < 2; l++) {
         tsc_model_attn_view_t v;
-        tsc_model_attn_view(b, l, &v);
+        CHECK(tsc_model_attn_view(b, l, &v) == TSC_OK);
         float *o = malloc(nq * 4), *lse = malloc((size_t)v.B * v.H * v.T * 4);
         tsc_attn_dims_t d = {v.B, v.H, v.Hkv, v.T, v.D, 1, 1.0 / sqrt((double)v.D)};
         tsc_attn_io_t io = {.dtype = TSC_ATTN_F32, .q = v.q, .k = v.k, .v = v.v, .o = o, .lse = lse};

@@ -143,7 +143,7 @@ static void check_step(void) {
 
 static void check_forward_bf16(const char *name) {
     tsc_model_config_t cfg;
-    tsc_model_config_get(name, &cfg);
+    CHECK(tsc_model_config_get(name, &cfg) == TSC_OK);
     tsc_model_t *m = NULL;
     CHECK(tsc_model_create(&m, &cfg, TSC_PREC_BF16, 2, 16) == TSC_OK);
     if (!m) return;

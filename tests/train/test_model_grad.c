@@ -17,7 +17,7 @@ static int close_op(double a, double n) { return fabs(a - n) <= RTOL * fmax(fabs
 
 static double loss_at(tsc_model_t *m, const int32_t *tok, const int32_t *tgt) {
     double l = NAN;
-    tsc_model_forward(m, tok, tgt, &l);
+    CHECK(tsc_model_forward(m, tok, tgt, &l) == TSC_OK);
     return l;
 }
 
