@@ -77,6 +77,13 @@ static tsc_status_t map_parse(const char *m, map_t *out) {
     return TSC_OK;
 }
 
+const char *const *tsc_import_default_maps(int *n) {
+    if (n) *n = (int)(sizeof default_maps / sizeof default_maps[0]);
+    return default_maps;
+}
+
+size_t tsc_import_opts_size(void) { return sizeof(tsc_import_opts_t); }
+
 tsc_status_t tsc_import_map_check(const char *map) {
     map_t m;
     return map ? map_parse(map, &m) : tsc_error_set(TSC_ERR_ARG, "tsc_import_map_check: NULL map");

@@ -42,6 +42,7 @@
 
 #include "tsc_export.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tsc_formats.h"
@@ -117,6 +118,10 @@ TSC_API void tsc_import_opts_init(tsc_import_opts_t *o);
 /* Parses one map string: TSC_ERR_ARG "map 'M': ..." when NAME is no dataset name or the pattern
  * has neither {name} nor =NAME. (tsc_import_run checks every map first too.) */
 TSC_API tsc_status_t tsc_import_map_check(const char *map);
+/* The default maps (used when opts.maps is empty), for help texts and bindings: *n of them, static. */
+TSC_API const char *const *tsc_import_default_maps(int *n);
+/* sizeof(tsc_import_opts_t), for a binding that mirrors the struct to check its layout against. */
+TSC_API size_t tsc_import_opts_size(void);
 /* Imports src (.safetensors or .npy) into the dump out. res may be NULL; else *res is allocated
  * (tsc_import_result_free). Errors name src and the tensor at fault (TSC_ERR_SHAPE for a shape
  * that contradicts q or the layout). */

@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from . import _lib
-from .importer import DEFAULT_MAPS, import_tensors
+from .importer import default_maps, import_tensors
 
 
 def _printable(s):
@@ -20,7 +20,7 @@ def main(argv=None):
     im.add_argument("file")
     im.add_argument("-o", "--out", required=True, help="the dump to write")
     im.add_argument("--map", action="append", dest="maps",
-                    help="PATTERN[=NAME] with {step} {layer} {name} * (repeatable; default: %s)" % " ".join(DEFAULT_MAPS))
+                    help="PATTERN[=NAME] with {step} {layer} {name} * (repeatable; default: %s)" % " ".join(default_maps()))
     im.add_argument("--step", type=int, default=0, help="the step of tensors whose map has no {step} (default 0)")
     im.add_argument("--no-causal", action="store_true", help="the attention had no causal mask")
     im.add_argument("--scale", type=float, help="softmax scale (default 1/sqrt(D))")

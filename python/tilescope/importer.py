@@ -18,10 +18,6 @@ import numpy as np
 
 from . import _lib
 
-# the library's default maps (capture/import.c), for the command line's help
-DEFAULT_MAPS = ("{name}", "step_{step}/layer_{layer}/{name}", "layer{layer}.{name}", "layers.{layer}.{name}")
-
-
 class _ImportOpts(ctypes.Structure):
     """tsc_import_opts_t (capture/tsc_import.h)."""
     _fields_ = [("maps", ctypes.POINTER(ctypes.c_char_p)), ("n_maps", ctypes.c_int), ("step", ctypes.c_longlong),
@@ -43,10 +39,23 @@ def _reader():
                                 ("tsc_import_run", ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p,
                                                                   ctypes.POINTER(_ImportOpts), ctypes.POINTER(vp)]),
                                 ("tsc_import_result_json", None, [vp, ctypes.c_char_p, vp]),
-                                ("tsc_import_result_free", None, [vp])):
+                                ("tsc_import_result_free", None, [vp]),
+                                ("tsc_import_default_maps", ctypes.POINTER(ctypes.c_char_p),
+                                 [ctypes.POINTER(ctypes.c_int)]),
+                                ("tsc_import_opts_size", ctypes.c_size_t, [])):
             getattr(L, name).restype, getattr(L, name).argtypes = res, args
+        if L.tsc_import_opts_size() != ctypes.sizeof(_ImportOpts):
+            raise RuntimeError("libtilescope's tsc_import_opts_t is %d bytes, this package's mirror %d: a package and "
+                               "a library of different versions" % (L.tsc_import_opts_size(), ctypes.sizeof(_ImportOpts)))
         L._tsc_reader_declared = True
     return L
+
+
+def default_maps():
+    """The library's default maps (capture/import.c), used when no map is given."""
+    n = ctypes.c_int(0)
+    p = _reader().tsc_import_default_maps(ctypes.byref(n))
+    return tuple(p[i].decode() for i in range(n.value))
 
 
 def read_tensor_file(path):

@@ -150,4 +150,12 @@ with tempfile.TemporaryDirectory(prefix="tsc-pt-") as tmp:
         with tilescope.Dump(out) as d:
             check(np.array_equal(d.read(0, 0, "q"), bits(q.transpose(1, 2))) and np.array_equal(d.read(0, 0, "k"), bits(k.transpose(1, 2))),
                   "the dump holds the views' bits, transposed to [B, H, T, D]")
+
+    # the default maps are the library's, and both command lines' help texts list every one
+    maps = importer.default_maps()
+    check(len(maps) == 4 and maps[0] == "{name}" and "layers.{layer}.{name}" in maps, "default maps %r" % (maps,))
+    for cmd in ([os.environ["TSC"], "import", "--help"], [sys.executable, "-m", "tilescope", "import", "--help"]):
+        h = subprocess.run(cmd, capture_output=True, text=True)
+        words = " ".join(h.stdout.split())
+        check(h.returncode == 0 and all(m in words for m in maps), "%s lists every default map: %s" % (cmd[-2], words[:200]))
 c.finish()
