@@ -333,15 +333,22 @@ static void compose_notes(const tsc_heatmap_opts_t *o, const tsc_heatmap_panel_t
     if (same) snprintf(L->notes_text, sizeof L->notes_text, "Every panel: %s.", ps[0].note);
 }
 
+/* The widest of n category labels (NULL ones count as empty), in points at size F. */
+static double labels_width(const text_t *tx, const char *const *labels, int n, double F) {
+    double wmax = 0;
+    for (int i = 0; i < n; i++) {
+        double w;
+        text_size(tx, labels[i] ? labels[i] : "", F, 0, 0, &w, NULL);
+        if (w > wmax) wmax = w;
+    }
+    return wmax;
+}
+
 /* Points left of a panel's plot: its y label and tick labels. */
 static double panel_left(const text_t *tx, const tsc_heatmap_panel_t *p, double F, double lh) {
     double ytw = 0;
     if (p->ytick_labels) {
-        for (int r = 0; r < p->rows; r++) {
-            double w;
-            text_size(tx, p->ytick_labels[r] ? p->ytick_labels[r] : "", F, 0, 0, &w, NULL);
-            if (w > ytw) ytw = w;
-        }
+        ytw = labels_width(tx, p->ytick_labels, p->rows, F);
     } else {
         char a[32], b[32];
         double wa, wb;
@@ -401,12 +408,7 @@ static tsc_status_t do_layout(const text_t *tx, const tsc_heatmap_opts_t *o, con
         double xlab_h = lh;
         ps[i].xrot = 0;
         if (p[i].xtick_labels) {
-            double xtw = 0;
-            for (int c = 0; c < p[i].cols; c++) {
-                double w;
-                text_size(tx, p[i].xtick_labels[c] ? p[i].xtick_labels[c] : "", F, 0, 0, &w, NULL);
-                if (w > xtw) xtw = w;
-            }
+            double xtw = labels_width(tx, p[i].xtick_labels, p[i].cols, F);
             if ((xtw + 0.6 * F) * p[i].cols > cw - left - rpad) { ps[i].xrot = 1; xlab_h = xtw; }
         }
         double bpad = 0.25 * F + 0.1 * F + xlab_h + (p[i].xlabel && *p[i].xlabel ? lh + 0.1 * F : 0);
@@ -575,11 +577,7 @@ static void draw_axes(const text_t *tx, const tsc_heatmap_opts_t *o, const tsc_h
     int k;
     double maxlw = 0;
     if (p->xtick_labels) {
-        for (int j = 0; j < p->cols; j++) {
-            double w;
-            text_size(tx, p->xtick_labels[j] ? p->xtick_labels[j] : "", F, 0, 0, &w, NULL);
-            if (w > maxlw) maxlw = w;
-        }
+        maxlw = labels_width(tx, p->xtick_labels, p->cols, F);
         int kk = (int)(pl->w / ((ps->xrot ? L->line_h : maxlw) + 0.6 * F));
         if (kk < 1) kk = 1;
         int stride = (p->cols + kk - 1) / kk;
