@@ -58,7 +58,7 @@ static int attn_usage(const char *msg, const char *arg) {
 static int parse_rows(const char *s, int *a, int *b) {
     char *e1, *e2;
     long x = strtol(s, &e1, 10);
-    if (*e1 != ':') return attn_usage("--rows expects A:B (integers), got ", s);
+    if (e1 == s || *e1 != ':') return attn_usage("--rows expects A:B (integers), got ", s);
     long y = strtol(e1 + 1, &e2, 10);
     if (*e2 || e2 == e1 + 1 || x < 0 || y <= x || y > 100000000)
         return attn_usage("--rows expects A:B with 0 <= A < B, got ", s);
