@@ -1,6 +1,7 @@
 /* cmd_analyze.c: `tilescope analyze DUMP -o DIR`: error/bias statistics, ties and sinks, rounding
  * census, O-bar_error curves, gradient-error decomposition, spectral norms (analyze/tsc_analysis.h). */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,17 +102,24 @@ int tsc_cli_summary_out(const char *cmd, const char *outdir, tsc_json_t *j, int 
     return st == TSC_OK ? 0 : tsc_cli_fail(cmd, "%s", tsc_error_last());
 }
 
-/* The analysis flags and --probe B,T,I. */
+/* The analysis flags and --probe B,T,I (each an integer in [0, INT_MAX]; the dump bounds them further). */
 static int analyze_flag(const char *cmd, int argc, char **argv, int *i, void *ctx) {
     tsc_analysis_opts_t *o = ctx;
     int rc = tsc_cli_analysis_flag(cmd, argc, argv, i, o);
     if (rc >= 0 || strcmp(argv[*i], "--probe") != 0) return rc;
     const char *v = tsc_cli_value(cmd, argc, argv, i);
     if (!v) return 2;
-    char extra;
-    if (sscanf(v, "%d,%d,%d%c", &o->probe_b, &o->probe_t, &o->probe_i, &extra) != 3 || o->probe_b < 0 ||
-        o->probe_t < 0 || o->probe_i < 0)
-        return tsc_cli_usage_error(cmd, "--probe expects B,T,I (three non-negative integers), got '%s'", v);
+    int *dst[3] = {&o->probe_b, &o->probe_t, &o->probe_i};
+    const char *p = v;
+    for (int k = 0; k < 3; k++) {
+        char *end;
+        errno = 0;
+        long n = strtol(p, &end, 10);
+        if (errno || end == p || n < 0 || n > INT_MAX || *end != (k < 2 ? ',' : '\0'))
+            return tsc_cli_usage_error(cmd, "--probe expects B,T,I (three non-negative integers), got '%s'", v);
+        *dst[k] = (int)n;
+        p = end + 1;
+    }
     return 0;
 }
 
