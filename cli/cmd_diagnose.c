@@ -41,6 +41,7 @@ static int diagnose_flag(const char *cmd, int argc, char **argv, int *i, void *c
     const char *a = argv[*i], *v = tsc_cli_value(cmd, argc, argv, i);
     if (!v) return 2;
     char buf[256];
+    if (strlen(v) >= sizeof buf) return tsc_cli_usage_error(cmd, "--betas: at most %zu characters", sizeof buf - 1);
     snprintf(buf, sizeof buf, "%s", v);
     o->n_betas = 0;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
