@@ -368,11 +368,11 @@ static int analyse(repro_t *r) {
 int tsc_cmd_repro(int argc, char **argv) {
     const char *cmd = "repro", *config = "mini", *model = NULL;
     repro_t r = {.dir = NULL, .steps = -1, .seed = 1337, .layer = 1};
-    double budget = -1, seed = 1337, steps = -1, layer = 1, lr = -1, batch = -1, seq_len = -1;
+    double budget = -1, steps = -1, layer = 1, lr = -1, batch = -1, seq_len = -1;
     const tsc_cli_flag_t flags[] = {{"--out", "-o", TSC_CLI_STR, &r.dir, 0, 0},
                                     {"--config", NULL, TSC_CLI_STR, &config, 0, 0},
                                     {"--budget", NULL, TSC_CLI_DOUBLE, &budget, 0.01, 1e6},
-                                    {"--seed", NULL, TSC_CLI_WHOLE, &seed, 0, 4611686018427387904.0},
+                                    {"--seed", NULL, TSC_CLI_LLONG, &r.seed, 0, 4611686018427387904.0},
                                     {"--steps", NULL, TSC_CLI_WHOLE, &steps, 10, 1e9},
                                     {"--layer", NULL, TSC_CLI_WHOLE, &layer, 0, 63},
                                     {"--lr", NULL, TSC_CLI_DOUBLE, &lr, 1e-8, 1},
@@ -415,7 +415,7 @@ int tsc_cmd_repro(int argc, char **argv) {
                                    r.cfg->seq_len, r.cfg->model, mc.max_T, r.cfg->seq_len);
     if ((int)layer >= mc.n_layer)
         return tsc_cli_usage_error(cmd, "--layer %d: model %s has layers 0 to %d", (int)layer, r.cfg->model, mc.n_layer - 1);
-    r.layer = (int)layer, r.seed = (long long)seed;
+    r.layer = (int)layer;
     r.steps = steps > 0 ? (long long)steps : r.cfg->steps;
     r.warmup = r.steps / 5 < r.cfg->warmup ? (int)(r.steps / 5) : r.cfg->warmup;
     r.budget_s = 60 * (budget > 0 ? budget : r.cfg->budget_min);

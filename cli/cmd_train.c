@@ -131,8 +131,7 @@ int tsc_cmd_train(int argc, char **argv) {
     const char *out = NULL, *resume = NULL, *prec = NULL, *spike = NULL;
     int quiet = 0, list = 0, rc;
     tsc_cli_list_t pols = {.n = 0};
-    long long steps = -1;
-    double seed = -1;
+    long long steps = -1, seed = -1;
     /* The string and switch flags here; the numeric ones from the trainer's settings table (tsc_train.h),
      * the bounds a resumed checkpoint is checked against too. */
     const tsc_cli_flag_t fixed[] = {
@@ -150,13 +149,12 @@ int tsc_cmd_train(int argc, char **argv) {
     for (int i = 0; i < tsc_train_setting_count() && nflags < N_MAX; i++) {
         const tsc_train_setting_t *s = tsc_train_setting_at(i);
         if (!s->flag) continue;
-        /* --steps also bounds --resume's, --seed goes through a double (the flag parser's WHOLE) */
+        /* --steps also bounds --resume's; --seed (a uint64_t, at most 2^62) goes through a long long,
+         * every digit kept */
         void *dst = !strcmp(s->key, "steps") ? (void *)&steps : !strcmp(s->key, "seed") ? (void *)&seed
                                                                                           : (char *)&o + s->offset;
-        tsc_cli_kind_t kind = s->kind == TSC_TRAIN_INT     ? TSC_CLI_INT
-                              : s->kind == TSC_TRAIN_LLONG  ? TSC_CLI_LLONG
-                              : s->kind == TSC_TRAIN_DOUBLE ? TSC_CLI_DOUBLE
-                                                            : TSC_CLI_WHOLE;
+        tsc_cli_kind_t kind = s->kind == TSC_TRAIN_INT ? TSC_CLI_INT : s->kind == TSC_TRAIN_DOUBLE ? TSC_CLI_DOUBLE
+                                                                                                 : TSC_CLI_LLONG;
         flags[nflags++] = (tsc_cli_flag_t){s->flag, NULL, kind, dst, s->lo, s->hi};
     }
     const char *operand = NULL;
