@@ -109,8 +109,7 @@ static double fmt_max(tsc_format_t fmt) { return tsc_round(DBL_MAX, fmt, TSC_ROU
 static double round_big(const big_t *X, int neg, tsc_format_t fmt, tsc_round_t mode, uint64_t draw,
                         tsc_accum_step_t *st) {
     int p = tsc_format_mant_bits(fmt);
-    int emin = fmt == TSC_FMT_FP64 ? -1022 : fmt == TSC_FMT_FP16 || fmt == TSC_FMT_FP8_E5M2 ? -14
-                                         : fmt == TSC_FMT_FP8_E4M3 ? -6 : -126;
+    int emin = 2 - (1 << (tsc_format_exp_bits(fmt) - 1)); /* 1 - bias: -1022, -126, -14, -6 */
     int lead = big_lead(X);
     st->kept = 0;
     st->kept_nbits = 0;
@@ -316,7 +315,7 @@ char *tsc_accum_bits_str(double x, tsc_format_t fmt, int split, char *buf, size_
     }
     uint64_t bits = tsc_encode(x, fmt, TSC_ROUND_NEAREST_EVEN, NULL);
     int p = tsc_format_mant_bits(fmt), eb = tsc_format_exp_bits(fmt);
-    if (fmt == TSC_FMT_TF32) bits >>= 13; /* drop the zero low bits of the FP32 container */
+    bits >>= 8 * (int)tsc_format_size(fmt) - 1 - eb - p; /* tf32, e8m*: the FP32 container's zero low bits */
     uint64_t mant = bits & ((1ULL << p) - 1);
     put_bits(buf, n, &pos, bits >> (p + eb), 1);
     put_str(buf, n, &pos, " ");

@@ -7,7 +7,7 @@
  *
  * Specials and overflow, per format (the "overflow" case is a finite input whose rounded
  * magnitude exceeds the format's largest finite value):
- *   fp32, tf32, bf16, fp16, fp8-e5m2 (IEEE-like, have Inf):
+ *   fp32, tf32, bf16, fp16, fp8-e5m2, e8m6 ... e8m2 (IEEE-like, have Inf):
  *     NaN -> quiet NaN, sign kept, top payload bits kept (bf16: (f32 bits >> 16) | 0x0040,
  *            the same bits as x86's VCVTNEPS2BF16 and as truncating a quieted float);
  *     Inf -> Inf;  overflow: nearest-even -> Inf, stochastic -> Inf (when it rounds up past
@@ -18,6 +18,10 @@
  *     float8_e4m3fn does: |x| > 464 becomes NaN, 464 itself ties to even 448); toward zero
  *     -> +-448 (truncation never leaves the finite range, as for the IEEE formats).
  *   Subnormals of every format are produced and decoded (no flush to zero).
+ * The formats with FP32's exponent range and fewer mantissa bits (tf32, e8m6 ... e8m2) live in an FP32
+ * container: the FP32 whose low 23 - p mantissa bits are zero (`pad` bits, from the table's row);
+ * their NaN is the FP32 NaN of the same sign and top payload bits, quieted. bf16 has the same values
+ * and is stored on its own 16 bits.
  * Stochastic rounding: rounds up in magnitude with probability equal to the discarded
  * fraction of an ULP, using the top bits of one 64-bit draw (resolution 2^-64 of an ULP).
  * Each rounding call in stochastic mode consumes exactly one draw, even when the value is
@@ -29,6 +33,7 @@
 #include "fbits_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -48,7 +53,8 @@ typedef struct {
     double maxval;  /* largest finite value */
 } fmt_info_t;
 
-/* maxval = (2 - 2^-p) * 2^emax, except E4M3 whose top code 1.111 * 2^8 is NaN: 1.75 * 2^8. */
+/* maxval = (2 - 2^-p) * 2^emax, except E4M3 whose top code 1.111 * 2^8 is NaN: 1.75 * 2^8.
+ * e8m6 ... e8m2: a chosen significand width with FP32's exponent range (tsc_formats.h). */
 static const fmt_info_t fmt_table[TSC_FMT_COUNT] = {
     [TSC_FMT_FP64] = {"fp64", 52, 11, -1022, 1023, 64, 1, 1.7976931348623157e308},
     [TSC_FMT_FP32] = {"fp32", 23, 8, -126, 127, 32, 1, 3.4028234663852886e38},
@@ -57,7 +63,20 @@ static const fmt_info_t fmt_table[TSC_FMT_COUNT] = {
     [TSC_FMT_FP16] = {"fp16", 10, 5, -14, 15, 16, 1, 65504.0},
     [TSC_FMT_FP8_E4M3] = {"fp8-e4m3", 3, 4, -6, 8, 8, 0, 448.0},
     [TSC_FMT_FP8_E5M2] = {"fp8-e5m2", 2, 5, -14, 15, 8, 1, 57344.0},
+    [TSC_FMT_E8M6] = {"e8m6", 6, 8, -126, 127, 32, 1, 0x1.fcp127},
+    [TSC_FMT_E8M5] = {"e8m5", 5, 8, -126, 127, 32, 1, 0x1.f8p127},
+    [TSC_FMT_E8M4] = {"e8m4", 4, 8, -126, 127, 32, 1, 0x1.fp127},
+    [TSC_FMT_E8M3] = {"e8m3", 3, 8, -126, 127, 32, 1, 0x1.ep127},
+    [TSC_FMT_E8M2] = {"e8m2", 2, 8, -126, 127, 32, 1, 0x1.cp127},
 };
+
+/* Zero bits below the mantissa in the storage: 23 - p for a format in an FP32 container, else 0. */
+static int pad_bits(const fmt_info_t *f) { return f->bits - 1 - f->ebits - f->p; }
+
+/* The float an FP32 container's bits u hold: stray low bits are dropped, a NaN is kept whole. */
+static inline uint32_t container_value(uint32_t u, int pad) {
+    return (u & 0x7fffffffu) > 0x7f800000u ? u : u & (~0u << pad); /* a select: vectorises */
+}
 
 static int fmt_ok(tsc_format_t f) { return (unsigned)f < (unsigned)TSC_FMT_COUNT; }
 
@@ -95,14 +114,32 @@ tsc_status_t tsc_format_parse(const char *name, tsc_format_t *out) {
         {"float8_e5m2", TSC_FMT_FP8_E5M2}, {"fp8e5m2", TSC_FMT_FP8_E5M2},
     };
     if (!name || !out) return tsc_error_set(TSC_ERR_ARG, "format name: NULL argument");
+    for (int f = 0; f < TSC_FMT_COUNT; f++)
+        if (strcasecmp(name, fmt_table[f].name) == 0) {
+            *out = (tsc_format_t)f;
+            return TSC_OK;
+        }
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
         if (strcasecmp(name, aliases[i].alias) == 0) {
             *out = aliases[i].fmt;
             return TSC_OK;
         }
-    return tsc_error_set(TSC_ERR_ARG,
-                         "unknown number format '%s' (expected fp64, fp32, tf32, bf16, fp16, fp8-e4m3 or fp8-e5m2)",
-                         name);
+    /* "e8mN": the row with FP32's 8 exponent bits and N mantissa bits (e8m7: bf16, e8m10: tf32, e8m23: fp32) */
+    if (strncasecmp(name, "e8m", 3) == 0 && name[3] >= '1' && name[3] <= '9' &&
+        (!name[4] || (name[4] >= '0' && name[4] <= '9' && !name[5]))) {
+        const int n = name[4] ? 10 * (name[3] - '0') + (name[4] - '0') : name[3] - '0';
+        for (int f = 0; f < TSC_FMT_COUNT; f++)
+            if (fmt_table[f].ebits == 8 && fmt_table[f].p == n) {
+                *out = (tsc_format_t)f;
+                return TSC_OK;
+            }
+    }
+    char list[256];
+    size_t len = 0;
+    for (int f = 0; f < TSC_FMT_COUNT && len < sizeof list; f++)
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
+                                f == 0 ? "" : f + 1 < TSC_FMT_COUNT ? ", " : " or ", fmt_table[f].name);
+    return tsc_error_set(TSC_ERR_ARG, "unknown number format '%s' (expected %s)", name, list);
 }
 
 size_t tsc_format_size(tsc_format_t fmt) { return fmt_ok(fmt) ? (size_t)fmt_table[fmt].bits / 8 : 0; }
@@ -198,20 +235,14 @@ static uint64_t nan_bits(double x, tsc_format_t fmt) {
     uint64_t payload = (u >> (52 - f->p)) & ((1ULL << f->p) - 1);
     uint64_t expones = ((1ULL << f->ebits) - 1) << f->p;
     uint64_t quiet = 1ULL << (f->p - 1);
-    if (fmt == TSC_FMT_TF32) /* an FP32 with the low 13 mantissa bits zero */
-        return (s << 31) | 0x7f800000u | (((payload | quiet) << 13) & 0x007fffffu);
-    return (s << (f->bits - 1)) | expones | payload | quiet;
+    return (s << (f->bits - 1)) | ((expones | payload | quiet) << pad_bits(f)); /* FP32 container: low bits 0 */
 }
 
 /* The bits of v, which must be exactly representable and finite in fmt (or +-Inf where fmt has it). */
 static uint64_t encode_exact(double v, tsc_format_t fmt) {
     const fmt_info_t *f = &fmt_table[fmt];
-    switch (fmt) {
-    case TSC_FMT_FP64: return dbits(v);
-    case TSC_FMT_FP32:
-    case TSC_FMT_TF32: return tsc_f32_bits((float)v);
-    default: break;
-    }
+    if (fmt == TSC_FMT_FP64) return dbits(v);
+    if (f->bits == 32) return tsc_f32_bits((float)v); /* fp32, or a value of an FP32 container's format */
     uint64_t u = dbits(v);
     uint64_t s = (u >> 63) << (f->bits - 1);
     double a = fabs(v);
@@ -259,15 +290,9 @@ uint64_t tsc_encode(double x, tsc_format_t fmt, tsc_round_t mode, tsc_rng_t *rng
 double tsc_decode(uint64_t bits, tsc_format_t fmt) {
     if (!fmt_ok(fmt)) return NAN;
     const fmt_info_t *f = &fmt_table[fmt];
-    switch (fmt) {
-    case TSC_FMT_FP64: return dfrom(bits);
-    case TSC_FMT_FP32: return (double)tsc_f32_from_bits((uint32_t)bits);
-    case TSC_FMT_TF32:
-        if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu)) return (double)tsc_f32_from_bits((uint32_t)bits);
-        return (double)tsc_f32_from_bits((uint32_t)bits & 0xffffe000u);
-    case TSC_FMT_BF16: return (double)tsc_f32_from_bits((uint32_t)(bits & 0xffff) << 16);
-    default: break;
-    }
+    if (fmt == TSC_FMT_FP64) return dfrom(bits);
+    if (fmt == TSC_FMT_BF16) return (double)tsc_f32_from_bits((uint32_t)(bits & 0xffff) << 16);
+    if (f->bits == 32) return (double)tsc_f32_from_bits(container_value((uint32_t)bits, pad_bits(f))); /* fp32 too */
     bits &= (1ULL << f->bits) - 1;
     int s = (int)(bits >> (f->bits - 1));
     unsigned ef = (unsigned)(bits >> f->p) & ((1u << f->ebits) - 1);
@@ -415,6 +440,20 @@ void tsc_convert_from_f32(tsc_format_t fmt, const float *src, void *dst, size_t 
         memcpy(dst, src, n * sizeof(float));
         return;
     }
+    const int pad = pad_bits(&fmt_table[fmt]);
+    if (mode != TSC_ROUND_STOCHASTIC && fmt_table[fmt].bits == 32 && pad) {
+        /* tf32, e8m*: the bits of tsc_encode (the rule of tsc_hd_keep, checked against it over FP32
+         * patterns in test_hd_math and against an FPU formulation in test_formats_e8_exhaustive) */
+        uint32_t *d = dst;
+        if (mode == TSC_ROUND_NEAREST_EVEN) {
+            TSC_SIMD_LOOP
+            for (size_t i = 0; i < n; i++) d[i] = tsc_f32_keep_rne(tsc_f32_bits(src[i]), pad);
+        } else {
+            TSC_SIMD_LOOP
+            for (size_t i = 0; i < n; i++) d[i] = tsc_f32_keep_rz(tsc_f32_bits(src[i]), pad);
+        }
+        return;
+    }
     switch (tsc_format_size(fmt)) {
     case 8: {
         double *d = dst;
@@ -448,21 +487,26 @@ void tsc_convert_to_f32(tsc_format_t fmt, const void *src, float *dst, size_t n)
     case TSC_FMT_FP64: {
         const double *s = src;
         for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
-        break;
+        return;
     }
-    case TSC_FMT_FP32: memcpy(dst, src, n * sizeof(float)); break;
-    case TSC_FMT_TF32: {
-        const uint32_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = (float)tsc_decode(s[i], fmt);
-        break;
-    }
+    case TSC_FMT_FP32: memcpy(dst, src, n * sizeof(float)); return;
     case TSC_FMT_BF16: {
         const uint16_t *s = src;
         TSC_SIMD_LOOP
         for (size_t i = 0; i < n; i++) dst[i] = tsc_f32_from_bits((uint32_t)s[i] << 16);
+        return;
+    }
+    default: break;
+    }
+    switch (tsc_format_size(fmt)) {
+    case 4: { /* tf32, e8m*: an FP32 container */
+        const uint32_t *s = src;
+        const int pad = pad_bits(&fmt_table[fmt]);
+        TSC_SIMD_LOOP
+        for (size_t i = 0; i < n; i++) dst[i] = tsc_f32_from_bits(container_value(s[i], pad));
         break;
     }
-    case TSC_FMT_FP16: {
+    case 2: {
         const uint16_t *s = src;
         for (size_t i = 0; i < n; i++) dst[i] = (float)tsc_decode(s[i], fmt);
         break;

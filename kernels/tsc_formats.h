@@ -15,10 +15,15 @@
  * nearest-even gives Inf (IEEE formats) or NaN/saturation as each FP8 spec says (documented
  * in formats.c); subnormals are produced and read per each format.
  * In short (finite x whose rounded magnitude exceeds the format's largest finite value):
- *   fp32/tf32/bf16/fp16/fp8-e5m2: nearest-even and stochastic -> +-Inf, toward zero -> +-max;
+ *   fp32/tf32/bf16/fp16/fp8-e5m2/e8m*: nearest-even and stochastic -> +-Inf, toward zero -> +-max;
  *   fp8-e4m3 (no Inf): nearest-even and stochastic -> NaN (OCP non-saturating, as PyTorch's
  *   float8_e4m3fn), toward zero -> +-448; an Inf input -> NaN. NaN keeps its sign and top
  *   payload bits, quieted (bf16: (f32 bits >> 16) | 0x0040, as VCVTNEPS2BF16 does).
+ * Formats with a chosen width (e8m6 ... e8m2): FP32's exponent range with 6 ... 2 explicit mantissa
+ * bits, the rules of bf16 (its subnormals are FP32's grid coarsened to the width); not a format any
+ * kernel uses, but a dose of the same rounding for experiments (docs/PRESETS.md). Stored like tf32,
+ * as an FP32 with the low 23 - width mantissa bits zero. "e8mN" also names bf16 (N = 7), tf32 (10)
+ * and fp32 (23).
  */
 #ifndef TSC_FORMATS_H
 #define TSC_FORMATS_H
@@ -42,6 +47,11 @@ typedef enum {
     TSC_FMT_FP16,     /* IEEE binary16, 1-5-10, bias 15 */
     TSC_FMT_FP8_E4M3, /* OCP FP8 E4M3 (fn): bias 7, no Inf, NaN = S.1111.111, max 448 */
     TSC_FMT_FP8_E5M2, /* OCP FP8 E5M2: bias 15, IEEE-like Inf/NaN, max 57344 */
+    TSC_FMT_E8M6,     /* 1-8-6, bias 127, stored as an FP32 with the low 17 mantissa bits zero */
+    TSC_FMT_E8M5,     /* 1-8-5, low 18 bits zero */
+    TSC_FMT_E8M4,     /* 1-8-4, low 19 bits zero */
+    TSC_FMT_E8M3,     /* 1-8-3, low 20 bits zero */
+    TSC_FMT_E8M2,     /* 1-8-2, low 21 bits zero */
     TSC_FMT_COUNT
 } tsc_format_t;
 
@@ -56,13 +66,17 @@ typedef struct { uint64_t state; } tsc_rng_t;
 TSC_API void tsc_rng_seed(tsc_rng_t *rng, uint64_t seed);
 TSC_API uint64_t tsc_rng_next(tsc_rng_t *rng);
 
-/* Canonical lower-case name ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2"). */
+/* Canonical lower-case name ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2", "e8m6",
+ * ..., "e8m2"). */
 TSC_API const char *tsc_format_name(tsc_format_t fmt);
-/* Parses a name (also accepts "f32", "float32", "bfloat16", "e4m3", ...). TSC_ERR_ARG if unknown. */
+/* Parses a name (also accepts "f32", "float32", "bfloat16", "e4m3", and "e8mN" for the format with 8
+ * exponent bits and N mantissa bits: "e8m7" is bf16, "e8m10" tf32, "e8m23" fp32). TSC_ERR_ARG if
+ * unknown, listing the names. */
 TSC_API tsc_status_t tsc_format_parse(const char *name, tsc_format_t *out);
-/* Storage size in bytes: 8, 4, 4, 2, 2, 1, 1. */
+/* Storage size in bytes: 8, 4, 4, 2, 2, 1, 1, and 4 for every e8m*. */
 TSC_API size_t tsc_format_size(tsc_format_t fmt);
-/* Explicit mantissa bits (52, 23, 10, 7, 10, 3, 2) and exponent bits (11, 8, 8, 8, 5, 4, 5). */
+/* Explicit mantissa bits (52, 23, 10, 7, 10, 3, 2, then 6 ... 2) and exponent bits (11, 8, 8, 8, 5, 4,
+ * 5, then 8). */
 TSC_API int tsc_format_mant_bits(tsc_format_t fmt);
 TSC_API int tsc_format_exp_bits(tsc_format_t fmt);
 

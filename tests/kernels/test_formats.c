@@ -14,9 +14,11 @@ static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 
 static void test_names(void) {
-    static const char *names[] = {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2"};
-    static const size_t sizes[] = {8, 4, 4, 2, 2, 1, 1};
-    static const int mant[] = {52, 23, 10, 7, 10, 3, 2}, expb[] = {11, 8, 8, 8, 5, 4, 5};
+    static const char *names[] = {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2",
+                                  "e8m6", "e8m5", "e8m4", "e8m3", "e8m2"};
+    static const size_t sizes[] = {8, 4, 4, 2, 2, 1, 1, 4, 4, 4, 4, 4};
+    static const int mant[] = {52, 23, 10, 7, 10, 3, 2, 6, 5, 4, 3, 2}, expb[] = {11, 8, 8, 8, 5, 4, 5, 8, 8, 8, 8, 8};
+    CHECK_EQ_INT(sizeof names / sizeof *names, TSC_FMT_COUNT);
     for (int f = 0; f < TSC_FMT_COUNT; f++) {
         tsc_format_t got;
         CHECK_STREQ(tsc_format_name((tsc_format_t)f), names[f]);
@@ -31,6 +33,14 @@ static void test_names(void) {
     CHECK(tsc_format_parse("float32", &got) == TSC_OK && got == TSC_FMT_FP32);
     CHECK(tsc_format_parse("fp12", &got) == TSC_ERR_ARG);
     CHECK(strstr(tsc_error_last(), "fp12") != NULL);
+    CHECK(strstr(tsc_error_last(), "fp8-e5m2, e8m6, e8m5, e8m4, e8m3 or e8m2") != NULL); /* the table's rows */
+    /* e8mN: FP32's exponent range with N mantissa bits, whichever row that is */
+    CHECK(tsc_format_parse("e8m7", &got) == TSC_OK && got == TSC_FMT_BF16);
+    CHECK(tsc_format_parse("E8M10", &got) == TSC_OK && got == TSC_FMT_TF32);
+    CHECK(tsc_format_parse("e8m23", &got) == TSC_OK && got == TSC_FMT_FP32);
+    CHECK(tsc_format_parse("e8m4", &got) == TSC_OK && got == TSC_FMT_E8M4);
+    const char *bad[] = {"e8m1", "e8m8", "e8m04", "e8m", "e8m4x", "e8m230", "e8m+4", "e5m10"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) CHECKF(tsc_format_parse(bad[i], &got) == TSC_ERR_ARG, "%s", bad[i]);
 }
 
 /* OCP OFP8 spec values, written from the spec's tables rather than computed by a formula. */
@@ -240,31 +250,47 @@ static void test_single_rounding(void) {
     CHECK_EQ_INT(bad, 0);
 }
 
-/* Stochastic rounding. x = 1 + k/8 ULP rounds up with probability k/8; over N draws the mean of
- * the rounded values has standard deviation ULP * sqrt(p(1-p)/N). Bound: |mean - x| <= 5 sigma
- * (false-failure chance ~6e-7 per case; the seed is fixed, so the test is deterministic). */
+/* Stochastic rounding. x = 1 + k/8 ULP, and 3 + k/8 of the smallest subnormal, rounds up with
+ * probability k/8; over N draws the mean of the rounded values has standard deviation
+ * ULP * sqrt(p(1-p)/N). Bound: |mean - x| <= 5 sigma (false-failure chance ~6e-7 per case; the seed
+ * is fixed, so the test is deterministic). The bulk conversion, one draw per element, likewise. */
 static void test_stochastic(void) {
-    const int N = 200000;
-    const tsc_format_t fmts[] = {TSC_FMT_BF16, TSC_FMT_FP16, TSC_FMT_FP8_E4M3, TSC_FMT_FP8_E5M2};
-    for (int k = 0; k < 4; k++) {
+    enum { N = 200000 };
+    static float xs[N];
+    static uint8_t dst[N * 4];
+    const tsc_format_t fmts[] = {TSC_FMT_BF16, TSC_FMT_FP16, TSC_FMT_FP8_E4M3, TSC_FMT_FP8_E5M2, TSC_FMT_E8M6,
+                                 TSC_FMT_E8M5, TSC_FMT_E8M4, TSC_FMT_E8M3, TSC_FMT_E8M2};
+    for (size_t k = 0; k < sizeof fmts / sizeof *fmts; k++) {
         tsc_format_t f = fmts[k];
-        double ulp = ldexp(1.0, -tsc_format_mant_bits(f));
-        for (int eighths = 1; eighths < 8; eighths += 3) {
-            double p = eighths / 8.0, x = -(1.0 + p * ulp);
-            tsc_rng_t rng;
-            tsc_rng_seed(&rng, 1234 + (uint64_t)eighths);
-            double sum = 0;
-            long other = 0;
-            for (int i = 0; i < N; i++) {
-                double r = tsc_round(x, f, TSC_ROUND_STOCHASTIC, &rng);
-                other += r != -1.0 && r != -(1.0 + ulp);
-                sum += r;
+        const int mant = tsc_format_mant_bits(f), emin = 2 - (1 << (tsc_format_exp_bits(f) - 1));
+        const double bases[2] = {-1.0, ldexp(3.0, emin - mant)}, ulps[2] = {ldexp(1.0, -mant), ldexp(1.0, emin - mant)};
+        for (int bi = 0; bi < 2; bi++)
+            for (int eighths = 1; eighths < 8; eighths += 3) {
+                const double ulp = ulps[bi], p = eighths / 8.0, x = bases[bi] + (bi ? p : -p) * ulp;
+                tsc_rng_t rng;
+                tsc_rng_seed(&rng, 1234 + (uint64_t)eighths + 100 * (uint64_t)bi);
+                double sum = 0;
+                long other = 0;
+                for (int i = 0; i < N; i++) {
+                    double r = tsc_round(x, f, TSC_ROUND_STOCHASTIC, &rng);
+                    other += fabs(r - x) >= ulp; /* not one of x's two neighbours */
+                    sum += r;
+                }
+                const double sigma = ulp * sqrt(p * (1 - p) / N);
+                CHECKF(fabs(sum / N - x) <= 5 * sigma, "%s x=%a: mean %.17g sigma %g", tsc_format_name(f), x, sum / N,
+                       sigma);
+                CHECK_EQ_INT(other, 0);
+                const size_t sz = tsc_format_size(f);
+                for (int i = 0; i < N; i++) xs[i] = (float)x;
+                tsc_convert_from_f32(f, xs, dst, N, TSC_ROUND_STOCHASTIC, &rng);
+                sum = 0;
+                for (int i = 0; i < N; i++) {
+                    uint64_t bits = 0;
+                    memcpy(&bits, dst + (size_t)i * sz, sz);
+                    sum += tsc_decode(bits, f);
+                }
+                CHECKF(fabs(sum / N - x) <= 5 * sigma, "%s bulk x=%a: mean %.17g", tsc_format_name(f), x, sum / N);
             }
-            double mean = sum / N, sigma = ulp * sqrt(p * (1 - p) / N);
-            CHECKF(fabs(mean - x) <= 5 * sigma, "%s p=%g: mean %.17g x %.17g sigma %g", tsc_format_name(f), p,
-                   mean, x, sigma);
-            CHECK_EQ_INT(other, 0);
-        }
     }
     /* Exact values never move; same seed, same bits; another seed, other bits. */
     tsc_rng_t a, b, c;

@@ -3,7 +3,8 @@
  * constant c whose float ULP is the BF16 ULP of x to |x| (default rounding, nearest-even) keeps
  * exactly the bits at or above that ULP, so (|x| + c) - c is |x| rounded to nearest-even BF16
  * precision, with the FPU, not an integer carry trick, deciding ties. Toward zero steps
- * that result back by one ULP when it landed above |x|. Checked paths: the bulk conversion
+ * that result back by one ULP when it landed above |x| (fpu_round_ref.h, with 7 mantissa bits, the
+ * reference of the e8m* formats' exhaustive test too). Checked paths: the bulk conversion
  * (AVX-512 BF16 where the CPU has it), the portable bulk path, and (on 1/16 of the inputs)
  * the scalar function.
  *
@@ -11,6 +12,7 @@
  * half-word: 255 binades of both signs spread from subnormal to the top, each with all 65536
  * low half-words (every tie, sticky and carry pattern); NaN/Inf and the SIMD-vs-portable
  * comparison on specials are in test_formats.c. The normal build is exhaustive. */
+#include "fpu_round_ref.h"
 #include "tsc_formats.h"
 #include "tsc_test.h"
 
@@ -18,56 +20,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef TSC_SANITIZE
-#define HI_STRIDE 257u
-#else
-#define HI_STRIDE 1u
-#endif
-
-#define CHUNK 65536u
-
-static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-
-/* Reference BF16 bits of every x in src, nearest-even (want) and toward zero (want_z). Float
- * arithmetic: c = 2^(lead + 16) has its float ULP at 2^(lead - 7), the BF16 ULP of x's binade
- * (lead = exponent of x's leading bit, -126 for subnormals), and |x| < 2c. The top binades
- * (lead >= 112, where c would overflow) are first scaled by 2^-64, exactly, and scaled back,
- * which overflows to Inf exactly when the rounded value is 2^128. Written branch-free so the
- * compiler vectorises it (4.3e9 inputs). */
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("O3")))  /* clang vectorises this at -O2 already and has no such attribute */
-#endif
+/* Reference BF16 bits of every x in src, nearest-even (want) and toward zero (want_z): the top half
+ * of fpu_round_ref.h's FP32 pattern with 7 mantissa bits. */
 static void ref_bf16(const float *src, uint16_t *want, uint16_t *want_z, uint32_t n) {
-#ifdef _OPENMP
-#pragma omp simd
-#endif
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t u = f2u(src[i]);
-        uint32_t a = u & 0x7fffffffu;
-        int ef = (int)(a >> 23);
-        int lead = ef - 127 + (ef == 0);
-        int big = lead >= 112;
-        float s = u2f((uint32_t)(127 - 64 * big) << 23);    /* 2^-64 or 1 */
-        float back = u2f((uint32_t)(127 + 64 * big) << 23); /* 2^64 or 1 */
-        int l2 = lead - 64 * big;
-        float y = u2f(a) * s;
-        float c = u2f((uint32_t)(l2 + 16 + 127) << 23);
-        float ulp = c * 0x1p-23f; /* 2^(l2 - 7) >= 2^-133, a float subnormal at worst: exact */
-        float r = (y + c) - c;
-        float rz = r - u2f(f2u(ulp) & (0u - (uint32_t)(r > y)));
-        uint32_t sg = (u >> 16) & 0x8000u;
-        uint16_t rn = (uint16_t)(sg | (f2u(r * back) >> 16));
-        uint16_t rt = (uint16_t)(sg | (f2u(rz * back) >> 16));
-        uint16_t special = (uint16_t)((u >> 16) | (0x40u * ((a & 0x7fffffu) != 0))); /* Inf; quiet NaN */
-        uint16_t m = (uint16_t)(0u - (uint32_t)(ef == 255));
-        want[i] = (uint16_t)((special & m) | (rn & ~m));
-        want_z[i] = (uint16_t)((special & m) | (rt & ~m));
+    static uint32_t w[CHUNK], wz[CHUNK];
+    for (uint32_t i0 = 0; i0 < n; i0 += CHUNK) {
+        const uint32_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+        fpu_ref_round(src + i0, w, wz, m, 7);
+        for (uint32_t i = 0; i < m; i++) {
+            want[i0 + i] = (uint16_t)(w[i] >> 16);
+            want_z[i0 + i] = (uint16_t)(wz[i] >> 16);
+        }
     }
 }
 
 static uint16_t ref_one(uint32_t u, int rtz) {
-    float x = u2f(u);
+    float x = fpu_ref_u2f(u);
     uint16_t a, b;
     ref_bf16(&x, &a, &b, 1);
     return rtz ? b : a;
@@ -82,7 +50,7 @@ int main(void) {
     printf("AVX-512 BF16 path: %s\n", have_simd ? "active" : "not available (portable only)");
     uint64_t bad_rne = 0, bad_rtz = 0, bad_scalar = 0, bad_port = 0, n = 0;
     for (uint32_t hi = 0; hi < 65536u; hi += HI_STRIDE) {
-        for (uint32_t lo = 0; lo < CHUNK; lo++) src[lo] = u2f(hi << 16 | lo);
+        for (uint32_t lo = 0; lo < CHUNK; lo++) src[lo] = fpu_ref_u2f(hi << 16 | lo);
         tsc_formats_simd_set(1);
         tsc_convert_from_f32(TSC_FMT_BF16, src, simd, CHUNK, TSC_ROUND_NEAREST_EVEN, NULL);
         tsc_formats_simd_set(0);
