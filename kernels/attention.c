@@ -35,11 +35,13 @@
 #endif
 
 /* A stage's rounding, with its own stochastic-rounding stream. id: the compute type already
- * holds the stage's format, so rounding is the identity. */
+ * holds the stage's format, so rounding is the identity. drop: for a format with FP32's exponent
+ * range and p < 23 mantissa bits (bf16, tf32, e8m*), the 23 - p bits that rounding a float
+ * clears on its bits; else 0. */
 typedef struct {
     tsc_format_t fmt;
     tsc_round_t mode;
-    int id;
+    int id, drop;
     tsc_rng_t rng;
 } rst_t;
 

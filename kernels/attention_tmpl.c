@@ -18,6 +18,9 @@ static inline R SFX(rnd)(R x, rst_t *rs) {
     if (rs->mode != TSC_ROUND_STOCHASTIC) {
         if (rs->fmt == TSC_FMT_BF16) return rs->mode == TSC_ROUND_NEAREST_EVEN ? bf16_rne(x) : bf16_rz(x);
         if (rs->fmt == TSC_FMT_TF32) return rs->mode == TSC_ROUND_NEAREST_EVEN ? tf32_rne(x) : tf32_rz(x);
+        if (rs->drop) /* e8m*: the same rule with the drop of the format's row */
+            return tsc_f32_from_bits(rs->mode == TSC_ROUND_NEAREST_EVEN ? tsc_f32_keep_rne(tsc_f32_bits(x), rs->drop)
+                                                                        : tsc_f32_keep_rz(tsc_f32_bits(x), rs->drop));
     }
     return (float)tsc_round((double)x, rs->fmt, rs->mode, &rs->rng);
 #endif
@@ -33,6 +36,11 @@ static void SFX(rnd_arr)(R *restrict x, int n, rst_t *rs) {
     }
     if (rs->mode == TSC_ROUND_NEAREST_EVEN && rs->fmt == TSC_FMT_TF32) {
         for (int i = 0; i < n; i++) x[i] = tf32_rne(x[i]);
+        return;
+    }
+    if (rs->mode == TSC_ROUND_NEAREST_EVEN && rs->drop) {
+        const int drop = rs->drop;
+        for (int i = 0; i < n; i++) x[i] = tsc_f32_from_bits(tsc_f32_keep_rne(tsc_f32_bits(x[i]), drop));
         return;
     }
 #endif
@@ -82,6 +90,7 @@ static void SFX(hctx_init)(SFX(hctx_t) *cx, const tsc_policy_t *pol, const tsc_a
         rs->fmt = pol->fmt[s];
         rs->mode = pol->mode[s];
         rs->id = rs->fmt == TSC_FMT_FP64 || (!TMPL_DOUBLE && rs->fmt == TSC_FMT_FP32);
+        rs->drop = tsc_format_exp_bits(rs->fmt) == 8 ? 23 - tsc_format_mant_bits(rs->fmt) : 0;
         /* one stream per (seed, head, stage, pass) so results do not depend on threading */
         tsc_rng_seed(&rs->rng, pol->seed ^ ((uint64_t)b << 48) ^ ((uint64_t)h << 32) ^
                                    ((uint64_t)s << 8) ^ (uint64_t)salt);

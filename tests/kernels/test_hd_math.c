@@ -1,10 +1,11 @@
 /* The arithmetic the CPU reference and the CUDA kernels share (kernels/hd_math_internal.h),
  * against formulations we did not write for it:
- *   - tsc_hd_round (TF32, BF16, FP16; nearest-even and toward zero) against tsc_round_f32, the
- *     generic rounding through double that the reference uses, over FP32 bit patterns: every
- *     pattern with a stride (61 normally; 1021 under sanitizers), plus every pattern within 4096
- *     of each format's overflow threshold, subnormal boundary and zero, both signs. NaN results
- *     compare as "a NaN of the same sign", everything else bit for bit.
+ *   - tsc_hd_round (TF32, BF16, FP16, e8m6 ... e8m2; nearest-even and toward zero) against
+ *     tsc_round_f32, the generic rounding through double that the reference uses, over FP32 bit
+ *     patterns: every pattern with a stride (61 normally, 427 for e8m*; 1021 and 7147 under
+ *     sanitizers), plus every pattern within 4096 of each format's overflow threshold, subnormal
+ *     boundary and zero, both signs. NaN results compare as "a NaN of the same sign", everything
+ *     else bit for bit.
  *   - tsc_hd_logf against log computed in long double and rounded once to float (correct
  *     rounding) over every positive float with a stride (7; 257 under sanitizers), and the
  *     specials; also counts how often glibc's logf differs from it (printed, not asserted).
@@ -47,17 +48,24 @@ static void check_round_at(uint32_t u, int fmt, int mode) {
 }
 
 static void check_rounding(void) {
-    const int fmts[3] = {TSC_FMT_TF32, TSC_FMT_BF16, TSC_FMT_FP16};
+    const int fmts[] = {TSC_FMT_TF32, TSC_FMT_BF16, TSC_FMT_FP16, TSC_FMT_E8M6, TSC_FMT_E8M5, TSC_FMT_E8M4,
+                        TSC_FMT_E8M3, TSC_FMT_E8M2};
     /* boundaries: FP16 max (65504) and its overflow threshold 65520, its smallest normal 2^-14 and
-     * subnormal 2^-24, the FP32 ones; zero */
-    const uint32_t edges[] = {0x477fe000u, 0x477ff000u, 0x38800000u, 0x33800000u, 0x33000000u,
-                              0x7f7fffffu, 0x00800000u, 0x00000000u, 0x7f800000u};
+     * subnormal 2^-24, the FP32 ones; zero; the overflow threshold of e8m6 ... e8m2, (2 - 2^-(p+1))·2^127
+     * (the last slot, set per format) */
+    uint32_t edges[] = {0x477fe000u, 0x477ff000u, 0x38800000u, 0x33800000u, 0x33000000u,
+                        0x7f7fffffu, 0x00800000u, 0x00000000u, 0x7f800000u, 0x7f800000u};
+    const size_t n_edges = sizeof edges / sizeof *edges;
     long n = 0;
-    for (int fi = 0; fi < 3; fi++)
+    for (size_t fi = 0; fi < sizeof fmts / sizeof *fmts; fi++)
         for (int mode = 0; mode < 2; mode++) {
+            const int p = tsc_format_mant_bits((tsc_format_t)fmts[fi]);
+            /* the e8m* formats are the same bit rule as tf32 and bf16 with another drop: a coarser stride */
+            const uint64_t stride = p <= 6 ? 7 * ROUND_STRIDE : ROUND_STRIDE;
+            edges[n_edges - 1] = 0x7f800000u - (p <= 6 ? 1u << (22 - p) : 0u);
             round_mismatch = 0;
-            for (uint64_t u = 0; u <= 0xffffffffu; u += ROUND_STRIDE, n++) check_round_at((uint32_t)u, fmts[fi], mode);
-            for (size_t e = 0; e < sizeof edges / sizeof *edges; e++)
+            for (uint64_t u = 0; u <= 0xffffffffu; u += stride, n++) check_round_at((uint32_t)u, fmts[fi], mode);
+            for (size_t e = 0; e < n_edges; e++)
                 for (int64_t d = -4096; d <= 4096; d++) {
                     const int64_t v = (int64_t)edges[e] + d;
                     if (v < 0 || v > 0x7fffffff) continue;
