@@ -112,7 +112,7 @@ static const layout_t layouts[] = {
 
 static hid_t h5_type_create(tsc_format_t fmt) {
     if (fmt == TSC_FMT_FP64) return H5Tcopy(H5T_IEEE_F64LE);
-    if (fmt == TSC_FMT_FP32 || fmt == TSC_FMT_TF32) return H5Tcopy(H5T_IEEE_F32LE);
+    if (tsc_format_size(fmt) == 4) return H5Tcopy(H5T_IEEE_F32LE); /* fp32, and tf32 and e8m* in its container */
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
         const layout_t *l = &layouts[i];
         if (l->fmt != fmt) continue;
@@ -890,7 +890,7 @@ static tsc_status_t h5_write_array(hid_t loc, const char *name, tsc_format_t sto
     void *conv = NULL;
     hid_t mt = ft;
     tsc_status_t st = TSC_OK;
-    if (src_fmt == store_fmt || (src_fmt == TSC_FMT_TF32 && store_fmt == TSC_FMT_FP32)) {
+    if (src_fmt == store_fmt || (tsc_format_size(src_fmt) == 4 && store_fmt == TSC_FMT_FP32)) { /* FP32 containers */
         mt = ft;  /* bit for bit: the memory type is the file type, HDF5 converts nothing */
     } else if (src_fmt == TSC_FMT_FP32 && store_fmt == TSC_FMT_FP64) {
         mt = H5T_NATIVE_FLOAT;  /* exact widening by HDF5's hard conversion */
