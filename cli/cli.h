@@ -17,6 +17,8 @@ typedef struct {
 
 /* The command table (main.c). */
 extern const tsc_cli_cmd_t tsc_cli_commands[];
+/* The paragraph of `tilescope help` on the options every command accepts (main.c). */
+extern const char tsc_cli_global_usage[];
 const tsc_cli_cmd_t *tsc_cli_find(const char *name);
 
 /* Prints "tilescope <cmd>: <message>" and the command's usage to stderr; returns 2. */
@@ -32,17 +34,17 @@ void tsc_cli_print_usage(const char *cmd, FILE *to);
 int tsc_cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi, long *out);
 int tsc_cli_parse_double(const char *cmd, const char *flag, const char *s, double lo, double hi,
                          double *out);
-/* For a flag that takes a value: returns argv[++*i] or NULL after printing a usage error. */
-const char *tsc_cli_value(const char *cmd, int argc, char **argv, int *i);
 
 /* A command's flags as a table, parsed by tsc_cli_flag. ON / OFF set an int to 1 / 0 and take no
  * value; the others take the next argument: STR keeps it (const char *), LIST appends it to a
- * tsc_cli_list_t (a repeatable flag, at most TSC_CLI_LIST_MAX), DOUBLE parses a number in [lo, hi]
- * into a double, INT / LONG / LLONG an integer in [lo, hi] into an int / long / long long, WHOLE
- * an integer in [lo, hi] into a double. */
+ * tsc_cli_list_t (a repeatable flag, at most its cap), SET parses it into a tsc_select_set_t
+ * (tsc_select_set_parse: all | N | start:stop[:stride] | a,b,...), DOUBLE parses a number in
+ * [lo, hi] into a double, INT / LONG / LLONG an integer in [lo, hi] into an int / long / long long,
+ * WHOLE an integer in [lo, hi] into a double. A value that does not parse is a usage error naming
+ * the flag. */
 typedef enum {
-    TSC_CLI_ON, TSC_CLI_OFF, TSC_CLI_STR, TSC_CLI_LIST, TSC_CLI_DOUBLE, TSC_CLI_INT, TSC_CLI_LONG, TSC_CLI_LLONG,
-    TSC_CLI_WHOLE
+    TSC_CLI_ON, TSC_CLI_OFF, TSC_CLI_STR, TSC_CLI_LIST, TSC_CLI_SET, TSC_CLI_DOUBLE, TSC_CLI_INT, TSC_CLI_LONG,
+    TSC_CLI_LLONG, TSC_CLI_WHOLE
 } tsc_cli_kind_t;
 
 typedef struct {
@@ -52,24 +54,36 @@ typedef struct {
     double lo, hi;             /* the range of a number */
 } tsc_cli_flag_t;
 
-#define TSC_CLI_LIST_MAX 16
+/* The values of a repeatable flag, in the order given: v has room for cap of them (the caller's
+ * storage: TSC_CLI_LIST(array) for an array, or {v, 0, argc} for one value per argument). */
+#define TSC_CLI_LIST_MAX 16 /* the cap of most repeatable flags (a figure source holds 16 training logs) */
 typedef struct {
-    const char *v[TSC_CLI_LIST_MAX];
-    int n;
+    const char **v;
+    int n, cap;
 } tsc_cli_list_t;
+#define TSC_CLI_LIST(array) {(array), 0, (int)(sizeof(array) / sizeof((array)[0]))}
+
+/* The rows of --steps, --layers, --heads and --batches SET, into the sets of the tsc_select_t *sel
+ * (four initializers of a flag table). */
+#define TSC_CLI_SELECT_FLAGS(sel)                                                                                   \
+    {"--steps", NULL, TSC_CLI_SET, &(sel)->steps, 0, 0}, {"--layers", NULL, TSC_CLI_SET, &(sel)->layers, 0, 0},     \
+        {"--heads", NULL, TSC_CLI_SET, &(sel)->heads, 0, 0}, {"--batches", NULL, TSC_CLI_SET, &(sel)->batches, 0, 0}
 
 /* Parses argv[*i] (and its value) when it is one of the n flags of f. Returns 0 when parsed, 2
  * after printing a usage error, -1 when argv[*i] is none of them. */
 int tsc_cli_flag(const char *cmd, int argc, char **argv, int *i, const tsc_cli_flag_t *f, size_t n);
 #define TSC_CLI_NFLAGS(table) (sizeof(table) / sizeof((table)[0]))
 /* An argument no flag took: a usage error "unknown option" when it starts with '-' (a lone "-"
- * is an operand when lone_dash), else the command's one operand into *slot, a usage error
- * "unexpected argument" when *slot is already set. Returns 0 or 2. */
+ * is an operand when lone_dash), else the command's one operand into *slot: a usage error
+ * "unexpected argument" naming both when *slot is already set, "unknown argument" when slot is
+ * NULL (a command that takes no operand). Returns 0 or 2. */
 int tsc_cli_operand(const char *cmd, const char *a, int lone_dash, const char **slot);
-/* A command's own parser of flags no table can say (the convention of tsc_cli_flag). */
+/* A command's own parser of flags no table can say (the convention of tsc_cli_flag): a flag whose
+ * value has structure, a second operand. It matches its flags with tsc_cli_flag too. */
 typedef int (*tsc_cli_flag_fn)(const char *cmd, int argc, char **argv, int *i, void *ctx);
 /* Parses all of argv: each argument through more(ctx) when more is not NULL, else the table f,
- * else as the one operand (tsc_cli_operand with lone_dash). Returns 0, or 2 after a usage error. */
+ * else as the one operand (tsc_cli_operand with lone_dash; operand NULL: none is taken).
+ * Returns 0, or 2 after a usage error. */
 int tsc_cli_args(const char *cmd, int argc, char **argv, const tsc_cli_flag_t *f, size_t n, tsc_cli_flag_fn more,
                  void *ctx, int lone_dash, const char **operand);
 
@@ -113,6 +127,11 @@ int tsc_cli_summary_out(const char *cmd, const char *outdir, tsc_json_t *j, int 
  * Returns buf, or NULL when none is near. */
 const char *tsc_cli_nearest_command(const char *word, char *buf, size_t cap);
 const char *tsc_cli_nearest_option(const char *cmd, const char *word, char *buf, size_t cap);
+/* The value of flag as cmd's usage text names it (else the text of the options every command
+ * accepts): the word after "FLAG " when it is a placeholder (FILE, N, [L=]POLICY, fp32|bf16,
+ * A=NAME), and a remark in parentheses right after it ("BYTES (suffix K, M, G, T)"). Returns buf,
+ * or NULL when no text names one. */
+const char *tsc_cli_value_name(const char *cmd, const char *flag, char *buf, size_t cap);
 /* The usage error "unknown option 'WORD'; did you mean '--x'?" (or without the question): 2. */
 int tsc_cli_unknown_option(const char *cmd, const char *word);
 

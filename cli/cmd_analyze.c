@@ -40,27 +40,23 @@ const char tsc_usage_analyze[] =
     "Exit: 0 done, 1 the job failed (bad dump, unwritable DIR), 2 usage error.\n";
 
 int tsc_cli_analysis_flag(const char *cmd, int argc, char **argv, int *i, tsc_analysis_opts_t *o) {
-    const char *a = argv[*i], *v;
-    if (strcmp(a, "--hp") == 0 || strcmp(a, "--lp") == 0) {
-        if (!(v = tsc_cli_value(cmd, argc, argv, i))) return 2;
-        if (strlen(v) >= TSC_POLICY_STR_MAX) return tsc_cli_usage_error(cmd, "%s: policy string too long", a);
-        strcpy(a[2] == 'h' ? o->hp : o->lp, v);
-    } else if (strcmp(a, "--select") == 0) {
-        if (!(v = tsc_cli_value(cmd, argc, argv, i))) return 2;
-        if (tsc_select_parse(&o->sel, v) != TSC_OK) return tsc_cli_usage_error(cmd, "--select: %s", tsc_error_last());
-    } else if (strcmp(a, "--steps") == 0 || strcmp(a, "--layers") == 0 || strcmp(a, "--heads") == 0 ||
-               strcmp(a, "--batches") == 0) {
-        if (!(v = tsc_cli_value(cmd, argc, argv, i))) return 2;
-        tsc_select_set_t *set = a[2] == 's' ? &o->sel.steps : a[2] == 'l' ? &o->sel.layers
-                                : a[2] == 'h' ? &o->sel.heads : &o->sel.batches;
-        if (tsc_select_set_parse(set, v) != TSC_OK) return tsc_cli_usage_error(cmd, "%s: %s", a, tsc_error_last());
-    } else {
-        const tsc_cli_flag_t f[] = {{"--alpha", NULL, TSC_CLI_DOUBLE, &o->rule.alpha, 1e-300, 1},
-                                    {"--min-ulp", NULL, TSC_CLI_DOUBLE, &o->rule.min_ulp, 0, 1e6},
-                                    {"--tie-eps", NULL, TSC_CLI_DOUBLE, &o->tie_eps, 0, 1e3},
-                                    {"--terms", NULL, TSC_CLI_INT, &o->n_terms, 1, 4096}};
-        return tsc_cli_flag(cmd, argc, argv, i, f, TSC_CLI_NFLAGS(f));
-    }
+    const char *hp = NULL, *lp = NULL, *select = NULL;
+    const tsc_cli_flag_t f[] = {{"--hp", NULL, TSC_CLI_STR, &hp, 0, 0},
+                                {"--lp", NULL, TSC_CLI_STR, &lp, 0, 0},
+                                {"--select", NULL, TSC_CLI_STR, &select, 0, 0},
+                                TSC_CLI_SELECT_FLAGS(&o->sel),
+                                {"--alpha", NULL, TSC_CLI_DOUBLE, &o->rule.alpha, 1e-300, 1},
+                                {"--min-ulp", NULL, TSC_CLI_DOUBLE, &o->rule.min_ulp, 0, 1e6},
+                                {"--tie-eps", NULL, TSC_CLI_DOUBLE, &o->tie_eps, 0, 1e3},
+                                {"--terms", NULL, TSC_CLI_INT, &o->n_terms, 1, 4096}};
+    int rc = tsc_cli_flag(cmd, argc, argv, i, f, TSC_CLI_NFLAGS(f));
+    if (rc) return rc;
+    const char *pol = hp ? hp : lp;
+    if (pol && strlen(pol) >= TSC_POLICY_STR_MAX)
+        return tsc_cli_usage_error(cmd, "%s: policy string too long", hp ? "--hp" : "--lp");
+    if (pol) strcpy(hp ? o->hp : o->lp, pol);
+    if (select && tsc_select_parse(&o->sel, select) != TSC_OK)
+        return tsc_cli_usage_error(cmd, "--select: %s", tsc_error_last());
     return 0;
 }
 
@@ -105,10 +101,11 @@ int tsc_cli_summary_out(const char *cmd, const char *outdir, tsc_json_t *j, int 
 /* The analysis flags and --probe B,T,I (each an integer in [0, INT_MAX]; the dump bounds them further). */
 static int analyze_flag(const char *cmd, int argc, char **argv, int *i, void *ctx) {
     tsc_analysis_opts_t *o = ctx;
+    const char *v = NULL;
+    const tsc_cli_flag_t f[] = {{"--probe", NULL, TSC_CLI_STR, &v, 0, 0}};
     int rc = tsc_cli_analysis_flag(cmd, argc, argv, i, o);
-    if (rc >= 0 || strcmp(argv[*i], "--probe") != 0) return rc;
-    const char *v = tsc_cli_value(cmd, argc, argv, i);
-    if (!v) return 2;
+    if (rc < 0) rc = tsc_cli_flag(cmd, argc, argv, i, f, TSC_CLI_NFLAGS(f));
+    if (rc || !v) return rc;
     int *dst[3] = {&o->probe_b, &o->probe_t, &o->probe_i};
     const char *p = v;
     for (int k = 0; k < 3; k++) {

@@ -30,8 +30,10 @@ const char tsc_usage_compare[] =
     "another compare), 2 usage error.\n";
 
 typedef struct {
+    const char *dir[2];           /* DIR_A, DIR_B */
     const char *label[2];
-    tsc_cli_list_t logs[2];       /* FILE[:COLUMN] per side */
+    const char *logv[2][TSC_CLI_LIST_MAX];
+    tsc_cli_list_t logs[2];       /* FILE[:COLUMN] per side, in logv */
     char spec[TSC_CLI_LIST_MAX][1200]; /* "LABEL=FILE" for the shared loss figure */
 } compare_args_t;
 
@@ -45,15 +47,17 @@ static int side_of(const char *cmd, const char *flag, const char *v, const char 
     return -1;
 }
 
+/* --label and --log, whose value names a side, and the two folders (DIR_A, then DIR_B). */
 static int compare_flag(const char *cmd, int argc, char **argv, int *i, void *ctx) {
     compare_args_t *c = ctx;
-    const char *a = argv[*i], *v, *rest;
-    int is_label = strcmp(a, "--label") == 0;
-    if (!is_label && strcmp(a, "--log") != 0) return -1;
-    if (!(v = tsc_cli_value(cmd, argc, argv, i))) return 2;
-    int s = side_of(cmd, a, v, &rest);
+    const char *label = NULL, *log = NULL, *rest;
+    const tsc_cli_flag_t f[] = {{"--label", NULL, TSC_CLI_STR, &label, 0, 0}, {"--log", NULL, TSC_CLI_STR, &log, 0, 0}};
+    if (argv[*i][0] != '-') return tsc_cli_operand(cmd, argv[*i], 0, &c->dir[c->dir[0] != NULL]);
+    int rc = tsc_cli_flag(cmd, argc, argv, i, f, TSC_CLI_NFLAGS(f));
+    if (rc) return rc;
+    int s = side_of(cmd, label ? "--label" : "--log", label ? label : log, &rest);
     if (s < 0) return 2;
-    if (is_label) {
+    if (label) {
         if (strlen(rest) > 60) return tsc_cli_usage_error(cmd, "--label: a name of at most 60 bytes");
         c->label[s] = rest;
         return 0;
@@ -77,10 +81,11 @@ static tsc_status_t open_logs(compare_args_t *c, tsc_figure_src_t **out) {
 }
 
 int tsc_cmd_compare(int argc, char **argv) {
-    const char *cmd = "compare", *dir[2] = {NULL, NULL}, *out = NULL;
+    const char *cmd = "compare", *out = NULL;
     compare_args_t c;
     memset(&c, 0, sizeof c);
     c.label[0] = "A", c.label[1] = "B";
+    for (int s = 0; s < 2; s++) c.logs[s] = (tsc_cli_list_t)TSC_CLI_LIST(c.logv[s]);
     int quiet = 0, rc;
     tsc_runcmp_opts_t o;
     tsc_runcmp_opts_init(&o);
@@ -88,14 +93,8 @@ int tsc_cmd_compare(int argc, char **argv) {
                                     {"--rows", NULL, TSC_CLI_INT, &o.max_rows, 1, 1000},
                                     {"--dpi", NULL, TSC_CLI_WHOLE, &o.dpi, 30, 1200},
                                     {"--quiet", "-q", TSC_CLI_ON, &quiet, 0, 0}};
-    for (int i = 0; i < argc; i++) {
-        if ((rc = compare_flag(cmd, argc, argv, &i, &c)) >= 0 ||
-            (rc = tsc_cli_flag(cmd, argc, argv, &i, flags, TSC_CLI_NFLAGS(flags))) >= 0) {
-            if (rc) return rc;
-        } else if ((rc = tsc_cli_operand(cmd, argv[i], 0, dir[0] ? &dir[1] : &dir[0]))) {
-            return rc;
-        }
-    }
+    if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), compare_flag, &c, 0, NULL))) return rc;
+    const char *const *dir = c.dir;
     if (!dir[0] || !dir[1]) return tsc_cli_usage_error(cmd, "two analysis folders are needed (DIR_A DIR_B)");
     if (!out) return tsc_cli_usage_error(cmd, "-o OUT is required");
     if (strlen(out) > 1000) return tsc_cli_usage_error(cmd, "-o: path too long");

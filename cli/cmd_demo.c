@@ -40,45 +40,33 @@ static void print_not_drawn(void *user, const char *id, tsc_status_t st, const c
 }
 
 int tsc_cmd_demo(int argc, char **argv) {
-    const char *cmd = "demo", *dir = "demo-out", *shape = "gpt2-small", *seed = "1", *steps = NULL;
-    tsc_cli_list_t logs = {{NULL}, 0};
-    long max_heads = 64;
+    const char *cmd = "demo", *dir = "demo-out", *shape = "gpt2-small", *steps = NULL, *logv[TSC_CLI_LIST_MAX];
+    tsc_cli_list_t logs = TSC_CLI_LIST(logv);
+    long max_heads = 64, seed_n = 1;
     int rc;
     const tsc_cli_flag_t flags[] = {{"--out", "-o", TSC_CLI_STR, &dir, 0, 0},
+                                    {"--shape", NULL, TSC_CLI_STR, &shape, 0, 0},
                                     {"--max-heads", NULL, TSC_CLI_LONG, &max_heads, 1, 64},
+                                    {"--seed", NULL, TSC_CLI_LONG, &seed_n, 0, 4611686018427387904.0},
                                     {"--steps", NULL, TSC_CLI_STR, &steps, 0, 0},
                                     {"--log", NULL, TSC_CLI_LIST, &logs, 0, 0}};
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if ((rc = tsc_cli_flag(cmd, argc, argv, &i, flags, TSC_CLI_NFLAGS(flags))) >= 0) {
-            if (rc) return rc;
-        } else if (strcmp(a, "--shape") == 0) {
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if (strcmp(v, "gpt2-small") && strcmp(v, "tiny") && strcmp(v, "llama-gqa"))
-                return tsc_cli_usage_error(cmd, "--shape: expected gpt2-small, tiny or llama-gqa, got '%s'", v);
-            shape = v;
-        } else if (strcmp(a, "--seed") == 0) {
-            long s;
-            if (!(v = tsc_cli_value(cmd, argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_long(cmd, a, v, 0, 1L << 62, &s))) return rc;
-            seed = v;
-        } else {
-            return a[0] == '-' ? tsc_cli_unknown_option(cmd, a) : tsc_cli_usage_error(cmd, "unknown argument '%s'", a);
-        }
-    }
+    if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, NULL))) return rc;
+    if (strcmp(shape, "gpt2-small") && strcmp(shape, "tiny") && strcmp(shape, "llama-gqa"))
+        return tsc_cli_usage_error(cmd, "--shape: expected gpt2-small, tiny or llama-gqa, got '%s'", shape);
     if (strlen(dir) > 900) return tsc_cli_usage_error(cmd, "-o: path too long");
-    char figdir[1024], dump[1024], pdf[1024], mh[16];
+    char figdir[1024], dump[1024], pdf[1024], mh[16], seed[24];
     snprintf(figdir, sizeof figdir, "%s/figures", dir);
     snprintf(dump, sizeof dump, "%s/dump.h5", dir);
     snprintf(pdf, sizeof pdf, "%s/report.pdf", dir);
     snprintf(mh, sizeof mh, "%ld", max_heads);
+    snprintf(seed, sizeof seed, "%ld", seed_n);
     if (tsc_cli_make_dir(dir) || tsc_cli_make_dir(figdir)) return tsc_cli_fail(cmd, "%s: cannot create the folder: %s", dir, strerror(errno));
     double t0 = now_s(), t;
     int layer_only = strcmp(shape, "tiny") != 0; /* tiny is small enough to write whole */
     if (!steps && layer_only) steps = "0:2";
     printf("demo: output folder %s (shape %s%s, seed %s)\n", dir, shape, layer_only ? ", layer 1 only" : "", seed);
 
-    char *sargv[16] = {"-o", dump, "--shape", (char *)shape, "--seed", (char *)seed, "--quiet"};
+    char *sargv[16] = {"-o", dump, "--shape", (char *)shape, "--seed", seed, "--quiet"};
     int sargc = 7;
     if (layer_only) sargv[sargc++] = "--layers", sargv[sargc++] = "1";
     if (steps) sargv[sargc++] = "--steps", sargv[sargc++] = (char *)steps;

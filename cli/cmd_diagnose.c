@@ -36,10 +36,11 @@ const char tsc_usage_diagnose[] =
 /* The analysis flags and --betas B1,B2,... */
 static int diagnose_flag(const char *cmd, int argc, char **argv, int *i, void *ctx) {
     tsc_diagnose_opts_t *o = ctx;
+    const char *v = NULL;
+    const tsc_cli_flag_t f[] = {{"--betas", NULL, TSC_CLI_STR, &v, 0, 0}};
     int rc = tsc_cli_analysis_flag(cmd, argc, argv, i, &o->an);
-    if (rc >= 0 || strcmp(argv[*i], "--betas") != 0) return rc;
-    const char *a = argv[*i], *v = tsc_cli_value(cmd, argc, argv, i);
-    if (!v) return 2;
+    if (rc < 0) rc = tsc_cli_flag(cmd, argc, argv, i, f, TSC_CLI_NFLAGS(f));
+    if (rc || !v) return rc;
     char buf[256];
     if (strlen(v) >= sizeof buf) return tsc_cli_usage_error(cmd, "--betas: at most %zu characters", sizeof buf - 1);
     snprintf(buf, sizeof buf, "%s", v);
@@ -47,7 +48,7 @@ static int diagnose_flag(const char *cmd, int argc, char **argv, int *i, void *c
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         if (o->n_betas >= TSC_DIAG_MAX_BETAS)
             return tsc_cli_usage_error(cmd, "--betas takes at most %d values", TSC_DIAG_MAX_BETAS);
-        if ((rc = tsc_cli_parse_double(cmd, a, tok, 1, 64, &o->betas[o->n_betas++]))) return rc;
+        if ((rc = tsc_cli_parse_double(cmd, "--betas", tok, 1, 64, &o->betas[o->n_betas++]))) return rc;
     }
     if (o->n_betas == 0) return tsc_cli_usage_error(cmd, "--betas needs at least one value");
     return 0;

@@ -137,48 +137,45 @@ static void print_add(const tsc_explain_add_t *e, const char *const pos[2]) {
     }
 }
 
+/* The numbers A and B of `explain add`: every argument that does not start with "--" (a number
+ * may be negative), at most two. */
+typedef struct {
+    const char **pos;
+    int n;
+} add_operands_t;
+
+static int add_operand(const char *cmd, int argc, char **argv, int *i, void *ctx) {
+    add_operands_t *p = ctx;
+    const char *a = argv[*i];
+    if (strncmp(a, "--", 2) == 0) return -1;
+    if (p->n == 2) return tsc_cli_usage_error(cmd, "add takes two numbers, got a third: '%s'", a);
+    p->pos[p->n++] = a;
+    return 0;
+}
+
 /* --acc/--to/--round/--seed/--json and the two numbers of `explain add`: 0, or 2 after a usage error. */
 static int parse_add(int argc, char **argv, tsc_explain_add_t *o, const char *pos[2], int *json) {
-    int npos = 0;
+    const char *acc = NULL, *to = NULL, *round = NULL;
     long seed = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncmp(a, "--", 2) != 0) {
-            if (npos == 2) return tsc_cli_usage_error(CMD, "add takes two numbers, got a third: '%s'", a);
-            pos[npos++] = a;
-        } else if (strcmp(a, "--acc") == 0 || strcmp(a, "--to") == 0) {
-            const char *v = tsc_cli_value(CMD, argc, argv, &i);
-            if (!v) return 2;
-            if (strcmp(a, "--to") == 0 && strcmp(v, "none") == 0) {
-                o->have_to = 0;
-                continue;
-            }
-            tsc_format_t f;
-            if (tsc_format_parse(v, &f) != TSC_OK) return tsc_cli_usage_error(CMD, "%s: %s", a, tsc_error_last());
-            if (strcmp(a, "--acc") == 0) o->acc = f;
-            else { o->to = f; o->have_to = 1; }
-        } else if (strcmp(a, "--round") == 0) {
-            const char *v = tsc_cli_value(CMD, argc, argv, &i);
-            if (!v) return 2;
-            if (strcmp(v, "nearest-even") == 0 || strcmp(v, "rne") == 0) o->mode = TSC_ROUND_NEAREST_EVEN;
-            else if (strcmp(v, "toward-zero") == 0 || strcmp(v, "rtz") == 0) o->mode = TSC_ROUND_TOWARD_ZERO;
-            else if (strcmp(v, "stochastic") == 0 || strcmp(v, "sr") == 0) o->mode = TSC_ROUND_STOCHASTIC;
-            else return tsc_cli_usage_error(CMD, "--round expects nearest-even, toward-zero or stochastic, got '%s'", v);
-        } else if (strcmp(a, "--seed") == 0) {
-            const char *v = tsc_cli_value(CMD, argc, argv, &i);
-            if (!v) return 2;
-            int rc = tsc_cli_parse_long(CMD, "--seed", v, 0, LONG_MAX, &seed);
-            if (rc) return rc;
-            o->seed = (uint64_t)seed;
-        } else if (strcmp(a, "--json") == 0) {
-            *json = 1;
-        } else {
-            return tsc_cli_unknown_option(CMD, a);
-        }
-    }
-    if (npos != 2) return tsc_cli_usage_error(CMD, "add needs two numbers A and B");
+    add_operands_t ops = {pos, 0};
+    const tsc_cli_flag_t flags[] = {{"--acc", NULL, TSC_CLI_STR, &acc, 0, 0},
+                                    {"--to", NULL, TSC_CLI_STR, &to, 0, 0},
+                                    {"--round", NULL, TSC_CLI_STR, &round, 0, 0},
+                                    {"--seed", NULL, TSC_CLI_LONG, &seed, 0, (double)LONG_MAX},
+                                    {"--json", NULL, TSC_CLI_ON, json, 0, 0}};
+    int rc = tsc_cli_args(CMD, argc, argv, flags, TSC_CLI_NFLAGS(flags), add_operand, &ops, 0, NULL);
+    if (rc) return rc;
+    o->seed = (uint64_t)seed;
+    if (acc && tsc_format_parse(acc, &o->acc) != TSC_OK) return tsc_cli_usage_error(CMD, "--acc: %s", tsc_error_last());
+    if (to && strcmp(to, "none") == 0) o->have_to = 0;
+    else if (to && tsc_format_parse(to, &o->to) != TSC_OK) return tsc_cli_usage_error(CMD, "--to: %s", tsc_error_last());
+    if (!round || strcmp(round, "nearest-even") == 0 || strcmp(round, "rne") == 0) o->mode = TSC_ROUND_NEAREST_EVEN;
+    else if (strcmp(round, "toward-zero") == 0 || strcmp(round, "rtz") == 0) o->mode = TSC_ROUND_TOWARD_ZERO;
+    else if (strcmp(round, "stochastic") == 0 || strcmp(round, "sr") == 0) o->mode = TSC_ROUND_STOCHASTIC;
+    else return tsc_cli_usage_error(CMD, "--round expects nearest-even, toward-zero or stochastic, got '%s'", round);
+    if (ops.n != 2) return tsc_cli_usage_error(CMD, "add needs two numbers A and B");
     for (int k = 0; k < 2; k++) {
-        int rc = tsc_cli_parse_double(CMD, k ? "B" : "A", pos[k], -DBL_MAX, DBL_MAX, &o->input[k]);
+        rc = tsc_cli_parse_double(CMD, k ? "B" : "A", pos[k], -DBL_MAX, DBL_MAX, &o->input[k]);
         if (rc) return rc;
     }
     return 0;
@@ -268,43 +265,23 @@ static void print_dump(const tsc_explain_dump_t *e) {
            " stage; rescale = O-bar times exp(m_old - m_new); oacc = adding a tile's P-bar V to O-bar; o = O-bar/l)\n");
 }
 
-/* The flags of `explain DUMP`: 0, or 2 after a usage error. */
+/* The flags of `explain DUMP` (argv[0]): 0, or 2 after a usage error. */
 static int parse_dump(int argc, char **argv, tsc_explain_dump_opts_t *o, const char **pol_str, int *json) {
-    long step = -1, layer = -1, head = -1, row = -1, feat = -1, batch = 0, top = 10;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        long *dst = NULL;
-        long lo = 0, hi = INT_MAX;
-        if (strcmp(a, "--step") == 0) { dst = &step; hi = LONG_MAX; }
-        else if (strcmp(a, "--layer") == 0) dst = &layer;
-        else if (strcmp(a, "--head") == 0) dst = &head;
-        else if (strcmp(a, "--row") == 0) dst = &row;
-        else if (strcmp(a, "--feature") == 0) dst = &feat;
-        else if (strcmp(a, "--batch") == 0) dst = &batch;
-        else if (strcmp(a, "--top") == 0) { dst = &top; lo = 1; hi = 1000; }
-        if (dst) {
-            const char *v = tsc_cli_value(CMD, argc, argv, &i);
-            if (!v) return 2;
-            int rc = tsc_cli_parse_long(CMD, a, v, lo, hi, dst);
-            if (rc) return rc;
-        } else if (strcmp(a, "--policy") == 0) {
-            if (!(*pol_str = tsc_cli_value(CMD, argc, argv, &i))) return 2;
-        } else if (strcmp(a, "--json") == 0) {
-            *json = 1;
-        } else {
-            return tsc_cli_unknown_option(CMD, a);
-        }
-    }
-    if (layer < 0 || head < 0 || row < 0 || feat < 0)
+    *o = (tsc_explain_dump_opts_t){.dump_path = argv[0], .step = -1, .layer = -1, .head = -1, .row = -1,
+                                   .feature = -1, .batch = 0, .top = 10};
+    const tsc_cli_flag_t flags[] = {{"--step", NULL, TSC_CLI_LLONG, &o->step, 0, (double)LONG_MAX},
+                                    {"--layer", NULL, TSC_CLI_INT, &o->layer, 0, INT_MAX},
+                                    {"--head", NULL, TSC_CLI_INT, &o->head, 0, INT_MAX},
+                                    {"--row", NULL, TSC_CLI_INT, &o->row, 0, INT_MAX},
+                                    {"--feature", NULL, TSC_CLI_INT, &o->feature, 0, INT_MAX},
+                                    {"--batch", NULL, TSC_CLI_INT, &o->batch, 0, INT_MAX},
+                                    {"--top", NULL, TSC_CLI_INT, &o->top, 1, 1000},
+                                    {"--policy", NULL, TSC_CLI_STR, pol_str, 0, 0},
+                                    {"--json", NULL, TSC_CLI_ON, json, 0, 0}};
+    int rc = tsc_cli_args(CMD, argc - 1, argv + 1, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, &o->dump_path);
+    if (rc) return rc;
+    if (o->layer < 0 || o->head < 0 || o->row < 0 || o->feature < 0)
         return tsc_cli_usage_error(CMD, "a dump needs --layer, --head, --row and --feature");
-    o->dump_path = argv[0];
-    o->step = step;
-    o->layer = (int)layer;
-    o->head = (int)head;
-    o->row = (int)row;
-    o->feature = (int)feat;
-    o->batch = (int)batch;
-    o->top = (int)top;
     return 0;
 }
 

@@ -61,9 +61,9 @@ void tsc_cli_warn_log_cover(const char *cmd, const tsc_figure_src_t *src) {
 int tsc_cmd_figure(int argc, char **argv) {
     if (argc > 0 && (strcmp(argv[0], "attn") == 0 || strcmp(argv[0], "attn-grid") == 0))
         return tsc_cmd_figure_attn(argc - 1, argv + 1, strcmp(argv[0], "attn-grid") == 0);
-    const char *cmd = "figure", *fig = NULL, *dir = NULL, *out = NULL;
-    tsc_cli_list_t logs = {{NULL}, 0};
-    int json = 0, same_run = 0, rc;
+    const char *cmd = "figure", *fig = NULL, *dir = NULL, *out = NULL, *logv[TSC_CLI_LIST_MAX];
+    tsc_cli_list_t logs = TSC_CLI_LIST(logv);
+    int json = 0, same_run = 0, list = 0, rc;
     tsc_figure_opts_t o;
     tsc_figure_opts_init(&o);
     const tsc_cli_flag_t flags[] = {{"--from", NULL, TSC_CLI_STR, &dir, 0, 0},
@@ -82,19 +82,14 @@ int tsc_cmd_figure(int argc, char **argv) {
                                     {"--dpi", NULL, TSC_CLI_WHOLE, &o.dpi, 30, 1200},
                                     {"--font", NULL, TSC_CLI_DOUBLE, &o.font_pt, 7, 20},
                                     {"--json", NULL, TSC_CLI_ON, &json, 0, 0},
-                                    {"--ulp", NULL, TSC_CLI_ON, &o.ulp, 0, 0}};
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--list") == 0) {
-            for (int k = 0; k < tsc_figure_count(); k++) printf("  %-6s %s\n", tsc_figure_id(k), tsc_figure_describe(k));
-            printf("  attn   one head's attention pattern P from a dump (figure attn SOURCE --layer L --head H; docs/VIEW.md)\n"
-                   "  attn-grid  every head of a layer, one row per GQA group (figure attn-grid SOURCE --layer L)\n");
-            return 0;
-        } else if ((rc = tsc_cli_flag(cmd, argc, argv, &i, flags, TSC_CLI_NFLAGS(flags))) >= 0) {
-            if (rc) return rc;
-        } else if ((rc = tsc_cli_operand(cmd, a, 0, &fig))) {
-            return rc;
-        }
+                                    {"--ulp", NULL, TSC_CLI_ON, &o.ulp, 0, 0},
+                                    {"--list", NULL, TSC_CLI_ON, &list, 0, 0}};
+    if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, &fig))) return rc;
+    if (list) {
+        for (int k = 0; k < tsc_figure_count(); k++) printf("  %-6s %s\n", tsc_figure_id(k), tsc_figure_describe(k));
+        printf("  attn   one head's attention pattern P from a dump (figure attn SOURCE --layer L --head H; docs/VIEW.md)\n"
+               "  attn-grid  every head of a layer, one row per GQA group (figure attn-grid SOURCE --layer L)\n");
+        return 0;
     }
     if (!fig) return tsc_cli_usage_error(cmd, "which figure? (FIG, e.g. fig3; --list shows them)");
     if (!tsc_figure_canonical(fig)) return tsc_cli_usage_error(cmd, "unknown figure '%s' (--list shows them)", fig);

@@ -32,37 +32,6 @@ const char tsc_usage_fit[] =
     "<=1 ULP = |replay - captured| / ulp(max magnitude) <= 1; max ULP over elements finite on both sides.\n"
     "Exit status: 0 done, 1 the dump cannot be read or has no captured o, 2 usage error.\n";
 
-static int parse_args(int argc, char **argv, tsc_fit_opts_t *o, const char **pol, int *json, int *quiet) {
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        tsc_select_set_t *set = NULL;
-        if (strcmp(a, "--policy") == 0) {
-            const char *v = tsc_cli_value("fit", argc, argv, &i);
-            if (!v) return 2;
-            tsc_policy_t p;
-            if (tsc_policy_parse(v, &p) != TSC_OK) return tsc_cli_usage_error("fit", "--policy: %s", tsc_error_last());
-            pol[o->n_policies++] = v;
-        } else if (strcmp(a, "--steps") == 0) set = &o->sel.steps;
-        else if (strcmp(a, "--layers") == 0) set = &o->sel.layers;
-        else if (strcmp(a, "--heads") == 0) set = &o->sel.heads;
-        else if (strcmp(a, "--batches") == 0) set = &o->sel.batches;
-        else if (strcmp(a, "--all-steps") == 0) o->all_steps = 1;
-        else if (strcmp(a, "--keep-tiles") == 0) o->keep_tiles = 1;
-        else if (strcmp(a, "--json") == 0) *json = 1;
-        else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) *quiet = 1;
-        else if (a[0] == '-' && a[1]) return tsc_cli_unknown_option("fit", a);
-        else if (!o->dump_path) o->dump_path = a;
-        else return tsc_cli_usage_error("fit", "more than one DUMP ('%s' and '%s')", o->dump_path, a);
-        if (set) {
-            const char *v = tsc_cli_value("fit", argc, argv, &i);
-            if (!v) return 2;
-            if (tsc_select_set_parse(set, v) != TSC_OK) return tsc_cli_usage_error("fit", "%s: %s", a, tsc_error_last());
-        }
-    }
-    if (!o->dump_path) return tsc_cli_usage_error("fit", "no DUMP given");
-    return 0;
-}
-
 /* "  99.97%  100.00%      2" for one tensor, or dashes when it was not compared. */
 static void put_cmp(const tsc_fit_cmp_t *c) {
     char a[32], b[32];
@@ -113,13 +82,33 @@ static void print_result(const tsc_fit_t *f) {
                "this run, and a diagnosis may not describe it\n");
 }
 
+/* The flags: 0 parsed, 2 after a usage error. pol has room for argc strings (the --policy values). */
+static int parse_args(const char *cmd, int argc, char **argv, tsc_fit_opts_t *o, const char **pol, int *json,
+                      int *quiet) {
+    tsc_cli_list_t pols = {pol, 0, argc};
+    const tsc_cli_flag_t flags[] = {{"--policy", NULL, TSC_CLI_LIST, &pols, 0, 0},
+                                    TSC_CLI_SELECT_FLAGS(&o->sel),
+                                    {"--all-steps", NULL, TSC_CLI_ON, &o->all_steps, 0, 0},
+                                    {"--keep-tiles", NULL, TSC_CLI_ON, &o->keep_tiles, 0, 0},
+                                    {"--json", NULL, TSC_CLI_ON, json, 0, 0},
+                                    {"--quiet", "-q", TSC_CLI_ON, quiet, 0, 0}};
+    int rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 1, &o->dump_path);
+    o->n_policies = pols.n;
+    if (rc) return rc;
+    if (!o->dump_path) return tsc_cli_usage_error(cmd, "no DUMP given");
+    tsc_policy_t p;
+    for (int k = 0; k < pols.n; k++)
+        if (tsc_policy_parse(pols.v[k], &p) != TSC_OK) return tsc_cli_usage_error(cmd, "--policy: %s", tsc_error_last());
+    return 0;
+}
+
 int tsc_cmd_fit(int argc, char **argv) {
     tsc_fit_opts_t o;
     tsc_fit_opts_init(&o);
     int json = 0, quiet = 0;
     const char **pol = malloc(sizeof(char *) * (size_t)(argc + 1));
     if (!pol) return tsc_cli_fail("fit", "out of memory");
-    int rc = parse_args(argc, argv, &o, pol, &json, &quiet);
+    int rc = parse_args("fit", argc, argv, &o, pol, &json, &quiet);
     o.policies = pol;
     tsc_cli_progress_t pr;
     o.progress = tsc_cli_progress_init(&pr, "fit", quiet);

@@ -63,8 +63,8 @@ static void print_result(const char *file, const char *out, const tsc_import_res
 }
 
 int tsc_cmd_import(int argc, char **argv) {
-    const char *cmd = "import", *file = NULL, *out = NULL, *layout = "bhtd";
-    tsc_cli_list_t maps = {{0}, 0};
+    const char *cmd = "import", *file = NULL, *out = NULL, *layout = "bhtd", *mapv[TSC_CLI_LIST_MAX];
+    tsc_cli_list_t maps = TSC_CLI_LIST(mapv);
     tsc_import_opts_t o;
     tsc_import_opts_init(&o);
     int no_causal = 0;

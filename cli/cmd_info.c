@@ -187,24 +187,17 @@ static void print_text(FILE *o, const tsc_info_t *in) {
 }
 
 int tsc_cmd_info(int argc, char **argv) {
-    const char *path = NULL, *steps_s = NULL, *layers_s = NULL;
+    const char *cmd = "info", *path = NULL;
     int json = 0, deep = 1;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--quick")) deep = 0;
-        else if (!strcmp(argv[i], "--steps")) { if (!(steps_s = tsc_cli_value("info", argc, argv, &i))) return 2; }
-        else if (!strcmp(argv[i], "--layers")) { if (!(layers_s = tsc_cli_value("info", argc, argv, &i))) return 2; }
-        else if (argv[i][0] == '-' && argv[i][1]) return tsc_cli_unknown_option("info", argv[i]);
-        else if (path) return tsc_cli_usage_error("info", "more than one FILE ('%s' and '%s')", path, argv[i]);
-        else path = argv[i];
-    }
-    if (!path) return tsc_cli_usage_error("info", "no FILE given");
     tsc_select_t sel;
     tsc_select_init(&sel);
-    if (steps_s && tsc_select_set_parse(&sel.steps, steps_s) != TSC_OK)
-        return tsc_cli_usage_error("info", "--steps: %s", tsc_error_last());
-    if (layers_s && tsc_select_set_parse(&sel.layers, layers_s) != TSC_OK)
-        return tsc_cli_usage_error("info", "--layers: %s", tsc_error_last());
+    const tsc_cli_flag_t flags[] = {{"--json", NULL, TSC_CLI_ON, &json, 0, 0},
+                                    {"--quick", NULL, TSC_CLI_OFF, &deep, 0, 0},
+                                    {"--steps", NULL, TSC_CLI_SET, &sel.steps, 0, 0},
+                                    {"--layers", NULL, TSC_CLI_SET, &sel.layers, 0, 0}};
+    int rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 1, &path);
+    if (rc) return rc;
+    if (!path) return tsc_cli_usage_error(cmd, "no FILE given");
 
     tsc_info_t *in;
     if (tsc_info_read(path, &sel, deep, &in) != TSC_OK) {
@@ -232,7 +225,7 @@ int tsc_cmd_info(int argc, char **argv) {
         }
         free(text);
     }
-    int rc = in->n_errors ? 1 : 0;
+    rc = in->n_errors ? 1 : 0;
     if (rc) {
         fputs("tilescope info: ", stderr);
         put_printable(stderr, path);

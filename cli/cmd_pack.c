@@ -25,16 +25,7 @@ int tsc_cmd_pack(int argc, char **argv) {
     const char *cmd = "pack", *dir = NULL, *out = NULL;
     int keep = 0, rc;
     const tsc_cli_flag_t flags[] = {{"--out", "-o", TSC_CLI_STR, &out, 0, 0}, {"--keep", NULL, TSC_CLI_ON, &keep, 0, 0}};
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if ((rc = tsc_cli_flag(cmd, argc, argv, &i, flags, TSC_CLI_NFLAGS(flags))) >= 0) {
-            if (rc) return rc;
-        } else if (dir && (a[0] != '-' || !a[1])) {
-            return tsc_cli_usage_error(cmd, "one session folder only ('%s' is extra)", a);
-        } else if ((rc = tsc_cli_operand(cmd, a, 1, &dir))) {
-            return rc;
-        }
-    }
+    if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 1, &dir))) return rc;
     if (!dir) return tsc_cli_usage_error(cmd, "which session folder? (SESSION_DIR)");
     char def[4096];
     if (!out) {

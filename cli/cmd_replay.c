@@ -44,38 +44,23 @@ const char tsc_usage_replay[] =
     "Exit status: 0 done, 1 the dump cannot be read or lacks a dataset the replay needs (do for\n"
     "the backward), 2 usage error.\n";
 
-/* The flags: 0 parsed, 2 after a usage error. pol_str has room for argc strings. */
-static int parse_args(int argc, char **argv, tsc_replay_opts_t *o, const char **pol_str, int *json, int *quiet) {
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        tsc_select_set_t *set = NULL;
-        if (strcmp(a, "--policy") == 0) {
-            const char *v = tsc_cli_value("replay", argc, argv, &i);
-            if (!v) return 2;
-            pol_str[o->n_policies++] = v;
-        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-            if (!(o->out_path = tsc_cli_value("replay", argc, argv, &i))) return 2;
-        } else if (strcmp(a, "--steps") == 0) set = &o->sel.steps;
-        else if (strcmp(a, "--layers") == 0) set = &o->sel.layers;
-        else if (strcmp(a, "--heads") == 0) set = &o->sel.heads;
-        else if (strcmp(a, "--batches") == 0) set = &o->sel.batches;
-        else if (strcmp(a, "--json") == 0) *json = 1;
-        else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) *quiet = 1;
-        else if (strcmp(a, "--forward-only") == 0) o->forward_only = 1;
-        else if (strcmp(a, "--dump-tiles") == 0) o->dump_tiles = 1;
-        else if (a[0] == '-' && a[1]) return tsc_cli_unknown_option("replay", a);
-        else if (!o->dump_path) o->dump_path = a;
-        else return tsc_cli_usage_error("replay", "more than one DUMP ('%s' and '%s')", o->dump_path, a);
-        if (set) {
-            const char *v = tsc_cli_value("replay", argc, argv, &i);
-            if (!v) return 2;
-            if (tsc_select_set_parse(set, v) != TSC_OK)
-                return tsc_cli_usage_error("replay", "%s: %s", a, tsc_error_last());
-        }
-    }
-    if (!o->dump_path) return tsc_cli_usage_error("replay", "no DUMP given");
+/* The flags: 0 parsed, 2 after a usage error. pol_str has room for argc strings (the --policy values). */
+static int parse_args(const char *cmd, int argc, char **argv, tsc_replay_opts_t *o, const char **pol_str, int *json,
+                      int *quiet) {
+    tsc_cli_list_t pols = {pol_str, 0, argc};
+    const tsc_cli_flag_t flags[] = {{"--policy", NULL, TSC_CLI_LIST, &pols, 0, 0},
+                                    {"--output", "-o", TSC_CLI_STR, &o->out_path, 0, 0},
+                                    TSC_CLI_SELECT_FLAGS(&o->sel),
+                                    {"--json", NULL, TSC_CLI_ON, json, 0, 0},
+                                    {"--quiet", "-q", TSC_CLI_ON, quiet, 0, 0},
+                                    {"--forward-only", NULL, TSC_CLI_ON, &o->forward_only, 0, 0},
+                                    {"--dump-tiles", NULL, TSC_CLI_ON, &o->dump_tiles, 0, 0}};
+    int rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 1, &o->dump_path);
+    o->n_policies = pols.n;
+    if (rc) return rc;
+    if (!o->dump_path) return tsc_cli_usage_error(cmd, "no DUMP given");
     if (o->n_policies == 0)
-        return tsc_cli_usage_error("replay", "no --policy given (e.g. --policy fp32 --policy bf16-torch)");
+        return tsc_cli_usage_error(cmd, "no --policy given (e.g. --policy fp32 --policy bf16-torch)");
     return 0;
 }
 
@@ -167,7 +152,7 @@ int tsc_cmd_replay(int argc, char **argv) {
         free(pol);
         return tsc_cli_fail("replay", "out of memory");
     }
-    int rc = parse_args(argc, argv, &o, pol_str, &json, &quiet);
+    int rc = parse_args("replay", argc, argv, &o, pol_str, &json, &quiet);
     for (int p = 0; rc == 0 && p < o.n_policies; p++)
         if (tsc_policy_parse(pol_str[p], &pol[p]) != TSC_OK)
             rc = tsc_cli_usage_error("replay", "--policy: %s", tsc_error_last());

@@ -26,8 +26,8 @@ const char tsc_usage_report[] =
     "Exit: 0 written, 1 the job failed (the message names the file), 2 usage error.\n";
 
 int tsc_cmd_report(int argc, char **argv) {
-    const char *cmd = "report", *dir = NULL, *out = NULL;
-    tsc_cli_list_t logs = {{NULL}, 0};
+    const char *cmd = "report", *dir = NULL, *out = NULL, *logv[TSC_CLI_LIST_MAX];
+    tsc_cli_list_t logs = TSC_CLI_LIST(logv);
     int quiet = 0, same_run = 0, rc;
     tsc_report_opts_t o;
     tsc_report_opts_init(&o);

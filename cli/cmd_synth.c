@@ -64,43 +64,20 @@ int tsc_cmd_synth(int argc, char **argv) {
     tsc_synth_opts_init(&o);
     const char *out = NULL;
     int quiet = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val;
-        long n;
-        int rc;
-        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!(out = tsc_cli_value("synth", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--shape")) {
-            if (!(o.shape = tsc_cli_value("synth", argc, argv, &i))) return 2;
-            tsc_synth_shape_t sh;
-            if (tsc_synth_shape_get(o.shape, &sh) != TSC_OK) return tsc_cli_usage_error("synth", "%s", tsc_error_last());
-        } else if (!strcmp(a, "--seed")) {
-            if (!(val = tsc_cli_value("synth", argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_long("synth", "--seed", val, 0, 4611686018427387904L, &n))) return rc;
-            o.seed = (uint64_t)n;
-        } else if (!strcmp(a, "--steps")) {
-            if (!(o.steps = tsc_cli_value("synth", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--layers")) {
-            if (!(o.layers = tsc_cli_value("synth", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--seq-len")) {
-            if (!(val = tsc_cli_value("synth", argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_long("synth", "--seq-len", val, 1, 131072, &n))) return rc;
-            o.seq_len = (int)n;
-        } else if (!strcmp(a, "--policy")) {
-            if (!(o.policy = tsc_cli_value("synth", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--deflate")) {
-            if (!(val = tsc_cli_value("synth", argc, argv, &i))) return 2;
-            if ((rc = tsc_cli_parse_long("synth", "--deflate", val, 0, 9, &n))) return rc;
-            o.deflate = (int)n;
-        } else if (!strcmp(a, "--no-plant")) {
-            o.plant = 0;
-        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-            quiet = 1;
-        } else {
-            return a[0] == '-' ? tsc_cli_unknown_option("synth", a) : tsc_cli_usage_error("synth", "unknown argument '%s'", a);
-        }
-    }
+    long long seed = -1;
+    const tsc_cli_flag_t flags[] = {{"--output", "-o", TSC_CLI_STR, &out, 0, 0},
+                                    {"--shape", NULL, TSC_CLI_STR, &o.shape, 0, 0},
+                                    {"--seed", NULL, TSC_CLI_LLONG, &seed, 0, 4611686018427387904.0},
+                                    {"--steps", NULL, TSC_CLI_STR, &o.steps, 0, 0},
+                                    {"--layers", NULL, TSC_CLI_STR, &o.layers, 0, 0},
+                                    {"--seq-len", NULL, TSC_CLI_INT, &o.seq_len, 1, 131072},
+                                    {"--policy", NULL, TSC_CLI_STR, &o.policy, 0, 0},
+                                    {"--deflate", NULL, TSC_CLI_INT, &o.deflate, 0, 9},
+                                    {"--no-plant", NULL, TSC_CLI_OFF, &o.plant, 0, 0},
+                                    {"--quiet", "-q", TSC_CLI_ON, &quiet, 0, 0}};
+    int rc = tsc_cli_args("synth", argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, NULL);
+    if (rc) return rc;
+    if (seed >= 0) o.seed = (uint64_t)seed;
     if (!out) return tsc_cli_usage_error("synth", "no output file (-o FILE)");
     tsc_synth_shape_t sh;
     if (tsc_synth_shape_get(o.shape, &sh) != TSC_OK) return tsc_cli_usage_error("synth", "%s", tsc_error_last());

@@ -130,7 +130,7 @@ int tsc_cmd_train(int argc, char **argv) {
     tsc_train_opts_init(&o);
     const char *out = NULL, *resume = NULL, *prec = NULL, *spike = NULL;
     int quiet = 0, list = 0, rc;
-    tsc_cli_list_t pols = {.n = 0};
+    tsc_cli_list_t pols = {o.attn_policy, 0, TSC_TRAIN_MAX_POLICIES};
     long long steps = -1, seed = -1;
     /* The string and switch flags here; the numeric ones from the trainer's settings table (tsc_train.h),
      * the bounds a resumed checkpoint is checked against too. */
@@ -184,7 +184,7 @@ int tsc_cmd_train(int argc, char **argv) {
     }
     if (steps > 0) o.steps = steps;
     if (seed >= 0) o.seed = (uint64_t)seed;
-    for (int i = 0; i < pols.n; i++) o.attn_policy[o.n_attn_policy++] = pols.v[i];
+    o.n_attn_policy = pols.n;
     if (!quiet && (rc = banner(cmd, &o, out))) return rc;
     pc.every = o.steps <= 50 ? 1 : 10;
     o.report = report;

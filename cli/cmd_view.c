@@ -86,12 +86,7 @@ int tsc_cmd_figure_attn(int argc, char **argv, int grid) {
                                     {"--dpi", NULL, TSC_CLI_WHOLE, &o.dpi, 30, 1200},
                                     {"--font", NULL, TSC_CLI_DOUBLE, &o.font_pt, 7, 20},
                                     {"--json", NULL, TSC_CLI_ON, &json, 0, 0}};
-    for (int i = 0; i < argc; i++)
-        if ((rc = tsc_cli_flag(cmd, argc, argv, &i, flags, TSC_CLI_NFLAGS(flags))) >= 0) {
-            if (rc) return rc;
-        } else if ((rc = tsc_cli_operand(cmd, argv[i], 0, &src))) {
-            return rc;
-        }
+    if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, &src))) return rc;
     if (!src) return attn_usage("which dump or analysis folder? (SOURCE)", NULL);
     if (!out) return attn_usage("-o FILE is required", NULL);
     if (o.layer < 0) return attn_usage("--layer L is required", NULL);

@@ -35,6 +35,12 @@ extern const char tsc_usage_repro[];
 
 static const char usage_help[] = "usage: tilescope help [COMMAND]\n";
 
+const char tsc_cli_global_usage[] =
+    "Every command accepts --trust-links: follow the external links, external raw storage and\n"
+    "virtual datasets of the dumps it reads (refused by default; docs/SECURITY.md), and\n"
+    "--max-memory BYTES (suffix K, M, G, T): the memory budget that sizes read from a file are\n"
+    "checked against before allocation (default half of the RAM, or TSC_MAX_MEMORY).\n";
+
 const tsc_cli_cmd_t tsc_cli_commands[] = {
     {"info", tsc_cmd_info, "what a dump holds: geometry, steps, layers, datasets, completeness", tsc_usage_info},
     {"synth", tsc_cmd_synth, "write a dump with planted, documented structure", tsc_usage_synth},
@@ -67,12 +73,8 @@ void tsc_cli_print_usage(const char *cmd, FILE *to) {
     if (c) { fputs(c->usage, to); return; }
     fprintf(to, "usage: tilescope <command> [options]   (tilescope %s)\n\ncommands:\n", tsc_version());
     for (c = tsc_cli_commands; c->name; c++) fprintf(to, "  %-10s %s\n", c->name, c->summary);
-    fprintf(to, "\n`tilescope help <command>` or `tilescope <command> --help` for its options.\n"
-                "Every command accepts --trust-links: follow the external links, external raw storage and\n"
-                "virtual datasets of the dumps it reads (refused by default; docs/SECURITY.md), and\n"
-                "--max-memory BYTES (suffix K, M, G, T): the memory budget that sizes read from a file are\n"
-                "checked against before allocation (default half of the RAM, or TSC_MAX_MEMORY).\n"
-                "Exit status: 0 success, 1 the job failed, 2 usage error.\n");
+    fprintf(to, "\n`tilescope help <command>` or `tilescope <command> --help` for its options.\n%s"
+                "Exit status: 0 success, 1 the job failed, 2 usage error.\n", tsc_cli_global_usage);
 }
 
 /* "tilescope CMD: <message>" and a newline on stderr. */
@@ -114,35 +116,6 @@ int tsc_cli_fail(const char *cmd, const char *fmt, ...) {
 }
 
 int tsc_cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
-
-int tsc_cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return tsc_cli_usage_error(cmd, "%s expects an integer in [%ld, %ld], got '%s'", flag, lo, hi, s);
-    *out = v;
-    return 0;
-}
-
-int tsc_cli_parse_double(const char *cmd, const char *flag, const char *s, double lo, double hi,
-                         double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi))
-        return tsc_cli_usage_error(cmd, "%s expects a number in [%g, %g], got '%s'", flag, lo, hi, s);
-    *out = v;
-    return 0;
-}
-
-const char *tsc_cli_value(const char *cmd, int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) {
-        tsc_cli_usage_error(cmd, "%s needs a value", argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
-}
 
 /* The folders this process created (tsc_cli_make_dir), removed again by remove_made_dirs when the
  * job fails and they hold nothing but a folder lock. */
@@ -203,10 +176,11 @@ static void remove_made_dirs(void) {
 }
 
 static int cmd_help(int argc, char **argv) {
-    if (argc > 1) return tsc_cli_usage_error("help", "too many arguments");
-    if (argc == 1 && !tsc_cli_find(argv[0]))
-        return unknown_command("help", argv[0]);
-    tsc_cli_print_usage(argc == 1 ? argv[0] : NULL, stdout);
+    const char *name = NULL;
+    int rc = tsc_cli_args("help", argc, argv, NULL, 0, NULL, NULL, 0, &name);
+    if (rc) return rc;
+    if (name && !tsc_cli_find(name)) return unknown_command("help", name);
+    tsc_cli_print_usage(name, stdout);
     return 0;
 }
 
@@ -243,23 +217,26 @@ int main(int argc, char **argv) {
             tsc_cli_print_usage(c->name, stdout);
             return 0;
         }
-    /* --trust-links, accepted by every command: the user vouches for the dumps it reads, whose
-     * external links, external storage and virtual datasets are then followed (docs/SECURITY.md) */
-    int n = 2;
+    /* The options every command accepts (tsc_cli_global_usage), taken out of its arguments:
+     * --trust-links, the user vouches for the dumps it reads, whose external links, external storage
+     * and virtual datasets are then followed (docs/SECURITY.md); --max-memory BYTES, the budget of
+     * util/tsc_mem.h, each one checked as it comes (the last wins). */
+    int n = 2, trust = 0;
+    const char *mem = NULL, *v;
+    const tsc_cli_flag_t global[] = {{"--trust-links", NULL, TSC_CLI_ON, &trust, 0, 0},
+                                     {"--max-memory", NULL, TSC_CLI_STR, &v, 0, 0}};
     for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--trust-links") == 0) {
-            setenv("TSC_ALLOW_EXTERNAL", "1", 1);
-        } else if (strcmp(argv[i], "--max-memory") == 0) {
-            /* --max-memory BYTES, accepted by every command: the budget of util/tsc_mem.h */
-            uint64_t bytes;
-            if (i + 1 >= argc) return tsc_cli_usage_error(c->name, "--max-memory needs a value (e.g. 8G)");
-            if (tsc_mem_parse(argv[i + 1], &bytes) != TSC_OK)
-                return tsc_cli_usage_error(c->name, "--max-memory: %s", tsc_error_last());
-            setenv("TSC_MAX_MEMORY", argv[++i], 1);
-        } else {
-            argv[n++] = argv[i];
-        }
+        uint64_t bytes;
+        v = NULL;
+        int rc = tsc_cli_flag(c->name, argc, argv, &i, global, TSC_CLI_NFLAGS(global));
+        if (rc > 0) return rc;
+        if (rc < 0) argv[n++] = argv[i];
+        if (v && tsc_mem_parse(v, &bytes) != TSC_OK)
+            return tsc_cli_usage_error(c->name, "--max-memory: %s", tsc_error_last());
+        if (v) mem = v;
     }
+    if (trust) setenv("TSC_ALLOW_EXTERNAL", "1", 1);
+    if (mem) setenv("TSC_MAX_MEMORY", mem, 1);
     int rc = c->run(n - 2, argv + 2);
     if (rc != 0) {
         remove_made_dirs();

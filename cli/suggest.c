@@ -96,11 +96,46 @@ const char *tsc_cli_nearest_option(const char *cmd, const char *word, char *buf,
     nearest_init(&s, word);
     const tsc_cli_cmd_t *c = cmd ? tsc_cli_find(cmd) : NULL;
     if (c) consider_usage(&s, c->usage);
-    consider_usage(&s, cmd ? "--trust-links --max-memory --help -h" : "--help -h --version");
+    if (cmd) consider_usage(&s, tsc_cli_global_usage);
+    consider_usage(&s, cmd ? "--help -h" : "--help -h --version");
     const char *p = pick(&s);
     if (!p) return NULL;
     snprintf(buf, cap, "%s", p);
     return buf;
+}
+
+/* 1 when the word w[0..len) ends in a ']' or ')' it did not open ("S]" of "[--seed S]"). */
+static int unclosed(const char *w, size_t len) {
+    char close = w[len - 1], open = close == ']' ? '[' : '(';
+    int depth = 0;
+    if (close != ']' && close != ')') return 0;
+    for (size_t k = 0; k < len; k++) depth += (w[k] == open) - (w[k] == close);
+    return depth < 0;
+}
+
+/* The value word of flag in text (tsc_cli_value_name) into buf, or NULL. */
+static const char *value_in(const char *text, const char *flag, char *buf, size_t cap) {
+    size_t fl = strlen(flag);
+    for (const char *p = text; (p = strstr(p, flag)) != NULL; p += fl) {
+        const char *v = p + fl + 1;
+        if ((p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '-')) || v[-1] != ' ') continue;
+        size_t len = strcspn(v, " \n"), end = len;
+        while (len && (strchr(".,;:", v[len - 1]) || unclosed(v, len))) len--; /* "[--seed S]", "(--steps N: ..." */
+        if (!len || !(isupper((unsigned char)v[0]) || v[0] == '[' || memchr(v, '|', len) || memchr(v, '=', len)))
+            continue;
+        size_t remark = 0; /* " (...)" closed on the same line */
+        if (end == len && v[len] == ' ' && v[len + 1] == '(' && v[len + strcspn(v + len, ")\n")] == ')')
+            remark = strcspn(v + len, ")\n") + 1;
+        snprintf(buf, cap, "%.*s", (int)(len + remark), v);
+        return buf;
+    }
+    return NULL;
+}
+
+const char *tsc_cli_value_name(const char *cmd, const char *flag, char *buf, size_t cap) {
+    const tsc_cli_cmd_t *c = cmd ? tsc_cli_find(cmd) : NULL;
+    const char *v = c ? value_in(c->usage, flag, buf, cap) : NULL;
+    return v ? v : value_in(tsc_cli_global_usage, flag, buf, cap);
 }
 
 int tsc_cli_unknown_option(const char *cmd, const char *word) {
