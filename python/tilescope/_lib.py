@@ -7,6 +7,7 @@ Where the library is looked for, first match wins:
 The `tilescope` program (for the jobs run through the CLI): TILESCOPE_BIN, else the library's
 folder (a build tree), else ../bin beside the library's folder (an install), else PATH.
 """
+import collections.abc
 import ctypes
 import ctypes.util
 import os
@@ -15,11 +16,49 @@ import shutil
 import numpy as np
 
 # tsc_format_t (kernels/tsc_formats.h)
-FORMATS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2")
-FMT = {name: i for i, name in enumerate(FORMATS)}
-# the numpy type holding one stored element of each format (bf16 and fp8 as their bits)
-NP_STORAGE = {"fp64": np.float64, "fp32": np.float32, "tf32": np.float32, "bf16": np.uint16,
-              "fp16": np.float16, "fp8-e4m3": np.uint8, "fp8-e5m2": np.uint8}
+class _FormatTable(collections.abc.Mapping):
+    """A view of the library's format table (kernels/formats.c), read on first use: name -> value. FMT maps a
+    format's name to its tsc_format_t; NP_STORAGE to the numpy type holding one stored element (the float type
+    of its container: fp64, fp32 and the formats stored in an FP32 container such as tf32 and e8m*, fp16; bf16 and
+    fp8 as their bits)."""
+
+    def __init__(self, value):
+        self._value, self._rows = value, None
+
+    def _table(self):
+        if self._rows is None:
+            L, rows = lib(), {}
+            for i in range(256):
+                name = L.tsc_format_name(i).decode()
+                if name == "?":
+                    break
+                rows[name] = self._value(L, i, name)
+            self._rows = rows
+        return self._rows
+
+    def __getitem__(self, name):
+        return self._table()[name]
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self):
+        return len(self._table())
+
+
+def _storage(L, i, name):
+    size, mant, exp = L.tsc_format_size(i), L.tsc_format_mant_bits(i), L.tsc_format_exp_bits(i)
+    if size == 8:
+        return np.float64
+    if size == 4:
+        return np.float32
+    if size == 2 and (mant, exp) == (10, 5):
+        return np.float16
+    return np.uint16 if size == 2 else np.uint8
+
+
+FMT = _FormatTable(lambda L, i, name: i)
+NP_STORAGE = _FormatTable(_storage)
 
 
 class TilescopeError(RuntimeError):
@@ -109,6 +148,8 @@ def _declare(lib):
         "tsc_policy_parse": (c_int, [c_cp, c_vp]),
         "tsc_policy_format": (c_int, [c_vp, c_cp, ctypes.c_size_t]),
         "tsc_attn_run": (c_int, [c_vp, c_vp, c_vp, c_vp, c_int]),
+        "tsc_format_name": (c_cp, [c_int]), "tsc_format_size": (ctypes.c_size_t, [c_int]),
+        "tsc_format_mant_bits": (c_int, [c_int]), "tsc_format_exp_bits": (c_int, [c_int]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)

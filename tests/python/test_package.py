@@ -187,4 +187,12 @@ while True:
     rep = tilescope.report(out, os.path.join(tmp, "r.pdf"))
     with open(rep["pdf"], "rb") as fh:
         check(fh.read(5) == b"%PDF-", "report wrote a PDF")
+
+# the package's formats are the library's table (kernels/formats.c), not a copy
+from tilescope import _lib  # noqa: E402
+check(_lib.FMT["fp64"] == 0 and _lib.FMT["bf16"] == 3 and _lib.FMT["e8m4"] > _lib.FMT["fp8-e5m2"],
+      "FMT follows the library's enum: %r" % dict(_lib.FMT))
+check(_lib.NP_STORAGE["bf16"] is np.uint16 and _lib.NP_STORAGE["fp16"] is np.float16 and
+      _lib.NP_STORAGE["e8m4"] is np.float32 and _lib.NP_STORAGE["fp8-e4m3"] is np.uint8 and
+      _lib.NP_STORAGE["tf32"] is np.float32, "NP_STORAGE from the formats' sizes and widths")
 c.finish()
