@@ -54,12 +54,13 @@ static void free_cells(char **c, size_t n) {
 /* Bits of an FP32 value: "s eeeeeeee mmm...", with "|" after keep mantissa bits and after the
  * rounding bit when keep > 0 (docs/MECHANISM.md §5's notation). */
 static int fmt_keep(const char *f) {
-    if (!f) return 7;
-    if (!strcmp(f, "fp16")) return 10;
-    if (!strcmp(f, "fp8-e4m3")) return 3;
-    if (!strcmp(f, "fp8-e5m2")) return 2;
-    if (!strcmp(f, "fp32") || !strcmp(f, "tf32")) return strcmp(f, "tf32") ? 0 : 10;
-    return 7; /* bf16 */
+    tsc_format_t fmt;
+    if (!f || tsc_format_parse(f, &fmt) != TSC_OK) {
+        tsc_error_clear();
+        return 7; /* an event without a readable format: bf16's, the paper's */
+    }
+    int m = tsc_format_mant_bits(fmt);
+    return m >= 23 ? 0 : m; /* fp32 (and wider): nothing dropped */
 }
 
 /* The worked-example block of the top at-risk head's rounding event (multi-line, monospace). */
