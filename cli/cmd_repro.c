@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "tsc_figure.h"
+#include "tsc_formats.h"
 #include "tsc_log.h"
 #include "tsc_model.h"
 #include "tsc_policy.h"
@@ -48,6 +49,11 @@ const char tsc_usage_repro[] =
     "                      override the configuration's peak learning rate, model (a name or KEY=VALUE\n"
     "                      config, as `tilescope train --model`), batch and context: the regime search\n"
     "                      (docs/REPRO.md); outcome.md labels the overrides\n"
+    "  --dose FMT          an accelerating dose of the paper's rounding: every bf16-torch run also rounds\n"
+    "                      its P-bar V products and O-bar accumulator (+FMT:pv,oacc) to FMT, a format with\n"
+    "                      FP32's exponent range and fewer mantissa bits than BF16 (e8m6 ... e8m2;\n"
+    "                      docs/PRESETS.md); hp is unchanged. Labelled in outcome.md, the runs' policies,\n"
+    "                      the report and its captions\n"
     "Exit: 0 done (whatever the outcome), 1 a step failed (its message says which), 2 usage error.\n";
 
 /* A configuration: model and batch geometry, steps, schedule, and the default budget. */
@@ -103,6 +109,7 @@ static void args_text(tsc_strbuf_t *sb, const char *cmd, const args_t *a) {
 typedef struct {
     const repro_cfg_t *cfg;
     const char *dir;
+    const char *dose;  /* the dose's format name ("" none): +DOSE:pv,oacc on every bf16-torch run */
     long long steps, seed;
     int layer, warmup, ran[N_RUNS]; /* warmup: the config's, at most a fifth of the steps */
     int tile_q, tile_k;              /* lp's attention tiles: a sequence within one makes onetile vacuous */
@@ -118,12 +125,14 @@ static double now_s(void) {
 
 /* The attention policy of run i ("" for hp: the trainer's fp32). */
 static void run_policy(const repro_t *r, int i, char *buf, size_t cap) {
+    char lp[64] = "bf16-torch";
+    if (r->dose && r->dose[0]) snprintf(lp, sizeof lp, "bf16-torch+%s:pv,oacc", r->dose);
     switch (i) {
-    case RUN_LP: snprintf(buf, cap, "bf16-torch"); break;
-    case RUN_LP1: snprintf(buf, cap, "%d=bf16-torch", r->layer); break;
-    case RUN_STABLE: snprintf(buf, cap, "bf16-torch+stable:beta=2,eps=1e-3"); break;
-    case RUN_ONETILE: snprintf(buf, cap, "bf16-torch+tile:q=%d,k=%d", r->cfg->seq_len, r->cfg->seq_len); break;
-    case RUN_HPDELTA: snprintf(buf, cap, "bf16-torch+hp-delta"); break;
+    case RUN_LP: snprintf(buf, cap, "%s", lp); break;
+    case RUN_LP1: snprintf(buf, cap, "%d=%s", r->layer, lp); break;
+    case RUN_STABLE: snprintf(buf, cap, "%s+stable:beta=2,eps=1e-3", lp); break;
+    case RUN_ONETILE: snprintf(buf, cap, "%s+tile:q=%d,k=%d", lp, r->cfg->seq_len, r->cfg->seq_len); break;
+    case RUN_HPDELTA: snprintf(buf, cap, "%s+hp-delta", lp); break;
     default: buf[0] = 0;
     }
 }
@@ -366,7 +375,7 @@ static int analyse(repro_t *r) {
 }
 
 int tsc_cmd_repro(int argc, char **argv) {
-    const char *cmd = "repro", *config = "mini", *model = NULL;
+    const char *cmd = "repro", *config = "mini", *model = NULL, *dose = NULL;
     repro_t r = {.dir = NULL, .steps = -1, .seed = 1337, .layer = 1};
     double budget = -1, steps = -1, layer = 1, lr = -1, batch = -1, seq_len = -1;
     const tsc_cli_flag_t flags[] = {{"--out", "-o", TSC_CLI_STR, &r.dir, 0, 0},
@@ -378,7 +387,8 @@ int tsc_cmd_repro(int argc, char **argv) {
                                     {"--lr", NULL, TSC_CLI_DOUBLE, &lr, 1e-8, 1},
                                     {"--model", NULL, TSC_CLI_STR, &model, 0, 0},
                                     {"--batch", NULL, TSC_CLI_WHOLE, &batch, 1, 4096},
-                                    {"--seq-len", NULL, TSC_CLI_WHOLE, &seq_len, 2, 1 << 20}};
+                                    {"--seq-len", NULL, TSC_CLI_WHOLE, &seq_len, 2, 1 << 20},
+                                    {"--dose", NULL, TSC_CLI_STR, &dose, 0, 0}};
     const char *operand = NULL;
     int rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, &operand);
     if (rc) return rc;
@@ -402,8 +412,26 @@ int tsc_cmd_repro(int argc, char **argv) {
     if (model) snprintf(over + strlen(over), sizeof over - strlen(over), ", model %s", cfg.model);
     if (batch > 0) snprintf(over + strlen(over), sizeof over - strlen(over), ", batch %d", cfg.batch);
     if (seq_len > 0) snprintf(over + strlen(over), sizeof over - strlen(over), ", context %d", cfg.seq_len);
-    if (over[0]) {
-        snprintf(label, sizeof label, "%s; overridden:%s", cfg.label, over + 1);
+    char dose_name[32] = "", dose_text[256] = "";
+    if (dose) {
+        tsc_format_t df;
+        if (tsc_format_parse(dose, &df) != TSC_OK) return tsc_cli_usage_error(cmd, "--dose: %s", tsc_error_last());
+        int m = tsc_format_mant_bits(df);
+        if (tsc_format_exp_bits(df) != 8 || m > 7)
+            return tsc_cli_usage_error(cmd, "--dose %s: expected a format with FP32's exponent range and at most BF16's "
+                                       "7 mantissa bits (bf16, e8m6 ... e8m2); %s has %d exponent and %d mantissa bits",
+                                       dose, tsc_format_name(df), tsc_format_exp_bits(df), m);
+        if (m < 7) {
+            snprintf(dose_name, sizeof dose_name, "%s", tsc_format_name(df));
+            snprintf(dose_text, sizeof dose_text,
+                     "; accelerating dose: P-bar V and O-bar rounded to %s (%d mantissa bits; BF16 has 7) in every "
+                     "bf16-torch run", dose_name, m);
+        }
+    }
+    r.dose = dose_name;
+    if (over[0] || dose_text[0]) {
+        snprintf(label, sizeof label, "%s%s%s%s", cfg.label, over[0] ? "; overridden:" : "", over[0] ? over + 1 : "",
+                 dose_text);
         cfg.label = label;
     }
     r.cfg = &cfg;

@@ -2,7 +2,8 @@
 # `tilescope repro --config tiny`: the experiment end to end in seconds. Structure and consistency, not the
 # outcome: every run shares lp's batch order and the seed's initial weights, the diagnosis reads lp's capture,
 # every figure it claims exists, the outcome table's numbers are those of the run files (recomputed here), and a
-# second run gives the same figures, report and outcome.md byte for byte. Bad flags: 2; an unwritable -o: 1.
+# second run gives the same figures, report and outcome.md byte for byte; a --dose reaches every bf16-torch run
+# and is labelled. Bad flags: 2; an unwritable -o: 1.
 . "$(dirname "$0")/lib.sh"
 T=${TSC:?TSC must name the tilescope binary}
 command -v gnuplot >/dev/null || { echo "gnuplot is not installed: skip"; exit 77; }
@@ -71,18 +72,28 @@ for f in outcome.md report.pdf report.html $(cd $o && ls figures/*.png); do
     cmp -s $o/$f b/out/$f && ok || bad "$f differs between two runs with the same seed"
 done
 
-# overrides: the trainer gets them and outcome.md labels them
-(cd b && "$T" repro --config tiny --steps 10 --lr 2e-3 --batch 2 --seq-len 16 -o over > over.txt 2> over.err) &&
+# overrides and a dose: the trainer gets them and outcome.md labels them
+(cd b && "$T" repro --config tiny --steps 10 --lr 2e-3 --batch 2 --seq-len 16 --dose e8m4 -o over > over.txt 2> over.err) &&
     ok || bad "repro with overrides failed: $(tail -3 b/over.err)"
 grep -q '^lr = 0.002$' b/over/runs/hp/run.cfg && grep -q '^batch = 2$' b/over/runs/hp/run.cfg &&
     grep -q '^seq_len = 16$' b/over/runs/hp/run.cfg && ok || bad "the overrides did not reach the trainer: $(cat b/over/runs/hp/run.cfg)"
 grep -q 'overridden: peak lr 0.002, batch 2, context 16' b/over/outcome.md && ok || bad "outcome.md does not label the overrides"
+# the dose: P-bar V and O-bar of every bf16-torch run in e8m4, hp untouched, labelled in outcome.md and the report
+for r in lp lp1 stable onetile hpdelta; do
+    grep -q '^attn_policy = .*bf16-torch+e8m4:pv,oacc' b/over/runs/$r/run.cfg 2>/dev/null && ok ||
+        bad "$r does not carry the dose: $(grep attn_policy b/over/runs/$r/run.cfg 2>/dev/null)"
+done
+grep -q 'e8m4' b/over/runs/hp/run.cfg && bad "hp carries the dose" || ok
+grep -q 'accelerating dose: P-bar V and O-bar rounded to e8m4 (4 mantissa bits; BF16 has 7)' b/over/outcome.md && ok ||
+    bad "outcome.md does not label the dose"
+grep -q 'bf16-torch+e8m4:pv,oacc' b/over/report.html && ok || bad "the report does not name the dosed lp"
 
 # usage errors: 2; an output folder that cannot be made: 1 with a message
 for args in "--config huge -o x" "--budget -1 -o x" "--budget abc -o x" "--seed -3 -o x" "--steps 5 -o x" \
             "--config tiny --layer 2 -o x" "--nope -o x" "extra -o x" "--config tiny" \
             "--config tiny --seq-len 64 -o x" "--config tiny --lr 0 -o x" "--config tiny --lr 2 -o x" \
-            "--config tiny --batch 0 -o x" "--config tiny --model nosuch -o x"; do
+            "--config tiny --batch 0 -o x" "--config tiny --model nosuch -o x" "--config tiny --dose fp16 -o x" \
+            "--config tiny --dose e8m9 -o x" "--config tiny --dose fp32 -o x"; do
     "$T" repro $args > /dev/null 2>&1; [ $? -eq 2 ] && ok || bad "repro $args should exit 2"
 done
 [ ! -e x ] && ok || bad "a usage error created the output folder"
