@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest-labels: slow (over 5 s on 2 cores)
 # Containment (docs/SECURITY.md): dumps that crash or hang libhdf5 1.10.8 while its metadata is
 # read (tests/data/hostile/, found by fuzzing) make `tilescope info` and `tilescope analyze` exit 1
 # promptly with a message naming the file and the cause, and leave no core dump; a sound dump

@@ -1,4 +1,5 @@
 #!/bin/bash
+# ctest-labels: slow (over 5 s on 2 cores)
 # The advice of `tilescope diagnose` holds up between runs of the same data: a llama-gqa and a
 # GPT-2-small-shaped synth (planted layer only) written with 1 step and with 2 steps (same seed:
 # the 2-step dump holds the 1-step dump's step 0 and one more) give every head examined in both the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest-labels: slow (over 5 s on 2 cores)
 # Every refusal names the file: each command that reads a file is run on inputs that are bad in one
 # way each (missing, empty, not HDF5, a directory, a FIFO, cut short, a wrong attribute, a wrong
 # shape or type, a damaged analysis folder, a bad log, tensor file, batch log or checkpoint). A run

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest-labels: slow (over 5 s on 2 cores)
 # test_fit: `tilescope fit` and the fit line of diagnose and the report.
 #  - a dump whose o was computed under preset P (synth --policy P) ranks P first with 100%
 #    bit-identical O, over every B*H*T*D element of every layer of the first step, for five presets

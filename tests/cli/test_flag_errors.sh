@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest-labels: slow (over 5 s on 2 cores)
 # Every command reports a wrong flag the same way, exit 2 with a message naming the flag: an unknown
 # option, a flag that takes a value given none, and an out-of-range number. Nothing here names a
 # command or a flag: the commands are the ones `tilescope help` lists, their forms the synopsis

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest-labels: slow (over 5 s on 2 cores)
 # Text from strangers is inert in every output (docs/SECURITY.md "Text from received files"): a dump
 # named with "<!--<script>" and an HTML payload, an analysis folder named so, a summary.json whose
 # policy strings hold HTML, newlines and ESC, folder and file names holding ESC. Checked:

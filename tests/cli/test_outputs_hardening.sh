@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest-labels: slow (over 5 s on 2 cores)
 # Outputs, sessions and the readers of analysis folders under attack: FIFOs and endless files as
 # summary.json or a training log are refused promptly; the report's reproducing commands quote
 # crafted names; a report written into another analysis folder leaves its summary.json alone;

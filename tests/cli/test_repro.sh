@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest-labels: slow (over 5 s on 2 cores)
 # `tilescope repro --config tiny`: the experiment end to end in seconds. Structure and consistency, not the
 # outcome: every run shares lp's batch order and the seed's initial weights, the diagnosis reads lp's capture,
 # every figure it claims exists, the outcome table's numbers are those of the run files (recomputed here), and a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest-labels: slow (over 5 s on 2 cores)
 # `tilescope train --resume` on a run folder from someone else: every file of it is data.
 #  - settings out of the bounds of their flags (threads = 100000 crashed inside OpenMP) are refused
 #    with exit 1 naming ckpt.bin, its line and the setting, by the same bounds the flags have

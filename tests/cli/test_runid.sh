@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest-labels: slow (over 5 s on 2 cores)
 # Analysis folders pair their two files and have one writer: summary.json and analysis.h5 of one
 # `analyze` run carry the same random run_id, and a figure refuses a folder whose files come from
 # different runs (swapped summary.json; a new analysis.h5 beside an old summary.json); a folder

@@ -1,3 +1,4 @@
+/* ctest-labels: slow (over 5 s on 2 cores) */
 /* Exhaustive: every one of the 2^32 FP32 bit patterns rounded to BF16, nearest-even and toward
  * zero, against an independent formulation that lets the FPU do the rounding: adding a
  * constant c whose float ULP is the BF16 ULP of x to |x| (default rounding, nearest-even) keeps

@@ -1,3 +1,4 @@
+/* ctest-labels: slow (over 5 s on 2 cores) */
 /* Exhaustive: all 2^32 FP32 bit patterns to FP16 (nearest-even) against the compiler's own
  * _Float16 conversion, an implementation we did not write: compiled for F16C (gcc emits the
  * VCVTPS2PH instruction) where the CPU has it, else libgcc's soft-float __truncsfhf2, which is

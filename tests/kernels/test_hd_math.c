@@ -1,3 +1,4 @@
+/* ctest-labels: slow (over 5 s on 2 cores) */
 /* The arithmetic the CPU reference and the CUDA kernels share (kernels/hd_math_internal.h),
  * against formulations we did not write for it:
  *   - tsc_hd_round (TF32, BF16, FP16, e8m6 ... e8m2; nearest-even and toward zero) against

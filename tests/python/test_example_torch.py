@@ -1,3 +1,4 @@
+# ctest-labels: slow (over 5 s on 2 cores)
 """examples/torch_capture.py end to end: a nanoGPT-style model (eager attention under CPU BF16
 autocast) and a Llama-style one (RoPE, RMSNorm, GQA, tilescope.torch.attention under bf16-torch)
 trained a few steps, captured, diagnosed and reported. The dump's recorded policy is the kernel

@@ -1,3 +1,4 @@
+# ctest-labels: slow (over 5 s on 2 cores)
 """Tensor files from a stranger are data: each attack on `tilescope import` and the Python package,
 built here byte by byte as a hostile sender would, is refused with a message naming the file, and
 nothing in the file runs. Every code-running payload writes a marker file when run: the test fails

@@ -1,3 +1,4 @@
+# ctest-labels: slow (over 5 s on 2 cores)
 """`tilescope figure attn` and `tilescope view` on a dump whose answer is known.
 
 The dump (written with examples/write_dump.py) has integer-valued q and k and a power-of-two
