@@ -42,7 +42,7 @@ const char tsc_usage_explain[] =
     "  --seed N      seed for stochastic rounding (integer >= 0, default 0)\n"
     "  --json        machine-readable output on stdout\n"
     "\n"
-    "FMT: fp64, fp32, tf32, bf16, fp16, fp8-e4m3, fp8-e5m2, e8m6, e8m5, e8m4, e8m3, e8m2\n"
+    "FMT: fp64, fp32, tf32, bf16, fp16, fp8-e4m3, fp8-e5m2, e8m6, e8m5, e8m4, e8m3, e8m2, e8m1\n"
     "(e8mN: FP32's exponent range with N mantissa bits, docs/PRESETS.md).\n"
     "example (docs/MECHANISM.md §5): tilescope explain add -2.4071154594421387 -2.296875\n"
     "\n"
@@ -122,9 +122,9 @@ static void print_add(const tsc_explain_add_t *e, const char *const pos[2]) {
     if (have_to) {
         printf("\n2. rounding the %s sum to %s\n", tsc_format_name(acc), tsc_format_name(to));
         if (p_to < tsc_format_mant_bits(acc) && rd->sum_exp >= -126)
-            printf("  %s sum bits:   %s   (%s keeps %d mantissa bits | rounding bit | sticky bits)\n",
+            printf("  %s sum bits:   %s   (%s keeps %d mantissa bit%s | rounding bit | sticky bits)\n",
                    tsc_format_name(acc), tsc_accum_bits_str(add->result, acc, p_to, bits, sizeof bits),
-                   tsc_format_name(to), p_to);
+                   tsc_format_name(to), p_to, p_to == 1 ? "" : "s");
         printf("  kept|r|sticky:   %s   (%d kept bits | rounding bit | %d sticky bit%s)\n",
                tsc_accum_step_bits_str(rd, bits, sizeof bits), rd->kept_nbits, rd->sticky_nbits,
                rd->sticky_nbits == 1 ? "" : "s");

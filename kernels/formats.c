@@ -7,7 +7,7 @@
  *
  * Specials and overflow, per format (the "overflow" case is a finite input whose rounded
  * magnitude exceeds the format's largest finite value):
- *   fp32, tf32, bf16, fp16, fp8-e5m2, e8m6 ... e8m2 (IEEE-like, have Inf):
+ *   fp32, tf32, bf16, fp16, fp8-e5m2, e8m6 ... e8m1 (IEEE-like, have Inf):
  *     NaN -> quiet NaN, sign kept, top payload bits kept (bf16: (f32 bits >> 16) | 0x0040,
  *            the same bits as x86's VCVTNEPS2BF16 and as truncating a quieted float);
  *     Inf -> Inf;  overflow: nearest-even -> Inf, stochastic -> Inf (when it rounds up past
@@ -18,7 +18,7 @@
  *     float8_e4m3fn does: |x| > 464 becomes NaN, 464 itself ties to even 448); toward zero
  *     -> +-448 (truncation never leaves the finite range, as for the IEEE formats).
  *   Subnormals of every format are produced and decoded (no flush to zero).
- * The formats with FP32's exponent range and fewer mantissa bits (tf32, e8m6 ... e8m2) live in an FP32
+ * The formats with FP32's exponent range and fewer mantissa bits (tf32, e8m6 ... e8m1) live in an FP32
  * container: the FP32 whose low 23 - p mantissa bits are zero (`pad` bits, from the table's row);
  * their NaN is the FP32 NaN of the same sign and top payload bits, quieted. bf16 has the same values
  * and is stored on its own 16 bits.
@@ -54,7 +54,7 @@ typedef struct {
 } fmt_info_t;
 
 /* maxval = (2 - 2^-p) * 2^emax, except E4M3 whose top code 1.111 * 2^8 is NaN: 1.75 * 2^8.
- * e8m6 ... e8m2: a chosen significand width with FP32's exponent range (tsc_formats.h). */
+ * e8m6 ... e8m1: a chosen significand width with FP32's exponent range (tsc_formats.h). */
 static const fmt_info_t fmt_table[TSC_FMT_COUNT] = {
     [TSC_FMT_FP64] = {"fp64", 52, 11, -1022, 1023, 64, 1, 1.7976931348623157e308},
     [TSC_FMT_FP32] = {"fp32", 23, 8, -126, 127, 32, 1, 3.4028234663852886e38},
@@ -68,6 +68,7 @@ static const fmt_info_t fmt_table[TSC_FMT_COUNT] = {
     [TSC_FMT_E8M4] = {"e8m4", 4, 8, -126, 127, 32, 1, 0x1.fp127},
     [TSC_FMT_E8M3] = {"e8m3", 3, 8, -126, 127, 32, 1, 0x1.ep127},
     [TSC_FMT_E8M2] = {"e8m2", 2, 8, -126, 127, 32, 1, 0x1.cp127},
+    [TSC_FMT_E8M1] = {"e8m1", 1, 8, -126, 127, 32, 1, 0x1.8p127},
 };
 
 /* Zero bits below the mantissa in the storage: 23 - p for a format in an FP32 container, else 0. */

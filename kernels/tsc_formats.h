@@ -19,7 +19,7 @@
  *   fp8-e4m3 (no Inf): nearest-even and stochastic -> NaN (OCP non-saturating, as PyTorch's
  *   float8_e4m3fn), toward zero -> +-448; an Inf input -> NaN. NaN keeps its sign and top
  *   payload bits, quieted (bf16: (f32 bits >> 16) | 0x0040, as VCVTNEPS2BF16 does).
- * Formats with a chosen width (e8m6 ... e8m2): FP32's exponent range with 6 ... 2 explicit mantissa
+ * Formats with a chosen width (e8m6 ... e8m1): FP32's exponent range with 6 ... 1 explicit mantissa
  * bits, the rules of bf16 (its subnormals are FP32's grid coarsened to the width); not a format any
  * kernel uses, but a dose of the same rounding for experiments (docs/PRESETS.md). Stored like tf32,
  * as an FP32 with the low 23 - width mantissa bits zero. "e8mN" also names bf16 (N = 7), tf32 (10)
@@ -52,6 +52,7 @@ typedef enum {
     TSC_FMT_E8M4,     /* 1-8-4, low 19 bits zero */
     TSC_FMT_E8M3,     /* 1-8-3, low 20 bits zero */
     TSC_FMT_E8M2,     /* 1-8-2, low 21 bits zero */
+    TSC_FMT_E8M1,     /* 1-8-1, low 22 bits zero */
     TSC_FMT_COUNT
 } tsc_format_t;
 
@@ -67,7 +68,7 @@ TSC_API void tsc_rng_seed(tsc_rng_t *rng, uint64_t seed);
 TSC_API uint64_t tsc_rng_next(tsc_rng_t *rng);
 
 /* Canonical lower-case name ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2", "e8m6",
- * ..., "e8m2"). */
+ * ..., "e8m1"). */
 TSC_API const char *tsc_format_name(tsc_format_t fmt);
 /* Parses a name (also accepts "f32", "float32", "bfloat16", "e4m3", and "e8mN" for the format with 8
  * exponent bits and N mantissa bits: "e8m7" is bf16, "e8m10" tf32, "e8m23" fp32). TSC_ERR_ARG if
@@ -75,7 +76,7 @@ TSC_API const char *tsc_format_name(tsc_format_t fmt);
 TSC_API tsc_status_t tsc_format_parse(const char *name, tsc_format_t *out);
 /* Storage size in bytes: 8, 4, 4, 2, 2, 1, 1, and 4 for every e8m*. */
 TSC_API size_t tsc_format_size(tsc_format_t fmt);
-/* Explicit mantissa bits (52, 23, 10, 7, 10, 3, 2, then 6 ... 2) and exponent bits (11, 8, 8, 8, 5, 4,
+/* Explicit mantissa bits (52, 23, 10, 7, 10, 3, 2, then 6 ... 1) and exponent bits (11, 8, 8, 8, 5, 4,
  * 5, then 8). */
 TSC_API int tsc_format_mant_bits(tsc_format_t fmt);
 TSC_API int tsc_format_exp_bits(tsc_format_t fmt);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tilescope explain add in the formats with a chosen width (e8m6 ... e8m2, docs/PRESETS.md): the mechanism of
+# tilescope explain add in the formats with a chosen width (e8m6 ... e8m1, docs/PRESETS.md): the mechanism of
 # docs/MECHANISM.md §5 in e8m4, worked by hand below, through --to and --acc; and the paper's own example
 # (bf16), whose whole printout must stay what it was before these formats existed.
 . "$(dirname "$0")/lib.sh"
@@ -83,11 +83,39 @@ ok has "$out" "e8m2 result:     1.0   0 01111111 00"
 out=$("$TSC" explain add 2.3 1 --acc e8m4 --to none); ok test $? = 0
 ok has "$out" "a = 2.25                   0 10000000 0010   (exponent 1)   [input 2.3 rounded into e8m4]"
 
+# e8m1, one mantissa bit ([4, 8) holds 4 and 6, an ULP of 2). The FP32 sum -4.625999927520752 of the first
+# example is -(1.0|0|101000000100000110001)b x 4: kept bit 0, rounding bit 0, the residual in the 21 sticky
+# bits, so truncated to -4.0 (0xc0800000), error +0.625999927520752 = 0.312999963760376 ULP of e8m1.
+out=$("$TSC" explain add -2.376 -2.25 --to e8m1); ok test $? = 0
+ok has "$out" "fp32 sum bits:   1 10000001 0|0|101000000100000110001   (e8m1 keeps 1 mantissa bit | rounding bit | sticky bits)"
+ok has "$out" "e8m1 result:     -4.0   1 10000001 0"
+ok has "$out" "error:           0.625999927520752 (0.312999963760376 ULP of e8m1; exact sum -4.625999927520752)"
+got=$("$TSC" explain add -2.376 -2.25 --to e8m1 --json | python3 -c '
+import json, sys
+r = json.load(sys.stdin)["round_to"]
+print(r["format"], r["result"], r["result_bits"], r["round_bit"], r["sticky"], r["sticky_nbits"], r["direction"])')
+ok test "$got" = "e8m1 -4.0 0xc0800000 0 True 21 toward"
+# Ties in an e8m1 accumulator: 1 + 0.75 = (1.1|1)b, an exact tie with an odd kept bit, up to 2.0 (+0.5 ULP);
+# 1 + 0.25 = (1.0|1)b, a tie with an even kept bit, down to 1.0 (-0.5 ULP).
+out=$("$TSC" explain add 1 0.75 --acc e8m1 --to none); ok test $? = 0
+ok has "$out" "b = 0.75                   0 01111110 1   (exponent -1)"
+ok has "$out" "kept|r|sticky:   11|1|   (2 kept bits | rounding bit | 0 sticky bits)"
+ok has "$out" "an exact tie, rounded to even (up)"
+ok has "$out" "e8m1 sum:        2.0   0 10000000 0"
+ok has "$out" "error:           0.25 (0.5 ULP of e8m1)"
+out=$("$TSC" explain add 1 0.25 --acc e8m1 --to none); ok test $? = 0
+ok has "$out" "an exact tie, rounded to even (down)"
+ok has "$out" "e8m1 sum:        1.0   0 01111111 0"
+ok has "$out" "error:           -0.25 (-0.5 ULP of e8m1)"
+# 2.3 = 1.15 x 2 enters e8m1 as 2 (2 and 3 are its neighbours, 2.5 the midpoint).
+out=$("$TSC" explain add 2.3 1 --acc e8m1 --to none); ok test $? = 0
+ok has "$out" "a = 2.0                    0 10000000 0   (exponent 1)   [input 2.3 rounded into e8m1]"
+
 # e8m7 is bf16 (its canonical name prints), so --to e8m7 is the default output format.
 ok test "$("$TSC" explain add -2.4071154594421387 -2.296875 --to e8m7)" = "$want"
 # A width without a row is a usage error naming the formats.
 err=$("$TSC" explain add 1 2 --acc e8m9 2>&1 >/dev/null); ok test $? = 2
 ok has "$err" "unknown number format 'e8m9'"
-ok has "$err" "e8m4, e8m3 or e8m2"
+ok has "$err" "e8m3, e8m2 or e8m1"
 
 finish

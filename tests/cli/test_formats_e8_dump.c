@@ -1,4 +1,4 @@
-/* The formats with a chosen width (e8m6 ... e8m2) through the dump writer and reader, bit for bit: a
+/* The formats with a chosen width (e8m6 ... e8m1) through the dump writer and reader, bit for bit: a
  * small dump stores q rounded by the writer from FP32 and k handed over as container bits, each as an
  * HDF5 float32 dataset with the format's name as its dtype attribute (docs/FORMAT.md §1.4); the raw
  * and float reads must give the bits of a reference written here (libm's nearbyint on |x| / ULP, not
@@ -165,7 +165,8 @@ static void planted_fault(void) {
 int main(void) {
     snprintf(dir, sizeof dir, "tsc_test_e8_dump_XXXXXX");
     if (!mkdtemp(dir)) return 1;
-    const tsc_format_t fmts[] = {TSC_FMT_E8M6, TSC_FMT_E8M5, TSC_FMT_E8M4, TSC_FMT_E8M3, TSC_FMT_E8M2};
+    const tsc_format_t fmts[] = {TSC_FMT_E8M6, TSC_FMT_E8M5, TSC_FMT_E8M4, TSC_FMT_E8M3, TSC_FMT_E8M2,
+                                 TSC_FMT_E8M1};
     for (size_t i = 0; i < sizeof fmts / sizeof *fmts; i++) roundtrip(fmts[i]);
     planted_fault();
     tsc_test_rmtree(dir);

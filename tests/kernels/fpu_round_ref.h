@@ -1,5 +1,5 @@
 /* fpu_round_ref.h: the exhaustive rounding tests' reference, an independent formulation of rounding a
- * float to p mantissa bits with FP32's exponent range (bf16 is p = 7; e8m6 ... e8m2) that lets the FPU
+ * float to p mantissa bits with FP32's exponent range (bf16 is p = 7; e8m6 ... e8m1) that lets the FPU
  * decide: adding a constant c whose float ULP is the format's ULP of x to |x| (default rounding,
  * nearest-even) keeps exactly the bits at or above that ULP, so (|x| + c) - c is |x| rounded to
  * nearest-even at the format's precision, with the FPU, not an integer carry trick, deciding ties.

@@ -1,6 +1,6 @@
 /* ctest-labels: slow
- * Exhaustive: every one of the 2^32 FP32 bit patterns rounded to e8m5 and to e8m3 (FP32's exponent
- * range, 5 and 3 mantissa bits, stored as an FP32 with the low bits zero), nearest-even and toward
+ * Exhaustive: every one of the 2^32 FP32 bit patterns rounded to e8m5, e8m3 and e8m1 (FP32's exponent
+ * range, 5, 3 and 1 mantissa bits, stored as an FP32 with the low bits zero), nearest-even and toward
  * zero, against fpu_round_ref.h's formulation, which lets the FPU decide ties (the reference of
  * test_formats_bf16_exhaustive.c too). Checked paths: the bulk conversion (all inputs, both modes),
  * the decode of every result, and the generic path (tsc_encode from a double and tsc_round_f32) on
@@ -74,7 +74,7 @@ int main(void) {
     uint32_t *got = malloc(CHUNK * 4), *got_z = malloc(CHUNK * 4), *want = malloc(CHUNK * 4),
              *want_z = malloc(CHUNK * 4);
     if (!src || !dec || !got || !got_z || !want || !want_z) return 1;
-    const tsc_format_t fmts[] = {TSC_FMT_E8M5, TSC_FMT_E8M3};
+    const tsc_format_t fmts[] = {TSC_FMT_E8M5, TSC_FMT_E8M3, TSC_FMT_E8M1};
     for (size_t k = 0; k < sizeof fmts / sizeof *fmts; k++) {
         bad_t bad = {0};
         uint64_t n = 0;
@@ -107,6 +107,22 @@ int main(void) {
     CHECK_EQ_U32(ref_one(0x00080001u, 3, 0), 0x00100000u);
     CHECK_EQ_U32(ref_one(0x807fffffu, 3, 0), 0x80800000u); /* the largest subnormal carries into 2^-126 */
     CHECK_EQ_U32(ref_one(0x7f800001u, 3, 0), 0x7fc00000u); /* a signalling NaN: quieted */
+    /* e8m1, one mantissa bit: [1, 2) holds 1 and 1.5. 1.25 is a tie, even stays 1; 1.75 (1.1|1) goes up
+     * to 2; the largest value 1.5 * 2^127, the threshold 1.75 * 2^127 a tie with the odd max, up to Inf;
+     * the one subnormal 2^-127, half of it a tie to even 0, 1.5 * 2^-127 a tie up to 2^-126. */
+    CHECK_EQ_U32(ref_one(0x3fa00000u, 1, 0), 0x3f800000u);
+    CHECK_EQ_U32(ref_one(0x3fa00001u, 1, 0), 0x3fc00000u);
+    CHECK_EQ_U32(ref_one(0x3fe00000u, 1, 0), 0x40000000u);
+    CHECK_EQ_U32(ref_one(0x3fe00000u, 1, 1), 0x3fc00000u);
+    CHECK_EQ_U32(ref_one(0xc0600000u, 1, 0), 0xc0800000u); /* -3.5: a tie, -3 odd, to -4 */
+    CHECK_EQ_U32(ref_one(0x7f5fffffu, 1, 0), 0x7f400000u);
+    CHECK_EQ_U32(ref_one(0x7f600000u, 1, 0), 0x7f800000u);
+    CHECK_EQ_U32(ref_one(0x7f7fffffu, 1, 1), 0x7f400000u);
+    CHECK_EQ_U32(ref_one(0x00200000u, 1, 0), 0x00000000u);
+    CHECK_EQ_U32(ref_one(0x00200001u, 1, 0), 0x00400000u);
+    CHECK_EQ_U32(ref_one(0x00600000u, 1, 0), 0x00800000u);
+    CHECK_EQ_U32(ref_one(0x807fffffu, 1, 1), 0x80400000u);
+    CHECK_EQ_U32(ref_one(0xffa12345u, 1, 0), 0xffc00000u); /* NaN: the one payload bit is the quiet bit */
     free(src); free(dec); free(got); free(got_z); free(want); free(want_z);
     return tsc_test_done();
 }
