@@ -20,7 +20,7 @@
 
 _Static_assert((int)TSC_HD_TF32 == TSC_FMT_TF32 && (int)TSC_HD_BF16 == TSC_FMT_BF16 &&
                (int)TSC_HD_FP16 == TSC_FMT_FP16 && (int)TSC_HD_E8M6 == TSC_FMT_E8M6 &&
-               (int)TSC_HD_E8M2 == TSC_FMT_E8M2 && TSC_FMT_E8M2 - TSC_FMT_E8M6 == 4,
+               (int)TSC_HD_E8M1 == TSC_FMT_E8M1 && TSC_FMT_E8M1 - TSC_FMT_E8M6 == 5,
                "hd_math_internal.h's format numbers are tsc_format_t's");
 
 tsc_status_t tsc_rw_policy(const tsc_policy_t *pol, const tsc_attn_dims_t *dims, tsc_rw_pol_t *out) {
@@ -28,9 +28,9 @@ tsc_status_t tsc_rw_policy(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
     for (int s = 0; s < TSC_STAGE_COUNT; s++) {
         const tsc_format_t f = pol->fmt[s];
         if (f != TSC_FMT_FP32 && f != TSC_FMT_TF32 && f != TSC_FMT_BF16 && f != TSC_FMT_FP16 &&
-            (f < TSC_FMT_E8M6 || f > TSC_FMT_E8M2))
+            (f < TSC_FMT_E8M6 || f > TSC_FMT_E8M1))
             return tsc_error_set(TSC_ERR_UNSUPPORTED, "attention: the GPU kernels hold stages in fp32, tf32, bf16, "
-                                 "fp16 or e8m6 ... e8m2; stage %s is %s", tsc_stage_name((tsc_stage_t)s),
+                                 "fp16 or e8m6 ... e8m1; stage %s is %s", tsc_stage_name((tsc_stage_t)s),
                                  tsc_format_name(f));
         if (pol->mode[s] == TSC_ROUND_STOCHASTIC && f != TSC_FMT_FP32)
             return tsc_error_set(TSC_ERR_UNSUPPORTED, "attention: the GPU kernels do not round stochastically "

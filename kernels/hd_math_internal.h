@@ -10,7 +10,7 @@
  *                 correctly rounded (checked against long double on every positive float);
  *                 the reference's LSE uses it, not libm's logf, whose bits differ between glibc
  *                 and CUDA
- *   tsc_hd_round  a float rounded to FP32 (identity), TF32, BF16, FP16 or e8m6 ... e8m2,
+ *   tsc_hd_round  a float rounded to FP32 (identity), TF32, BF16, FP16 or e8m6 ... e8m1,
  *                 nearest-even or toward zero, returned as the float holding the value: the same
  *                 bits as tsc_round_f32 (checked over every float pattern)
  *
@@ -36,9 +36,9 @@
 #define TSC_HD_INF INFINITY
 
 /* format and mode numbers as in tsc_formats.h (tsc_format_t, tsc_round_t; attention_rowwise.c asserts
- * they agree); e8m6 ... e8m2 are consecutive, 6 ... 2 mantissa bits */
+ * they agree); e8m6 ... e8m1 are consecutive, 6 ... 1 mantissa bits */
 enum { TSC_HD_FP64 = 0, TSC_HD_FP32 = 1, TSC_HD_TF32 = 2, TSC_HD_BF16 = 3, TSC_HD_FP16 = 4,
-       TSC_HD_E8M6 = 7, TSC_HD_E8M2 = 11 };
+       TSC_HD_E8M6 = 7, TSC_HD_E8M1 = 12 };
 enum { TSC_HD_RNE = 0, TSC_HD_RZ = 1 };
 
 TSC_HD uint32_t tsc_hd_bits(float x) {
@@ -202,8 +202,8 @@ TSC_HD float tsc_hd_round(float x, int fmt, int mode) {
     case TSC_HD_BF16: return tsc_hd_float(tsc_hd_keep(tsc_hd_bits(x), 16, mode));
     case TSC_HD_TF32: return tsc_hd_float(tsc_hd_keep(tsc_hd_bits(x), 13, mode));
     case TSC_HD_FP16: return tsc_hd_fp16(x, mode);
-    default: /* e8m6 ... e8m2 keep 6 ... 2 mantissa bits: drop 17 ... 21 */
-        if (fmt >= TSC_HD_E8M6 && fmt <= TSC_HD_E8M2)
+    default: /* e8m6 ... e8m1 keep 6 ... 1 mantissa bits: drop 17 ... 22 */
+        if (fmt >= TSC_HD_E8M6 && fmt <= TSC_HD_E8M1)
             return tsc_hd_float(tsc_hd_keep(tsc_hd_bits(x), 17 + fmt - TSC_HD_E8M6, mode));
         return x;
     }

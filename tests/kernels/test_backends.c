@@ -219,18 +219,19 @@ static const char *const policies[] = {"fp32", "bf16-fa2", "bf16-torch", "bf16-f
                                        "bf16-torch+sr:seed=9+dpp-delta", "fp16-torch+ds-scale:first+bf16:delta-prod",
                                        "bf16-fa2+scale:qk+dpp-delta", "bf16-torch+scale:s-lp+gqa-sum:each+stable",
                                        "fp16-fa2+rz:pv,oacc,l+tf32:s+unfused", "bf16-torch+fused+ds-scale:rounded",
-                                       "bf16-torch+e8m4:pbar-pv,pv,oacc", "bf16-fa2+e8m2:pbar-pv,dp+e8m6:o+rz:o"};
+                                       "bf16-torch+e8m4:pbar-pv,pv,oacc", "bf16-fa2+e8m2:pbar-pv,dp+e8m6:o+rz:o",
+                                       "bf16-torch+e8m1:pv,oacc+rz:pv"};
 
 #define N_SHAPES (int)(sizeof shapes / sizeof *shapes)
 #define N_POLICIES (int)(sizeof policies / sizeof *policies)
 
 /* Whether the GPU kernels' arithmetic covers policy p (their documented scope): stages in fp32,
- * tf32, bf16, fp16 or e8m6 ... e8m2, no stochastic rounding, the online softmax. The backends built on
+ * tf32, bf16, fp16 or e8m6 ... e8m1, no stochastic rounding, the online softmax. The backends built on
  * it (cpu-rowwise, cuda) must refuse every other policy with TSC_ERR_UNSUPPORTED. */
 static int gpu_scope(const tsc_policy_t *p) {
     for (int s = 0; s < TSC_STAGE_COUNT; s++) {
         if (p->fmt[s] != TSC_FMT_FP32 && p->fmt[s] != TSC_FMT_TF32 && p->fmt[s] != TSC_FMT_BF16 &&
-            p->fmt[s] != TSC_FMT_FP16 && (p->fmt[s] < TSC_FMT_E8M6 || p->fmt[s] > TSC_FMT_E8M2))
+            p->fmt[s] != TSC_FMT_FP16 && (p->fmt[s] < TSC_FMT_E8M6 || p->fmt[s] > TSC_FMT_E8M1))
             return 0;
         if (p->mode[s] == TSC_ROUND_STOCHASTIC && p->fmt[s] != TSC_FMT_FP32) return 0;
     }
