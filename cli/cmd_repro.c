@@ -51,7 +51,7 @@ const char tsc_usage_repro[] =
     "                      (docs/REPRO.md); outcome.md labels the overrides\n"
     "  --dose FMT          an accelerating dose of the paper's rounding: every bf16-torch run also rounds\n"
     "                      its P-bar V products and O-bar accumulator (+FMT:pv,oacc) to FMT, a format with\n"
-    "                      FP32's exponent range and fewer mantissa bits than BF16 (e8m6 ... e8m2;\n"
+    "                      FP32's exponent range and fewer mantissa bits than BF16 (e8m6 ... e8m1;\n"
     "                      docs/PRESETS.md); hp is unchanged. Labelled in outcome.md, the runs' policies,\n"
     "                      the report and its captions\n"
     "Exit: 0 done (whatever the outcome), 1 a step failed (its message says which), 2 usage error.\n";
@@ -419,7 +419,7 @@ int tsc_cmd_repro(int argc, char **argv) {
         int m = tsc_format_mant_bits(df);
         if (tsc_format_exp_bits(df) != 8 || m > 7)
             return tsc_cli_usage_error(cmd, "--dose %s: expected a format with FP32's exponent range and at most BF16's "
-                                       "7 mantissa bits (bf16, e8m6 ... e8m2); %s has %d exponent and %d mantissa bits",
+                                       "7 mantissa bits (bf16, e8m6 ... e8m1); %s has %d exponent and %d mantissa bits",
                                        dose, tsc_format_name(df), tsc_format_exp_bits(df), m);
         if (m < 7) {
             snprintf(dose_name, sizeof dose_name, "%s", tsc_format_name(df));
