@@ -14,6 +14,7 @@ const char tsc_usage_train[] =
     "usage: tilescope train -o RUN [--model NAME|CONFIG] [--steps N] [--precision fp32|bf16|fp64]\n"
     "                       [--attn-policy [L[,L...]=]POLICY]... [--data SOURCE] [--seed S] [options]\n"
     "       tilescope train --resume RUN [--steps N]\n"
+    "       tilescope train --fork RUN[@STEP] -o NEW [--attn-policy POLICY]... [--steps N]\n"
     "       tilescope train --list-models\n"
     "\n"
     "Trains a transformer on this machine's CPU and writes RUN/: log.csv (a row per step: lr,\n"
@@ -24,6 +25,10 @@ const char tsc_usage_train[] =
     "\n"
     "  -o, --out RUN       the run folder (created; refused when it holds a run already)\n"
     "  --resume RUN        continue RUN from its checkpoint (--steps N: up to N steps in all)\n"
+    "  --fork RUN[@STEP]   a new run NEW (-o) from RUN's checkpoint after STEP steps (RUN/ckpt-STEP.bin,\n"
+    "                      see --ckpt-keep; no @STEP: RUN/ckpt.bin) with RUN's settings, batches and\n"
+    "                      log up to STEP, and from there the --attn-policy given (all of RUN's\n"
+    "                      replaced) and --steps: the same run with a fix from STEP on\n"
     "  --model M           gpt2-tiny | gpt2-mini (default) | gpt2-small | llama-tiny | llama-mini,\n"
     "                      or NAME,key=value,... / arch=gpt2|llama,layers=,heads=,kv_heads=,dim=,\n"
     "                      ff=,vocab=,ctx=,eps=,theta= (--list-models prints the named ones)\n"
@@ -47,15 +52,18 @@ const char tsc_usage_train[] =
     "                      --val-batches N batches (default 4)\n"
     "  --stats-every N     W^Q spectral norms every N steps (default 50)\n"
     "  --ckpt-every N      checkpoint every N steps (default 100) and at the end\n"
+    "  --ckpt-keep N       also keep the newest N checkpoints as RUN/ckpt-STEP.bin (default 0), the\n"
+    "                      points --fork can start from\n"
     "  --capture SPEC      write RUN/capture.h5, a dump of the sampled steps and layers (a sampling\n"
     "                      spec: steps=0:200:50,layers=1,heads=0:4)\n"
     "  --flight N          flight recorder: keep the last N steps' attention tensors in memory and\n"
     "                      write them to RUN/flight.h5 when the loss or gradient norm spikes, turns\n"
     "                      NaN/Inf, or on SIGINT/SIGTERM (then a checkpoint is taken and the run\n"
     "                      stops; --resume continues it). --flight-layers SET (default all),\n"
-    "                      --flight-max-mb M (memory bound, default 1024), --spike-factor F (also\n"
-    "                      fire above F x the running baseline; default: the recorder's rule,\n"
-    "                      docs/FLIGHT.md)\n"
+    "                      --flight-max-mb M (memory bound, default 1024), --flight-dumps N (a dump\n"
+    "                      per trigger, up to N: flight.h5, flight.2.h5, ...; default 1),\n"
+    "                      --spike-factor F (also fire above F x the running baseline; default:\n"
+    "                      the recorder's rule, docs/FLIGHT.md)\n"
     "  --lr-spike S=LR     run step S at learning rate LR (a planted blow-up, to see what it leaves)\n"
     "  --threads N         OpenMP threads (default: OpenMP's)\n"
     "  -q, --quiet         print only the final line\n"
@@ -124,11 +132,57 @@ static int banner(const char *cmd, const tsc_train_opts_t *o, const char *out) {
     return 0;
 }
 
+/* --resume and --fork take the run's own settings: any flag but these is refused, not ignored. */
+static int only_flags(const char *cmd, int argc, char **argv, const char *mode) {
+    static const char *const allowed[] = {"--resume", "--fork", "-o", "--out", "--attn-policy", "--steps", "-q", "--quiet"};
+    if (!mode) return 0;
+    for (int i = 0; i < argc; i++) {
+        if (argv[i][0] != '-' || !argv[i][1]) continue;
+        size_t n = strcspn(argv[i], "=");
+        int ok = 0;
+        for (size_t k = 0; k < sizeof allowed / sizeof allowed[0] && !ok; k++)
+            ok = strlen(allowed[k]) == n && !strncmp(argv[i], allowed[k], n);
+        if (!strcmp(mode, "--resume") && (!strcmp(argv[i], "--attn-policy") || !strncmp(argv[i], "--attn-policy=", 14)))
+            ok = 0;
+        if (!ok)
+            return tsc_cli_usage_error(cmd, "%s keeps the run's settings (run.cfg); %s cannot change with it (%s)",
+                                       mode, argv[i], !strcmp(mode, "--fork") ? "--fork takes -o, --attn-policy and "
+                                       "--steps" : "--resume takes --steps");
+    }
+    return 0;
+}
+
+/* --fork RUN[@STEP] -o NEW: tsc_train_fork. */
+static int fork_run(const char *cmd, const char *spec, const char *out, const tsc_cli_list_t *pols, long long steps,
+                    print_ctx_t *pc) {
+    char src[1100];
+    long long at = -1;
+    const char *atp = strrchr(spec, '@');
+    if (strlen(spec) >= sizeof src) return tsc_cli_usage_error(cmd, "--fork: the path is too long");
+    snprintf(src, sizeof src, "%s", spec);
+    if (atp) {
+        char *end;
+        errno = 0;
+        at = strtoll(atp + 1, &end, 10);
+        if (end == atp + 1 || *end || errno || at < 0)
+            return tsc_cli_usage_error(cmd, "--fork: expected RUN or RUN@STEP (STEP: the steps done, e.g. run@300), "
+                                       "found '%s'", spec);
+        src[atp - spec] = 0;
+    }
+    tsc_train_fork_opts_t fo = {.at_step = at, .policies = pols->v, .n_policies = pols->n,
+                                .steps = steps > 0 ? steps : 0, .report = report, .user = pc};
+    tsc_status_t st = tsc_train_fork(src, &fo, out);
+    if (st != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
+    printf("%s: forked from %s%s%s; log %s/log.csv (the source's rows up to the fork, then the fork's)\n", out, src,
+           atp ? " at step " : "", atp ? atp + 1 : "", out);
+    return 0;
+}
+
 int tsc_cmd_train(int argc, char **argv) {
     const char *cmd = "train";
     tsc_train_opts_t o;
     tsc_train_opts_init(&o);
-    const char *out = NULL, *resume = NULL, *prec = NULL, *spike = NULL;
+    const char *out = NULL, *resume = NULL, *fork = NULL, *prec = NULL, *spike = NULL;
     int quiet = 0, list = 0, rc;
     tsc_cli_list_t pols = {o.attn_policy, 0, TSC_TRAIN_MAX_POLICIES};
     long long steps = -1, seed = -1;
@@ -136,6 +190,7 @@ int tsc_cmd_train(int argc, char **argv) {
      * the bounds a resumed checkpoint is checked against too. */
     const tsc_cli_flag_t fixed[] = {
         {"--out", "-o", TSC_CLI_STR, &out, 0, 0},           {"--resume", NULL, TSC_CLI_STR, &resume, 0, 0},
+        {"--fork", NULL, TSC_CLI_STR, &fork, 0, 0},
         {"--model", NULL, TSC_CLI_STR, &o.model, 0, 0},     {"--precision", NULL, TSC_CLI_STR, &prec, 0, 0},
         {"--attn-policy", NULL, TSC_CLI_LIST, &pols, 0, 0}, {"--data", NULL, TSC_CLI_STR, &o.data, 0, 0},
         {"--batches", NULL, TSC_CLI_STR, &o.batches, 0, 0}, {"--capture", NULL, TSC_CLI_STR, &o.capture, 0, 0},
@@ -161,8 +216,11 @@ int tsc_cmd_train(int argc, char **argv) {
     if ((rc = tsc_cli_args(cmd, argc, argv, flags, nflags, NULL, NULL, 0, &operand))) return rc;
     if (operand) return tsc_cli_usage_error(cmd, "unexpected argument '%s' (the run folder goes after -o)", operand);
     if (list) return list_models();
+    if (resume && (out || fork)) return tsc_cli_usage_error(cmd, "--resume RUN continues RUN in place: no -o or --fork");
     if (!out == !resume) return tsc_cli_usage_error(cmd, "give -o RUN (a new run) or --resume RUN");
+    if ((rc = only_flags(cmd, argc, argv, resume ? "--resume" : fork ? "--fork" : NULL))) return rc;
     print_ctx_t pc = {quiet, 10};
+    if (fork) return fork_run(cmd, fork, out, &pols, steps, &pc);
     if (resume) {
         tsc_status_t st = tsc_train_resume(resume, steps > 0 ? steps : 0, report, &pc);
         if (st != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());

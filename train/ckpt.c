@@ -46,14 +46,16 @@ char *tsc_train_cfg_text(const tsc_train_opts_t *o, int threads) {
     tsc_strbuf_printf(&sb, "weight_decay = %.17g\ngrad_clip = %.17g\n", o->weight_decay, o->grad_clip);
     tsc_strbuf_printf(&sb, "seed = %" PRIu64 "\n", o->seed);
     for (int i = 0; i < o->n_attn_policy; i++) tsc_strbuf_printf(&sb, "attn_policy = %s\n", o->attn_policy[i]);
-    tsc_strbuf_printf(&sb, "val_every = %d\nval_batches = %d\nstats_every = %d\nckpt_every = %d\n", o->val_every,
-                      o->val_batches, o->stats_every, o->ckpt_every);
+    tsc_strbuf_printf(&sb, "val_every = %d\nval_batches = %d\nstats_every = %d\nckpt_every = %d\nckpt_keep = %d\n",
+                      o->val_every, o->val_batches, o->stats_every, o->ckpt_every, o->ckpt_keep);
     if (o->capture) tsc_strbuf_printf(&sb, "capture = %s\n", o->capture);
     if (o->batches) tsc_strbuf_printf(&sb, "batches = %s\n", o->batches);
     tsc_strbuf_printf(&sb, "flight_steps = %d\n", o->flight_steps);
     if (o->flight_layers) tsc_strbuf_printf(&sb, "flight_layers = %s\n", o->flight_layers);
-    tsc_strbuf_printf(&sb, "flight_max_mb = %.17g\nspike_factor = %.17g\n", o->flight_max_mb, o->spike_factor);
+    tsc_strbuf_printf(&sb, "flight_dumps = %d\nflight_max_mb = %.17g\nspike_factor = %.17g\n", o->flight_dumps,
+                      o->flight_max_mb, o->spike_factor);
     tsc_strbuf_printf(&sb, "lr_spike_step = %lld\nlr_spike = %.17g\n", o->lr_spike_step, o->lr_spike);
+    if (o->fork_of) tsc_strbuf_printf(&sb, "fork_of = %s\n", o->fork_of);
     tsc_strbuf_printf(&sb, "threads = %d\n", threads);
     if (sb.nomem) {
         tsc_strbuf_free(&sb);
@@ -131,7 +133,8 @@ static tsc_status_t cfg_set(tsc_train_cfg_t *c, const char *key, const char *v, 
         {"model", c->model, sizeof c->model, &o->model}, {"data", c->data, sizeof c->data, &o->data},
         {"capture", c->capture, sizeof c->capture, &o->capture},
         {"batches", c->batches, sizeof c->batches, &o->batches},
-        {"flight_layers", c->flight_layers, sizeof c->flight_layers, &o->flight_layers}};
+        {"flight_layers", c->flight_layers, sizeof c->flight_layers, &o->flight_layers},
+        {"fork_of", c->fork_of, sizeof c->fork_of, &o->fork_of}};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (!strcmp(key, strs[i].k)) {
             if (copy_str(strs[i].buf, strs[i].cap, v))

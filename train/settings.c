@@ -31,6 +31,7 @@ void tsc_train_opts_init(tsc_train_opts_t *o) {
     o->stats_every = 50;
     o->ckpt_every = 100;
     o->flight_max_mb = 1024;
+    o->flight_dumps = 1;
     o->lr_spike_step = -1;
 }
 
@@ -55,9 +56,11 @@ static const tsc_train_setting_t SETTINGS[] = {
     {"val_batches", "--val-batches", TSC_TRAIN_INT, OPT(val_batches), 1, 1e6, 0, 0, NULL},
     {"stats_every", "--stats-every", TSC_TRAIN_INT, OPT(stats_every), 1, 1e9, 0, 0, NULL},
     {"ckpt_every", "--ckpt-every", TSC_TRAIN_INT, OPT(ckpt_every), 1, 1e9, 0, 0, NULL},
+    {"ckpt_keep", "--ckpt-keep", TSC_TRAIN_INT, OPT(ckpt_keep), 0, 1e6, 0, 0, NULL},
     {"threads", "--threads", TSC_TRAIN_INT, OPT(threads), 1, 4096, 1, 0, "OpenMP's default"},
     {"flight_steps", "--flight", TSC_TRAIN_INT, OPT(flight_steps), 1, 1e6, 1, 0, "the flight recorder off"},
     {"flight_max_mb", "--flight-max-mb", TSC_TRAIN_DOUBLE, OPT(flight_max_mb), 1, 1e9, 0, 0, NULL},
+    {"flight_dumps", "--flight-dumps", TSC_TRAIN_INT, OPT(flight_dumps), 1, 1e4, 0, 0, NULL},
     {"spike_factor", "--spike-factor", TSC_TRAIN_DOUBLE, OPT(spike_factor), 1, 1e9, 1, 0, "the recorder's own rule"},
     /* --lr-spike STEP=LR sets both */
     {"lr_spike_step", NULL, TSC_TRAIN_LLONG, OPT(lr_spike_step), 0, 1e12, 1, -1, "no spike"},
@@ -156,6 +159,18 @@ tsc_status_t tsc_train_policy_spec(const char *spec, int n_layer, uint64_t *laye
     tsc_status_t st = tsc_policy_parse(policy, pol);
     if (st != TSC_OK) return tsc_error_wrap(st, "attention policy '%s': ", spec);
     *layer_mask = mask;
+    return TSC_OK;
+}
+
+tsc_status_t tsc_train_policy_append(const char *spec, const char *modifier, char *out, size_t cap) {
+    if (!spec || !modifier || !out || !cap) return tsc_error_set(TSC_ERR_ARG, "policy append: NULL argument");
+    size_t nl = strcspn(modifier, ":");  /* the modifier's name: "+stable:beta=2" -> "+stable" */
+    int has = 0;
+    for (const char *f = strchr(spec, '+'); f && nl > 1; f = strchr(f + 1, '+'))
+        if (!strncmp(f, modifier, nl) && (f[nl] == 0 || f[nl] == '+' || f[nl] == ':')) has = 1;
+    int k = has ? snprintf(out, cap, "%s", spec) : snprintf(out, cap, "%s%s", spec, modifier);
+    if (k < 0 || (size_t)k >= cap)
+        return tsc_error_set(TSC_ERR_ARG, "attention policy '%s' with %s: longer than %zu bytes", spec, modifier, cap - 1);
     return TSC_OK;
 }
 

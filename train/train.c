@@ -448,11 +448,11 @@ static FILE *open_append(run_t *r, const char *name, tsc_status_t *st) {
     return f;
 }
 
-/* Rewrites a CSV of the run keeping the header and the rows whose step (first field) is below
- * steps_done: what an uninterrupted run had written when its checkpoint was taken. */
-static tsc_status_t csv_cut(run_t *r, const char *name, long long steps_done) {
+/* Writes dst (atomically) with the header of CSV src and its rows whose step (first field) is below steps_done:
+ * what an uninterrupted run had written when its checkpoint was taken. src and dst may be one file. */
+static tsc_status_t csv_copy_cut(const char *src, const char *dst, long long steps_done) {
     int fd;
-    tsc_status_t st = tsc_train_file_open(run_file(r, name), O_RDONLY, &fd);
+    tsc_status_t st = tsc_train_file_open(src, O_RDONLY, &fd);
     if (st != TSC_OK) return st;
     struct stat sb;
     unsigned long long lim = tsc_file_text_limit();
@@ -460,14 +460,14 @@ static tsc_status_t csv_cut(run_t *r, const char *name, long long steps_done) {
     if (!in) {
         st = (unsigned long long)sb.st_size > lim
                  ? tsc_error_set(TSC_ERR_UNSUPPORTED, "%s: %llu bytes, above the limit of %llu bytes for a text "
-                                 "input; raise it with TSC_MAX_MEMORY=<bytes> if the run is trusted", r->path,
+                                 "input; raise it with TSC_MAX_MEMORY=<bytes> if the run is trusted", src,
                                  (unsigned long long)sb.st_size, lim)
-                 : tsc_error_set(TSC_ERR_IO, "%s: cannot read: %s", r->path, strerror(errno));
+                 : tsc_error_set(TSC_ERR_IO, "%s: cannot read: %s", src, strerror(errno));
         close(fd);
         return st;
     }
     tsc_out_t out;
-    if ((st = tsc_out_open(&out, r->path)) != TSC_OK) {
+    if ((st = tsc_out_open(&out, dst)) != TSC_OK) {
         fclose(in);
         return st;
     }
@@ -524,6 +524,7 @@ static tsc_status_t recorders_open(run_t *r, long long from) {
     fo.n_steps = r->o.flight_steps;
     fo.layers = r->o.flight_layers;
     fo.max_bytes = (uint64_t)(r->o.flight_max_mb * 1048576.0);
+    fo.max_dumps = r->o.flight_dumps;
     if (r->o.spike_factor > 0) fo.loss.factor = fo.grad.factor = r->o.spike_factor;
     st = tsc_flight_open(&r->flight, dump_name(r, "flight", from, name, sizeof name), &meta, &fo);
     if (st == TSC_OK) st = tsc_flight_signals_install(r->flight);
@@ -538,12 +539,29 @@ static double now_s(void) {
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
+/* RUN/ckpt-STEP.bin: a kept checkpoint (ckpt_keep). */
+static const char *kept_name(run_t *r, long long steps_done) {
+    char name[64];
+    snprintf(name, sizeof name, "ckpt-%lld.bin", steps_done);
+    return run_file(r, name);
+}
+
+/* ckpt.bin; with ckpt_keep = N also ckpt-STEP.bin (a hard link to the same bytes: ckpt.bin is later replaced by
+ * a rename, the link keeps these), and the kept one N checkpoints older removed. */
 static tsc_status_t checkpoint(run_t *r, long long steps_done) {
     tsc_status_t st = tsc_batch_log_flush(r->blog, 1);
     if (st != TSC_OK) return st;
     tsc_ckpt_t c = {.cfg_text = r->cfg_text, .steps_done = steps_done, .prec = r->o.prec, .n = r->n,
                     .elsize = r->elsize, .params = tsc_model_params(r->model), .m = r->m, .v = r->v};
-    return tsc_ckpt_save(run_file(r, "ckpt.bin"), &c);
+    char latest[sizeof r->path];
+    snprintf(latest, sizeof latest, "%s", run_file(r, "ckpt.bin"));
+    if ((st = tsc_ckpt_save(latest, &c)) != TSC_OK || r->o.ckpt_keep <= 0) return st;
+    const char *kept = kept_name(r, steps_done);
+    unlink(kept);  /* a resumed run writes the same step's checkpoint again */
+    if (link(latest, kept) != 0 && (st = tsc_ckpt_save(kept, &c)) != TSC_OK) return st;
+    long long old = steps_done - (long long)r->o.ckpt_keep * r->o.ckpt_every;
+    if (old > 0 && old % r->o.ckpt_every == 0) unlink(kept_name(r, old));
+    return TSC_OK;
 }
 
 static tsc_status_t get_batch(run_t *r, long long s) {
@@ -637,6 +655,7 @@ static tsc_status_t run_body_new(run_t *r, void *ctx) {
         log_header(r);
     if (st == TSC_OK) st = tsc_batch_log_open(&r->blog, run_file(r, "batches.csv"));
     if (st == TSC_OK) st = recorders_open(r, 0);
+    if (st == TSC_OK && r->o.ckpt_keep > 0) st = checkpoint(r, 0);  /* ckpt-0.bin: a fork can start from the top */
     if (st == TSC_OK) st = train_loop(r, 0);
     return st;
 }
@@ -673,7 +692,8 @@ static tsc_status_t run_files_check(run_t *r) {
     if (!d) return tsc_error_set(TSC_ERR_IO, "%s: cannot open the run folder: %s", r->dir, strerror(errno));
     tsc_status_t st = TSC_OK;
     for (struct dirent *e; st == TSC_OK && (e = readdir(d));) {
-        int touched = !strncmp(e->d_name, "capture", 7) || !strncmp(e->d_name, "flight", 6);
+        int touched = !strncmp(e->d_name, "capture", 7) || !strncmp(e->d_name, "flight", 6) ||
+                      !strncmp(e->d_name, "ckpt-", 5);
         for (size_t i = 0; i < sizeof names / sizeof names[0] && !touched; i++) touched = !strcmp(e->d_name, names[i]);
         struct stat sb;
         if (touched && lstat(run_file(r, e->d_name), &sb) == 0 && S_ISLNK(sb.st_mode))
@@ -726,7 +746,11 @@ static tsc_status_t run_body_resume(run_t *r, void *vctx) {
     }
     if (st == TSC_OK) st = tsc_out_write_all(run_file(r, "run.cfg"), r->cfg_text, strlen(r->cfg_text));
     static const char *csvs[] = {"log.csv", "wq_norms.csv"};
-    for (int i = 0; i < 2 && st == TSC_OK; i++) st = csv_cut(r, csvs[i], c.steps_done);
+    for (int i = 0; i < 2 && st == TSC_OK; i++) {
+        char path[sizeof r->path];
+        snprintf(path, sizeof path, "%s", run_file(r, csvs[i]));
+        st = csv_copy_cut(path, path, c.steps_done);
+    }
     if (st == TSC_OK && (r->log = open_append(r, "log.csv", &st))) r->wq = open_append(r, "wq_norms.csv", &st);
     if (st == TSC_OK) st = tsc_batch_log_open_at(&r->blog, run_file(r, "batches.csv"), c.steps_done);
     if (st == TSC_OK) st = recorders_open(r, c.steps_done);
@@ -741,4 +765,135 @@ tsc_status_t tsc_train_resume(const char *run_dir, long long steps, tsc_train_re
     r.o.user = user;
     resume_ctx_t ctx = {steps};
     return with_lock(&r, run_body_resume, &ctx);
+}
+
+/* ---- fork ---- */
+
+typedef struct {
+    const char *src;
+    const tsc_train_fork_opts_t *fo;
+    char policy[TSC_TRAIN_MAX_POLICIES][600];  /* the source's policies with fo->append */
+} fork_ctx_t;
+
+/* SRC/ckpt-AT.bin when kept, else SRC/ckpt.bin (checked to be at step AT by the caller); none when at < 0. */
+static void fork_ckpt_path(const fork_ctx_t *f, char *buf, size_t cap) {
+    struct stat sb;
+    snprintf(buf, cap, "%s/ckpt-%lld.bin", f->src, f->fo->at_step);
+    if (f->fo->at_step < 0 || lstat(buf, &sb) != 0) snprintf(buf, cap, "%s/ckpt.bin", f->src);
+}
+
+static int cmp_ll(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* The steps of SRC's kept checkpoints in order ("100, 200" or "none"), for the message of a missing one. */
+static void kept_list(const char *src, char *buf, size_t cap) {
+    DIR *d = opendir(src);
+    long long k[64];
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d)) && n < 64;) {
+        char tail[8];
+        if (sscanf(e->d_name, "ckpt-%lld.%7s", &k[n], tail) == 2 && !strcmp(tail, "bin")) n++;
+    }
+    if (d) closedir(d);
+    qsort(k, (size_t)n, sizeof k[0], cmp_ll);
+    size_t w = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && w + 24 < cap; i++) w += (size_t)snprintf(buf + w, cap - w, "%s%lld", i ? ", " : "", k[i]);
+    if (!n) snprintf(buf, cap, "none (train the source with --ckpt-keep N)");
+}
+
+static tsc_status_t run_body_fork(run_t *r, void *vctx) {
+    fork_ctx_t *f = vctx;
+    struct stat sb;
+    if (stat(run_file(r, "run.cfg"), &sb) == 0)
+        return tsc_error_set(TSC_ERR_IO, "%s: the folder holds a run already (run.cfg); fork into another folder",
+                             r->dir);
+    char ck_path[4200], fork_of[1100], src_file[4200], dst_file[sizeof r->path];
+    fork_ckpt_path(f, ck_path, sizeof ck_path);
+    tsc_ckpt_t c;
+    tsc_status_t st = tsc_ckpt_load_header(ck_path, &c);
+    if (st != TSC_OK) return st;
+    const tsc_train_fork_opts_t *fo = f->fo;
+    if (fo->at_step >= 0 && c.steps_done != fo->at_step) {
+        char kept[512];
+        kept_list(f->src, kept, sizeof kept);
+        free(c.cfg_text);
+        return tsc_error_set(TSC_ERR_ARG, "%s: no checkpoint after step %lld (ckpt.bin is at step %lld; kept "
+                                          "checkpoints: %s)", f->src, fo->at_step, c.steps_done, kept);
+    }
+    tsc_train_cfg_t *cfg = r->resumed = malloc(sizeof *cfg);
+    if (!cfg) {
+        free(c.cfg_text);
+        return tsc_error_set(TSC_ERR_NOMEM, "out of memory");
+    }
+    st = tsc_train_cfg_parse(c.cfg_text, ck_path, cfg);
+    if (st == TSC_OK) {
+        tsc_train_report_fn rep = r->o.report;
+        void *user = r->o.user;
+        r->o = cfg->o;
+        r->o.report = rep;
+        r->o.user = user;
+        if (fo->steps > 0) r->o.steps = fo->steps;
+        if (fo->n_policies > TSC_TRAIN_MAX_POLICIES)
+            st = tsc_error_set(TSC_ERR_ARG, "fork: %d attention policies (at most %d)", fo->n_policies,
+                               TSC_TRAIN_MAX_POLICIES);
+        for (int i = 0; i < fo->n_policies && st == TSC_OK; i++) r->o.attn_policy[i] = fo->policies[i];
+        if (fo->n_policies > 0) r->o.n_attn_policy = fo->n_policies;
+        else if (fo->append)
+            for (int i = 0; i < r->o.n_attn_policy && st == TSC_OK; i++)
+                if ((st = tsc_train_policy_append(r->o.attn_policy[i], fo->append, f->policy[i],
+                                                  sizeof f->policy[i])) == TSC_OK)
+                    r->o.attn_policy[i] = f->policy[i];
+        snprintf(fork_of, sizeof fork_of, "%s@%lld", f->src, c.steps_done);
+        r->o.fork_of = fork_of;
+        if (st == TSC_OK && r->o.steps <= c.steps_done)
+            st = tsc_error_set(TSC_ERR_ARG, "%s: the checkpoint is at step %lld; a fork needs more --steps than that",
+                               ck_path, c.steps_done);
+    }
+    if (st == TSC_OK) st = run_setup(r, &c, ck_path);
+    if (st == TSC_OK && (r->n != c.n || r->elsize != c.elsize))
+        st = tsc_error_set(TSC_ERR_INTERNAL, "%s: the checkpoint holds %zu parameters, the model has %zu", ck_path,
+                           c.n, r->n);
+    if (st == TSC_OK) {
+        c.params = tsc_model_params(r->model);
+        c.m = r->m;
+        c.v = r->v;
+        st = tsc_ckpt_load_data(ck_path, &c);
+    }
+    if (st == TSC_OK) st = tsc_out_write_all(run_file(r, "run.cfg"), r->cfg_text, strlen(r->cfg_text));
+    static const char *csvs[] = {"log.csv", "wq_norms.csv", "batches.csv"};
+    for (int i = 0; i < 3 && st == TSC_OK; i++) {
+        snprintf(src_file, sizeof src_file, "%s/%s", f->src, csvs[i]);
+        snprintf(dst_file, sizeof dst_file, "%s", run_file(r, csvs[i]));
+        st = csv_copy_cut(src_file, dst_file, c.steps_done);
+    }
+    if (st == TSC_OK && (r->log = open_append(r, "log.csv", &st))) r->wq = open_append(r, "wq_norms.csv", &st);
+    if (st == TSC_OK) st = tsc_batch_log_open_at(&r->blog, run_file(r, "batches.csv"), c.steps_done);
+    if (st == TSC_OK) st = recorders_open(r, c.steps_done);
+    if (st == TSC_OK) st = checkpoint(r, c.steps_done);  /* the fork resumes from its own folder */
+    if (st == TSC_OK) st = train_loop(r, c.steps_done);
+    free(c.cfg_text);
+    return st;
+}
+
+tsc_status_t tsc_train_fork(const char *src_run, const tsc_train_fork_opts_t *fo, const char *run_dir) {
+    if (!src_run || !fo || !run_dir) return tsc_error_set(TSC_ERR_ARG, "fork: no source run, options or folder");
+    if (strlen(src_run) > 1000) return tsc_error_set(TSC_ERR_ARG, "fork: the source path is too long");
+    struct stat a, b;
+    if (stat(src_run, &a) == 0 && stat(run_dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return tsc_error_set(TSC_ERR_ARG, "%s: a fork goes into a new folder, not its source", run_dir);
+    tsc_status_t st = make_dir(run_dir);
+    if (st != TSC_OK) return st;
+    run_t r = {.dir = run_dir};
+    r.o.report = fo->report;
+    r.o.user = fo->user;
+    fork_ctx_t *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return tsc_error_set(TSC_ERR_NOMEM, "fork: out of memory");
+    ctx->src = src_run;
+    ctx->fo = fo;
+    st = with_lock(&r, run_body_fork, ctx);
+    free(ctx);
+    return st;
 }

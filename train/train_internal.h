@@ -15,7 +15,7 @@ const char *tsc_train_prec_name(tsc_prec_t p);
 /* Settings read back from run.cfg: the options plus the storage their strings point into. */
 typedef struct {
     tsc_train_opts_t o;
-    char model[256], data[1024], capture[512], batches[1024], flight_layers[256];
+    char model[256], data[1024], capture[512], batches[1024], flight_layers[256], fork_of[1100];
     char policy[TSC_TRAIN_MAX_POLICIES][600];
 } tsc_train_cfg_t;
 

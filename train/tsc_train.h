@@ -15,6 +15,7 @@
  *   wq_norms.csv step, layer, head, spectral norm of that head's W^Q rows [D, C] (at intervals)
  *   batches.csv  the batch order (tsc_data.h): step, row, offset
  *   ckpt.bin     the latest checkpoint (temporary name + rename: a kill never leaves a torn one)
+ *   ckpt-STEP.bin with ckpt_keep = N: the newest N checkpoints (STEP: the steps done), hard links
  *   capture.h5   with capture: the sampled steps' attention tensors (format v1 dump)
  *   flight.h5    with the flight recorder (flight_steps > 0): the last steps before a trigger
  *                (loss or grad-norm spike, NaN/Inf, SIGINT/SIGTERM; capture/tsc_flight.h)
@@ -70,16 +71,20 @@ typedef struct {
     int val_every, val_batches; /* 25, 4; validation also at the last step */
     int stats_every;           /* W^Q spectral norms every N steps (and at the last); 50 */
     int ckpt_every;            /* 100; also at the end */
+    int ckpt_keep;             /* also keep the newest N checkpoints as ckpt-STEP.bin (0: ckpt.bin alone), the
+                                  points a fork (tsc_train_fork) can start from */
     const char *capture;       /* a sampling spec (tsc_select.h) for RUN/capture.h5, or NULL */
     const char *batches;       /* a batches.csv to replay instead of drawing from the seed, or NULL */
     int flight_steps;          /* flight recorder: keep the last N steps (0: off) */
     const char *flight_layers; /* its layers ("1,3"; NULL: every layer) */
     double flight_max_mb;      /* its memory bound in MiB; 1024 */
+    int flight_dumps;          /* dumps the recorder writes before it stops (flight.h5, flight.2.h5, ...); 1 */
     double spike_factor;       /* flight trigger: loss or grad norm above factor x baseline; 0: the
                                   recorder's default rule only (tsc_flight.h) */
     long long lr_spike_step;   /* a planted learning-rate spike: step lr_spike_step runs at lr_spike
                                   (-1: none), to test what a blow-up leaves behind */
     double lr_spike;
+    const char *fork_of;       /* "RUN@STEP" of a fork (set by tsc_train_fork, recorded in run.cfg), or NULL */
     tsc_train_report_fn report;/* per step, or NULL */
     void *user;
 } tsc_train_opts_t;
@@ -134,6 +139,32 @@ TSC_API tsc_status_t tsc_train_run(const tsc_train_opts_t *o, const char *run_di
  * TSC_ERR_UNSUPPORTED naming the file and the setting. */
 TSC_API tsc_status_t tsc_train_resume(const char *run_dir, long long steps, tsc_train_report_fn report,
                                       void *user);
+
+/* A fork: a new run in run_dir that starts from src_run's checkpoint after at_step steps
+ * (src_run/ckpt-AT.bin, kept by ckpt_keep, or src_run/ckpt.bin when it is at that step; at_step < 0:
+ * ckpt.bin, whatever its step) with the source's settings but for the attention policies and the
+ * steps below. The source's log.csv, wq_norms.csv and batches.csv rows before that step are copied,
+ * so the fork's log is one curve from step 0; it draws (or replays) the same batches as the source;
+ * capture and flight recorder as in the source, into run_dir. run.cfg records fork_of = SRC@STEP;
+ * --resume continues a fork as any run. The source is only read (the checkpoint and the CSVs opened
+ * without following a link, as resume's). With other steps, the learning-rate schedule after the
+ * fork follows the new total. */
+typedef struct {
+    long long at_step;            /* -1: src_run/ckpt.bin */
+    const char *const *policies;  /* n_policies > 0: these replace the source's attention policies */
+    int n_policies;
+    const char *append;           /* else, non-NULL: appended to each of the source's policies
+                                     (tsc_train_policy_append); a source without any keeps fp32 */
+    long long steps;              /* > 0: the fork's total steps; else the source's */
+    tsc_train_report_fn report;   /* per step, or NULL */
+    void *user;
+} tsc_train_fork_opts_t;
+TSC_API tsc_status_t tsc_train_fork(const char *src_run, const tsc_train_fork_opts_t *fo, const char *run_dir);
+
+/* spec ("L[,L...]=POLICY" or "POLICY") with modifier ("+stable:beta=2") appended, into out[cap]; a
+ * spec whose policy has the modifier's name already ("+stable") is copied as it is. TSC_ERR_ARG when
+ * the result does not fit. */
+TSC_API tsc_status_t tsc_train_policy_append(const char *spec, const char *modifier, char *out, size_t cap);
 
 /* Parses "POLICY" or "L[,L...]=POLICY" against a model of n_layer layers: *layer_mask bit L set
  * for each layer named (every layer when none). TSC_ERR_ARG naming the layer or the policy error. */

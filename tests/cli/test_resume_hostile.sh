@@ -43,7 +43,7 @@ fresh() { rm -rf "$1" && cp -r pristine "$1"; }
 
 # --- 1. settings out of bounds: refused by the bounds of the flag, before any thread starts
 fresh thr && "$py" ck.py pristine/ckpt.bin thr/ckpt.bin threads=100000
-expect 1 "thr/ckpt.bin:26: the setting threads = 100000 is out of range: expected 1 to 4096 (the bounds of --threads), or 0 (OpenMP's default); refused" \
+expect 1 "thr/ckpt.bin:28: the setting threads = 100000 is out of range: expected 1 to 4096 (the bounds of --threads), or 0 (OpenMP's default); refused" \
   "$TSC" train --resume thr --steps 4 -q
 [ "$(wc -l < thr/log.csv)" = 3 ] && ok || bad "the refused resume changed log.csv: $(wc -l < thr/log.csv) lines"
 # the same bound as the flag: one past it is a usage error there, a refusal here; the bound itself runs
@@ -51,10 +51,10 @@ expect 2 "--threads expects an integer in [1, 4096], got '4097'" "$TSC" train "$
 for kv in threads=4097 batch=65537 seq_len=1048577 val_batches=0 steps=1000000000001 lr=1000 beta2=1 \
           flight_steps=1000001 warmup=-1 seed=4611686018427387905 lr_spike_step=-2 grad_clip=-1 eps=2; do
   fresh b1 && "$py" ck.py pristine/ckpt.bin b1/ckpt.bin "$kv"
-  expect 1 "b1/ckpt.bin:26: the setting ${kv%%=*} = ${kv#*=} is out of range" "$TSC" train --resume b1 --steps 4 -q
+  expect 1 "b1/ckpt.bin:28: the setting ${kv%%=*} = ${kv#*=} is out of range" "$TSC" train --resume b1 --steps 4 -q
 done
 fresh b2 && "$py" ck.py pristine/ckpt.bin b2/ckpt.bin threads=x
-expect 1 "b2/ckpt.bin:26: bad value for threads: 'x'" "$TSC" train --resume b2 --steps 4 -q
+expect 1 "b2/ckpt.bin:28: bad value for threads: 'x'" "$TSC" train --resume b2 --steps 4 -q
 fresh b3 && "$py" ck.py pristine/ckpt.bin b3/ckpt.bin "attn_policy=9=bf16-torch"
 expect 1 "the model has no layer 9" "$TSC" train --resume b3 --steps 4 -q
 fresh b4 && "$py" ck.py pristine/ckpt.bin b4/ckpt.bin precision=fp64
