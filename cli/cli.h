@@ -170,5 +170,6 @@ int tsc_cmd_report(int argc, char **argv);
 int tsc_cmd_demo(int argc, char **argv);
 int tsc_cmd_import(int argc, char **argv);
 int tsc_cmd_repro(int argc, char **argv);
+int tsc_cmd_rescue(int argc, char **argv);
 
 #endif

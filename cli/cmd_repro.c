@@ -23,7 +23,8 @@ const char tsc_usage_repro[] =
     "usage: tilescope repro -o DIR [--config tiny|mini|full] [--budget MINUTES] [--seed S] [options]\n"
     "The paper's experiment in miniature (docs/REPRO.md). Trains one model, seed and batch order under\n"
     "several attention policies, BF16 autocast elsewhere (DIR/runs/NAME/, `tilescope train`):\n"
-    "  lp       bf16-torch in every layer; captures layer L every K steps and runs the flight recorder\n"
+    "  lp       bf16-torch in every layer; captures layer L every K steps, runs the flight recorder (every\n"
+    "           layer, up to 8 dumps) and keeps its checkpoints (--ckpt-keep) for `tilescope rescue`\n"
     "  hp       fp32 attention\n"
     "  lp1      bf16-torch in layer L only\n"
     "  stable   bf16-torch+stable:beta=2,eps=1e-3 in every layer\n"
@@ -157,13 +158,14 @@ static void train_args(const repro_t *r, int i, args_t *a) {
     arg(a, "--val-every"), arg(a, "%lld", k);
     arg(a, "--val-batches"), arg(a, "%d", r->cfg->val_batches);
     arg(a, "--stats-every"), arg(a, "%lld", k);
-    arg(a, "--ckpt-every"), arg(a, "%lld", r->steps);
+    arg(a, "--ckpt-every"), arg(a, "%lld", i == RUN_LP ? k : r->steps);
     run_policy(r, i, pol, sizeof pol);
     if (pol[0]) arg(a, "--attn-policy"), arg(a, "%s", pol);
     if (i == RUN_LP) {
         arg(a, "--capture"), arg(a, "steps=0:%lld:%lld,layers=%d", r->steps, k, r->layer);
+        arg(a, "--ckpt-keep"), arg(a, "11");  /* every checkpoint of the ten: where `tilescope rescue` forks */
         arg(a, "--flight"), arg(a, "4");
-        arg(a, "--flight-layers"), arg(a, "%d", r->layer);
+        arg(a, "--flight-dumps"), arg(a, "8");
     } else {
         arg(a, "--batches"), arg(a, "%s/runs/lp/batches.csv", r->dir);
     }
@@ -233,8 +235,8 @@ static int print_plan(const repro_t *r) {
            "seed %lld\n", c->model, c->batch, c->seq_len, r->steps, c->lr, r->warmup, r->seed);
     printf("  runs: lp hp lp1 stable, then the controls onetile hpdelta if the budget allows (%.1f min in all)\n",
            r->budget_s / 60);
-    printf("  lp captures layer %d every %lld steps and runs the flight recorder (last 4 steps); the others "
-           "replay lp's batches.csv\n", r->layer, every(r));
+    printf("  lp captures layer %d every %lld steps, runs the flight recorder (last 4 steps, every layer) and keeps a "
+           "checkpoint every %lld steps; the others replay lp's batches.csv\n", r->layer, every(r), every(r));
     if (c->seq_len <= r->tile_q && c->seq_len <= r->tile_k)
         printf("  note: %d tokens fit in one %d x %d tile, so onetile computes what lp computes (a vacuous "
                "control here)\n", c->seq_len, r->tile_q, r->tile_k);

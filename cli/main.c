@@ -32,6 +32,7 @@ extern const char tsc_usage_compare[];
 extern const char tsc_usage_train[];
 extern const char tsc_usage_import[];
 extern const char tsc_usage_repro[];
+extern const char tsc_usage_rescue[];
 
 static const char usage_help[] = "usage: tilescope help [COMMAND]\n";
 
@@ -57,6 +58,7 @@ const tsc_cli_cmd_t tsc_cli_commands[] = {
     {"compare", tsc_cmd_compare, "two analysis folders side by side: per-head bias, spectral norms, losses; what changed", tsc_usage_compare},
     {"train", tsc_cmd_train, "train a GPT-2 / Llama style model on the CPU, attention under a policy per layer", tsc_usage_train},
     {"repro", tsc_cmd_repro, "the paper's experiment in miniature: train hp/lp/stable runs, diagnose, every figure, outcome", tsc_usage_repro},
+    {"rescue", tsc_cmd_rescue, "a diverged training run: diagnose its flight dump, rerun it from a checkpoint with the fix", tsc_usage_rescue},
     {"demo", tsc_cmd_demo, "synthesize a GPT-2-small-shaped dump, diagnose it, write the report and figures", tsc_usage_demo},
     {"help", cmd_help, "help on a command", usage_help},
     {NULL, NULL, NULL, NULL}

@@ -304,6 +304,12 @@ tsc_status_t tsc_repro_outcome_md(const tsc_repro_outcome_t *oc, const tsc_repro
     tsc_strbuf_printf(sb, "## Diagnosis of lp's capture (%s/diagnose/)\n\n%s; %.0f at-risk layer/heads flagged.\n", dir,
                       fit ? fit : "no fit", isfinite(nf) ? nf : 0);
     flight_note(doc->flight_dir, sb);
+    for (size_t i = 0; i < oc->n; i++)
+        if (oc->rows[i].role == TSC_REPRO_LP && oc->rows[i].diverged_at >= 0 && doc->flight_dir)
+            tsc_strbuf_printf(sb, "%s diverged at step %lld: `tilescope rescue %s -o %s/rescue` diagnoses its flight "
+                                  "dump, told nothing of the run, and reruns it from the checkpoint before the "
+                                  "trigger with the fix the diagnosis recommends.\n",
+                              oc->rows[i].name, oc->rows[i].diverged_at, doc->flight_dir, dir);
     if (doc->tile_q > 0 && doc->seq_len <= doc->tile_q && doc->seq_len <= doc->tile_k)
         tsc_strbuf_printf(sb, "onetile: %d tokens fit in one %d x %d tile, so onetile computes what lp computes "
                               "(its log equals lp's): a vacuous control in this configuration.\n",
@@ -362,4 +368,58 @@ void tsc_repro_outcome_json(const tsc_repro_outcome_t *oc, tsc_json_t *j) {
     }
     tsc_json_array_end(j);
     tsc_json_object_end(j);
+}
+
+/* ---- the fix of a failed run ---- */
+
+static void copy_field(char *dst, size_t cap, const char *src) { snprintf(dst, cap, "%s", src ? src : ""); }
+
+tsc_status_t tsc_repro_fix_choose(const tsc_jv_t *summary, const char *where, tsc_repro_fix_t *fix) {
+    if (!summary || !fix) return tsc_error_set(TSC_ERR_ARG, "fix: NULL summary or result");
+    memset(fix, 0, sizeof *fix);
+    fix->layer = fix->head = -1;
+    fix->step = -1;
+    fix->delta_cumsum = NAN;
+    const tsc_jv_t *at = tsc_jv_path(summary, "diagnosis.at_risk");
+    if (!at) return tsc_error_set(TSC_ERR_FORMAT, "%s: no diagnosis.at_risk (not a summary.json of `tilescope diagnose`)",
+                                  where ? where : "summary");
+    size_t n = tsc_jv_len(summary, "diagnosis.at_risk");
+    fix->n_at_risk = (int)n;
+    uint64_t layers = 0;
+    for (size_t i = 0; i < n; i++) {
+        long long l = tsc_jv_int(tsc_jv_at(at, i), "layer", -1);
+        if (l >= 0 && l < 64) layers |= 1ull << l;
+    }
+    size_t w = 0;
+    for (int l = 0; l < 64; l++)
+        if (layers >> l & 1) w += (size_t)snprintf(fix->layers + w, sizeof fix->layers - w, "%s%d", w ? "," : "", l);
+    if (!n) return TSC_OK;
+    const tsc_jv_t *h = tsc_jv_at(at, 0);  /* ranked: the largest accumulated delta bias first */
+    fix->layer = (int)tsc_jv_int(h, "layer", -1);
+    fix->head = (int)tsc_jv_int(h, "head", -1);
+    fix->step = tsc_jv_int(h, "step", -1);
+    fix->delta_cumsum = tsc_jv_num(h, "delta_cumsum");
+    copy_field(fix->culprit, sizeof fix->culprit, tsc_jv_str(h, "culprit"));
+    copy_field(fix->verdict, sizeof fix->verdict, tsc_jv_str(h, "verdict"));
+    copy_field(fix->recommendation, sizeof fix->recommendation, tsc_jv_str(h, "recommendation"));
+    const tsc_jv_t *fixes = tsc_jv_get(h, "fixes");
+    size_t nf = tsc_jv_len(h, "fixes");
+    int pick = -1, fp32o = -1;
+    for (size_t i = 0; i < nf; i++) {
+        const tsc_jv_t *f = tsc_jv_at(fixes, i);
+        const tsc_jv_t *rec = tsc_jv_get(f, "recommended");
+        const char *mod = tsc_jv_str(f, "modifier");
+        if (!mod) continue;
+        if (pick < 0 && rec && rec->type == TSC_JV_BOOL && rec->num == 1) pick = (int)i;
+        if (fp32o < 0 && !strncmp(mod, "+fp32:", 6)) fp32o = (int)i;
+    }
+    fix->removes = pick >= 0;
+    if (pick < 0) pick = fp32o;
+    if (pick < 0)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: the at-risk head (layer %d, head %d) lists no fix with a modifier",
+                             where ? where : "summary", fix->layer, fix->head);
+    const tsc_jv_t *f = tsc_jv_at(fixes, (size_t)pick);
+    copy_field(fix->fix, sizeof fix->fix, tsc_jv_str(f, "fix"));
+    copy_field(fix->modifier, sizeof fix->modifier, tsc_jv_str(f, "modifier"));
+    return TSC_OK;
 }

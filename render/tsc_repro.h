@@ -150,6 +150,30 @@ TSC_API tsc_status_t tsc_repro_outcome_write(const tsc_repro_outcome_t *oc, cons
  * measured is null, an index not measured -1. */
 TSC_API void tsc_repro_outcome_json(const tsc_repro_outcome_t *oc, tsc_json_t *j);
 
+/* ---- the fix of a failed run (`tilescope rescue`, docs/REPRO.md "Diagnose, fix and rerun") ---- */
+
+/* What the diagnosis of a flight dump recommends, read from its summary.json: the top-ranked at-risk
+ * head (the largest accumulated delta bias) and the policy modifier of its recommended fix. */
+typedef struct {
+    int n_at_risk;             /* at-risk layer/heads in the diagnosis; 0: nothing to fix */
+    int layer, head;           /* the top-ranked one (-1 when none) */
+    long long step;            /* the step of its largest bias (-1) */
+    double delta_cumsum;       /* its accumulated delta bias sum_T(delta_lp - delta_hp) (NaN) */
+    char culprit[64];          /* the stages whose FP32 substitution removes the bias ("pv,oacc"; "none") */
+    char verdict[160];         /* the accumulation verdict */
+    char fix[96];              /* the recommended fix's name ("stable softmax fix (beta 2, eps 0.001)") */
+    char modifier[64];         /* its policy modifier ("+stable:beta=2"); when no single fix removes the
+                                  bias, the FP32 O fix's ("+fp32:pv,oacc,o"), which the diagnosis names
+                                  as the closest remedy then ("run this head in FP32") */
+    int removes;               /* 1: the diagnosis measured that the fix removes the bias */
+    char recommendation[512];  /* the diagnosis' sentence */
+    char layers[256];          /* every at-risk layer, ascending ("1,3") */
+} tsc_repro_fix_t;
+
+/* The fix of summary (a diagnose summary.json). TSC_OK with n_at_risk = 0 when nothing is at risk;
+ * TSC_ERR_FORMAT naming `where` when the summary has no diagnosis or an at-risk head lacks its fixes. */
+TSC_API tsc_status_t tsc_repro_fix_choose(const tsc_jv_t *summary, const char *where, tsc_repro_fix_t *fix);
+
 #ifdef __cplusplus
 }
 #endif
