@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # regime_search.sh OUT_DIR [TILESCOPE] [GRID]: the search for a regime where the paper's failure shows on this
 # machine (docs/REPRO.md, "The regime search"). GRID: regime (default: learning rate and context) or dose (the
-# same learning rate, P-bar V and O-bar rounded ever more coarsely with repro --dose, for gpt2-mini and
+# same learning rate, P-bar V and O-bar rounded ever more coarsely with repro --dose (bf16, e8m5 ... e8m1), for gpt2-mini and
 # llama-mini: the dose-response search). Runs `tilescope repro` at each point of the grid below
 # (the four core runs: lp, hp, lp1, stable; the controls only where the budget allows) and writes
 # OUT_DIR/search.md: per point the command, its wall time, repro's outcome table, and per run
@@ -16,7 +16,7 @@ mkdir -p "$out"
 # name | repro arguments (accelerating conditions labelled in docs/REPRO.md)
 dose_points=()
 for model in gpt2-mini llama-mini; do
-    for d in bf16 e8m5 e8m4 e8m3 e8m2; do
+    for d in bf16 e8m5 e8m4 e8m3 e8m2 e8m1; do
         dose_points+=("$model-$d|--steps 600 --lr 1e-2 --model $model --dose $d --budget 15")
     done
 done
