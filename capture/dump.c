@@ -868,9 +868,15 @@ static tsc_status_t check_dtype(tsc_dump_t *d, const char *p, hid_t ds, hid_t ty
     if (st != TSC_OK) return tsc_error_wrap(st, "%s: dataset %s: ", d->path, p);
     if (!has) return TSC_OK;
     tsc_format_t a;
-    if (tsc_format_parse(attr, &a) != TSC_OK || strcmp(attr, tsc_format_name(a)) != 0)
+    if (tsc_format_parse(attr, &a) != TSC_OK || strcmp(attr, tsc_format_name(a)) != 0) {
+        char names[256];  /* from the format table: every row's name */
+        size_t w = 0;
+        names[0] = 0;
+        for (int f = 0; f < TSC_FMT_COUNT && w < sizeof names; f++)
+            w += (size_t)snprintf(names + w, sizeof names - w, "%s%s", f ? ", " : "", tsc_format_name((tsc_format_t)f));
         return tsc_error_set(TSC_ERR_FORMAT, "%s: dataset %s: its dtype attribute '%s' is not a number format name "
-                             "(fp64, fp32, tf32, bf16, fp16, fp8-e4m3, fp8-e5m2)", d->path, p, attr);
+                             "(%s)", d->path, p, attr, names);
+    }
     if (a == *fmt) return TSC_OK;
     if (!format_holds(*fmt, a))
         return tsc_error_set(TSC_ERR_FORMAT, "%s: dataset %s: its dtype attribute says '%s' but it is stored as %s, "

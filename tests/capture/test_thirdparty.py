@@ -225,7 +225,7 @@ with tempfile.TemporaryDirectory() as tmp:
            "bf16, which cannot hold every fp32 value\n", "stdout")
     expect("unknown dtype name", 1, run("info", p("dt_name.h5")),
            f"dataset {ds_path}: its dtype attribute 'bfloat' is not a number format name (fp64, fp32, tf32, bf16, "
-           "fp16, fp8-e4m3, fp8-e5m2)\n", "stdout")
+           "fp16, fp8-e4m3, fp8-e5m2, e8m6, e8m5, e8m4, e8m3, e8m2, e8m1)\n", "stdout")
 
     # ---- (b5) an untiled kernel's dump: no tile_q, tile_k, policy, producer -----------------------
     good_dump(p("eager.h5"), policy=None, producer=None, tile_q=None, tile_k=None, dtype="fp32")
