@@ -131,7 +131,7 @@ static int diverged_at(const char *log, long long *step) {
 /* DIR/loss.png: fig2 of the run's and the rerun's logs. */
 static int loss_figure(const char *run, const char *dir, char *png, size_t cap) {
     char a[1300], b[1300];
-    snprintf(a, sizeof a, "diverging=%s/log.csv", run);
+    snprintf(a, sizeof a, "original=%s/log.csv", run);
     snprintf(b, sizeof b, "fixed=%s/fixed/log.csv", dir);
     const char *specs[] = {a, b};
     tsc_figure_src_t *src;
@@ -184,7 +184,7 @@ static int write_md(rescue_t *r, const tsc_jv_t *sm, const char *png) {
     snprintf(pol[1], sizeof pol[1], "%s%s (from step %lld)", r->lp, r->modifier, r->fork_step);
     int stable = !strncmp(r->modifier, "+stable", 7);
     tsc_repro_run_t runs[2] = {
-        {"diverging", pol[0], TSC_REPRO_LP, logs[0], wq[0], NULL, NULL},
+        {"original", pol[0], TSC_REPRO_LP, logs[0], wq[0], NULL, NULL},
         {"fixed", pol[1], stable ? TSC_REPRO_STABLE : TSC_REPRO_HPDELTA, logs[1], wq[1], NULL, NULL}};
     tsc_repro_outcome_t *oc;
     if (tsc_repro_outcome_compute(runs, 2, r->fix.layer >= 0 ? r->fix.layer : 0, &oc) != TSC_OK)
@@ -322,7 +322,7 @@ int tsc_cmd_rescue(int argc, char **argv) {
     }
     if (fst != TSC_OK) printf("      the rerun stopped on a non-finite loss: %s\n", tsc_error_last()), tsc_error_clear();
     fork_command(&r.cmds, spec, fixed);
-    tsc_strbuf_printf(&r.cmds, "tilescope figure fig2 --log diverging=%s --log fixed=%s/log.csv -o %s/loss.png\n", log,
+    tsc_strbuf_printf(&r.cmds, "tilescope figure fig2 --log original=%s --log fixed=%s/log.csv -o %s/loss.png\n", log,
                       fixed, r.dir);
     if (loss_figure(r.run, r.dir, png, sizeof png)) {
         fprintf(stderr, "tilescope rescue: warning: the loss figure was not drawn: %s\n", tsc_error_last());
