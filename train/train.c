@@ -705,6 +705,55 @@ static tsc_status_t run_files_check(run_t *r) {
     return st;
 }
 
+/* The settings of checkpoint c (read from ck_path) into r->o, the caller's report and user kept; every setting is
+ * checked against the bounds of its flag as it is parsed (tsc_train.h), and the precision against the header's. */
+static tsc_status_t adopt_settings(run_t *r, const tsc_ckpt_t *c, const char *ck_path) {
+    tsc_train_cfg_t *cfg = r->resumed = malloc(sizeof *cfg);
+    if (!cfg) return tsc_error_set(TSC_ERR_NOMEM, "out of memory");
+    tsc_status_t st = tsc_train_cfg_parse(c->cfg_text, ck_path, cfg);
+    if (st != TSC_OK) return st;
+    tsc_train_report_fn rep = r->o.report;
+    void *user = r->o.user;
+    r->o = cfg->o;
+    r->o.report = rep;
+    r->o.user = user;
+    if ((int)r->o.prec != c->prec)
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: the header says precision %s, the settings %s; refused", ck_path,
+                             tsc_train_prec_name((tsc_prec_t)c->prec), tsc_train_prec_name(r->o.prec));
+    return TSC_OK;
+}
+
+/* From checkpoint c on, with r->o set: the model and its state from the checkpoint, run.cfg, the CSVs of csv_src
+ * (r->dir for a resume, the source for a fork) cut to the rows before the checkpoint's step into r->dir (a fork
+ * copies batches.csv too; a resume's batch log cuts its own), the recorders, and the loop. A fork writes its own
+ * first checkpoint, so it resumes from its own folder. */
+static tsc_status_t continue_from(run_t *r, tsc_ckpt_t *c, const char *ck_path, const char *csv_src, int fork) {
+    tsc_status_t st = run_setup(r, c, ck_path);
+    if (st == TSC_OK && (r->n != c->n || r->elsize != c->elsize))  /* ckpt_fits checked it; the model agrees */
+        st = tsc_error_set(TSC_ERR_INTERNAL, "%s: the checkpoint holds %zu parameters, the model has %zu", ck_path,
+                           c->n, r->n);
+    if (st == TSC_OK) {
+        c->params = tsc_model_params(r->model);
+        c->m = r->m;
+        c->v = r->v;
+        st = tsc_ckpt_load_data(ck_path, c);
+    }
+    if (st == TSC_OK) st = tsc_out_write_all(run_file(r, "run.cfg"), r->cfg_text, strlen(r->cfg_text));
+    static const char *csvs[] = {"log.csv", "wq_norms.csv", "batches.csv"};
+    for (int i = 0; i < 2 + fork && st == TSC_OK; i++) {
+        char src[4200], dst[sizeof r->path];
+        snprintf(src, sizeof src, "%s/%s", csv_src, csvs[i]);
+        snprintf(dst, sizeof dst, "%s", run_file(r, csvs[i]));
+        st = csv_copy_cut(src, dst, c->steps_done);
+    }
+    if (st == TSC_OK && (r->log = open_append(r, "log.csv", &st))) r->wq = open_append(r, "wq_norms.csv", &st);
+    if (st == TSC_OK) st = tsc_batch_log_open_at(&r->blog, run_file(r, "batches.csv"), c->steps_done);
+    if (st == TSC_OK) st = recorders_open(r, c->steps_done);
+    if (st == TSC_OK && fork) st = checkpoint(r, c->steps_done);
+    if (st == TSC_OK) st = train_loop(r, c->steps_done);
+    return st;
+}
+
 static tsc_status_t run_body_resume(run_t *r, void *vctx) {
     resume_ctx_t *ctx = vctx;
     tsc_status_t st = run_files_check(r);
@@ -713,48 +762,14 @@ static tsc_status_t run_body_resume(run_t *r, void *vctx) {
     snprintf(ck_path, sizeof ck_path, "%s", run_file(r, "ckpt.bin"));
     tsc_ckpt_t c;
     if ((st = tsc_ckpt_load_header(ck_path, &c)) != TSC_OK) return st;
-    tsc_train_cfg_t *cfg = r->resumed = malloc(sizeof *cfg);
-    if (!cfg) {
-        free(c.cfg_text);
-        return tsc_error_set(TSC_ERR_NOMEM, "out of memory");
-    }
-    /* every setting is checked against the bounds of its flag as it is parsed (tsc_train.h) */
-    st = tsc_train_cfg_parse(c.cfg_text, ck_path, cfg);
+    st = adopt_settings(r, &c, ck_path);
     if (st == TSC_OK) {
-        tsc_train_report_fn rep = r->o.report;
-        void *user = r->o.user;
-        r->o = cfg->o;
-        r->o.report = rep;
-        r->o.user = user;
         if (ctx->steps > 0) r->o.steps = ctx->steps;
-        if ((int)r->o.prec != c.prec)
-            st = tsc_error_set(TSC_ERR_FORMAT, "%s: the header says precision %s, the settings %s; refused", ck_path,
-                               tsc_train_prec_name((tsc_prec_t)c.prec), tsc_train_prec_name(r->o.prec));
-        else if (r->o.steps <= c.steps_done)
+        if (r->o.steps <= c.steps_done)
             st = tsc_error_set(TSC_ERR_ARG, "%s: the checkpoint is at step %lld already; ask for more --steps",
                                r->dir, c.steps_done);
     }
-    if (st == TSC_OK) st = run_setup(r, &c, ck_path);
-    if (st == TSC_OK && (r->n != c.n || r->elsize != c.elsize))  /* ckpt_fits checked it; the model agrees */
-        st = tsc_error_set(TSC_ERR_INTERNAL, "%s: the checkpoint holds %zu parameters, the model has %zu", ck_path,
-                           c.n, r->n);
-    if (st == TSC_OK) {
-        c.params = tsc_model_params(r->model);
-        c.m = r->m;
-        c.v = r->v;
-        st = tsc_ckpt_load_data(ck_path, &c);
-    }
-    if (st == TSC_OK) st = tsc_out_write_all(run_file(r, "run.cfg"), r->cfg_text, strlen(r->cfg_text));
-    static const char *csvs[] = {"log.csv", "wq_norms.csv"};
-    for (int i = 0; i < 2 && st == TSC_OK; i++) {
-        char path[sizeof r->path];
-        snprintf(path, sizeof path, "%s", run_file(r, csvs[i]));
-        st = csv_copy_cut(path, path, c.steps_done);
-    }
-    if (st == TSC_OK && (r->log = open_append(r, "log.csv", &st))) r->wq = open_append(r, "wq_norms.csv", &st);
-    if (st == TSC_OK) st = tsc_batch_log_open_at(&r->blog, run_file(r, "batches.csv"), c.steps_done);
-    if (st == TSC_OK) st = recorders_open(r, c.steps_done);
-    if (st == TSC_OK) st = train_loop(r, c.steps_done);
+    if (st == TSC_OK) st = continue_from(r, &c, ck_path, r->dir, 0);
     free(c.cfg_text);
     return st;
 }
@@ -810,7 +825,7 @@ static tsc_status_t run_body_fork(run_t *r, void *vctx) {
     if (stat(run_file(r, "run.cfg"), &sb) == 0)
         return tsc_error_set(TSC_ERR_IO, "%s: the folder holds a run already (run.cfg); fork into another folder",
                              r->dir);
-    char ck_path[4200], fork_of[1100], src_file[4200], dst_file[sizeof r->path];
+    char ck_path[4200], fork_of[1100];
     fork_ckpt_path(f, ck_path, sizeof ck_path);
     tsc_ckpt_t c;
     tsc_status_t st = tsc_ckpt_load_header(ck_path, &c);
@@ -823,18 +838,8 @@ static tsc_status_t run_body_fork(run_t *r, void *vctx) {
         return tsc_error_set(TSC_ERR_ARG, "%s: no checkpoint after step %lld (ckpt.bin is at step %lld; kept "
                                           "checkpoints: %s)", f->src, fo->at_step, c.steps_done, kept);
     }
-    tsc_train_cfg_t *cfg = r->resumed = malloc(sizeof *cfg);
-    if (!cfg) {
-        free(c.cfg_text);
-        return tsc_error_set(TSC_ERR_NOMEM, "out of memory");
-    }
-    st = tsc_train_cfg_parse(c.cfg_text, ck_path, cfg);
+    st = adopt_settings(r, &c, ck_path);
     if (st == TSC_OK) {
-        tsc_train_report_fn rep = r->o.report;
-        void *user = r->o.user;
-        r->o = cfg->o;
-        r->o.report = rep;
-        r->o.user = user;
         if (fo->steps > 0) r->o.steps = fo->steps;
         if (fo->n_policies > TSC_TRAIN_MAX_POLICIES)
             st = tsc_error_set(TSC_ERR_ARG, "fork: %d attention policies (at most %d)", fo->n_policies,
@@ -852,28 +857,7 @@ static tsc_status_t run_body_fork(run_t *r, void *vctx) {
             st = tsc_error_set(TSC_ERR_ARG, "%s: the checkpoint is at step %lld; a fork needs more --steps than that",
                                ck_path, c.steps_done);
     }
-    if (st == TSC_OK) st = run_setup(r, &c, ck_path);
-    if (st == TSC_OK && (r->n != c.n || r->elsize != c.elsize))
-        st = tsc_error_set(TSC_ERR_INTERNAL, "%s: the checkpoint holds %zu parameters, the model has %zu", ck_path,
-                           c.n, r->n);
-    if (st == TSC_OK) {
-        c.params = tsc_model_params(r->model);
-        c.m = r->m;
-        c.v = r->v;
-        st = tsc_ckpt_load_data(ck_path, &c);
-    }
-    if (st == TSC_OK) st = tsc_out_write_all(run_file(r, "run.cfg"), r->cfg_text, strlen(r->cfg_text));
-    static const char *csvs[] = {"log.csv", "wq_norms.csv", "batches.csv"};
-    for (int i = 0; i < 3 && st == TSC_OK; i++) {
-        snprintf(src_file, sizeof src_file, "%s/%s", f->src, csvs[i]);
-        snprintf(dst_file, sizeof dst_file, "%s", run_file(r, csvs[i]));
-        st = csv_copy_cut(src_file, dst_file, c.steps_done);
-    }
-    if (st == TSC_OK && (r->log = open_append(r, "log.csv", &st))) r->wq = open_append(r, "wq_norms.csv", &st);
-    if (st == TSC_OK) st = tsc_batch_log_open_at(&r->blog, run_file(r, "batches.csv"), c.steps_done);
-    if (st == TSC_OK) st = recorders_open(r, c.steps_done);
-    if (st == TSC_OK) st = checkpoint(r, c.steps_done);  /* the fork resumes from its own folder */
-    if (st == TSC_OK) st = train_loop(r, c.steps_done);
+    if (st == TSC_OK) st = continue_from(r, &c, ck_path, f->src, 1);
     free(c.cfg_text);
     return st;
 }
