@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #ifdef TSC_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -255,7 +256,14 @@ static tsc_status_t fire(tsc_flight_t *fr, const char *trigger, const char *reas
     tsc_status_t st = write_dump(fr, trigger, reason);
     if (fired) *fired = 1;
     fr->n_dumps++;
-    if (fr->n_dumps >= fr->opts.max_dumps || !strcmp(trigger, "signal")) fr->stopped = 1;
+    if (fr->opts.keep_newest && fr->n_dumps > fr->opts.max_dumps) {
+        /* the oldest one kept: a file this recorder wrote (dump_name), never another */
+        char old[4200];
+        dump_name(fr, fr->n_dumps - fr->opts.max_dumps, old, sizeof old);
+        if (unlink(old) != 0 && errno != ENOENT && st == TSC_OK)
+            st = tsc_error_set(TSC_ERR_IO, "flight recorder: removing the older dump %s: %s", old, strerror(errno));
+    }
+    if ((!fr->opts.keep_newest && fr->n_dumps >= fr->opts.max_dumps) || !strcmp(trigger, "signal")) fr->stopped = 1;
     fr->count = 0;
     fr->since_fire = 0;
     return st;

@@ -18,7 +18,9 @@
  * written over an existing file: the path must not exist when the recorder opens, nor when it
  * writes. After a fire the recorder stops, unless max_dumps > 1: it then empties the ring and
  * re-arms once N new steps are recorded; dump i (i >= 2) is written to "<stem>.<i>.h5" (path
- * "crash.h5" -> "crash.2.h5"; a path without ".h5" gets ".<i>" appended). A signal always stops it.
+ * "crash.h5" -> "crash.2.h5"; a path without ".h5" gets ".<i>" appended). With keep_newest the
+ * recorder never stops for its count: it keeps the newest max_dumps dumps and deletes the older
+ * ones it wrote (a long run's budget is not spent on its first spikes). A signal always stops it.
  *
  * Memory: the first step that hands over tensors fixes the layout (which tensors, their format
  * and shape) and so the step's bytes; then the ring of N slots is allocated once, and refused
@@ -76,6 +78,9 @@ typedef struct {
     tsc_flight_spike_t grad; /* the grad norm's spike rule */
     int check_tensors;       /* 1: a NaN/Inf in a tensor handed over fires when its step ends. Default 0 */
     int max_dumps;           /* dumps written before the recorder stops (>= 1). Default 1 */
+    int keep_newest;         /* 1: max_dumps bounds the dumps kept on disk, not those written: the
+                                recorder keeps firing, and writing dump i > max_dumps deletes dump
+                                i - max_dumps (its own file), so the newest max_dumps remain. Default 0 */
     int device;              /* 1: keep the ring in GPU memory (a CUDA build with a GPU; tsc_flight_open
                                 refuses it otherwise). Default 0: host memory */
 } tsc_flight_opts_t;

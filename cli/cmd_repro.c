@@ -165,7 +165,7 @@ static void train_args(const repro_t *r, int i, args_t *a) {
         arg(a, "--capture"), arg(a, "steps=0:%lld:%lld,layers=%d", r->steps, k, r->layer);
         arg(a, "--ckpt-keep"), arg(a, "11");  /* every checkpoint of the ten: where `tilescope rescue` forks */
         arg(a, "--flight"), arg(a, "4");
-        arg(a, "--flight-dumps"), arg(a, "8");
+        arg(a, "--flight-keep"), arg(a, "8");  /* the newest 8: a long run keeps those before its end */
     } else {
         arg(a, "--batches"), arg(a, "%s/runs/lp/batches.csv", r->dir);
     }

@@ -62,6 +62,8 @@ const char tsc_usage_train[] =
     "                      stops; --resume continues it). --flight-layers SET (default all),\n"
     "                      --flight-max-mb M (memory bound, default 1024), --flight-dumps N (a dump\n"
     "                      per trigger, up to N: flight.h5, flight.2.h5, ...; default 1),\n"
+    "                      --flight-keep N (a dump per trigger for the whole run, the newest N\n"
+    "                      kept: a long run's dumps are not spent on its first spikes),\n"
     "                      --spike-factor F (also fire above F x the running baseline; default:\n"
     "                      the recorder's rule, docs/FLIGHT.md)\n"
     "  --lr-spike S=LR     run step S at learning rate LR (a planted blow-up, to see what it leaves)\n"

@@ -52,6 +52,7 @@ char *tsc_train_cfg_text(const tsc_train_opts_t *o, int threads) {
     if (o->batches) tsc_strbuf_printf(&sb, "batches = %s\n", o->batches);
     tsc_strbuf_printf(&sb, "flight_steps = %d\n", o->flight_steps);
     if (o->flight_layers) tsc_strbuf_printf(&sb, "flight_layers = %s\n", o->flight_layers);
+    if (o->flight_keep > 0) tsc_strbuf_printf(&sb, "flight_keep = %d\n", o->flight_keep);
     tsc_strbuf_printf(&sb, "flight_dumps = %d\nflight_max_mb = %.17g\nspike_factor = %.17g\n", o->flight_dumps,
                       o->flight_max_mb, o->spike_factor);
     tsc_strbuf_printf(&sb, "lr_spike_step = %lld\nlr_spike = %.17g\n", o->lr_spike_step, o->lr_spike);

@@ -61,6 +61,7 @@ static const tsc_train_setting_t SETTINGS[] = {
     {"flight_steps", "--flight", TSC_TRAIN_INT, OPT(flight_steps), 1, 1e6, 1, 0, "the flight recorder off"},
     {"flight_max_mb", "--flight-max-mb", TSC_TRAIN_DOUBLE, OPT(flight_max_mb), 1, 1e9, 0, 0, NULL},
     {"flight_dumps", "--flight-dumps", TSC_TRAIN_INT, OPT(flight_dumps), 1, 1e4, 0, 0, NULL},
+    {"flight_keep", "--flight-keep", TSC_TRAIN_INT, OPT(flight_keep), 1, 1e4, 1, 0, "off"},
     {"spike_factor", "--spike-factor", TSC_TRAIN_DOUBLE, OPT(spike_factor), 1, 1e9, 1, 0, "the recorder's own rule"},
     /* --lr-spike STEP=LR sets both */
     {"lr_spike_step", NULL, TSC_TRAIN_LLONG, OPT(lr_spike_step), 0, 1e12, 1, -1, "no spike"},
@@ -131,6 +132,10 @@ tsc_status_t tsc_train_opts_check(const tsc_train_opts_t *o, const char *what) {
                              TSC_TRAIN_MAX_POLICIES);
     for (int i = 0; i < o->n_attn_policy; i++)
         if (!o->attn_policy[i]) return tsc_error_set(TSC_ERR_ARG, "%s: attention policy %d is NULL", what, i);
+    if (o->flight_keep > 0 && o->flight_dumps > 1)
+        return tsc_error_set(TSC_ERR_ARG, "%s: flight_dumps = %d and flight_keep = %d: give one (the first stops the "
+                             "recorder after that many dumps, the second keeps the newest that many); refused", what,
+                             o->flight_dumps, o->flight_keep);
     if (!o->model || !o->data) return tsc_error_set(TSC_ERR_ARG, "%s: no model or no data named", what);
     return TSC_OK;
 }

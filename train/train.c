@@ -524,7 +524,8 @@ static tsc_status_t recorders_open(run_t *r, long long from) {
     fo.n_steps = r->o.flight_steps;
     fo.layers = r->o.flight_layers;
     fo.max_bytes = (uint64_t)(r->o.flight_max_mb * 1048576.0);
-    fo.max_dumps = r->o.flight_dumps;
+    fo.max_dumps = r->o.flight_keep > 0 ? r->o.flight_keep : r->o.flight_dumps;
+    fo.keep_newest = r->o.flight_keep > 0;
     if (r->o.spike_factor > 0) fo.loss.factor = fo.grad.factor = r->o.spike_factor;
     st = tsc_flight_open(&r->flight, dump_name(r, "flight", from, name, sizeof name), &meta, &fo);
     if (st == TSC_OK) st = tsc_flight_signals_install(r->flight);

@@ -79,6 +79,8 @@ typedef struct {
     const char *flight_layers; /* its layers ("1,3"; NULL: every layer) */
     double flight_max_mb;      /* its memory bound in MiB; 1024 */
     int flight_dumps;          /* dumps the recorder writes before it stops (flight.h5, flight.2.h5, ...); 1 */
+    int flight_keep;           /* > 0: the recorder never stops for its count and keeps the newest
+                                  flight_keep dumps, deleting older ones it wrote; 0: off (flight_dumps) */
     double spike_factor;       /* flight trigger: loss or grad norm above factor x baseline; 0: the
                                   recorder's default rule only (tsc_flight.h) */
     long long lr_spike_step;   /* a planted learning-rate spike: step lr_spike_step runs at lr_spike

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tsc_attention.h"
@@ -219,6 +220,45 @@ static void test_grad_rearm(void) {
     CHECKF(strstr(tsc_error_last(), "exists") != NULL, "%s", tsc_error_last());
 }
 
+/* keep_newest: the recorder keeps firing past max_dumps, and each dump past it deletes the
+ * oldest of its own, so the newest two stay on disk with their own steps; a file of the same
+ * stem it did not write is left alone. */
+static void test_keep_newest(void) {
+    char path[512], name[4][600], other[600];
+    snprintf(path, sizeof path, "%s/keep.h5", dir);
+    snprintf(name[0], sizeof name[0], "%s", path);
+    for (int i = 1; i < 4; i++) snprintf(name[i], sizeof name[i], "%s/keep.%d.h5", dir, i + 1);
+    snprintf(other, sizeof other, "%s/keep.9.h5", dir);
+    FILE *f = fopen(other, "w");
+    CHECK(f != NULL);
+    if (f) fclose(f);
+    tsc_flight_opts_t o;
+    tsc_flight_opts_init(&o);
+    o.n_steps = 2;
+    o.max_dumps = 2;
+    o.keep_newest = 1;
+    o.grad.k = 0;
+    o.grad.factor = 3;
+    o.loss.warmup = o.grad.warmup = 5;
+    tsc_dump_meta_t m = geom();
+    tsc_flight_t *fr;
+    CHECK(tsc_flight_open(&fr, path, &m, &o) == TSC_OK);
+    for (long long s = 0; s < 22; s++) {
+        int f2 = run_step(fr, s, 2.0, s == 8 || s == 12 || s == 16 || s == 20 ? 3.5 : 1.0);
+        CHECKF(f2 == (s == 8 || s == 12 || s == 16 || s == 20), "step %lld fired %d", s, f2);
+    }
+    CHECK_EQ_INT(tsc_flight_n_dumps(fr), 4);
+    CHECK(!tsc_flight_stopped(fr));
+    CHECK_STREQ(tsc_flight_last_dump(fr), name[3]);
+    CHECK(tsc_flight_close(fr) == TSC_OK);
+    struct stat sb;
+    CHECK(stat(name[0], &sb) != 0 && stat(name[1], &sb) != 0);
+    CHECK(stat(other, &sb) == 0);
+    long long w3[] = {15, 16}, w4[] = {19, 20};
+    check_dump(name[2], w3, 2, 0);
+    check_dump(name[3], w4, 2, 0);
+}
+
 /* A NaN loss at step 2 with N = 4: fewer steps than N; a NaN in a tensor (check_tensors). */
 static void test_nonfinite(void) {
     char path[512], s[256];
@@ -406,6 +446,7 @@ int main(void) {
     char spike[512];
     test_loss_spike(spike);
     test_grad_rearm();
+    test_keep_newest();
     test_nonfinite();
     test_manual_layers();
     test_sigterm();

@@ -78,6 +78,19 @@ grep -q "^tilescope train --fork dosed@$at -o res/fixed --attn-policy 'bf16-torc
   || bad "rescue.md lacks the fork command"
 [ "$(head -c 8 res/loss.png | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ] && ok || bad "loss.png is not a PNG"
 
+# ---- --flight-keep: a dump per trigger for the whole run, the newest N kept ----
+"$T" train "${dose[@]:0:${#dose[@]}-2}" --flight-keep 2 --attn-policy bf16-torch+e8m2:pv,oacc --lr-spike 60=1 -o keep \
+  >out 2>err && ok || bad "the --flight-keep run failed: $(head -3 err)"
+# the run said where each dump went; the two newest of them are what is left, and nothing else
+wrote=$(sed -n 's/^step [0-9]*: the flight recorder wrote \([^ ]*\) .*/\1/p' out)
+nw=$(echo "$wrote" | grep -c .)
+[ "$nw" -ge 3 ] && ok || bad "want at least 3 triggers to see a dump deleted; got $nw"
+kept=$(ls keep/flight*.h5 | sort | tr '\n' ' ')
+want=$(echo "$wrote" | tail -2 | sort | tr '\n' ' ')
+[ "$kept" = "$want" ] && ok || bad "kept $kept; the newest two written are $want"
+grep -qx "flight_keep = 2" keep/run.cfg && ok || bad "run.cfg lacks flight_keep: $(grep flight keep/run.cfg)"
+expect 1 "give one" "$T" train "${dose[@]}" --flight-keep 2 --steps 2 -o both
+
 # ---- rescue of a learning-rate blow-up: nothing to fix ----
 "$T" train "${tiny[@]}" --steps 50 --ckpt-every 10 --ckpt-keep 10 --attn-policy bf16-torch --flight 4 --flight-dumps 4 \
   --lr-spike 30=30 -o spike -q >/dev/null 2>err && ok || bad "spike run failed: $(head -3 err)"
