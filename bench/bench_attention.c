@@ -25,6 +25,7 @@
 #endif
 
 #include "bench_load.h"
+#include "bench_peak.h"
 #include "tsc_attention.h"
 #include "tsc_formats.h"
 
@@ -43,70 +44,6 @@ static double nrand(void) {
     return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-/* ---- FP32 FMA peak ---- */
-#if defined(__x86_64__) && defined(__GNUC__)
-/* 12 named accumulators (an array would be kept in memory at -O2 and time store forwarding,
- * not the FMA units): 12 independent chains cover 2 FMA pipes × 4+ cycles of latency. */
-#define CHAINS(V, FMA, SET1, ADD)                                                                  \
-    V a0 = SET1(1.0f), a1 = SET1(1.001f), a2 = SET1(1.002f), a3 = SET1(1.003f), a4 = SET1(1.004f),   \
-      a5 = SET1(1.005f), a6 = SET1(1.006f), a7 = SET1(1.007f), a8 = SET1(1.008f), a9 = SET1(1.009f), \
-      a10 = SET1(1.01f), a11 = SET1(1.011f);                                                       \
-    const V b = SET1(0.9999999f), c = SET1(1e-7f);                                                 \
-    for (long it = 0; it < iters; it++) {                                                          \
-        a0 = FMA(a0, b, c); a1 = FMA(a1, b, c); a2 = FMA(a2, b, c); a3 = FMA(a3, b, c);            \
-        a4 = FMA(a4, b, c); a5 = FMA(a5, b, c); a6 = FMA(a6, b, c); a7 = FMA(a7, b, c);            \
-        a8 = FMA(a8, b, c); a9 = FMA(a9, b, c); a10 = FMA(a10, b, c); a11 = FMA(a11, b, c);        \
-    }                                                                                              \
-    V s = ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7)));                       \
-    s = ADD(s, ADD(ADD(a8, a9), ADD(a10, a11)));
-__attribute__((target("avx512f,fma"))) static float fma_chains512(long iters) {
-    CHAINS(__m512, _mm512_fmadd_ps, _mm512_set1_ps, _mm512_add_ps)
-    return _mm512_reduce_add_ps(s);
-}
-__attribute__((target("avx2,fma"))) static float fma_chains256(long iters) {
-    CHAINS(__m256, _mm256_fmadd_ps, _mm256_set1_ps, _mm256_add_ps)
-    float out[8];
-    _mm256_storeu_ps(out, s);
-    return out[0] + out[7];
-}
-#endif
-
-/* Returns the measured peak in GFLOP/s (all threads), and the vector width used. */
-static double fma_peak(int *lanes) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    const int w = __builtin_cpu_supports("avx512f") ? 16 : (__builtin_cpu_supports("fma") ? 8 : 0);
-    *lanes = w;
-    if (!w) return 0;
-    /* short bursts, best of many: on a shared machine the best burst is the closest to the
-     * machine's own rate (the same rule as the best-of-N kernel timings it is compared with) */
-    const long iters = 10000000;
-    double best = 0;
-    for (int rep = 0; rep < 9; rep++) {
-        int nt = 1;
-        volatile float sink = 0;
-        double t0 = now();
-#pragma omp parallel
-        {
-#ifdef _OPENMP
-#pragma omp single
-            nt = omp_get_num_threads();
-#endif
-            float r = w == 16 ? fma_chains512(iters) : fma_chains256(iters);
-#pragma omp atomic
-            sink += r;
-        }
-        double t = now() - t0;
-        double g = (double)nt * iters * 12 * w * 2 / t / 1e9;
-        best = g > best ? g : best;
-        (void)sink;
-    }
-    return best;
-#else
-    *lanes = 0;
-    return 0;
-#endif
-}
 
 static int run(const char *pol_s, const tsc_attn_dims_t *d, float *in, float *out, int bwd, double *secs) {
     tsc_policy_t p;
@@ -326,7 +263,7 @@ int main(int argc, char **argv) {
     threads = omp_get_max_threads();
 #endif
     printf("bench_attention: B=1 H=%d T=%d D=%d causal, alpha=1/8, %d OpenMP threads, SIMD path %s, best of %d\n",
-           H, T, D, threads, tsc_attn_simd_available() ? "AVX-512" : "portable", a.reps);
+           H, T, D, threads, tsc_attn_simd_name(), a.reps);
     if (check_head0(in, n, T, D)) return 1;
 
     bench_result_t r = {.threads = threads, .torch_s = NAN, .torch_f = NAN, .H = H, .T = T};

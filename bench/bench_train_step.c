@@ -1,9 +1,11 @@
 /* bench_train_step: forward + backward time of one training step of a tsc_model.h model.
  *   bench_train_step [MODEL [B [T [fp32|bf16 [STEPS]]]]]     (default gpt2-mini 8 256 fp32 5)
  * Prints ms/step, tokens/s, the matmuls' share of the time, their GFLOP/s and that as a
- * fraction of the FMA peak = threads x GHz x 2 FMA units x 16 FP32 lanes x 2 FLOPs. The GHz is
- * measured here: a chain of dependent integer adds retires one add per cycle, so adds / second
- * is the core clock while it runs (cpu MHz from /proc/cpuinfo is printed next to it).
+ * fraction of the FMA peak the product's path can reach, measured in the same run (bench_peak.h:
+ * every thread on independent chains of the widest FP32 FMA the CPU has); a BF16 product on AVX-512
+ * BF16 does two multiply-adds per lane per instruction, so its peak is twice that. The GHz is
+ * measured too: a chain of dependent integer adds retires one add per cycle, so adds / second is
+ * the core clock while it runs (cpu MHz from /proc/cpuinfo is printed next to it).
  * Threads: OMP_NUM_THREADS. The load average is printed: the numbers mean little on a busy box. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,8 @@
 
 #include "model_internal.h"
 #include "bench_check.h"
+#include "bench_peak.h"
+#include "cpu_internal.h"
 #include "tsc_model.h"
 
 static double now(void) {
@@ -75,16 +79,20 @@ int main(int argc, char **argv) {
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
-    double ghz = measure_ghz(), peak = threads * ghz * 1e9 * 2 * 16 * 2, la[3] = {0};
+    int lanes = 0;
+    int dp = prec == TSC_PREC_BF16 && tsc_cpu_has(TSC_CPU_AVX512_BF16); /* vdpbf16ps: 2 multiply-adds a lane */
+    double ghz = measure_ghz(), peak = fma_peak(&lanes) * 1e9 * (dp ? 2 : 1), la[3] = {0};
+    const char *path = prec == TSC_PREC_BF16 ? (dp ? "AVX-512 BF16" : tsc_cpu_has(TSC_CPU_AVX2_FMA) ? "AVX2 + FMA" : "portable")
+                                              : tsc_train_have_avx512() ? "AVX-512" : tsc_train_have_avx2() ? "AVX2 + FMA" : "portable";
     if (getloadavg(la, 3) < 0) la[0] = -1;
     char desc[160];
     tsc_model_config_str(&cfg, desc, sizeof desc);
     printf("%s (%s), B %d T %d, %s, %d threads, loss %.4f\n", name, desc, B, T, prec == TSC_PREC_BF16 ? "bf16" : "fp32",
            threads, loss);
     printf("step %.1f ms, %.0f tokens/s; matmuls %.1f ms (%.0f%% of the step), %.1f GFLOP/s = %.1f%% of peak "
-           "%.0f GFLOP/s (%.2f GHz measured, cpuinfo %.0f MHz); load average %.2f\n",
+           "%.0f GFLOP/s (%s path; measured %d-lane FMA peak%s; %.2f GHz measured, cpuinfo %.0f MHz); load average %.2f\n",
            t * 1e3, B * T / t, mm_sec * 1e3, 100 * mm_sec / t, mm_flops / mm_sec / 1e9,
-           100 * mm_flops / mm_sec / peak, peak / 1e9, ghz, cpuinfo_mhz(), la[0]);
+           100 * mm_flops / mm_sec / peak, peak / 1e9, path, lanes, dp ? " x 2" : "", ghz, cpuinfo_mhz(), la[0]);
     free(tok);
     free(tgt);
     tsc_model_free(m);

@@ -161,7 +161,21 @@ def main():
     print(json.dumps({"tokens_per_s": round(a.batch * a.ctx * timed / elapsed, 1), "ms_per_step": round(ms, 2),
                       "threads": a.threads, "precision": "bf16" if a.bf16 else "fp32",
                       "loss_first": round(losses[0], 4), "loss_last": round(losses[-1], 4),
-                      "params": sum(p.numel() for p in model.parameters()), "timed_steps": timed}))
+                      "params": sum(p.numel() for p in model.parameters()), "timed_steps": timed,
+                      "backend": backend_settings()}))
+
+
+def backend_settings():
+    """What decides this baseline's speed on a machine: torch's BLAS, oneDNN and CPU capability, and threads."""
+    cfg = torch.__config__.show()
+    blas = [ln.split("=", 1)[1].strip() for ln in cfg.splitlines() if "BLAS_INFO" in ln]
+    mkldnn = [ln.strip() for ln in cfg.splitlines() if "MKL-DNN" in ln or "oneDNN" in ln]
+    cap = torch.backends.cpu.get_cpu_capability() if hasattr(torch.backends, "cpu") and \
+        hasattr(torch.backends.cpu, "get_cpu_capability") else "unknown"
+    return {"torch": torch.__version__, "blas": blas[0] if blas else "unknown",
+            "onednn": mkldnn[0] if mkldnn else "none", "cpu_capability": cap,
+            "threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
+            "mkldnn_enabled": torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled}
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 /* attention.c: the CPU attention reference under precision policies (tsc_attention.h).
  *
- * The per-head kernels live in attention_tmpl.c and are instantiated here three times:
- * float (portable), float compiled for AVX-512 + FMA (chosen at run time), and double (used
- * when a policy has an FP64 stage). All three run the same statements in the same order;
- * every multiply-add is an explicit fma, and contraction is off, so the two float builds give
- * the same bits (tested). */
+ * The per-head kernels live in attention_tmpl.c and are instantiated here four times:
+ * float (portable), float compiled for AVX-512 + FMA and float compiled for AVX2 + FMA (the
+ * generic loops, vectorised by the compiler; chosen at run time, for a CPU without AVX-512),
+ * and double (used when a policy has an FP64 stage). All run the same statements in the same
+ * order; every multiply-add is an explicit fma, and contraction is off, so the float builds
+ * give the same bits (tested). Without FMA in the target, the portable build's fmaf is a libm
+ * call per multiply-add: the AVX2 build exists because that is 30-100x slower. */
 #if defined(__OPTIMIZE__) && !defined(__clang__)
 /* The hot loops only pay off vectorised; O2's very-cheap cost model leaves most of them scalar. */
 #pragma GCC optimize("O3")
@@ -86,6 +88,14 @@ static inline int attn_ld(int T) {
 #undef TMPL_AVX512
 #undef SFX
 #pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,bmi,bmi2")
+#define SFX(name) name##_v
+#define TMPL_AVX512 0
+#include "attention_tmpl.c"
+#undef TMPL_AVX512
+#undef SFX
+#pragma GCC pop_options
 #endif
 #undef R
 #undef TMPL_DOUBLE
@@ -101,6 +111,14 @@ static inline int attn_ld(int T) {
 #undef TMPL_DOUBLE
 
 float tsc_attn_expf(float x) { return expf_f(x); }
+
+const char *tsc_attn_simd_name(void) {
+#ifdef TSC_ATTN_X86
+    if (tsc_cpu_has(TSC_CPU_AVX512_ATTN)) return "AVX-512";
+    if (tsc_cpu_has(TSC_CPU_AVX2_FMA)) return "AVX2";
+#endif
+    return "portable";
+}
 float tsc_attn_logf(float x) { return tsc_hd_logf(x); }
 
 /* ---- SIMD selection ---- */
@@ -109,7 +127,7 @@ static int simd_on = 1;
 
 int tsc_attn_simd_available(void) {
 #ifdef TSC_ATTN_X86
-    return tsc_cpu_has(TSC_CPU_AVX512_ATTN);
+    return tsc_cpu_has(TSC_CPU_AVX512_ATTN) || tsc_cpu_has(TSC_CPU_AVX2_FMA);
 #else
     return 0;
 #endif
@@ -221,10 +239,11 @@ static const tile_sink_t *sink_for(const tsc_attn_opts_t *opts, int b, int h, ti
 RUN_ALL(_f, float)
 #ifdef TSC_ATTN_X86
 RUN_ALL(_x, float)
+RUN_ALL(_v, float)
 #endif
 RUN_ALL(_d, double)
 
-/* The CPU backends: the portable instance (simd 0) or the AVX-512 one; FP64-compute policies
+/* The CPU backends: the portable instance (simd 0) or the widest SIMD one the CPU has; FP64-compute policies
  * run the double instance on both. Arguments were checked by tsc_attn_run_with. */
 static tsc_status_t cpu_run(int simd, const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
                             const tsc_attn_io_t *io, const tsc_attn_opts_t *opts) {
@@ -236,7 +255,8 @@ static tsc_status_t cpu_run(int simd, const tsc_policy_t *pol, const tsc_attn_di
     }
     if (tsc_policy_uses_fp64(pol)) return run_all_d(pol, &hp, dims, io, opts);
 #ifdef TSC_ATTN_X86
-    if (simd) return run_all_x(pol, &hp, dims, io, opts);
+    if (simd && tsc_cpu_has(TSC_CPU_AVX512_ATTN)) return run_all_x(pol, &hp, dims, io, opts);
+    if (simd && tsc_cpu_has(TSC_CPU_AVX2_FMA)) return run_all_v(pol, &hp, dims, io, opts);
 #else
     (void)simd;
 #endif
@@ -268,7 +288,7 @@ static tsc_status_t cpu_simd_run(const tsc_policy_t *pol, const tsc_attn_dims_t 
 }
 
 const tsc_attn_backend_t tsc_attn_backend_cpu_simd = {
-    "cpu-simd", "AVX-512 + FMA register-blocked CPU path (same bits as cpu-ref)", CPU_CAPS,
+    "cpu-simd", "AVX-512 + FMA register-blocked CPU path, or AVX2 + FMA without AVX-512 (same bits as cpu-ref)", CPU_CAPS,
     tsc_attn_simd_available, cpu_simd_run};
 #endif
 

@@ -316,11 +316,14 @@ TSC_API double tsc_attn_flops(const tsc_attn_dims_t *dims, int backward);
 TSC_API float tsc_attn_expf(float x);
 TSC_API float tsc_attn_logf(float x);
 
-/* Selects the SIMD path (1, default where the CPU has AVX-512F/FMA: backend "cpu-simd") or the
- * portable one (0: "cpu-ref") for the default backend; both give identical bits. Returns the previous setting. Not thread-safe: set it before
- * calling tsc_attn_run. tsc_attn_simd_available() says whether the SIMD path exists here. */
+/* Selects the SIMD path (1, default where the CPU has AVX-512F/FMA or AVX2/FMA: backend
+ * "cpu-simd", the widest the CPU has) or the portable one (0: "cpu-ref") for the default backend;
+ * all give identical bits. Returns the previous setting. Not thread-safe: set it before calling
+ * tsc_attn_run. tsc_attn_simd_available() says whether a SIMD path exists here, and
+ * tsc_attn_simd_name() which one cpu-simd runs ("AVX-512", "AVX2" or "portable"). */
 TSC_API int tsc_attn_simd_set(int enable);
 TSC_API int tsc_attn_simd_available(void);
+TSC_API const char *tsc_attn_simd_name(void);
 
 /* Element-wise checker: element i mismatches when |ref − out| > atol + rtol·|ref|, or when
  * exactly one is NaN, or Inf differs in sign; NaN in both counts as a match only with

@@ -256,17 +256,58 @@ static void kern_f32_avx512(const float *const *row, size_t cs, const float *pb,
     }
 }
 
+/* The AVX2 twin: the 8 x 32 block as four 4 x 16 sub-blocks (8 accumulators of 8 lanes: enough
+ * independent chains for two FMA units of latency 4), each element the same chain in increasing k. */
+__attribute__((target("avx2,fma")))
+static void kern_f32_avx2(const float *const *row, size_t cs, const float *pb, int K, float *out, size_t ldo,
+                          int acc) {
+    for (int h = 0; h < 2; h++) /* the block's two panels of 16 columns */
+        for (int q = 0; q < MR; q += 4) {
+            __m256 c[4][2];
+            const float *a[4];
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) c[r][0] = c[r][1] = _mm256_setzero_ps(), a[r] = row[q + r];
+            const float *b = pb + (size_t)h * K * NP;
+            for (int k = 0; k < K; k++, b += NP) {
+                __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+                size_t ka = (size_t)k * cs;
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) {
+                    __m256 av = _mm256_broadcast_ss(a[r] + ka);
+                    c[r][0] = _mm256_fmadd_ps(av, b0, c[r][0]);
+                    c[r][1] = _mm256_fmadd_ps(av, b1, c[r][1]);
+                }
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                float *o = out + (size_t)(q + r) * ldo + h * NP;
+                if (acc) {
+                    c[r][0] = _mm256_add_ps(_mm256_loadu_ps(o), c[r][0]);
+                    c[r][1] = _mm256_add_ps(_mm256_loadu_ps(o + 8), c[r][1]);
+                }
+                _mm256_storeu_ps(o, c[r][0]);
+                _mm256_storeu_ps(o + 8, c[r][1]);
+            }
+        }
+}
+
 static int f32_simd_off;
 
 int tsc_train_have_avx512(void) {
     return tsc_cpu_has(TSC_CPU_AVX512_FMA) && !f32_simd_off;
 }
 
+int tsc_train_have_avx2(void) {
+    return tsc_cpu_has(TSC_CPU_AVX2_FMA) && !f32_simd_off;
+}
+
 int tsc_train_f32_simd_set(int enable) {
     f32_simd_off = !enable;
-    return tsc_train_have_avx512();
+    return tsc_train_have_avx512() || tsc_train_have_avx2();
 }
 #else
+int tsc_train_have_avx512(void) { return 0; }
+int tsc_train_have_avx2(void) { return 0; }
 int tsc_train_f32_simd_set(int enable) {
     (void)enable;
     return 0;
@@ -283,7 +324,7 @@ void tsc_gemm_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *C, siz
 #else
     int Mb = (M + MR - 1) / MR, Nb = (N + NR - 1) / NR;
     pack_b_f32(N, K, B, work);
-    kern_f32_fn kern = tsc_train_have_avx512() ? kern_f32_avx512 : kern_f32_portable;
+    kern_f32_fn kern = tsc_train_have_avx512() ? kern_f32_avx512 : tsc_train_have_avx2() ? kern_f32_avx2 : kern_f32_portable;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int jb = 0; jb < Nb; jb++)
         for (int ib = 0; ib < Mb; ib++) {
@@ -383,12 +424,201 @@ static void kern_avx512(const uint32_t *pa, const uint32_t *pb, int K2, float *o
 static int have_bf16(void) { return tsc_cpu_has(TSC_CPU_AVX512_BF16); }
 #endif
 
+#ifdef TSC_MM_X86
+/* ---- BF16 on AVX2 + FMA (no VDPBF16PS). The pair sequence above is an FP32 FMA chain over k in the
+ * order 1, 0, 3, 2, ... on BF16 operands, so the operands are packed as floats in that order (A:
+ * k-major blocks of MR rows, paf[(ib·Kp + k')·MR + r]; B: panels as the FP32 path, pbf[(jp·Kp + k')·NP
+ * + l]; element k' holds k = k' xor 1, Kp = 2·K2, zero past K), each rounded to BF16 and a BF16
+ * denormal flushed to a zero of its sign (the instruction's DAZ) at packing, and the FP32 kernel
+ * runs the chains. It has no FTZ. It needs none where no chain can meet a denormal: if every product
+ * a·b is a multiple of 2^-126, every exact sum is one too, and a multiple of 2^-126 below 2^-103
+ * in magnitude is exactly representable (so never rounded off that grid) while above it the grid
+ * of FP32 is coarser than 2^-126: every accumulator is then 0 or at least 2^-126 in magnitude, and
+ * the chain is the instruction's bit for bit. A BF16 value with biased exponent E has its last
+ * significand bit at 2^(E-134), so the products of a block are multiples of 2^-126 when
+ * minE(A rows) + minE(B columns) >= 142 over its nonzero operands. A block that misses it (operands
+ * below about 2^-56 with others as small) runs the exact scalar step (tsc_bf16_dot_step) on the
+ * same packed operands instead. */
+
+/* BF16 rounding and DAZ of 8 floats, as floats (the BF16 bits in the high half); *mine gets the
+ * smallest biased exponent of the nonzero results (255 when all are zero). */
+__attribute__((target("avx2,fma")))
+static inline __m256 bf16_daz8(__m256 v, __m256i *mine) {
+    __m256i u = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+    r = _mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u));
+    __m256i a = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+    __m256i nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000)); /* a < 2^31: signed compare */
+    __m256i q = _mm256_and_si256(_mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), _mm256_set1_epi32((int)0xffff0000u));
+    r = _mm256_blendv_epi8(r, q, nan);
+    __m256i e = _mm256_and_si256(_mm256_srli_epi32(r, 23), _mm256_set1_epi32(0xff));
+    __m256i den = _mm256_cmpeq_epi32(e, _mm256_setzero_si256());
+    r = _mm256_blendv_epi8(r, _mm256_and_si256(r, _mm256_set1_epi32((int)0x80000000u)), den);
+    /* zeros (now every E = 0) do not count toward the minimum */
+    *mine = _mm256_min_epu32(*mine, _mm256_or_si256(e, _mm256_and_si256(den, _mm256_set1_epi32(255))));
+    return _mm256_castsi256_ps(r);
+}
+
+/* The scalar twin of bf16_daz8 (the edges of the packing). */
+static inline float bf16_daz1(float x, int *mine) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    uint32_t h = (uint32_t)tsc_bf16_rne_bits(u) << 16;
+    if (((h >> 23) & 0xff) == 0) h &= 0x80000000u;
+    else if ((int)((h >> 23) & 0xff) < *mine) *mine = (int)((h >> 23) & 0xff);
+    return bits_f(h);
+}
+
+__attribute__((target("avx2,fma")))
+static inline int min8(__m256i v) {
+    uint32_t t[8];
+    _mm256_storeu_si256((__m256i *)t, v);
+    uint32_t m = t[0];
+    for (int i = 1; i < 8; i++) m = t[i] < m ? t[i] : m;
+    return (int)m;
+}
+
+/* 8 x 8 transpose of rows r[0..8) (each 8 floats). */
+__attribute__((target("avx2,fma")))
+static inline void transpose8(__m256 *r) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+/* Packs 8 rows [r0, r0 + 8) of X (element (r, k) at r·rs + k·cs) over k < Kp into dst[k'·8 + i]
+ * (k' the stored position, k = k' xor 1); rows past `rows` and k past K are zero. Returns the
+ * smallest biased exponent of the nonzero values. */
+__attribute__((target("avx2,fma")))
+static int pack8_avx2(tsc_mref_t X, int rows, int K, int Kp, int r0, float *dst) {
+    const float *x = X.p;
+    __m256i mv = _mm256_set1_epi32(255);
+    int mine = 255, full = r0 + 8 <= rows;
+    if (full && X.rs == 1) { /* k-major: 8 rows side by side */
+        for (int k = 0; k < K; k++)
+            _mm256_storeu_ps(dst + (size_t)(k ^ 1) * 8, bf16_daz8(_mm256_loadu_ps(x + (size_t)k * X.cs + r0), &mv));
+        for (int k = K; k < Kp; k++) _mm256_storeu_ps(dst + (size_t)(k ^ 1) * 8, _mm256_setzero_ps());
+        return min8(mv);
+    }
+    int k = 0;
+    if (full && X.cs == 1) /* row-major: 8 x 8 blocks transposed */
+        for (; k + 8 <= K; k += 8) {
+            __m256 v[8];
+            for (int i = 0; i < 8; i++) v[i] = bf16_daz8(_mm256_loadu_ps(x + (size_t)(r0 + i) * X.rs + k), &mv);
+            transpose8(v);
+            for (int j = 0; j < 8; j++) _mm256_storeu_ps(dst + (size_t)((k + j) ^ 1) * 8, v[j]);
+        }
+    for (; k < Kp; k++)
+        for (int i = 0; i < 8; i++)
+            dst[(size_t)(k ^ 1) * 8 + i] =
+                r0 + i < rows && k < K ? bf16_daz1(x[(size_t)(r0 + i) * X.rs + (size_t)k * X.cs], &mine) : 0.0f;
+    int m = min8(mv);
+    return m < mine ? m : mine;
+}
+
+/* The exact fallback of a block whose operands are too small for the fast chains (see above). */
+static void kern_bf16_exact(const float *pa, const float *pb, int Kp, float *out) {
+    for (int r = 0; r < MR; r++)
+        for (int c = 0; c < NR; c++) {
+            const float *b = pb + (size_t)(c / NP) * Kp * NP + c % NP;
+            float s = 0.0f;
+            for (int k = 0; k < Kp; k++) s = tsc_bf16_dot_step(s, pa[(size_t)k * MR + r], b[(size_t)k * NP]);
+            out[r * NR + c] = s;
+        }
+}
+
+/* epilogue() on 8 lanes. */
+__attribute__((target("avx2,fma")))
+static inline void epilogue8(const float *t, const float *bias16, float *o, int acc) {
+    __m256 v = _mm256_loadu_ps(t);
+    if (bias16) v = _mm256_add_ps(v, _mm256_loadu_ps(bias16));
+    __m256i u = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+    r = _mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u));
+    __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    __m256 h = _mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)), nan);
+    _mm256_storeu_ps(o, acc ? _mm256_add_ps(_mm256_loadu_ps(o), h) : h);
+}
+
+static void gemm_bf16_avx2(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, const float *bias, float *C, size_t ldc,
+                           int accumulate, uint32_t *work) {
+    int Kp = (K + 1) / 2 * 2, Mb = (M + MR - 1) / MR, Nb = (N + NR - 1) / NR;
+    float *paf = (float *)work, *pbf = paf + (size_t)Mb * MR * Kp, *bias16 = pbf + (size_t)Nb * NR * Kp;
+    int *emin = (int *)(bias16 + N); /* Mb block minima of A, then 2 Nb panel minima of B */
+    if (bias)
+        for (int j = 0; j < N; j++) bias16[j] = tsc_bf16_to_f32(tsc_bf16_from_f32(bias[j]));
+#pragma omp parallel for schedule(static)
+    for (int ib = 0; ib < Mb; ib++) emin[ib] = pack8_avx2(A, M, K, Kp, ib * MR, paf + (size_t)ib * MR * Kp);
+    /* a panel of 16 columns is two packs of 8 "rows" of B, interleaved into NP-wide k rows */
+#pragma omp parallel for schedule(static)
+    for (int jp = 0; jp < 2 * Nb; jp++) {
+        float tmp[2][8 * 512];
+        float *dst = pbf + (size_t)jp * Kp * NP;
+        int m = 255;
+        for (int k0 = 0; k0 < Kp; k0 += 512) { /* k in chunks, so the two halves fit on the stack */
+            int kc = Kp - k0 < 512 ? Kp - k0 : 512;
+            tsc_mref_t Bk = {(const float *)B.p + (size_t)k0 * B.cs, B.rs, B.cs};
+            int K0 = K - k0 < kc ? K - k0 : kc;
+            for (int h = 0; h < 2; h++) {
+                int e = pack8_avx2(Bk, N, K0 < 0 ? 0 : K0, kc, jp * NP + 8 * h, tmp[h]);
+                m = e < m ? e : m;
+            }
+            for (int k = 0; k < kc; k++) {
+                memcpy(dst + (size_t)(k0 + k) * NP, tmp[0] + (size_t)k * 8, 32);
+                memcpy(dst + (size_t)(k0 + k) * NP + 8, tmp[1] + (size_t)k * 8, 32);
+            }
+        }
+        emin[Mb + jp] = m;
+    }
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int jb = 0; jb < Nb; jb++)
+        for (int ib = 0; ib < Mb; ib++) {
+            const float *a = paf + (size_t)ib * MR * Kp, *b = pbf + (size_t)jb * NR * Kp;
+            int eb = emin[Mb + 2 * jb] < emin[Mb + 2 * jb + 1] ? emin[Mb + 2 * jb] : emin[Mb + 2 * jb + 1];
+            float tile[MR * NR];
+            if (emin[ib] + eb >= 142) {
+                const float *row[MR];
+                for (int r = 0; r < MR; r++) row[r] = a + r;
+                kern_f32_avx2(row, MR, b, Kp, tile, NR, 0);
+            } else {
+                kern_bf16_exact(a, b, Kp, tile);
+            }
+            float *dst = C + (size_t)ib * MR * ldc + (size_t)jb * NR;
+            if ((ib + 1) * MR <= M && (jb + 1) * NR <= N) {
+                for (int r = 0; r < MR; r++)
+                    for (int c = 0; c < NR; c += 8)
+                        epilogue8(tile + r * NR + c, bias ? bias16 + jb * NR + c : NULL,
+                                  dst + (size_t)r * ldc + c, accumulate);
+                continue;
+            }
+            for (int r = 0; r < MR && ib * MR + r < M; r++)
+                for (int c = 0; c < NR && jb * NR + c < N; c++)
+                    epilogue(tile[r * NR + c], bias ? bias16 : NULL, jb * NR + c, dst + (size_t)r * ldc + c, accumulate);
+        }
+}
+#endif
+
 static int simd_off;
 
 int tsc_gemm_bf16_simd_set(int enable) {
     simd_off = !enable;
 #ifdef TSC_MM_X86
-    return enable && have_bf16();
+    return enable && (have_bf16() || tsc_cpu_has(TSC_CPU_AVX2_FMA));
 #else
     return 0;
 #endif
@@ -405,14 +635,22 @@ static kern_fn pick_kernel(void) {
 
 size_t tsc_gemm_work(int M, int N, int K) {
     size_t Mb = (size_t)(M + MR - 1) / MR, Nb = (size_t)(N + NR - 1) / NR;
-    size_t packed = (Mb * MR + Nb * NR) * (size_t)(K + 1); /* FP32 panels, or BF16 pairs */
-    return packed + (size_t)N;                              /* + the rounded bias */
+    size_t packed = (Mb * MR + Nb * NR) * (size_t)(K + 1); /* FP32 panels, or BF16 pairs (as floats on AVX2) */
+    return packed + (size_t)N + Mb + 2 * Nb;                /* + the rounded bias, + AVX2's exponent minima */
 }
 
 void tsc_gemm_bf16(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, const float *bias, float *C, size_t ldc,
                    int accumulate, uint32_t *work) {
     if (M <= 0 || N <= 0) return;
     double t0 = now();
+#ifdef TSC_MM_X86
+    if (!simd_off && !have_bf16() && tsc_cpu_has(TSC_CPU_AVX2_FMA)) {
+        gemm_bf16_avx2(M, N, K, A, B, bias, C, ldc, accumulate, work);
+        stat_sec += now() - t0;
+        stat_flops += 2.0 * M * N * K;
+        return;
+    }
+#endif
     int K2 = (K + 1) / 2, Mb = (M + MR - 1) / MR, Nb = (N + NR - 1) / NR;
     uint32_t *pa = work, *pb = pa + (size_t)Mb * MR * K2;
     float *bias16 = (float *)(pb + (size_t)Nb * NR * K2);

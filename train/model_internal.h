@@ -40,6 +40,8 @@ void tsc_gemm_bf16(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, const float 
 /* Whether the AVX-512 + FMA instances of the FP32 product and of FP32 GELU run: the CPU has them
  * and tsc_train_f32_simd_set has not turned them off. The scalar instances give the same bits. */
 int tsc_train_have_avx512(void);
+/* The same for the AVX2 + FMA instances (a CPU without AVX-512); same bits again. */
+int tsc_train_have_avx2(void);
 /* Turns those instances on (default) or off (tests); returns whether they run now. */
 int tsc_train_f32_simd_set(int enable);
 /* Elements (4 bytes each) of the work array tsc_gemm_f32 and tsc_gemm_bf16 need (packed operands),

@@ -40,6 +40,8 @@ static inline __attribute__((always_inline)) float tanh_f32(float u) {
 #if defined(__x86_64__) && defined(__GNUC__)
 #define GELU_SPAN_SIMD __attribute__((target("avx512f,fma")))
 #define GELU_SIMD_OK tsc_train_have_avx512
+#define GELU_SPAN_SIMD2 __attribute__((target("avx2,fma")))
+#define GELU_SIMD2_OK tsc_train_have_avx2
 #endif
 
 #define TSC_OPS_TMPL 1
@@ -58,6 +60,8 @@ static inline __attribute__((always_inline)) float tanh_f32(float u) {
 #undef LOG
 #undef GELU_SPAN_SIMD
 #undef GELU_SIMD_OK
+#undef GELU_SPAN_SIMD2
+#undef GELU_SIMD2_OK
 
 #define real double
 #define S _d

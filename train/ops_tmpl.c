@@ -109,20 +109,25 @@ GELU_SPAN_SIMD static void F(gelu_span_simd)(real *y, real *th, const real *x, s
 #pragma omp simd
     for (size_t i = 0; i < n; i++) F(gelu_one)(y + i, th + i, x[i]);
 }
+GELU_SPAN_SIMD2 static void F(gelu_span_simd2)(real *y, real *th, const real *x, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) F(gelu_one)(y + i, th + i, x[i]);
+}
 #endif
 
 void F(tsc_gelu_fwd)(real *y, real *th, const real *x, size_t n) {
     enum { SPAN = 4096 };
     size_t ns = (n + SPAN - 1) / SPAN;
 #ifdef GELU_SPAN_SIMD
-    int simd = GELU_SIMD_OK();
+    int simd = GELU_SIMD_OK() ? 2 : GELU_SIMD2_OK() ? 1 : 0;
 #endif
 #pragma omp parallel for schedule(static)
     for (size_t s = 0; s < ns; s++) {
         size_t lo = s * SPAN, len = n - lo < SPAN ? n - lo : SPAN;
 #ifdef GELU_SPAN_SIMD
         if (simd) {
-            F(gelu_span_simd)(y + lo, th + lo, x + lo, len);
+            if (simd == 2) F(gelu_span_simd)(y + lo, th + lo, x + lo, len);
+            else F(gelu_span_simd2)(y + lo, th + lo, x + lo, len);
             continue;
         }
 #endif

@@ -260,6 +260,27 @@ def torch_eager(q, k, v, dO, causal, Hkv, leaves="f32", threads=1):
 
 # ----------------------------------------------------------------- comparison table
 
+
+def torch_bf16_matmul_modelled():
+    """Whether torch's CPU BF16 matmul on this machine is the one bf16-eager-cpu models (oneDNN's
+    avx512_core_bf16 kernels: FP32 accumulation of exact products, one BF16 rounding; bf16_matmul
+    above), measured on a probe product rather than guessed from CPU flags. torch 1.13 uses oneDNN
+    for BF16 matmuls only on CPUs with AVX-512 (BW, VL, DQ); elsewhere (AVX2 machines) ATen's own
+    BF16 gemm runs, which rounds partial sums to BF16, and no preset models it.
+    Returns (modelled, share of the probe's elements bit-identical, in %)."""
+    import torch
+    rng = np.random.default_rng(7)
+    a = rb(rng.standard_normal((2, 48, 256)).astype(np.float32))
+    b = rb(rng.standard_normal((2, 256, 40)).astype(np.float32))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = (torch.from_numpy(a) @ torch.from_numpy(b)).float().numpy()
+    share = 100.0 * float(np.mean(got.view(np.uint32) == bf16_matmul(a, b).view(np.uint32)))
+    return share >= 99.0, share
+
+
+NOT_MODELLED = ("torch's BF16 matmul on this CPU is not oneDNN's (%.1f%% of a probe product equal to FP32 "
+                "accumulation with one rounding): ATen's fallback, which bf16-eager-cpu does not model")
+
 def _ulpdiff(a, b):
     """Distance in BF16 ULPs for BF16-valued arrays; float32-only values
     (e.g. f32 GQA sums) are measured on their upper 16 bits."""

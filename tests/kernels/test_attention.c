@@ -10,6 +10,7 @@
 #include <omp.h>
 #endif
 
+#include "cpu_internal.h"
 #include "tsc_attention.h"
 #include "tsc_test.h"
 
@@ -272,37 +273,43 @@ static void check_paths(void) {
     }
     const char *pols[] = {"fp32", "bf16-fa2", "bf16-torch+tile:q=16,k=16", "fp16-fa2", "fp8-fa3",
                           "bf16-fa2+stable+hp-delta", "bf16-torch+sr:seed=5+dpp-delta+tile:q=8,k=24",
-                          "bf16-fa2+unfused+tf32:scores"};
+                          "bf16-fa2+unfused+tf32:scores", "bf16-eager-cpu", "bf16-eager-cuda", "bf16-sdpa-math"};
     /* D = 24 (generic loops) and D = 64 (the four-row register-blocked forms), causal and odd T */
     tsc_attn_dims_t dd[2] = {{2, 4, 2, 53, 24, 1, 0.2}, {1, 3, 3, 75, 64, 1, 0.125}};
     for (int di = 0; di < 2; di++) {
     tsc_attn_dims_t d = dd[di];
     size_t nq = (size_t)d.B * d.H * d.T * d.D, nk = (size_t)d.B * d.Hkv * d.T * d.D;
     float *in = malloc(sizeof(float) * (2 * nq + 2 * nk));
-    float *out[2];
+    float *out[3];
     size_t nout = 2 * nq + 2 * (size_t)d.B * d.H * d.T + 2 * nk;
     out[0] = malloc(sizeof(float) * nout);
     out[1] = malloc(sizeof(float) * nout);
+    out[2] = malloc(sizeof(float) * nout);
     for (size_t i = 0; i < 2 * nq + 2 * nk; i++) in[i] = (float)(2 * nrand());
     for (size_t pi = 0; pi < sizeof pols / sizeof *pols; pi++) {
         tsc_policy_t p;
         CHECKF(tsc_policy_parse(pols[pi], &p) == TSC_OK, "%s", tsc_error_last());
-        for (int simd = 0; simd < 2; simd++) {
+        /* 0 portable, 1 the widest SIMD instance, 2 the AVX2 one (the same as 1 without AVX-512) */
+        for (int simd = 0; simd < 3; simd++) {
             float *o = out[simd];
             tsc_attn_io_t io = {TSC_ATTN_F32, in, in + nq, in + nq + nk, in + nq + 2 * nk,
                                 o, o + nq, o + nq + (size_t)d.B * d.H * d.T, o + nq + 2 * (size_t)d.B * d.H * d.T,
                                 o + 2 * nq + 2 * (size_t)d.B * d.H * d.T, o + 2 * nq + 2 * (size_t)d.B * d.H * d.T + nk};
-            tsc_attn_simd_set(simd);
+            tsc_attn_simd_set(simd > 0);
+            int old_cap = tsc_cpu_cap(simd == 2 ? 1 : 2);
             CHECK(tsc_attn_run(&p, &d, &io, NULL, 0) == TSC_OK);
+            tsc_cpu_cap(old_cap);
         }
         tsc_attn_simd_set(1);
         tsc_compare_t c;
         char buf[400];
         tsc_compare_f32(out[0], out[1], nout, 0, 0, 0, &c);
-        CHECKF(c.n_mismatch == 0, "%s D=%d: SIMD vs portable: %s", pols[pi], d.D,
+        CHECKF(c.n_mismatch == 0, "%s D=%d: SIMD (%s) vs portable: %s", pols[pi], d.D, tsc_attn_simd_name(),
                tsc_compare_str(&c, 0, 0, buf, sizeof buf));
+        tsc_compare_f32(out[0], out[2], nout, 0, 0, 0, &c);
+        CHECKF(c.n_mismatch == 0, "%s D=%d: AVX2 vs portable: %s", pols[pi], d.D, tsc_compare_str(&c, 0, 0, buf, sizeof buf));
     }
-    free(in); free(out[0]); free(out[1]);
+    free(in); free(out[0]); free(out[1]); free(out[2]);
     }
 }
 

@@ -156,12 +156,22 @@ def main():
                                            want, None)[1:]))
     c.check(worst_old < 90.0, "the former bf16-torch model should miss the gradients (worst %.2f%%)" % worst_old)
 
+    # Where torch's BF16 matmul is not the modelled one (a CPU without AVX-512), real torch is shown
+    # but not held to the bound, and the preset is held instead to the numpy formulation of the
+    # modelled arithmetic (eager_torch_ref.numpy_eager, written independently of tilescope).
+    modelled, share = ref.torch_bf16_matmul_modelled()
+    if not modelled:
+        print("note: " + ref.NOT_MODELLED % share)
     for (B, H, Hkv, T, D, causal, seed) in [(1, 4, 2, 100, 64, True, 5), (1, 4, 2, 257, 32, True, 6),
                                              (1, 2, 2, 300, 64, False, 7), (2, 4, 1, 129, 64, True, 8)]:
         q, k, v, dO = ref.make_inputs(B, H, Hkv, T, D, seed=seed)
         want = ref.torch_eager(q, k, v, dO, causal, Hkv, leaves="bf16")
         got = reference_attention("bf16-eager-cpu", q, k, v, dO, causal=causal)
-        row("bf16-eager-cpu", "torch %s CPU" % torch.__version__.split("+")[0], (B, H, Hkv, T, D), got, want, 99.9)
+        row("bf16-eager-cpu", "torch %s CPU" % torch.__version__.split("+")[0], (B, H, Hkv, T, D), got, want,
+            99.9 if modelled else None)
+        if not modelled:
+            row("bf16-eager-cpu", "numpy model", (B, H, Hkv, T, D), got,
+                ref.numpy_eager(q, k, v, dO, causal, Hkv, leaves="bf16"), 99.9)
     c.finish()
 
 

@@ -21,9 +21,16 @@ except ImportError:
     sys.exit(77)
 
 c = Checks()
+# bf16-eager-cpu models torch's CPU BF16 matmul where it is oneDNN's (CPUs with AVX-512); elsewhere the
+# nanoGPT replay is not held to the 99.9% bound, only reported (eager_torch_ref.torch_bf16_matmul_modelled)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels"))
+import eager_torch_ref as ref  # noqa: E402
+modelled, probe = ref.torch_bf16_matmul_modelled()
+if not modelled:
+    print("note: " + ref.NOT_MODELLED % probe + "; the nanogpt replay share is reported, not bounded")
 example = os.path.join(os.environ["TSC_SRC"], "examples", "torch_capture.py")
 with tempfile.TemporaryDirectory(prefix="tsc-example-") as tmp:
-    for model, policy, share in (("nanogpt", "bf16-eager-cpu", 0.999), ("llama", "bf16-torch", 1.0)):
+    for model, policy, share in (("nanogpt", "bf16-eager-cpu", 0.999 if modelled else 0.0), ("llama", "bf16-torch", 1.0)):
         out = os.path.join(tmp, model)
         r = subprocess.run([sys.executable, example, "--model", model, "-o", out, "--steps", "21",
                             "--select", "steps=10:21:10,layers=1"], capture_output=True, text=True)

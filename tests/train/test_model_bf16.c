@@ -10,6 +10,7 @@
 
 #include <float.h>
 
+#include "cpu_internal.h"
 #include "model_internal.h"
 #include "tsc_model.h"
 
@@ -75,8 +76,17 @@ static void run_case(int M, int N, int K, int specials, int tiny, int with_bias,
     size_t nA = (size_t)M * K, nB = (size_t)N * K, nC = (size_t)M * N;
     float *A = malloc(nA * 4), *B = malloc(nB * 4), *bias = malloc((size_t)N * 4), *ref = malloc(nC * 4);
     float *c1 = malloc(nC * 4), *c2 = malloc(nC * 4), *c0 = malloc(nC * 4);
-    for (size_t i = 0; i < nA; i++) A[i] = draw(s, specials, tiny);
-    for (size_t i = 0; i < nB; i++) B[i] = draw(s, specials, tiny);
+    /* tiny 2: A's rows 8..15 and B's columns 32.. tiny, the rest not (blocks of both AVX2 paths in
+     * one product); tiny 3: every magnitude near 2^-56, where the AVX2 path's test of its blocks
+     * (operand exponents summing to 142 or more) falls on either side */
+    for (size_t i = 0; i < nA; i++) {
+        A[i] = draw(s, specials, tiny == 1 || (tiny == 2 && i / K >= 8 && i / K < 16));
+        if (tiny == 3) A[i] = ldexpf((float)tsc_test_nrand(s), -56 - (int)(tsc_test_lcg(s) % 2));
+    }
+    for (size_t i = 0; i < nB; i++) {
+        B[i] = draw(s, specials, tiny == 1 || (tiny == 2 && i / K >= 32));
+        if (tiny == 3) B[i] = ldexpf((float)tsc_test_nrand(s), -56 - (int)(tsc_test_lcg(s) % 2));
+    }
     for (int j = 0; j < N; j++) bias[j] = draw(s, 0, 0);
     for (size_t i = 0; i < nC; i++) c0[i] = (float)tsc_test_nrand(s);
     reference(M, N, K, A, B, with_bias ? bias : NULL, ref);
@@ -88,6 +98,14 @@ static void run_case(int M, int N, int K, int specials, int tiny, int with_bias,
     int simd = tsc_gemm_bf16_simd_set(1);
     tsc_gemm_bf16(M, N, K, (tsc_mref_t){A, (size_t)K, 1}, (tsc_mref_t){B, (size_t)K, 1}, with_bias ? bias : NULL, c1,
                   (size_t)N, acc, work);
+    /* the AVX2 + FMA path (FP32 chains on packed BF16 operands) even where AVX-512 BF16 exists */
+    float *c5 = malloc(nC * 4), *c6 = malloc(nC * 4);
+    memcpy(c5, c0, nC * 4);
+    memcpy(c6, c0, nC * 4);
+    int old_cap = tsc_cpu_cap(1);
+    tsc_gemm_bf16(M, N, K, (tsc_mref_t){A, (size_t)K, 1}, (tsc_mref_t){B, (size_t)K, 1}, with_bias ? bias : NULL, c5,
+                  (size_t)N, acc, work);
+    tsc_cpu_cap(old_cap);
     tsc_gemm_bf16_simd_set(0);
     tsc_gemm_bf16(M, N, K, (tsc_mref_t){A, (size_t)K, 1}, (tsc_mref_t){B, (size_t)K, 1}, with_bias ? bias : NULL, c2,
                   (size_t)N, acc, work);
@@ -101,6 +119,10 @@ static void run_case(int M, int N, int K, int specials, int tiny, int with_bias,
     tsc_gemm_bf16_simd_set(1);
     tsc_gemm_bf16(M, N, K, (tsc_mref_t){At, 1, (size_t)M}, (tsc_mref_t){Bt, 1, (size_t)N}, with_bias ? bias : NULL,
                   c3, (size_t)N, acc, work);
+    old_cap = tsc_cpu_cap(1); /* transposed on the AVX2 path */
+    tsc_gemm_bf16(M, N, K, (tsc_mref_t){At, 1, (size_t)M}, (tsc_mref_t){Bt, 1, (size_t)N}, with_bias ? bias : NULL,
+                  c6, (size_t)N, acc, work);
+    tsc_cpu_cap(old_cap);
     float *c4 = malloc(nC * 4); /* the same on the scalar kernel and scalar packing */
     memcpy(c4, c0, nC * 4);
     tsc_gemm_bf16_simd_set(0);
@@ -109,27 +131,31 @@ static void run_case(int M, int N, int K, int specials, int tiny, int with_bias,
                   c4, (size_t)N, acc, work);
     tsc_gemm_bf16_simd_set(1);
     tsc_train_f32_simd_set(1);
-    size_t bad1 = 0, bad2 = 0, bad3 = 0, nan = 0, zero = 0;
+    size_t bad1 = 0, bad2 = 0, bad3 = 0, bad4 = 0, nan = 0, zero = 0;
     for (size_t i = 0; i < nC; i++) {
         if (fbits(c1[i]) != fbits(ref[i]) && bad1++ < 3)
             fprintf(stderr, "simd [%zu]: 0x%08x ref 0x%08x\n", i, fbits(c1[i]), fbits(ref[i]));
         if (fbits(c2[i]) != fbits(ref[i]) && bad2++ < 3)
             fprintf(stderr, "portable [%zu]: 0x%08x ref 0x%08x\n", i, fbits(c2[i]), fbits(ref[i]));
+        if ((fbits(c5[i]) != fbits(ref[i]) || fbits(c6[i]) != fbits(ref[i])) && bad4++ < 3)
+            fprintf(stderr, "avx2 [%zu]: 0x%08x 0x%08x ref 0x%08x\n", i, fbits(c5[i]), fbits(c6[i]), fbits(ref[i]));
         if ((fbits(c3[i]) != fbits(ref[i]) || fbits(c4[i]) != fbits(ref[i])) && bad3++ < 3)
             fprintf(stderr, "transposed [%zu]: 0x%08x ref 0x%08x\n", i, fbits(c3[i]), fbits(ref[i]));
         nan += isnan(ref[i]);
         zero += ref[i] == 0;
     }
-    printf("M %d N %d K %d specials %d tiny %d bias %d acc %d (avx512-bf16 %s): %zu elements, %zu NaN, %zu zero; "
-           "mismatches simd %zu portable %zu transposed %zu\n", M, N, K, specials, tiny, with_bias, acc,
-           simd ? "on" : "absent", nC, nan, zero, bad1, bad2, bad3);
+    printf("M %d N %d K %d specials %d tiny %d bias %d acc %d (simd: %s; AVX2 %s): %zu elements, %zu NaN, %zu zero; "
+           "mismatches simd %zu portable %zu transposed %zu avx2 %zu\n", M, N, K, specials, tiny, with_bias, acc,
+           !simd ? "none" : tsc_cpu_has(TSC_CPU_AVX512_BF16) ? "AVX-512 BF16" : "AVX2", tsc_cpu_has(TSC_CPU_AVX2_FMA) ? "run" : "absent",
+           nC, nan, zero, bad1, bad2, bad3, bad4);
+    CHECK_EQ_INT(bad4, 0);
     CHECK_EQ_INT(bad1, 0);
     CHECK_EQ_INT(bad2, 0);
     CHECK_EQ_INT(bad3, 0);
     if (specials && K > 64) CHECK(nan > 0 && nan < nC); /* the long case exercises NaN and finite results */
-    if (tiny && !acc) CHECK(zero > 0);          /* and FTZ of the FP32 accumulator */
+    if (tiny == 1 && !acc) CHECK(zero > 0);     /* and FTZ of the FP32 accumulator */
     free(A); free(B); free(bias); free(ref); free(c0); free(c1); free(c2); free(work);
-    free(At); free(Bt); free(c3); free(c4);
+    free(At); free(Bt); free(c3); free(c4); free(c5); free(c6);
 }
 
 /* The steps the reference relies on, on hand-picked values. */
@@ -176,12 +202,16 @@ static void check_f32(uint64_t *s) {
     float *work = malloc(tsc_gemm_work(M, N, K) * 4);
     for (int i = 0; i < M * K; i++) A[i] = (float)tsc_test_nrand(s);
     for (int i = 0; i < N * K; i++) B[i] = (float)tsc_test_nrand(s);
-    for (int layout = 0; layout < 2; layout++) {
+    /* every path the CPU has: the widest SIMD (AVX-512), AVX2 + FMA, and the scalar kernel */
+    for (int run = 0; run < 6; run++) {
+        int layout = run % 2, path = run / 2;
         tsc_mref_t a = layout ? (tsc_mref_t){A, 1, (size_t)M} : (tsc_mref_t){A, (size_t)K, 1};
         tsc_mref_t b = layout ? (tsc_mref_t){B, 1, (size_t)N} : (tsc_mref_t){B, (size_t)K, 1};
         for (int i = 0; i < M * N; i++) C[i] = 1.0f;
-        tsc_train_f32_simd_set(layout == 0); /* row-major on the AVX-512 kernel (if any), transposed on the scalar one */
+        tsc_train_f32_simd_set(path < 2);
+        int old_cap = tsc_cpu_cap(path == 1 ? 1 : 2);
         tsc_gemm_f32(M, N, K, a, b, C, (size_t)N, 1, work);
+        tsc_cpu_cap(old_cap);
         tsc_train_f32_simd_set(1);
         size_t bad = 0;
         for (int i = 0; i < M; i++)
@@ -194,7 +224,8 @@ static void check_f32(uint64_t *s) {
                 }
                 bad += fbits(C[i * N + j]) != fbits(1.0f + acc);
             }
-        CHECKF(bad == 0, "fp32 gemm layout %d: %zu of %d elements differ from the FMA chain", layout, bad, M * N);
+        CHECKF(bad == 0, "fp32 gemm layout %d path %d: %zu of %d elements differ from the FMA chain", layout, path, bad,
+               M * N);
     }
     free(A); free(B); free(C); free(work);
 }
@@ -213,7 +244,14 @@ static void check_gelu_f32(uint64_t *s) {
     tsc_train_f32_simd_set(0);
     tsc_gelu_fwd_f(y2, t2, x, NV);
     tsc_train_f32_simd_set(1);
+    float *y3 = malloc(NV * 4), *t3 = malloc(NV * 4); /* the AVX2 instance, where AVX-512 would run */
+    int old_cap = tsc_cpu_cap(1);
+    tsc_gelu_fwd_f(y3, t3, x, NV);
+    tsc_cpu_cap(old_cap);
     size_t differ = 0;
+    for (int i = 0; i < NV; i++) differ += fbits(y3[i]) != fbits(y2[i]) || fbits(t3[i]) != fbits(t2[i]);
+    free(y3);
+    free(t3);
     double worst_y = 0, worst_t = 0;
     for (int i = 0; i < NV; i++) {
         differ += fbits(y1[i]) != fbits(y2[i]) || fbits(t1[i]) != fbits(t2[i]);
@@ -222,8 +260,8 @@ static void check_gelu_f32(uint64_t *s) {
         if (ey > worst_y) worst_y = ey;
         if (et > worst_t) worst_t = et;
     }
-    printf("fp32 GELU (avx512 %s): %d values, %zu differ between instances; worst |y - gelu|/max(1,|x|) %.3g, "
-           "worst |tanh error| %.3g\n", simd ? "on" : "absent", NV, differ, worst_y, worst_t);
+    printf("fp32 GELU (simd %s): %d values, %zu differ between instances; worst |y - gelu|/max(1,|x|) %.3g, "
+           "worst |tanh error| %.3g\n", !simd ? "absent" : tsc_train_have_avx512() ? "AVX-512 and AVX2" : "AVX2", NV, differ, worst_y, worst_t);
     CHECK_EQ_INT(differ, 0);
     CHECK(worst_y < 3e-7);
     CHECK(worst_t < 3e-7);
@@ -245,6 +283,8 @@ int main(void) {
     run_case(17, 33, 64, 0, 1, 0, 1, &s);
     run_case(64, 96, 192, 0, 0, 1, 1, &s);
     run_case(40, 45, 1, 1, 0, 0, 0, &s);
+    run_case(24, 70, 96, 0, 2, 1, 0, &s);
+    run_case(24, 70, 96, 0, 3, 0, 0, &s);
     check_forward_bf16("gpt2-tiny");
     check_forward_bf16("llama-tiny");
     return tsc_test_done();
