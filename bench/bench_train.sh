@@ -44,7 +44,7 @@ echo "model $model (6 layers, 6 heads, dim 192, ctx $T), batch $B, $threads thre
 # the machine's limits, measured now (bench_peak.h), and what the baseline runs on
 peak_bin=$(dirname "$tsc")/bench_peak
 [ -x "$peak_bin" ] && OMP_NUM_THREADS=$threads "$peak_bin"
-[ -z "$py" ] || "$py" -c 'import sys; sys.path.insert(0, sys.argv[1]); import train_torch, json; print("torch baseline:", json.dumps(train_torch.backend_settings()))' "$src/bench" 2> /dev/null
+[ -z "$py" ] || "$py" -c 'import sys; sys.path.insert(0, sys.argv[1]); import train_torch, json, torch; torch.set_num_threads(int(sys.argv[2])); print("torch baseline:", json.dumps(train_torch.backend_settings()))' "$src/bench" "$threads" 2> /dev/null
 f32=$(tsc_rate fp32)
 t32=$(torch_rate)
 b16=$(tsc_rate bf16 --attn-policy bf16-torch)

@@ -168,7 +168,7 @@ def main():
 def backend_settings():
     """What decides this baseline's speed on a machine: torch's BLAS, oneDNN and CPU capability, and threads."""
     cfg = torch.__config__.show()
-    blas = [ln.split("=", 1)[1].strip() for ln in cfg.splitlines() if "BLAS_INFO" in ln]
+    blas = [ln.split("BLAS_INFO=", 1)[1].split(",")[0] for ln in cfg.splitlines() if "BLAS_INFO=" in ln]
     mkldnn = [ln.strip() for ln in cfg.splitlines() if "MKL-DNN" in ln or "oneDNN" in ln]
     cap = torch.backends.cpu.get_cpu_capability() if hasattr(torch.backends, "cpu") and \
         hasattr(torch.backends.cpu, "get_cpu_capability") else "unknown"
