@@ -440,14 +440,21 @@ static int have_bf16(void) { return tsc_cpu_has(TSC_CPU_AVX512_BF16); }
  * below about 2^-56 with others as small) runs the exact scalar step (tsc_bf16_dot_step) on the
  * same packed operands instead. */
 
+/* Nearest-even to BF16 on the bits of 8 floats, the result in each lane's high half (NaN lanes are
+ * left to the caller). */
+__attribute__((target("avx2,fma")))
+static inline __m256i rne8_hi(__m256i u) {
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+    return _mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u));
+}
+
 /* BF16 rounding and DAZ of 8 floats, as floats (the BF16 bits in the high half); *mine gets the
  * smallest biased exponent of the nonzero results (255 when all are zero). */
 __attribute__((target("avx2,fma")))
 static inline __m256 bf16_daz8(__m256 v, __m256i *mine) {
     __m256i u = _mm256_castps_si256(v);
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
-    r = _mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u));
+    __m256i r = rne8_hi(u);
     __m256i a = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
     __m256i nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000)); /* a < 2^31: signed compare */
     __m256i q = _mm256_and_si256(_mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), _mm256_set1_epi32((int)0xffff0000u));
@@ -500,18 +507,18 @@ static inline void transpose8(__m256 *r) {
     r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
-/* Packs 8 rows [r0, r0 + 8) of X (element (r, k) at r·rs + k·cs) over k < Kp into dst[k'·8 + i]
- * (k' the stored position, k = k' xor 1); rows past `rows` and k past K are zero. Returns the
- * smallest biased exponent of the nonzero values. */
+/* Packs 8 rows [r0, r0 + 8) of X (element (r, k) at r·rs + k·cs) over k < Kp into dst[k'·ld + i]
+ * (k' the stored position, k = k' xor 1; ld 8 for A's blocks, NP for half a panel of B); rows past
+ * `rows` and k past K are zero. Returns the smallest biased exponent of the nonzero values. */
 __attribute__((target("avx2,fma")))
-static int pack8_avx2(tsc_mref_t X, int rows, int K, int Kp, int r0, float *dst) {
+static int pack8_avx2(tsc_mref_t X, int rows, int K, int Kp, int r0, float *dst, size_t ld) {
     const float *x = X.p;
     __m256i mv = _mm256_set1_epi32(255);
     int mine = 255, full = r0 + 8 <= rows;
     if (full && X.rs == 1) { /* k-major: 8 rows side by side */
         for (int k = 0; k < K; k++)
-            _mm256_storeu_ps(dst + (size_t)(k ^ 1) * 8, bf16_daz8(_mm256_loadu_ps(x + (size_t)k * X.cs + r0), &mv));
-        for (int k = K; k < Kp; k++) _mm256_storeu_ps(dst + (size_t)(k ^ 1) * 8, _mm256_setzero_ps());
+            _mm256_storeu_ps(dst + (size_t)(k ^ 1) * ld, bf16_daz8(_mm256_loadu_ps(x + (size_t)k * X.cs + r0), &mv));
+        for (int k = K; k < Kp; k++) _mm256_storeu_ps(dst + (size_t)(k ^ 1) * ld, _mm256_setzero_ps());
         return min8(mv);
     }
     int k = 0;
@@ -520,11 +527,11 @@ static int pack8_avx2(tsc_mref_t X, int rows, int K, int Kp, int r0, float *dst)
             __m256 v[8];
             for (int i = 0; i < 8; i++) v[i] = bf16_daz8(_mm256_loadu_ps(x + (size_t)(r0 + i) * X.rs + k), &mv);
             transpose8(v);
-            for (int j = 0; j < 8; j++) _mm256_storeu_ps(dst + (size_t)((k + j) ^ 1) * 8, v[j]);
+            for (int j = 0; j < 8; j++) _mm256_storeu_ps(dst + (size_t)((k + j) ^ 1) * ld, v[j]);
         }
     for (; k < Kp; k++)
         for (int i = 0; i < 8; i++)
-            dst[(size_t)(k ^ 1) * 8 + i] =
+            dst[(size_t)(k ^ 1) * ld + i] =
                 r0 + i < rows && k < K ? bf16_daz1(x[(size_t)(r0 + i) * X.rs + (size_t)k * X.cs], &mine) : 0.0f;
     int m = min8(mv);
     return m < mine ? m : mine;
@@ -546,10 +553,7 @@ __attribute__((target("avx2,fma")))
 static inline void epilogue8(const float *t, const float *bias16, float *o, int acc) {
     __m256 v = _mm256_loadu_ps(t);
     if (bias16) v = _mm256_add_ps(v, _mm256_loadu_ps(bias16));
-    __m256i u = _mm256_castps_si256(v);
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
-    r = _mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u));
+    __m256i r = rne8_hi(_mm256_castps_si256(v));
     __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
     __m256 h = _mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)), nan);
     _mm256_storeu_ps(o, acc ? _mm256_add_ps(_mm256_loadu_ps(o), h) : h);
@@ -563,27 +567,13 @@ static void gemm_bf16_avx2(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, cons
     if (bias)
         for (int j = 0; j < N; j++) bias16[j] = tsc_bf16_to_f32(tsc_bf16_from_f32(bias[j]));
 #pragma omp parallel for schedule(static)
-    for (int ib = 0; ib < Mb; ib++) emin[ib] = pack8_avx2(A, M, K, Kp, ib * MR, paf + (size_t)ib * MR * Kp);
-    /* a panel of 16 columns is two packs of 8 "rows" of B, interleaved into NP-wide k rows */
+    for (int ib = 0; ib < Mb; ib++) emin[ib] = pack8_avx2(A, M, K, Kp, ib * MR, paf + (size_t)ib * MR * Kp, MR);
+    /* a panel of 16 columns is two packs of 8 "rows" of B, side by side in its NP-wide k rows */
 #pragma omp parallel for schedule(static)
     for (int jp = 0; jp < 2 * Nb; jp++) {
-        float tmp[2][8 * 512];
         float *dst = pbf + (size_t)jp * Kp * NP;
-        int m = 255;
-        for (int k0 = 0; k0 < Kp; k0 += 512) { /* k in chunks, so the two halves fit on the stack */
-            int kc = Kp - k0 < 512 ? Kp - k0 : 512;
-            tsc_mref_t Bk = {(const float *)B.p + (size_t)k0 * B.cs, B.rs, B.cs};
-            int K0 = K - k0 < kc ? K - k0 : kc;
-            for (int h = 0; h < 2; h++) {
-                int e = pack8_avx2(Bk, N, K0 < 0 ? 0 : K0, kc, jp * NP + 8 * h, tmp[h]);
-                m = e < m ? e : m;
-            }
-            for (int k = 0; k < kc; k++) {
-                memcpy(dst + (size_t)(k0 + k) * NP, tmp[0] + (size_t)k * 8, 32);
-                memcpy(dst + (size_t)(k0 + k) * NP + 8, tmp[1] + (size_t)k * 8, 32);
-            }
-        }
-        emin[Mb + jp] = m;
+        int e0 = pack8_avx2(B, N, K, Kp, jp * NP, dst, NP), e1 = pack8_avx2(B, N, K, Kp, jp * NP + 8, dst + 8, NP);
+        emin[Mb + jp] = e0 < e1 ? e0 : e1;
     }
 #pragma omp parallel for collapse(2) schedule(static)
     for (int jb = 0; jb < Nb; jb++)

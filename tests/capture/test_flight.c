@@ -182,19 +182,25 @@ static void test_loss_spike(char *path) {
     CHECK(attr_num(path, "flight_grad_baseline") == 1.0 && attr_num(path, "flight_grad_spread") == 0.0);
 }
 
+/* Options that fire on the grad norm's factor rule alone (3 x the baseline, after 5 values). */
+static tsc_flight_opts_t grad_factor_opts(int n_steps, int max_dumps) {
+    tsc_flight_opts_t o;
+    tsc_flight_opts_init(&o);
+    o.n_steps = n_steps;
+    o.max_dumps = max_dumps;
+    o.grad.k = 0; /* the factor rule alone */
+    o.grad.factor = 3;
+    o.loss.warmup = o.grad.warmup = 5;
+    return o;
+}
+
 /* The factor rule on the grad norm, re-arming after N steps, a second dump under its own name
  * and the first left as it was; a path that exists is refused at open. */
 static void test_grad_rearm(void) {
     char path[512], second[600];
     snprintf(path, sizeof path, "%s/grad.h5", dir);
     snprintf(second, sizeof second, "%s/grad.2.h5", dir);
-    tsc_flight_opts_t o;
-    tsc_flight_opts_init(&o);
-    o.n_steps = 3;
-    o.max_dumps = 2;
-    o.grad.k = 0;          /* the factor rule alone */
-    o.grad.factor = 3;
-    o.loss.warmup = o.grad.warmup = 5;
+    tsc_flight_opts_t o = grad_factor_opts(3, 2);
     tsc_dump_meta_t m = geom();
     tsc_flight_t *fr;
     CHECK(tsc_flight_open(&fr, path, &m, &o) == TSC_OK);
@@ -232,14 +238,8 @@ static void test_keep_newest(void) {
     FILE *f = fopen(other, "w");
     CHECK(f != NULL);
     if (f) fclose(f);
-    tsc_flight_opts_t o;
-    tsc_flight_opts_init(&o);
-    o.n_steps = 2;
-    o.max_dumps = 2;
+    tsc_flight_opts_t o = grad_factor_opts(2, 2);
     o.keep_newest = 1;
-    o.grad.k = 0;
-    o.grad.factor = 3;
-    o.loss.warmup = o.grad.warmup = 5;
     tsc_dump_meta_t m = geom();
     tsc_flight_t *fr;
     CHECK(tsc_flight_open(&fr, path, &m, &o) == TSC_OK);
