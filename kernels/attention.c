@@ -73,27 +73,27 @@ static inline int attn_ld(int T) {
 
 #define R float
 #define TMPL_DOUBLE 0
-#define TMPL_AVX512 0
+#define TMPL_SIMD 0
 #define SFX(name) name##_f
 #include "attention_tmpl.c"
 #undef SFX
-#undef TMPL_AVX512
+#undef TMPL_SIMD
 
 #ifdef TSC_ATTN_X86
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,bmi,bmi2")
 #define SFX(name) name##_x
-#define TMPL_AVX512 1
+#define TMPL_SIMD 16
 #include "attention_tmpl.c"
-#undef TMPL_AVX512
+#undef TMPL_SIMD
 #undef SFX
 #pragma GCC pop_options
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,bmi,bmi2")
 #define SFX(name) name##_v
-#define TMPL_AVX512 0
+#define TMPL_SIMD 8
 #include "attention_tmpl.c"
-#undef TMPL_AVX512
+#undef TMPL_SIMD
 #undef SFX
 #pragma GCC pop_options
 #endif
@@ -102,11 +102,11 @@ static inline int attn_ld(int T) {
 
 #define R double
 #define TMPL_DOUBLE 1
-#define TMPL_AVX512 0
+#define TMPL_SIMD 0
 #define SFX(name) name##_d
 #include "attention_tmpl.c"
 #undef SFX
-#undef TMPL_AVX512
+#undef TMPL_SIMD
 #undef R
 #undef TMPL_DOUBLE
 

@@ -121,92 +121,115 @@ static inline void SFX(axpy_round)(R a, const R *restrict x, R *restrict y, int 
 
 
 
-#if TMPL_AVX512
-/* AVX-512 forms of the hot loops, used when the stages involved round as the identity (FP32).
- * Same operations in the same order as the generic loops (each output element is its own
- * sequential chain of fmas), with the accumulators held in registers. */
+#if TMPL_SIMD
+/* SIMD forms of the hot loops (TMPL_SIMD lanes: 16 AVX-512, 8 AVX2), used when the stages involved
+ * round as the identity (FP32). Same operations in the same order as the generic loops (each output
+ * element is its own sequential chain of fmas), with the accumulators held in registers; the lane
+ * count changes which elements share a register, never an element's chain. */
+#define VW TMPL_SIMD
+#if TMPL_SIMD == 16
+#define V __m512
+#define VLOAD _mm512_loadu_ps
+#define VSTORE _mm512_storeu_ps
+#define VSET1 _mm512_set1_ps
+#define VZERO _mm512_setzero_ps
+#define VFMA _mm512_fmadd_ps
+#define VMASK __mmask16
+#define VMASK_LEFT(left) ((left) >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (left)) - 1))
+#define VMASKZ_LOAD(k, p) _mm512_maskz_loadu_ps(k, p)
+#define VMASK_STORE(p, k, v) _mm512_mask_storeu_ps(p, k, v)
+#else
+#define V __m256
+#define VLOAD _mm256_loadu_ps
+#define VSTORE _mm256_storeu_ps
+#define VSET1 _mm256_set1_ps
+#define VZERO _mm256_setzero_ps
+#define VFMA _mm256_fmadd_ps
+#define VMASK __m256i
+#define VMASK_LEFT(left) _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
+#define VMASKZ_LOAD(k, p) _mm256_maskload_ps(p, k)
+#define VMASK_STORE(p, k, v) _mm256_maskstore_ps(p, k, v)
+#endif
 
 /* out[jj] = Σ_d fma x[d]·MT[d, j0+jj] from 0, sequential in d (MT is [D, T], row stride T). */
-static inline void avx_rowdot(const float *x, const float *MT, int T, int D, int j0, int jv, float *out) {
+static inline void SFX(vec_rowdot)(const float *x, const float *MT, int T, int D, int j0, int jv, float *out) {
     int jj = 0;
-    for (; jj + 64 <= jv; jj += 64) {
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (; jj + 4 * VW <= jv; jj += 4 * VW) {
+        V a0 = VZERO(), a1 = a0, a2 = a0, a3 = a0;
         const float *m = MT + j0 + jj;
         for (int d = 0; d < D; d++, m += T) {
-            const __m512 xd = _mm512_set1_ps(x[d]);
-            a0 = _mm512_fmadd_ps(xd, _mm512_loadu_ps(m), a0);
-            a1 = _mm512_fmadd_ps(xd, _mm512_loadu_ps(m + 16), a1);
-            a2 = _mm512_fmadd_ps(xd, _mm512_loadu_ps(m + 32), a2);
-            a3 = _mm512_fmadd_ps(xd, _mm512_loadu_ps(m + 48), a3);
+            const V xd = VSET1(x[d]);
+            a0 = VFMA(xd, VLOAD(m), a0);
+            a1 = VFMA(xd, VLOAD(m + VW), a1);
+            a2 = VFMA(xd, VLOAD(m + 2 * VW), a2);
+            a3 = VFMA(xd, VLOAD(m + 3 * VW), a3);
         }
-        _mm512_storeu_ps(out + jj, a0);
-        _mm512_storeu_ps(out + jj + 16, a1);
-        _mm512_storeu_ps(out + jj + 32, a2);
-        _mm512_storeu_ps(out + jj + 48, a3);
+        VSTORE(out + jj, a0);
+        VSTORE(out + jj + VW, a1);
+        VSTORE(out + jj + 2 * VW, a2);
+        VSTORE(out + jj + 3 * VW, a3);
     }
-    for (; jj < jv; jj += 16) {
-        const int left = jv - jj;
-        const __mmask16 k = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-        __m512 a = _mm512_setzero_ps();
+    for (; jj < jv; jj += VW) {
+        const VMASK k = VMASK_LEFT(jv - jj);
+        V a = VZERO();
         const float *m = MT + j0 + jj;
-        for (int d = 0; d < D; d++, m += T) a = _mm512_fmadd_ps(_mm512_set1_ps(x[d]), _mm512_maskz_loadu_ps(k, m), a);
-        _mm512_mask_storeu_ps(out + jj, k, a);
+        for (int d = 0; d < D; d++, m += T) a = VFMA(VSET1(x[d]), VMASKZ_LOAD(k, m), a);
+        VMASK_STORE(out + jj, k, a);
     }
 }
 
-/* y[0..D) = fma(a[i], X[i, :], y) for i = 0..n-1 in order (X rows of length D); D % 16 == 0. */
-static inline __attribute__((always_inline)) void avx_axpy_rows_nv(float *y, const float *a, const float *X, int n,
-                                                               int D, const int nv) {
-    __m512 acc[8];
-    for (int c = 0; c < nv; c++) acc[c] = _mm512_loadu_ps(y + 16 * c);
+/* y[0..D) = fma(a[i], X[i, :], y) for i = 0..n-1 in order (X rows of length D); D % VW == 0. */
+static inline __attribute__((always_inline)) void SFX(vec_axpy_rows_nv)(float *y, const float *a, const float *X,
+                                                                       int n, int D, const int nv) {
+    V acc[128 / VW];
+    for (int c = 0; c < nv; c++) acc[c] = VLOAD(y + VW * c);
     for (int i = 0; i < n; i++) {
-        const __m512 ai = _mm512_set1_ps(a[i]);
+        const V ai = VSET1(a[i]);
         const float *xr = X + (size_t)i * D;
-        for (int c = 0; c < nv; c++) acc[c] = _mm512_fmadd_ps(ai, _mm512_loadu_ps(xr + 16 * c), acc[c]);
+        for (int c = 0; c < nv; c++) acc[c] = VFMA(ai, VLOAD(xr + VW * c), acc[c]);
     }
-    for (int c = 0; c < nv; c++) _mm512_storeu_ps(y + 16 * c, acc[c]);
+    for (int c = 0; c < nv; c++) VSTORE(y + VW * c, acc[c]);
 }
-static inline int avx_axpy_rows(float *y, const float *a, const float *X, int n, int D) {
+static inline int SFX(vec_axpy_rows)(float *y, const float *a, const float *X, int n, int D) {
     switch (D) {
-    case 16: avx_axpy_rows_nv(y, a, X, n, D, 1); return 1;
-    case 32: avx_axpy_rows_nv(y, a, X, n, D, 2); return 1;
-    case 64: avx_axpy_rows_nv(y, a, X, n, D, 4); return 1;
-    case 128: avx_axpy_rows_nv(y, a, X, n, D, 8); return 1;
+    case 16: SFX(vec_axpy_rows_nv)(y, a, X, n, D, 16 / VW); return 1;
+    case 32: SFX(vec_axpy_rows_nv)(y, a, X, n, D, 32 / VW); return 1;
+    case 64: SFX(vec_axpy_rows_nv)(y, a, X, n, D, 64 / VW); return 1;
+    case 128: SFX(vec_axpy_rows_nv)(y, a, X, n, D, 128 / VW); return 1;
     default: return 0;
     }
 }
 
-/* Y[i, :] = fma(a[i], x, Y[i, :]) for i = 0..n-1 (rows of length D); D % 16 == 0, D <= 128. */
-static inline __attribute__((always_inline)) void avx_rank1_nv(float *Y, const float *a, const float *x, int n, int D,
-                                                           const int nv) {
-    __m512 xv[8];
-    for (int c = 0; c < nv; c++) xv[c] = _mm512_loadu_ps(x + 16 * c);
+/* Y[i, :] = fma(a[i], x, Y[i, :]) for i = 0..n-1 (rows of length D); D % VW == 0, D <= 128. */
+static inline __attribute__((always_inline)) void SFX(vec_rank1_nv)(float *Y, const float *a, const float *x, int n,
+                                                                   int D, const int nv) {
+    V xv[128 / VW];
+    for (int c = 0; c < nv; c++) xv[c] = VLOAD(x + VW * c);
     for (int i = 0; i < n; i++) {
-        const __m512 ai = _mm512_set1_ps(a[i]);
+        const V ai = VSET1(a[i]);
         float *yr = Y + (size_t)i * D;
-        for (int c = 0; c < nv; c++)
-            _mm512_storeu_ps(yr + 16 * c, _mm512_fmadd_ps(ai, xv[c], _mm512_loadu_ps(yr + 16 * c)));
+        for (int c = 0; c < nv; c++) VSTORE(yr + VW * c, VFMA(ai, xv[c], VLOAD(yr + VW * c)));
     }
 }
-static inline int avx_rank1(float *Y, const float *a, const float *x, int n, int D) {
+static inline int SFX(vec_rank1)(float *Y, const float *a, const float *x, int n, int D) {
     switch (D) {
-    case 16: avx_rank1_nv(Y, a, x, n, D, 1); return 1;
-    case 32: avx_rank1_nv(Y, a, x, n, D, 2); return 1;
-    case 64: avx_rank1_nv(Y, a, x, n, D, 4); return 1;
-    case 128: avx_rank1_nv(Y, a, x, n, D, 8); return 1;
+    case 16: SFX(vec_rank1_nv)(Y, a, x, n, D, 16 / VW); return 1;
+    case 32: SFX(vec_rank1_nv)(Y, a, x, n, D, 32 / VW); return 1;
+    case 64: SFX(vec_rank1_nv)(Y, a, x, n, D, 64 / VW); return 1;
+    case 128: SFX(vec_rank1_nv)(Y, a, x, n, D, 128 / VW); return 1;
     default: return 0;
     }
 }
-#define FAST_AXPY_ROWS(y, a, X, n, D) avx_axpy_rows(y, a, X, n, D)
-#define FAST_RANK1(Y, a, x, n, D) avx_rank1(Y, a, x, n, D)
+#define FAST_AXPY_ROWS(y, a, X, n, D) SFX(vec_axpy_rows)(y, a, X, n, D)
+#define FAST_RANK1(Y, a, x, n, D) SFX(vec_rank1)(Y, a, x, n, D)
 #else
 #define FAST_AXPY_ROWS(y, a, X, n, D) 0
 #define FAST_RANK1(Y, a, x, n, D) 0
 #endif
 
 static inline int SFX(rowdot_fast)(const R *x, const R *MT, int T, int D, int j0, int jv, R *out) {
-#if TMPL_AVX512
-    avx_rowdot(x, MT, T, D, j0, jv, out);
+#if TMPL_SIMD
+    SFX(vec_rowdot)(x, MT, T, D, j0, jv, out);
     return 1;
 #else
     (void)x; (void)MT; (void)T; (void)D; (void)j0; (void)jv; (void)out;
@@ -234,109 +257,110 @@ static inline void SFX(rank1)(R *Y, const R *a, const R *x, int n, int D, rst_t 
 #endif
 #define RB TSC_ATTN_RB
 
-#if TMPL_AVX512
+#if TMPL_SIMD
 /* out[r][jj] = Σ_d fma X[r][d]·MT[d, j0+jj] for RB rows (X rows stride D, out rows stride os). */
-static inline void avx_rowdot4(const float *X, const float *MT, int T, int D, int j0, int jv, float *out, int os) {
+static inline void SFX(vec_rowdot4)(const float *X, const float *MT, int T, int D, int j0, int jv, float *out,
+                                    int os) {
     const float *x0 = X, *x1 = X + D, *x2 = X + 2 * D, *x3 = X + 3 * D;
     int jj = 0;
-    for (; jj + 64 <= jv; jj += 64) { /* 16 accumulators: enough chains to cover FMA latency */
-        __m512 a[4][4];
+#if VW == 16 /* 16 accumulators: enough chains to cover FMA latency (AVX2 has 16 registers in all) */
+    for (; jj + 4 * VW <= jv; jj += 4 * VW) {
+        V a[4][4];
         for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++) a[r][c] = _mm512_setzero_ps();
+            for (int c = 0; c < 4; c++) a[r][c] = VZERO();
         const float *m = MT + j0 + jj;
         for (int d = 0; d < D; d++, m += T) {
-            const __m512 k0 = _mm512_loadu_ps(m), k1 = _mm512_loadu_ps(m + 16), k2 = _mm512_loadu_ps(m + 32),
-                         k3 = _mm512_loadu_ps(m + 48);
+            const V k0 = VLOAD(m), k1 = VLOAD(m + VW), k2 = VLOAD(m + 2 * VW), k3 = VLOAD(m + 3 * VW);
             const float xs[4] = {x0[d], x1[d], x2[d], x3[d]};
             for (int r = 0; r < 4; r++) {
-                const __m512 b = _mm512_set1_ps(xs[r]);
-                a[r][0] = _mm512_fmadd_ps(b, k0, a[r][0]);
-                a[r][1] = _mm512_fmadd_ps(b, k1, a[r][1]);
-                a[r][2] = _mm512_fmadd_ps(b, k2, a[r][2]);
-                a[r][3] = _mm512_fmadd_ps(b, k3, a[r][3]);
+                const V b = VSET1(xs[r]);
+                a[r][0] = VFMA(b, k0, a[r][0]);
+                a[r][1] = VFMA(b, k1, a[r][1]);
+                a[r][2] = VFMA(b, k2, a[r][2]);
+                a[r][3] = VFMA(b, k3, a[r][3]);
             }
         }
         for (int r = 0; r < 4; r++)
-            for (int c = 0; c < 4; c++) _mm512_storeu_ps(out + (size_t)r * os + jj + 16 * c, a[r][c]);
+            for (int c = 0; c < 4; c++) VSTORE(out + (size_t)r * os + jj + VW * c, a[r][c]);
     }
-    for (; jj + 32 <= jv; jj += 32) {
-        __m512 a00 = _mm512_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00,
-               a31 = a00;
+#endif
+    for (; jj + 2 * VW <= jv; jj += 2 * VW) {
+        V a00 = VZERO(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
         const float *m = MT + j0 + jj;
         for (int d = 0; d < D; d++, m += T) {
-            const __m512 k0 = _mm512_loadu_ps(m), k1 = _mm512_loadu_ps(m + 16);
-            __m512 b = _mm512_set1_ps(x0[d]);
-            a00 = _mm512_fmadd_ps(b, k0, a00); a01 = _mm512_fmadd_ps(b, k1, a01);
-            b = _mm512_set1_ps(x1[d]);
-            a10 = _mm512_fmadd_ps(b, k0, a10); a11 = _mm512_fmadd_ps(b, k1, a11);
-            b = _mm512_set1_ps(x2[d]);
-            a20 = _mm512_fmadd_ps(b, k0, a20); a21 = _mm512_fmadd_ps(b, k1, a21);
-            b = _mm512_set1_ps(x3[d]);
-            a30 = _mm512_fmadd_ps(b, k0, a30); a31 = _mm512_fmadd_ps(b, k1, a31);
+            const V k0 = VLOAD(m), k1 = VLOAD(m + VW);
+            V b = VSET1(x0[d]);
+            a00 = VFMA(b, k0, a00); a01 = VFMA(b, k1, a01);
+            b = VSET1(x1[d]);
+            a10 = VFMA(b, k0, a10); a11 = VFMA(b, k1, a11);
+            b = VSET1(x2[d]);
+            a20 = VFMA(b, k0, a20); a21 = VFMA(b, k1, a21);
+            b = VSET1(x3[d]);
+            a30 = VFMA(b, k0, a30); a31 = VFMA(b, k1, a31);
         }
-        _mm512_storeu_ps(out + jj, a00); _mm512_storeu_ps(out + jj + 16, a01);
-        _mm512_storeu_ps(out + os + jj, a10); _mm512_storeu_ps(out + os + jj + 16, a11);
-        _mm512_storeu_ps(out + 2 * os + jj, a20); _mm512_storeu_ps(out + 2 * os + jj + 16, a21);
-        _mm512_storeu_ps(out + 3 * os + jj, a30); _mm512_storeu_ps(out + 3 * os + jj + 16, a31);
+        VSTORE(out + jj, a00); VSTORE(out + jj + VW, a01);
+        VSTORE(out + os + jj, a10); VSTORE(out + os + jj + VW, a11);
+        VSTORE(out + 2 * os + jj, a20); VSTORE(out + 2 * os + jj + VW, a21);
+        VSTORE(out + 3 * os + jj, a30); VSTORE(out + 3 * os + jj + VW, a31);
     }
-    for (; jj < jv; jj += 16) {
-        const int left = jv - jj;
-        const __mmask16 k = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (; jj < jv; jj += VW) {
+        const VMASK k = VMASK_LEFT(jv - jj);
+        V a0 = VZERO(), a1 = a0, a2 = a0, a3 = a0;
         const float *m = MT + j0 + jj;
         for (int d = 0; d < D; d++, m += T) {
-            const __m512 kv = _mm512_maskz_loadu_ps(k, m);
-            a0 = _mm512_fmadd_ps(_mm512_set1_ps(x0[d]), kv, a0);
-            a1 = _mm512_fmadd_ps(_mm512_set1_ps(x1[d]), kv, a1);
-            a2 = _mm512_fmadd_ps(_mm512_set1_ps(x2[d]), kv, a2);
-            a3 = _mm512_fmadd_ps(_mm512_set1_ps(x3[d]), kv, a3);
+            const V kv = VMASKZ_LOAD(k, m);
+            a0 = VFMA(VSET1(x0[d]), kv, a0);
+            a1 = VFMA(VSET1(x1[d]), kv, a1);
+            a2 = VFMA(VSET1(x2[d]), kv, a2);
+            a3 = VFMA(VSET1(x3[d]), kv, a3);
         }
-        _mm512_mask_storeu_ps(out + jj, k, a0);
-        _mm512_mask_storeu_ps(out + os + jj, k, a1);
-        _mm512_mask_storeu_ps(out + 2 * os + jj, k, a2);
-        _mm512_mask_storeu_ps(out + 3 * os + jj, k, a3);
+        VMASK_STORE(out + jj, k, a0);
+        VMASK_STORE(out + os + jj, k, a1);
+        VMASK_STORE(out + 2 * os + jj, k, a2);
+        VMASK_STORE(out + 3 * os + jj, k, a3);
     }
 }
+#endif
 
-/* Y[r][:] = fma(A[r][i], X[i,:], Y[r][:]) for i < n, four rows at once, D == 64. */
-static inline void avx_axpy4_64(float *Y, const float *A, int as, const float *X, int n) {
-    __m512 y[4][4];
+#if TMPL_SIMD == 16
+/* Y[r][:] = fma(A[r][i], X[i,:], Y[r][:]) for i < n, four rows at once, D == 64 (16 registers of 16
+ * lanes; with 8 lanes it would need 32, more than AVX2 has, so AVX2 runs the rows one at a time). */
+static inline void SFX(vec_axpy4_64)(float *Y, const float *A, int as, const float *X, int n) {
+    V y[4][4];
     for (int r = 0; r < 4; r++)
-        for (int c = 0; c < 4; c++) y[r][c] = _mm512_loadu_ps(Y + 64 * r + 16 * c);
+        for (int c = 0; c < 4; c++) y[r][c] = VLOAD(Y + 64 * r + 16 * c);
     for (int i = 0; i < n; i++) {
         const float *xr = X + (size_t)i * 64;
-        const __m512 x0 = _mm512_loadu_ps(xr), x1 = _mm512_loadu_ps(xr + 16), x2 = _mm512_loadu_ps(xr + 32),
-                     x3 = _mm512_loadu_ps(xr + 48);
+        const V x0 = VLOAD(xr), x1 = VLOAD(xr + 16), x2 = VLOAD(xr + 32), x3 = VLOAD(xr + 48);
         for (int r = 0; r < 4; r++) {
-            const __m512 a = _mm512_set1_ps(A[r * as + i]);
-            y[r][0] = _mm512_fmadd_ps(a, x0, y[r][0]);
-            y[r][1] = _mm512_fmadd_ps(a, x1, y[r][1]);
-            y[r][2] = _mm512_fmadd_ps(a, x2, y[r][2]);
-            y[r][3] = _mm512_fmadd_ps(a, x3, y[r][3]);
+            const V a = VSET1(A[r * as + i]);
+            y[r][0] = VFMA(a, x0, y[r][0]);
+            y[r][1] = VFMA(a, x1, y[r][1]);
+            y[r][2] = VFMA(a, x2, y[r][2]);
+            y[r][3] = VFMA(a, x3, y[r][3]);
         }
     }
     for (int r = 0; r < 4; r++)
-        for (int c = 0; c < 4; c++) _mm512_storeu_ps(Y + 64 * r + 16 * c, y[r][c]);
+        for (int c = 0; c < 4; c++) VSTORE(Y + 64 * r + 16 * c, y[r][c]);
 }
 
 /* Y[i][:] = fma(A[r][i], x_r, Y[i][:]) for r = 0..3 in order, i < n, D == 64 (X rows x_r). */
-static inline void avx_rank4_64(float *Y, const float *A, int as, const float *X, int n) {
-    __m512 x[4][4];
+static inline void SFX(vec_rank4_64)(float *Y, const float *A, int as, const float *X, int n) {
+    V x[4][4];
     for (int r = 0; r < 4; r++)
-        for (int c = 0; c < 4; c++) x[r][c] = _mm512_loadu_ps(X + 64 * r + 16 * c);
+        for (int c = 0; c < 4; c++) x[r][c] = VLOAD(X + 64 * r + 16 * c);
     for (int i = 0; i < n; i++) {
         float *yr = Y + (size_t)i * 64;
-        __m512 y0 = _mm512_loadu_ps(yr), y1 = _mm512_loadu_ps(yr + 16), y2 = _mm512_loadu_ps(yr + 32),
-               y3 = _mm512_loadu_ps(yr + 48);
+        V y0 = VLOAD(yr), y1 = VLOAD(yr + 16), y2 = VLOAD(yr + 32), y3 = VLOAD(yr + 48);
         for (int r = 0; r < 4; r++) {
-            const __m512 a = _mm512_set1_ps(A[r * as + i]);
-            y0 = _mm512_fmadd_ps(a, x[r][0], y0);
-            y1 = _mm512_fmadd_ps(a, x[r][1], y1);
-            y2 = _mm512_fmadd_ps(a, x[r][2], y2);
-            y3 = _mm512_fmadd_ps(a, x[r][3], y3);
+            const V a = VSET1(A[r * as + i]);
+            y0 = VFMA(a, x[r][0], y0);
+            y1 = VFMA(a, x[r][1], y1);
+            y2 = VFMA(a, x[r][2], y2);
+            y3 = VFMA(a, x[r][3], y3);
         }
-        _mm512_storeu_ps(yr, y0); _mm512_storeu_ps(yr + 16, y1);
-        _mm512_storeu_ps(yr + 32, y2); _mm512_storeu_ps(yr + 48, y3);
+        VSTORE(yr, y0); VSTORE(yr + 16, y1);
+        VSTORE(yr + 32, y2); VSTORE(yr + 48, y3);
     }
 }
 #endif
@@ -346,9 +370,9 @@ static void SFX(rowdot_rows)(SFX(hctx_t) *cx, const R *X, int nr, const R *MT, i
                              int os) {
     const int T = cx->ldT, D = cx->D; /* T: MT's row stride */
     rst_t *acc = &cx->st[TSC_STAGE_ACC];
-#if TMPL_AVX512
+#if TMPL_SIMD
     if (acc->id && nr == 4) {
-        avx_rowdot4(X, MT, T, D, j0, jv[3] > jv[0] ? jv[3] : jv[0], out, os);
+        SFX(vec_rowdot4)(X, MT, T, D, j0, jv[3] > jv[0] ? jv[3] : jv[0], out, os);
         return;
     }
 #endif
@@ -372,11 +396,11 @@ static void SFX(axpy_multi)(SFX(hctx_t) *cx, R *Y, const R *A, int as, const R *
                             rst_t *rs) {
     const int D = cx->D;
     rst_t *acc = &cx->st[TSC_STAGE_ACC];
-#if TMPL_AVX512
+#if TMPL_SIMD == 16
     if (nr == 4 && D == 64 && rs->id && acc->id) {
         int jmin = jv[0];
         for (int r = 1; r < 4; r++) jmin = jv[r] < jmin ? jv[r] : jmin;
-        avx_axpy4_64(Y, A, as, X, jmin);
+        SFX(vec_axpy4_64)(Y, A, as, X, jmin);
         for (int r = 0; r < 4; r++)
             SFX(axpy_rows)(Y + (size_t)r * D, A + (size_t)r * as + jmin, X + (size_t)jmin * D, jv[r] - jmin, D,
                            rs, acc);
@@ -391,11 +415,11 @@ static void SFX(rank1_multi)(SFX(hctx_t) *cx, R *Y, const R *A, int as, const R 
                              rst_t *rs) {
     const int D = cx->D;
     rst_t *acc = &cx->st[TSC_STAGE_ACC];
-#if TMPL_AVX512
+#if TMPL_SIMD == 16
     if (nr == 4 && D == 64 && rs->id && acc->id) {
         int jmin = jv[0];
         for (int r = 1; r < 4; r++) jmin = jv[r] < jmin ? jv[r] : jmin;
-        avx_rank4_64(Y, A, as, X, jmin);
+        SFX(vec_rank4_64)(Y, A, as, X, jmin);
         /* the rest: for each element the rows still go in ascending order */
         for (int r = 0; r < 4; r++)
             SFX(rank1)(Y + (size_t)jmin * D, A + (size_t)r * as + jmin, X + (size_t)r * D, jv[r] - jmin, D, rs, acc);
@@ -991,6 +1015,19 @@ static void SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const
 #undef LOGR
 #undef FMA
 #undef FAST_AXPY_ROWS
+#ifdef VW
+#undef VW
+#undef V
+#undef VLOAD
+#undef VSTORE
+#undef VSET1
+#undef VZERO
+#undef VFMA
+#undef VMASK
+#undef VMASK_LEFT
+#undef VMASKZ_LOAD
+#undef VMASK_STORE
+#endif
 #undef FAST_RANK1
 #undef RB
 #endif /* TSC_ATTN_TMPL */
