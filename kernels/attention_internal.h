@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-/* The AVX-512 instance of the reference template is compiled in (x86-64 GCC). */
+/* The SIMD instances of the reference template (AVX-512, AVX2 + FMA) are compiled in (x86-64 GCC). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define TSC_ATTN_X86 1
 #endif
