@@ -16,10 +16,16 @@ static int tsc_t_pass, tsc_t_fail;
 #define CHECKF(cond, ...) do { if (cond) tsc_t_pass++; else { tsc_t_fail++; \
   fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); fprintf(stderr, __VA_ARGS__); \
   fputc('\n', stderr); } } while (0)
-#define CHECK_EQ_INT(a, b) CHECKF((long long)(a) == (long long)(b), "%lld != %lld", (long long)(a), (long long)(b))
-#define CHECK_EQ_U32(a, b) CHECKF((unsigned)(a) == (unsigned)(b), "0x%08x != 0x%08x", (unsigned)(a), (unsigned)(b))
-#define CHECK_NEAR(a, b, tol) CHECKF(fabs((double)(a) - (double)(b)) <= (tol), "%.17g vs %.17g (tol %g)", \
-  (double)(a), (double)(b), (double)(tol))
+/* Each argument is evaluated once: a failing call must not be re-run to print its value. */
+#define TSC_T_CMP(T, a, b, eq, fmt) do { T tsc_a_ = (T)(a), tsc_b_ = (T)(b); if (eq) tsc_t_pass++; else { \
+  tsc_t_fail++; fprintf(stderr, "FAIL %s:%d: %s == %s: " fmt "\n", __FILE__, __LINE__, #a, #b, tsc_a_, tsc_b_); } \
+  } while (0)
+#define CHECK_EQ_INT(a, b) TSC_T_CMP(long long, a, b, tsc_a_ == tsc_b_, "%lld != %lld")
+#define CHECK_EQ_U32(a, b) TSC_T_CMP(unsigned, a, b, tsc_a_ == tsc_b_, "0x%08x != 0x%08x")
+#define CHECK_NEAR(a, b, tol) do { double tsc_a_ = (double)(a), tsc_b_ = (double)(b), tsc_t_ = (double)(tol); \
+  if (fabs(tsc_a_ - tsc_b_) <= tsc_t_) tsc_t_pass++; else { tsc_t_fail++; fprintf(stderr, \
+  "FAIL %s:%d: %s near %s: %.17g vs %.17g (tol %g)\n", __FILE__, __LINE__, #a, #b, tsc_a_, tsc_b_, tsc_t_); } \
+  } while (0)
 #define CHECK_STREQ(a, b) CHECKF(strcmp((a), (b)) == 0, "\"%s\" != \"%s\"", (a), (b))
 
 /* Deterministic test data: a 64-bit LCG (Knuth's MMIX constants), its top 53 bits as a uniform

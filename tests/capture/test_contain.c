@@ -165,11 +165,16 @@ static void test_hooks(void) {
     CHECK_EQ_INT(try_open(sound, &s), TSC_OK); /* the hook is the only cause */
 }
 
+/* *arg: 0 starting, 1 holding the lock, 2 the main thread is done forking. The thread lives until 2:
+ * a thread ending while the process forks may leave the child a lock of the thread teardown held
+ * (the sanitizers' thread registry), and the child would hang until the deadline. */
 static void *hold_lock(void *arg) {
+    int *state = arg;
     tsc_h5_lock();
-    __atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE); /* the fork below must find it holding the lock */
+    __atomic_store_n(state, 1, __ATOMIC_RELEASE); /* the fork below must find it holding the lock */
     usleep(300000);
     tsc_h5_unlock();
+    while (__atomic_load_n(state, __ATOMIC_ACQUIRE) != 2) usleep(1000);
     return NULL;
 }
 
@@ -189,7 +194,9 @@ static void test_lock_across_fork(void) {
     /* wait for the lock itself, not a fixed time: a thread still starting up (its sanitizer
      * bookkeeping under a lock) when the process forks would leave the child that lock held */
     while (!__atomic_load_n(&held, __ATOMIC_ACQUIRE)) usleep(1000);
-    CHECK_EQ_INT(try_open(sound, &s), TSC_OK);
+    tsc_status_t st = try_open(sound, &s);
+    CHECKF(st == TSC_OK, "status %d: %s", (int)st, tsc_error_last());
+    __atomic_store_n(&held, 2, __ATOMIC_RELEASE);
     pthread_join(t, NULL);
     unsetenv("TSC_CONTAIN_TIMEOUT");
 }
