@@ -38,6 +38,9 @@ tsc_status_t tsc_rw_policy(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
         out->fmt[s] = (unsigned char)f;
         out->mode[s] = (unsigned char)(pol->mode[s] == TSC_ROUND_TOWARD_ZERO ? TSC_HD_RZ : TSC_HD_RNE);
     }
+    if (pol->exp != TSC_EXP_E || pol->norm != TSC_SOFTMAX_NORM_DIV)
+        return tsc_error_set(TSC_ERR_UNSUPPORTED, "attention: the GPU kernels model exp(S - m) and O = O-bar / l "
+                             "(+exp:exp2-fma, +exp:exp2-mul and +norm:recip are CPU-reference policies)");
     if (pol->softmax != TSC_SOFTMAX_ONLINE)
         return tsc_error_set(TSC_ERR_UNSUPPORTED, "attention: the GPU kernels run the online softmax only "
                              "(+materialized is a CPU-reference policy)");

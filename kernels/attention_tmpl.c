@@ -49,10 +49,12 @@ static void SFX(rnd_arr)(R *restrict x, int n, rst_t *rs) {
 
 #if TMPL_DOUBLE
 #define EXPR(x) exp(x)
+#define EXP2R(x) exp2(x)
 #define LOGR(x) log(x)
 #define FMA(a, b, c) fma((a), (b), (c))
 #else
 #define EXPR(x) SFX(expf)(x)
+#define EXP2R(x) ((float)exp2((double)(x))) /* exp2 in FP32: libm's double result rounded once */
 #define LOGR(x) tsc_hd_logf(x)
 #define FMA(a, b, c) fmaf((a), (b), (c))
 /* exp and log for the FP32 reference: hd_math_internal.h's, the functions the CUDA kernels run
@@ -70,6 +72,10 @@ typedef struct {
     R alpha;    /* the scores' factor: α (R_S(α) under TSC_SCALE_S_LP, 1 under TSC_SCALE_QK) */
     R ds_alpha; /* dS's factor: α (R_DS(α) under TSC_SCALE_S_LP, 1 under TSC_SCALE_QK) */
     R qk_scale; /* √α under TSC_SCALE_QK (Q, K and finally dQ, dK are multiplied by it), else 1 */
+    int expm;   /* tsc_exp_t */
+    R sig;      /* exp2 modes: σ = α·log2(e) as the kernel's host computes it (in double, then FP32) */
+    R alpha_f;  /* exp2 modes: α in FP32, the LSE's factor */
+    R poff;     /* exp2 modes: the max offset (2^poff at the row max) */
 } SFX(hctx_t);
 
 static void SFX(hctx_init)(SFX(hctx_t) *cx, const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
@@ -85,6 +91,10 @@ static void SFX(hctx_init)(SFX(hctx_t) *cx, const tsc_policy_t *pol, const tsc_a
     const int qk = pol->scale == TSC_SCALE_QK;
     cx->alpha = cx->ds_alpha = qk ? (R)1 : (R)dims->scale;
     cx->qk_scale = qk ? (R)sqrt(dims->scale) : (R)1;
+    cx->expm = (int)pol->exp;
+    cx->alpha_f = (R)(float)dims->scale;
+    cx->sig = (R)((double)(float)dims->scale * 1.4426950408889634074);
+    cx->poff = (R)pol->p_offset;
     for (int s = 0; s < TSC_STAGE_COUNT; s++) {
         rst_t *rs = &cx->st[s];
         rs->fmt = pol->fmt[s];
@@ -432,9 +442,89 @@ static void SFX(rank1_multi)(SFX(hctx_t) *cx, R *Y, const R *A, int as, const R 
 /* S = R_S(R_S(raw) · α) in place over s[0..jv). */
 static inline void SFX(scores_finish)(SFX(hctx_t) *cx, R *s, int jv) {
     SFX(rnd_arr)(s, jv, &cx->st[TSC_STAGE_S]);
+    if (cx->expm != TSC_EXP_E) return; /* the exp2 kernels keep S unscaled: σ enters exp's argument */
     const R alpha = cx->alpha;
     for (int jj = 0; jj < jv; jj++) s[jj] = s[jj] * alpha;
     SFX(rnd_arr)(s, jv, &cx->st[TSC_STAGE_S]);
+}
+
+/* The exp2 kernels' max term of a row: R(R(m·σ) − offset) (tsc_attention.h, "The exponent"). */
+static inline R SFX(exp2_ms)(const SFX(hctx_t) *cx, R m) {
+    const R a = m * cx->sig;
+    return a - cx->poff;
+}
+
+/* FA4's emulated exp2 of an FP32 argument: x clamped to >= −127, n = floor(x) (the kernel's add
+ * of 1.5·2^23 rounding down), the fraction f = x − n (exact), p = fma(fma(fma(c3, f, c2), f, c1), f, c0),
+ * and n added to p's exponent field (the kernel's integer add of bits(1.5·2^23 + n) << 23). */
+static inline R SFX(exp2_poly)(R xin) {
+    const float x = fmaxf((float)xin, -127.0f);
+    const float n = floorf(x), f = x - n;
+    const float p = fmaf(fmaf(fmaf(0.077119089663028717041015625f, f, 0.227564394474029541015625f), f,
+                              0.695146143436431884765625f), f, 1.0f);
+    const uint32_t hi = tsc_f32_bits(12582912.0f + n) << 23;
+    return (R)tsc_f32_from_bits(hi + tsc_f32_bits(p));
+}
+
+/* Whether column c of a key tile (0-based, tile width Bc) takes the emulated exp2 under
+ * +exp2-poly:freq=F,res=R,start=S: 32-column fragments, pairs of columns; a pair k (its first
+ * column's index within the fragment) is emulated when k mod F >= F − R, in fragments
+ * S .. (the last but one). */
+static inline int SFX(poly_col)(const tsc_policy_t *pol, int c, int Bc) {
+    const int frag = c / 32, nfrag = (Bc + 31) / 32, k = (c % 32) & ~1;
+    return k % pol->poly_freq >= pol->poly_freq - pol->poly_res && frag >= pol->poly_start && frag < nfrag - 1;
+}
+
+/* P̄ of keys jj < n of a tile against the max m, before R_PBAR_*: exp(R_EXPARG(S − m)) (TSC_EXP_E),
+ * or the exp2 kernels' exp2(R_EXPARG(fma(S, σ, −ms))) / exp2(R_EXPARG(R(S·σ) − ms)),
+ * ms = exp2_ms(m), with FA4's emulated exp2 on the columns poly_col selects. */
+static inline void SFX(pexp_arr)(SFX(hctx_t) *cx, const R *s, R *out, int n, R m, rst_t *arg) {
+    if (cx->expm == TSC_EXP_E) {
+        for (int jj = 0; jj < n; jj++) out[jj] = SFX(rnd)(s[jj] - m, arg);
+        for (int jj = 0; jj < n; jj++) out[jj] = EXPR(out[jj]);
+        return;
+    }
+    const R ms = SFX(exp2_ms)(cx, m), sig = cx->sig;
+    if (cx->expm == TSC_EXP_EXP2_FMA) {
+        for (int jj = 0; jj < n; jj++) out[jj] = SFX(rnd)(FMA(s[jj], sig, -ms), arg);
+    } else {
+        for (int jj = 0; jj < n; jj++) {
+            const R a = s[jj] * sig;
+            out[jj] = SFX(rnd)(a - ms, arg);
+        }
+    }
+    const tsc_policy_t *pol = cx->pol;
+    if (pol->poly_freq) {
+        for (int jj = 0; jj < n; jj++)
+            out[jj] = SFX(poly_col)(pol, jj, cx->Bc) ? SFX(exp2_poly)(out[jj]) : EXP2R(out[jj]);
+    } else {
+        for (int jj = 0; jj < n; jj++) out[jj] = EXP2R(out[jj]);
+    }
+}
+
+/* The backward's P = exp(R_EXPARG_BWD(S − LSE)), or for the exp2 kernels
+ * exp2(R_EXPARG_BWD(fma(S, σ, −R(LSE·log2e)))) / exp2(R_EXPARG_BWD(R(S·σ) − R(LSE·log2e))). */
+static inline void SFX(pexp_bwd_arr)(SFX(hctx_t) *cx, const R *s, R *out, int n, R lse, rst_t *arg) {
+    if (cx->expm == TSC_EXP_E) {
+        for (int jj = 0; jj < n; jj++) out[jj] = SFX(rnd)(s[jj] - lse, arg);
+        for (int jj = 0; jj < n; jj++) out[jj] = EXPR(out[jj]);
+        return;
+    }
+    const R ms = lse * (R)1.4426950408889634074f, sig = cx->sig;
+    if (cx->expm == TSC_EXP_EXP2_FMA) {
+        for (int jj = 0; jj < n; jj++) out[jj] = SFX(rnd)(FMA(s[jj], sig, -ms), arg);
+    } else {
+        for (int jj = 0; jj < n; jj++) {
+            const R a = s[jj] * sig;
+            out[jj] = SFX(rnd)(a - ms, arg);
+        }
+    }
+    for (int jj = 0; jj < n; jj++) out[jj] = EXP2R(out[jj]);
+}
+
+/* Algorithm 3's ε and gap in the units of S: α·QKᵀ, or for the exp2 kernels (S unscaled) x/α. */
+static inline R SFX(s_units)(const SFX(hctx_t) *cx, double x) {
+    return cx->expm == TSC_EXP_E ? (R)x : (R)x / cx->alpha_f;
 }
 
 /* max of s[0..n): 16 lanes (lane = index mod 16), each a sequential `x > m ? x : m`, then the
@@ -457,8 +547,10 @@ static R SFX(stable_max)(SFX(hctx_t) *cx, R r_m, int r_s) {
     const tsc_stable_t *sb = &cx->pol->stable;
     if (r_s <= 1) return r_m;
     R m = r_m > 0 ? SFX(rnd)((R)sb->beta * r_m, &cx->st[TSC_STAGE_ROWMAX]) : (R)0;
-    R top = SFX(rnd)(EXPR(SFX(rnd)(r_m - m, &cx->st[TSC_STAGE_EXPARG])), &cx->st[TSC_STAGE_PBAR_PV]);
-    if (top == (R)1 || top == (R)0) m = SFX(rnd)(r_m + (R)sb->gap, &cx->st[TSC_STAGE_ROWMAX]);
+    R top;
+    SFX(pexp_arr)(cx, &r_m, &top, 1, m, &cx->st[TSC_STAGE_EXPARG]);
+    top = SFX(rnd)(top, &cx->st[TSC_STAGE_PBAR_PV]);
+    if (top == (R)1 || top == (R)0) m = SFX(rnd)(r_m + SFX(s_units)(cx, sb->gap), &cx->st[TSC_STAGE_ROWMAX]);
     return m;
 }
 
@@ -491,7 +583,7 @@ static R SFX(tile_max)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, R *s, int n, dou
     rst_t *st = cx->st;
     SFX(scores_finish)(cx, s, n);
     const R mx = SFX(rnd)(SFX(rowmax)(s, n), &st[TSC_STAGE_ROWMAX]);
-    const R thr = SFX(rnd)(mx - (R)eps, &st[TSC_STAGE_ROWMAX]);
+    const R thr = SFX(rnd)(mx - SFX(s_units)(cx, eps), &st[TSC_STAGE_ROWMAX]);
     bk->ties[r] = bk->r_s[r] = 0;
     for (int jj = 0; jj < n; jj++) {
         bk->ties[r] += s[jj] == mx;
@@ -554,12 +646,25 @@ static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
         /* torch_quirks: a fully masked tile; under +stable a repeated negative max */
         m_tile = (pol->stable.enabled && jn > 1) ? (R)0 : -INFINITY;
     }
-    const R m_old = bk->m[r], mn = m_tile > m_old ? m_tile : m_old;
+    const R m_old = bk->m[r];
+    R mn = m_tile > m_old ? m_tile : m_old, c;
+    if (m_old == -INFINITY) {
+        c = 0;
+    } else if (cx->expm == TSC_EXP_E) {
+        c = EXPR(SFX(rnd)(m_old - mn, &st[TSC_STAGE_EXPARG]));
+    } else { /* exp2((m_old − m_new)·σ); +lazy-rescale keeps m_old while that argument is >= −thr */
+        const R d = m_old - mn;
+        const R a = SFX(rnd)(d * cx->sig, &st[TSC_STAGE_EXPARG]);
+        if (pol->lazy_thr > 0 && a >= -(R)pol->lazy_thr) {
+            mn = m_old;
+            c = 1;
+        } else {
+            c = EXP2R(a);
+        }
+    }
     bk->m_new[r] = mn;
-    const R c = m_old == -INFINITY ? (R)0 : EXPR(SFX(rnd)(m_old - mn, &st[TSC_STAGE_EXPARG]));
     bk->c[r] = c;
-    for (int jj = 0; jj < n; jj++) pa[jj] = SFX(rnd)(s[jj] - mn, &st[TSC_STAGE_EXPARG]);
-    for (int jj = 0; jj < n; jj++) pa[jj] = EXPR(pa[jj]);
+    SFX(pexp_arr)(cx, s, pa, n, mn, &st[TSC_STAGE_EXPARG]);
     for (int jj = 0; jj < n; jj++) pb[jj] = pa[jj];
     SFX(rnd_arr)(pa, n, &st[TSC_STAGE_PBAR_PV]);
     SFX(rnd_arr)(pb, n, &st[TSC_STAGE_PBAR_L]);
@@ -724,7 +829,10 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
                 R *orow = o + (size_t)t * D;
                 const R *ob = w.OACC + (size_t)r * D, l = bk.l[r];
                 if (mat) for (int d = 0; d < D; d++) orow[d] = ob[d];
-                else for (int d = 0; d < D; d++) orow[d] = ob[d] / l;
+                else if (pol->norm == TSC_SOFTMAX_NORM_RECIP) {
+                    const R il = (R)1 / l; /* the CUDA kernels' O = Ō·(1/ℓ) */
+                    for (int d = 0; d < D; d++) orow[d] = ob[d] * il;
+                } else for (int d = 0; d < D; d++) orow[d] = ob[d] / l;
                 SFX(rnd_arr)(orow, D, &st[TSC_STAGE_O]);
             }
             if (mrow) {
@@ -732,7 +840,11 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
                 lrow[t] = bk.l[r];
             }
             if (lse || win) { /* win implies lse (run_head): one rounding, as without a trace */
-                const R lv = SFX(rnd)(bk.m[r] + LOGR(bk.l[r]), &st[TSC_STAGE_LSE]);
+                /* exp2 kernels: fma(m', α, log(ℓ·2^-offset)) (m' unscaled; the FP8 offset taken out) */
+                const R lv = cx->expm == TSC_EXP_E
+                                 ? SFX(rnd)(bk.m[r] + LOGR(bk.l[r]), &st[TSC_STAGE_LSE])
+                                 : SFX(rnd)(FMA(bk.m[r], cx->alpha_f, LOGR(bk.l[r] * (R)ldexp(1.0, -pol->p_offset))),
+                                            &st[TSC_STAGE_LSE]);
                 if (lse) lse[t] = lv;
                 if (win) win->lse[t % win->rows] = (double)lv;
             }
@@ -811,8 +923,7 @@ static void SFX(bwd_head)(SFX(hctx_t) *cx, const R *q, const R *k, const R *kT, 
                 SFX(rnd_arr)(pr_, n_, &st[TSC_STAGE_PBAR_PV]); \
             } else { \
                 const R lt_ = lse[(t0) + r_]; \
-                for (int jj = 0; jj < n_; jj++) pf_[jj] = SFX(rnd)(s_[jj] - lt_, &st[TSC_STAGE_EXPARG_BWD]); \
-                for (int jj = 0; jj < n_; jj++) pf_[jj] = EXPR(pf_[jj]); \
+                SFX(pexp_bwd_arr)(cx, s_, pf_, n_, lt_, &st[TSC_STAGE_EXPARG_BWD]); \
                 for (int jj = 0; jj < n_; jj++) pr_[jj] = pf_[jj]; \
                 SFX(rnd_arr)(pr_, n_, &st[TSC_STAGE_P]); \
             } \
@@ -1012,6 +1123,7 @@ static void SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const
 }
 
 #undef EXPR
+#undef EXP2R
 #undef LOGR
 #undef FMA
 #undef FAST_AXPY_ROWS

@@ -52,6 +52,7 @@ static void build_fa(tsc_policy_t *p, const preset_row_t *r);
 static void build_torch(tsc_policy_t *p, const preset_row_t *r);
 static void build_eager(tsc_policy_t *p, const preset_row_t *r);
 static void build_sdpa_math(tsc_policy_t *p, const preset_row_t *r);
+static void build_kernel(tsc_policy_t *p, const preset_row_t *r);
 
 /* One row per preset, in the order help and errors list them (the enum's order, which fit and stored files
  * use, is the row's preset field): name, the kernel it models, the base format of every stage, and the
@@ -91,6 +92,18 @@ static const preset_row_t presets[] = {
      "PyTorch scaled_dot_product_attention math path (torch >= 2.5), BF16 inputs", F32, build_sdpa_math, BF, BF, 0},
     {TSC_PRESET_FP16_SDPA_MATH, "fp16-sdpa-math",
      "PyTorch scaled_dot_product_attention math path (torch >= 2.5), FP16 inputs", F32, build_sdpa_math, HF, HF, 0},
+    {TSC_PRESET_BF16_FLASH_ATTN2, "bf16-flash-attn2",
+     "upstream flash-attn 2 (CUDA), BF16: exp2 of one FFMA, O = O-bar * (1/l)", F32, build_kernel, BF, BF, 1},
+    {TSC_PRESET_BF16_SDPA_FLASH, "bf16-sdpa-flash",
+     "PyTorch's SDPA flash backend (its copy of flash-attn 2 with UNFUSE_FMA), BF16", F32, build_kernel, BF, BF, 1},
+    {TSC_PRESET_BF16_FA3, "bf16-fa3", "flash-attn 3 (Hopper), BF16, head dim 128, no causal mask (key tiles of 176)", F32, build_kernel, BF,
+     BF, 1},
+    {TSC_PRESET_FP8_FA3_SCALED, "fp8-fa3-scaled",
+     "flash-attn 3 FP8 (E4M3) forward, head dim 128: P-bar scaled so the row max maps to 2^8", F32, build_kernel, BF,
+     TSC_FMT_FP8_E4M3, 1},
+    {TSC_PRESET_BF16_FA4, "bf16-fa4",
+     "flash-attn 4 (SM100), BF16, causal, head dim 128: lazy rescale, emulated exp2 on fixed columns", F32,
+     build_kernel, BF, BF, 1},
 };
 #undef BF
 #undef HF
@@ -214,11 +227,34 @@ static void preset_sdpa_math(tsc_policy_t *p, tsc_format_t lp) {
     fmt_set(p, lp, STAGES(INPUTS, TSC_STAGE_O, TSC_STAGE_GRAD));
 }
 
+/* The kernels read from their source (docs/PRESETS.md, "Kernels read from their source", cites the commit,
+ * files and lines of each): FA2's stage formats (preset_fa), then exp2 with α·log2(e) folded into one FFMA
+ * (or, PyTorch's copy, a rounded product), O = Ō·(1/ℓ), and each kernel's own rules. */
+static void preset_kernel(tsc_policy_t *p, tsc_preset_t which, tsc_format_t lp, tsc_format_t in) {
+    preset_fa(p, lp, in);
+    p->exp = which == TSC_PRESET_BF16_SDPA_FLASH ? TSC_EXP_EXP2_MUL : TSC_EXP_EXP2_FMA;
+    p->norm = TSC_SOFTMAX_NORM_RECIP;
+    /* key-tile widths, head dim 128 without a causal mask: FA3's tile_size_fwd_sm90 (BF16 176, FP8 224);
+     * FA2 and FA4 128 */
+    if (which == TSC_PRESET_BF16_FA3) p->block_k = 176;
+    if (which == TSC_PRESET_FP8_FA3_SCALED) {
+        p->p_offset = 8;
+        p->block_k = 224;
+    }
+    if (which == TSC_PRESET_BF16_FA4) {
+        p->lazy_thr = 8;
+        p->poly_freq = 16; /* causal, head dim 128, one CTA: _TUNING_CONFIG (False, True, 128, False) */
+        p->poly_res = 4;
+        p->poly_start = 1;
+    }
+}
+
 /* The families of presets[]: each sets what its kind of kernel rounds (the functions above). */
 static void build_fa(tsc_policy_t *p, const preset_row_t *r) { preset_fa(p, r->lp, r->in); }
 static void build_torch(tsc_policy_t *p, const preset_row_t *r) { preset_torch(p, r->lp); }
 static void build_eager(tsc_policy_t *p, const preset_row_t *r) { preset_eager(p, r->lp, r->cuda); }
 static void build_sdpa_math(tsc_policy_t *p, const preset_row_t *r) { preset_sdpa_math(p, r->lp); }
+static void build_kernel(tsc_policy_t *p, const preset_row_t *r) { preset_kernel(p, r->preset, r->lp, r->in); }
 
 tsc_status_t tsc_policy_preset(tsc_preset_t preset, tsc_policy_t *out) {
     const preset_row_t *r = preset_row(preset);
@@ -312,6 +348,23 @@ tsc_status_t tsc_policy_validate(const tsc_policy_t *p) {
         return tsc_error_set(TSC_ERR_ARG, "policy: softmax %d, ds-scale %d, scale %d, norm %d or gqa-sum %d "
                              "out of range", (int)p->softmax, (int)p->ds_scale, (int)p->scale, (int)p->norm,
                              (int)p->gqa_sum);
+    if ((unsigned)p->exp > TSC_EXP_EXP2_MUL)
+        return tsc_error_set(TSC_ERR_ARG, "policy: exp mode %d out of range", (int)p->exp);
+    if (p->exp != TSC_EXP_E && (p->softmax != TSC_SOFTMAX_ONLINE || p->scale != TSC_SCALE_S))
+        return tsc_error_set(TSC_ERR_ARG, "policy: +exp:exp2-fma and +exp:exp2-mul model FlashAttention kernels: "
+                             "they need the online softmax and +scale:s");
+    if (p->exp == TSC_EXP_E && (p->p_offset || p->lazy_thr != 0 || p->poly_freq))
+        return tsc_error_set(TSC_ERR_ARG, "policy: +p-offset, +lazy-rescale and +exp2-poly belong to the exp2 kernels: "
+                             "add +exp:exp2-fma (or exp2-mul)");
+    if (p->p_offset < 0 || p->p_offset > 15 || !(p->lazy_thr >= 0 && p->lazy_thr <= 64))
+        return tsc_error_set(TSC_ERR_ARG, "policy: +p-offset needs 0..15 and +lazy-rescale thr in [0, 64]; got %d and %g",
+                             p->p_offset, p->lazy_thr);
+    if (p->lazy_thr != 0 && p->stable.enabled)
+        return tsc_error_set(TSC_ERR_ARG, "policy: +lazy-rescale and +stable both choose the running max; use one");
+    if (p->poly_freq && (p->poly_freq < 2 || p->poly_freq > 32 || p->poly_res < 1 || p->poly_res >= p->poly_freq ||
+                         p->poly_start < 0 || p->poly_start > 2048))
+        return tsc_error_set(TSC_ERR_ARG, "policy: +exp2-poly needs freq in [2, 32], res in [1, freq) and start >= 0; "
+                             "got freq=%d res=%d start=%d", p->poly_freq, p->poly_res, p->poly_start);
     if (p->softmax == TSC_SOFTMAX_MATERIALIZED && p->stable.enabled)
         return tsc_error_set(TSC_ERR_ARG, "policy: +stable changes FlashAttention's running max; a "
                              "materialized softmax has none (use +online)");
@@ -331,7 +384,9 @@ int tsc_policy_equal(const tsc_policy_t *a, const tsc_policy_t *b) {
         a->block_k != b->block_k || a->stable.enabled != b->stable.enabled ||
         a->stable.beta != b->stable.beta || a->stable.eps != b->stable.eps ||
         a->stable.gap != b->stable.gap || a->softmax != b->softmax || a->ds_scale != b->ds_scale ||
-        a->scale != b->scale || a->norm != b->norm || a->gqa_sum != b->gqa_sum)
+        a->scale != b->scale || a->norm != b->norm || a->gqa_sum != b->gqa_sum || a->exp != b->exp ||
+        a->p_offset != b->p_offset || a->lazy_thr != b->lazy_thr || a->poly_freq != b->poly_freq ||
+        (a->poly_freq && (a->poly_res != b->poly_res || a->poly_start != b->poly_start)))
         return 0;
     for (int s = 0; s < TSC_STAGE_COUNT; s++)
         if (a->fmt[s] != b->fmt[s] || a->mode[s] != b->mode[s]) return 0;
@@ -368,7 +423,8 @@ struct modifier {
 /* Every enum field an enum row sets is int-sized (the rows read and write it through an int). */
 _Static_assert(sizeof(tsc_delta_src_t) == sizeof(int) && sizeof(tsc_softmax_t) == sizeof(int) &&
                sizeof(tsc_ds_scale_t) == sizeof(int) && sizeof(tsc_scale_t) == sizeof(int) &&
-               sizeof(tsc_softmax_norm_t) == sizeof(int) && sizeof(tsc_gqa_sum_t) == sizeof(int),
+               sizeof(tsc_softmax_norm_t) == sizeof(int) && sizeof(tsc_gqa_sum_t) == sizeof(int) &&
+               sizeof(tsc_exp_t) == sizeof(int),
                "enum modifier fields must be int-sized");
 
 static int *enum_field(const modifier_t *m, tsc_policy_t *p) { return (int *)(void *)((char *)p + m->field); }
@@ -609,7 +665,74 @@ static tsc_status_t print_stable(const modifier_t *m, tsc_strbuf_t *sb, const ts
     return TSC_OK;
 }
 
+static tsc_status_t parse_p_offset(const modifier_t *m, tsc_policy_t *p, const char *name, char *args,
+                                   const char *whole) {
+    (void)m, (void)name;
+    if (!args || parse_int_full(args, 0, 15, &p->p_offset))
+        return tsc_error_set(TSC_ERR_ARG, "policy '%s': +p-offset needs an integer in [0, 15] (FP8 kernels: 8); %s",
+                             whole, help());
+    return TSC_OK;
+}
+
+static tsc_status_t print_p_offset(const modifier_t *m, tsc_strbuf_t *sb, const tsc_policy_t *p,
+                                   const tsc_policy_t *base) {
+    (void)m;
+    if (p->p_offset != base->p_offset) tsc_strbuf_printf(sb, "+p-offset:%d", p->p_offset);
+    return TSC_OK;
+}
+
+static tsc_status_t parse_lazy(const modifier_t *m, tsc_policy_t *p, const char *name, char *args,
+                               const char *whole) {
+    (void)m, (void)name;
+    double v;
+    if (!args || strncmp(args, "thr=", 4) != 0 || parse_double_full(args + 4, &v) || !(v >= 0 && v <= 64))
+        return tsc_error_set(TSC_ERR_ARG, "policy '%s': +lazy-rescale needs thr=X, X in [0, 64] log2 units "
+                             "(FA4: 8); %s", whole, help());
+    p->lazy_thr = v;
+    return TSC_OK;
+}
+
+static tsc_status_t print_lazy(const modifier_t *m, tsc_strbuf_t *sb, const tsc_policy_t *p,
+                               const tsc_policy_t *base) {
+    (void)m;
+    if (p->lazy_thr != base->lazy_thr) {
+        char v[40];
+        fmt_num(p->lazy_thr, v, sizeof v);
+        tsc_strbuf_printf(sb, "+lazy-rescale:thr=%s", v);
+    }
+    return TSC_OK;
+}
+
+static tsc_status_t parse_poly(const modifier_t *m, tsc_policy_t *p, const char *name, char *args,
+                               const char *whole) {
+    (void)m, (void)name;
+    char *save = NULL;
+    int freq = -1, res = 4, start = 0;
+    for (char *tok = args ? strtok_r(args, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
+        int *dst = strncmp(tok, "freq=", 5) == 0 ? &freq : strncmp(tok, "res=", 4) == 0 ? &res
+                   : strncmp(tok, "start=", 6) == 0 ? &start : NULL;
+        if (!dst || parse_int_full(strchr(tok, '=') + 1, 0, 2048, dst))
+            return tsc_error_set(TSC_ERR_ARG, "policy '%s': bad '%s' in +exp2-poly (expected freq=F[,res=R][,start=S] "
+                                 "with integers; F 0 turns it off); %s", whole, tok, help());
+    }
+    if (freq < 0)
+        return tsc_error_set(TSC_ERR_ARG, "policy '%s': +exp2-poly needs freq=F; %s", whole, help());
+    p->poly_freq = freq;
+    p->poly_res = freq ? res : 0;
+    p->poly_start = freq ? start : 0;
+    return TSC_OK;
+}
+
+static tsc_status_t print_poly(const modifier_t *m, tsc_strbuf_t *sb, const tsc_policy_t *p,
+                               const tsc_policy_t *base) {
+    (void)m;
+    if (p->poly_freq != base->poly_freq || p->poly_res != base->poly_res || p->poly_start != base->poly_start)
+        tsc_strbuf_printf(sb, "+exp2-poly:freq=%d,res=%d,start=%d", p->poly_freq, p->poly_res, p->poly_start);
+    return TSC_OK;
+}
+
 static const char *const delta_names[] = {"lp-delta", "hp-delta", "dpp-delta"};
+static const char *const exp_names[] = {"e", "exp2-fma", "exp2-mul"};
 static const char *const fused_names[] = {"unfused", "fused"};
 static const char *const softmax_names[] = {"online", "materialized"};
 static const char *const ds_scale_names[] = {"last", "first", "rounded"};
@@ -638,6 +761,13 @@ static const modifier_t modifiers[] = {
     ENUM_ROW("scale", scale, scale_names, 0, "alpha on the scores, the same with alpha rounded to the scores' format first, or sqrt(alpha) on Q and on K (tsc_scale_t)"),
     ENUM_ROW("norm", norm, norm_names, 0, "materialized softmax: P-bar / l or P-bar * (1/l)"),
     ENUM_ROW("gqa-sum", gqa_sum, gqa_names, 0, "GQA: the group's dK, dV summed then rounded, or rounded after each head's add"),
+    ENUM_ROW("exp", exp, exp_names, 0, "exp(S - m) with S = alpha*QK^T, or the CUDA kernels' exp2 with alpha*log2(e) folded into one FFMA, or into a rounded product (tsc_exp_t)"),
+    OWN_ROW("p-offset", "+p-offset:N", parse_p_offset, print_p_offset,
+            "exp2 kernels: the row max maps to 2^N before P-bar is rounded (FP8 kernels: 8); log l is taken of l*2^-N"),
+    OWN_ROW("lazy-rescale", "+lazy-rescale:thr=X", parse_lazy, print_lazy,
+            "exp2 kernels: keep the running max while a new tile raises it by at most X log2 units (P-bar up to 2^X; FA4: 8)"),
+    OWN_ROW("exp2-poly", "+exp2-poly:freq=F,res=R,start=S", parse_poly, print_poly,
+            "exp2 kernels: FA4's degree-3 polynomial exp2 on the columns its schedule selects (32-column fragments S..last-1, pairs k with k mod F >= F-R)"),
     MODE_ROW("rz", "+rz[:STAGE,...]", TSC_ROUND_TOWARD_ZERO,
              "round toward zero on the listed stages, or with none listed on every stage narrower than FP32"),
     MODE_ROW("sr", "+sr[:seed=N][,STAGE...]", TSC_ROUND_STOCHASTIC, "stochastic rounding (default seed 0), stages as +rz (an FP32 stage rounds only when the policy computes in FP64)"),

@@ -53,6 +53,26 @@
  *   per-query-head results summed in ACC in head order, then R_GRAD again (+gqa-sum:once), or
  *   rounded to GRAD after each addition (+gqa-sum:each).
  *
+ * The exponent (tsc_exp_t). Everything above is +exp:e. The CUDA kernels read from their source
+ * (docs/PRESETS.md) form exp in base 2 with the scale folded in: S' = R_S(Σ_d fma q·k) is kept unscaled (S in
+ * traces, the tile max and tiles/row_max are then unscaled), σ = R_FP32(R_FP32(α)·log2 e) (the host's
+ * float × double), ms = R(R(m'·σ) − N) with N the +p-offset (0 unless FP8), and
+ *   +exp:exp2-fma   P̄_j = exp2(R_EXPARG(fma(S'_j, σ, −ms)))          (one FFMA: not exactly 1 at the max)
+ *   +exp:exp2-mul   P̄_j = exp2(R_EXPARG(R(S'_j·σ) − ms))              (UNFUSE_FMA: exactly 1 at the max)
+ *   c = exp2(R_EXPARG(R(m_old − m_new)·σ)); +lazy-rescale:thr=X: when that argument is >= −X, m_new = m_old
+ *   and c = 1 (nothing rescaled; P̄ may exceed 1, up to 2^(X+N));
+ *   LSE = R_LSE(fma(m', R_FP32(α), log(ℓ·2^−N)));
+ *   backward: P_j = exp2(R_EXPARG_BWD(fma(S'_j, σ, −R(LSE·R_FP32(log2 e))))) (exp2-mul: R(S'_j·σ) − ...).
+ * exp2 is FP32's correctly rounded 2^x (libm's double exp2 rounded once; the GPU's ex2.approx may differ by an
+ * FP32 ULP or two); +exp2-poly:freq=F,res=R,start=S replaces it on the key-tile columns c it selects (32-column
+ * fragments f = c/32 with S <= f < ceil(Bc/32) − 1, pairs k = (c mod 32) rounded down to even, k mod F >= F − R)
+ * by FA4's emulation (tsc_attn_exp2_fa4): x = max(x, −127), n = floor(x), f = x − n,
+ * p = fma(fma(fma(c3, f, c2), f, c1), f, 1) with c1..c3 = 0.695146143436431884765625,
+ * 0.227564394474029541015625, 0.077119089663028717041015625, and n added to p's exponent field.
+ * Algorithm 3's ε and gap are in units of α·QKᵀ: the exp2 modes use ε/α and gap/α on S'. +norm:recip on an
+ * online policy makes O = R_O(Ō·(1/ℓ)) (the CUDA kernels' inv_sum). The exp2 modes need the online softmax and
+ * +scale:s; cpu-rowwise and the CUDA backends refuse them (the CPU backends run them).
+ *
  * Algorithm 3 (+stable, docs/MECHANISM.md §6), per row and key tile, and its edge cases:
  *   r_s = #{j in tile : S_j ≥ R_ROWMAX(r_m − ε)} (the official code's ≥ test in S's format);
  *   r_s ≤ 1: m_tile = r_m.   r_s > 1: m_tile = β·r_m if r_m > 0, else 0.
@@ -315,6 +335,8 @@ TSC_API double tsc_attn_flops(const tsc_attn_dims_t *dims, int backward);
  * kernels included). */
 TSC_API float tsc_attn_expf(float x);
 TSC_API float tsc_attn_logf(float x);
+/* FA4's emulated exp2 as +exp2-poly computes it ("The exponent" above), for tests and explain. */
+TSC_API float tsc_attn_exp2_fa4(float x);
 
 /* Selects the SIMD path (1, default where the CPU has AVX-512F/FMA or AVX2/FMA: backend
  * "cpu-simd", the widest the CPU has) or the portable one (0: "cpu-ref") for the default backend;

@@ -127,6 +127,16 @@ typedef enum {
     TSC_GQA_SUM_EACH      /* R_GRAD after each addition, heads in order (a BF16 CPU sum) */
 } tsc_gqa_sum_t;
 
+/* How exp's argument is formed (tsc_attention.h, "The exponent"). */
+typedef enum {
+    TSC_EXP_E = 0,    /* P̄ = exp(R_EXPARG(S − m)), S = α·(Q Kᵀ): the model of every preset before the
+                       * kernel presets, and of the PyTorch code (torch.exp of S − m) */
+    TSC_EXP_EXP2_FMA, /* CUDA kernels' exp2 with α·log2(e) folded in, one FFMA: S' = R_S(Q Kᵀ) unscaled,
+                       * m' its max, P̄ = exp2(fma(S', σ, −R(R(m'·σ) − offset))) (FA2, FA3, FA4) */
+    TSC_EXP_EXP2_MUL  /* the same unfused (PyTorch's vendored FA2, UNFUSE_FMA):
+                       * P̄ = exp2(R(R(S'·σ) − R(R(m'·σ) − offset))), exactly 1 at the max */
+} tsc_exp_t;
+
 /* The presets: the kernels people run (docs/PRESETS.md has the sources of each model). */
 typedef enum {
     TSC_PRESET_FP64 = 0,
@@ -141,6 +151,12 @@ typedef enum {
     TSC_PRESET_FP16_EAGER_CUDA, /* the same under CUDA FP16 autocast */
     TSC_PRESET_BF16_SDPA_MATH,  /* torch SDPA math path (torch >= 2.5) on BF16 inputs */
     TSC_PRESET_FP16_SDPA_MATH,  /* the same on FP16 inputs */
+    /* kernels read from their source (docs/PRESETS.md gives the commit, file and lines of each) */
+    TSC_PRESET_BF16_FLASH_ATTN2, /* upstream flash-attn 2: FFMA exp2, O = Ō·(1/ℓ) */
+    TSC_PRESET_BF16_SDPA_FLASH,  /* PyTorch's vendored FA2 (UNFUSE_FMA): exp2 of a rounded product */
+    TSC_PRESET_BF16_FA3,         /* flash-attn 3 (Hopper), BF16, either head-dim regime */
+    TSC_PRESET_FP8_FA3_SCALED,   /* flash-attn 3 FP8 forward: E4M3 P̄ with the max mapped to 2^8 */
+    TSC_PRESET_BF16_FA4,         /* flash-attn 4 (SM100): lazy rescale, emulated exp2 subset */
     TSC_PRESET_COUNT
 } tsc_preset_t;
 
@@ -173,6 +189,12 @@ typedef struct {
     tsc_scale_t scale;                      /* how α is applied */
     tsc_softmax_norm_t norm;                        /* materialized softmax: P̄ / ℓ or P̄ · (1/ℓ) */
     tsc_gqa_sum_t gqa_sum;                  /* GQA: the group's dK, dV summed once or per add */
+    tsc_exp_t exp;                          /* how exp's argument is formed */
+    int p_offset;     /* exp2 modes: the row max maps to 2^p_offset (FP8 kernels: 8), 0 none */
+    double lazy_thr;  /* exp2 modes: keep the running max while it grows by at most this many log2
+                       * units (FA4's rescale_threshold, 8), 0 off */
+    int poly_freq, poly_res, poly_start; /* exp2 modes: FA4's emulated exp2 on a fixed subset of each
+                       * tile's columns (freq 0: every column takes exp2) */
 } tsc_policy_t;
 
 /* Longest string tsc_policy_format writes, with its NUL. */

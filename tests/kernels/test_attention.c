@@ -273,7 +273,9 @@ static void check_paths(void) {
     }
     const char *pols[] = {"fp32", "bf16-fa2", "bf16-torch+tile:q=16,k=16", "fp16-fa2", "fp8-fa3",
                           "bf16-fa2+stable+hp-delta", "bf16-torch+sr:seed=5+dpp-delta+tile:q=8,k=24",
-                          "bf16-fa2+unfused+tf32:scores", "bf16-eager-cpu", "bf16-eager-cuda", "bf16-sdpa-math"};
+                          "bf16-fa2+unfused+tf32:scores", "bf16-eager-cpu", "bf16-eager-cuda", "bf16-sdpa-math",
+                          "bf16-flash-attn2+tile:q=16,k=16", "bf16-sdpa-flash+stable", "fp8-fa3-scaled",
+                          "bf16-fa4+tile:q=16,k=64+exp2-poly:freq=4,res=2,start=0"};
     /* D = 24 (generic loops) and D = 64 (the four-row register-blocked forms), causal and odd T */
     tsc_attn_dims_t dd[2] = {{2, 4, 2, 53, 24, 1, 0.2}, {1, 3, 3, 75, 64, 1, 0.125}};
     for (int di = 0; di < 2; di++) {

@@ -1,0 +1,277 @@
+/* test_kernel_presets: the presets read from kernels' source (docs/PRESETS.md, "Kernels read from their
+ * source") against a reference written here from the cited lines, not from the presets' code:
+ *  - the online softmax of flash-attn 2 (csrc/flash_attn/src/softmax.h: scale_apply_exp2, softmax_rescale_o,
+ *    normalize_softmax_lse): max of the unscaled scores, exp2 of one FFMA (or of a rounded product with
+ *    UNFUSE_FMA), the FP32 row sum of the unrounded P, P rounded for the P V product, O = acc · (1/sum),
+ *    LSE = fma(max, scale, log sum);
+ *  - flash-attn 3 FP8 (hopper/softmax.h: Max_offset): max_scaled = max·σ − 8, the sum divided by 2^8 in LSE;
+ *  - flash-attn 4 (flash_attn/cute/softmax.py: update_row_max, apply_exp2_convert; utils.py: ex2_emulation_2):
+ *    the row max kept while (old − new)·σ >= −8, the emulated exp2 on the columns the schedule picks;
+ *  - the emulated exp2 itself, over FP32 inputs of [−127, 16] (every 11th bit pattern, plus both ends),
+ *    against the kernel's own sequence: an add rounding toward −inf, then round-to-nearest steps. */
+#include <fenv.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tsc_attention.h"
+#include "tsc_formats.h"
+#include "tsc_test.h"
+
+static uint64_t rng_state = 0x5eedULL;
+static double nrand(void) { return tsc_test_nrand(&rng_state); }
+
+static uint32_t bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+static float from_bits(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+
+/* utils.py ex2_emulation_2: x clamped at −127 (fmax), x + 1.5·2^23 rounded down (add.rm), back and the
+ * fraction round to nearest, Horner with fma on POLY_EX2[3], the rounded sum's bits << 23 added as integers.
+ * The round-down add runs for a block of inputs between two fesetround calls. */
+#define EMU_BLOCK 4096
+static void emu_exp2_block(const float *x, float *out, int n) {
+    static const float c[4] = {1.0f, 0.695146143436431884765625f, 0.227564394474029541015625f,
+                               0.077119089663028717041015625f};
+    volatile float xr[EMU_BLOCK];
+    float xc[EMU_BLOCK];
+    for (int i = 0; i < n; i++) xc[i] = x[i] > -127.0f ? x[i] : -127.0f;
+    volatile float big = 12582912.0f;
+    fesetround(FE_DOWNWARD);
+    for (int i = 0; i < n; i++) xr[i] = xc[i] + big;
+    fesetround(FE_TONEAREST);
+    for (int i = 0; i < n; i++) {
+        const float r = xr[i], back = r - 12582912.0f, f = xc[i] - back;
+        float p = c[3];
+        for (int j = 2; j >= 0; j--) p = fmaf(p, f, c[j]);
+        out[i] = from_bits((bits(r) << 23) + bits(p));
+    }
+}
+
+static void test_emulated_exp2(void) {
+    float xs[EMU_BLOCK], want[EMU_BLOCK];
+    size_t n = 0, bad = 0;
+    int fill = 0;
+    /* positive [0, 16] and negative [−0, −127] bit patterns */
+    const uint32_t ranges[2][2] = {{0x00000000u, 0x41800000u}, {0x80000000u, 0xC2FE0000u}};
+    for (int r = 0; r < 2; r++)
+        for (uint64_t u = ranges[r][0];; u += 11) {
+            if (u > ranges[r][1]) u = ranges[r][1];
+            xs[fill++] = from_bits((uint32_t)u);
+            if (fill == EMU_BLOCK || u == ranges[r][1]) {
+                emu_exp2_block(xs, want, fill);
+                for (int i = 0; i < fill; i++) {
+                    const float got = tsc_attn_exp2_fa4(xs[i]);
+                    if (bits(got) != bits(want[i])) {
+                        if (bad < 3) fprintf(stderr, "exp2 emu: x %a: got %a want %a\n", xs[i], got, want[i]);
+                        bad++;
+                    }
+                }
+                n += (size_t)fill;
+                fill = 0;
+            }
+            if (u == ranges[r][1]) break;
+        }
+    CHECKF(bad == 0, "%zu of %zu differ", bad, n);
+    CHECKF(n > 200000000, "only %zu inputs", n);
+    /* it is an approximation of 2^x: within 1e-4 relative (the polynomial's error), exact at integers */
+    CHECK(tsc_attn_exp2_fa4(0.0f) == 1.0f && tsc_attn_exp2_fa4(-3.0f) == 0.125f && tsc_attn_exp2_fa4(8.0f) == 256.0f);
+    double worst = 0;
+    for (float x = -20.0f; x < 8.0f; x += 0.0137f) {
+        const double e = fabs(tsc_attn_exp2_fa4(x) / exp2(x) - 1);
+        worst = e > worst ? e : worst;
+    }
+    CHECKF(worst < 1e-4 && worst > 1e-7, "relative error %g", worst);
+    printf("emulated exp2: %zu inputs, %zu differ; relative error <= %.3g\n", n, bad, worst);
+}
+
+/* ---- the forward of one head, written from the kernels' lines ---- */
+
+typedef struct {
+    int fma;           /* 1: exp2(fma(S, σ, −max_scaled)); 0: exp2(S·σ − max_scaled) (UNFUSE_FMA) */
+    int offset;        /* Max_offset (FP8): max_scaled = max·σ − offset; LSE of sum·2^-offset */
+    int lazy;          /* FA4: keep the max while (old − new)·σ >= −lazy */
+    int freq, res, start; /* FA4's emulated exp2 schedule (freq 0: none) */
+    tsc_format_t pfmt; /* P converted for the P V product */
+    int Bc;
+} kref_t;
+
+static int emulated_col(const kref_t *k, int c) {
+    /* apply_exp2_convert: hardware exp2 when k % freq < freq − res, or j >= frg_cnt − 1, or j < start */
+    const int j = c / 32, frg_cnt = k->Bc / 32, kk = (c % 32) / 2 * 2;
+    if (!k->freq) return 0;
+    return !(kk % k->freq < k->freq - k->res || j >= frg_cnt - 1 || j < k->start);
+}
+
+static float ref_exp2(const kref_t *k, float x, int col) {
+    if (emulated_col(k, col)) {
+        float out;
+        emu_exp2_block(&x, &out, 1);
+        return out;
+    }
+    return (float)exp2((double)x);
+}
+
+/* q [T, D], kk, v [T, D] (already in their formats); o [T, D], lse [T] out. */
+static void ref_forward(const kref_t *k, const float *q, const float *kk, const float *v, int T, int D, int causal,
+                        float scale, float *o, float *lse, int *pbar_above_one) {
+    const float sig = (float)((double)scale * 1.4426950408889634074); /* params.scale_softmax_log2 */
+    float *S = malloc(sizeof(float) * (size_t)k->Bc), *acc = malloc(sizeof(float) * (size_t)D);
+    for (int t = 0; t < T; t++) {
+        float m = -INFINITY, sum = 0;
+        for (int d = 0; d < D; d++) acc[d] = 0;
+        for (int j0 = 0; j0 < T; j0 += k->Bc) {
+            int n = T - j0 < k->Bc ? T - j0 : k->Bc;
+            if (causal) n = t + 1 - j0 < n ? t + 1 - j0 : n;
+            if (n <= 0) break;
+            float mx = -INFINITY;
+            for (int j = 0; j < n; j++) {
+                float s = 0;
+                for (int d = 0; d < D; d++) s = fmaf(q[(size_t)t * D + d], kk[(size_t)(j0 + j) * D + d], s);
+                S[j] = s;
+                mx = s > mx ? s : mx;
+            }
+            const float m_prev = m, m_new = mx > m ? mx : m;
+            if (m_prev == -INFINITY) {
+                m = m_new;
+            } else {
+                const float a = (m_prev - m_new) * sig; /* exp2f((scores_max_prev - scores_max_cur) * scale) */
+                float c;
+                if (k->lazy && a >= -(float)k->lazy) {
+                    c = 1.0f; /* update_row_max: row_max_new = row_max_old, acc_scale = 1 */
+                } else {
+                    c = (float)exp2((double)a);
+                    m = m_new;
+                }
+                sum = sum * c;
+                for (int d = 0; d < D; d++) acc[d] = acc[d] * c;
+            }
+            const float max_scaled = m * sig - (float)k->offset;
+            for (int j = 0; j < n; j++) {
+                const float arg = k->fma ? fmaf(S[j], sig, -max_scaled) : S[j] * sig - max_scaled;
+                const float p = ref_exp2(k, arg, j);
+                sum = sum + p; /* the row sum adds the FP32 P */
+                const float pb = tsc_round_f32(p, k->pfmt, TSC_ROUND_NEAREST_EVEN, NULL);
+                if (pb > 1.0f) (*pbar_above_one)++;
+                for (int d = 0; d < D; d++) acc[d] = fmaf(pb, v[(size_t)(j0 + j) * D + d], acc[d]);
+            }
+        }
+        const float inv = 1.0f / sum;
+        for (int d = 0; d < D; d++)
+            o[(size_t)t * D + d] = tsc_round_f32(acc[d] * inv, TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
+        lse[t] = fmaf(m, scale, tsc_attn_logf(sum * ldexpf(1.0f, -k->offset)));
+    }
+    free(S);
+    free(acc);
+}
+
+/* Runs policy pol and the reference on one head; returns the count of O and LSE elements that differ. */
+static size_t compare(const char *pol, const kref_t *k, int T, int D, int causal, tsc_format_t in, double qscale,
+                      int *above_one, float *o_out) {
+    const float scale = 0.125f;
+    size_t n = (size_t)T * D;
+    float *q = malloc(4 * n), *kk = malloc(4 * n), *v = malloc(4 * n), *o = malloc(4 * n), *ro = malloc(4 * n);
+    float *lse = malloc(4 * (size_t)T), *rlse = malloc(4 * (size_t)T);
+    for (size_t i = 0; i < n; i++) {
+        q[i] = tsc_round_f32((float)(qscale * nrand()), in, TSC_ROUND_NEAREST_EVEN, NULL);
+        kk[i] = tsc_round_f32((float)(qscale * nrand()), in, TSC_ROUND_NEAREST_EVEN, NULL);
+        v[i] = tsc_round_f32((float)nrand(), in, TSC_ROUND_NEAREST_EVEN, NULL);
+    }
+    /* a growing drift along the keys: later tiles raise the row max a little (FA4's lazy rescale) */
+    for (int j = 0; j < T; j++) kk[(size_t)j * D] = tsc_round_f32(kk[(size_t)j * D] + 0.02f * (float)j, in,
+                                                                 TSC_ROUND_NEAREST_EVEN, NULL);
+    tsc_policy_t p;
+    size_t diff = (size_t)-1;
+    if (tsc_policy_parse(pol, &p) != TSC_OK) {
+        CHECKF(0, "%s", tsc_error_last());
+        goto out;
+    }
+    tsc_attn_dims_t d = {1, 1, 1, T, D, causal, scale};
+    tsc_attn_io_t io = {.dtype = TSC_ATTN_F32, .q = q, .k = kk, .v = v, .o = o, .lse = lse};
+    CHECKF(tsc_attn_run(&p, &d, &io, NULL, 0) == TSC_OK, "%s", tsc_error_last());
+    *above_one = 0;
+    ref_forward(k, q, kk, v, T, D, causal, scale, ro, rlse, above_one);
+    diff = 0;
+    size_t first = (size_t)-1;
+    for (size_t i = 0; i < n; i++)
+        if (bits(o[i]) != bits(ro[i])) {
+            if (first == (size_t)-1) first = i;
+            diff++;
+        }
+    for (int t = 0; t < T; t++) diff += bits(lse[t]) != bits(rlse[t]);
+    if (diff)
+        fprintf(stderr, "%s: %zu differ; first O[%zu] %a vs reference %a\n", pol, diff, first,
+                first == (size_t)-1 ? 0.0 : o[first], first == (size_t)-1 ? 0.0 : ro[first]);
+    if (o_out) { /* O, then LSE */
+        memcpy(o_out, o, 4 * n);
+        memcpy(o_out + n, lse, 4 * (size_t)T);
+    }
+out:
+    free(q); free(kk); free(v); free(o); free(ro); free(lse); free(rlse);
+    return diff;
+}
+
+int main(void) {
+    test_emulated_exp2();
+    int above = 0;
+    const int T = 45, D = 16;
+    float *a = malloc(4 * 300 * 17), *b = malloc(4 * 300 * 17); /* O and LSE of T = 300, D = 16 */
+
+    kref_t fa2 = {1, 0, 0, 0, 0, 0, TSC_FMT_BF16, 16};
+    rng_state = 1;
+    CHECK_EQ_INT(compare("bf16-flash-attn2+tile:q=16,k=16", &fa2, T, D, 1, TSC_FMT_BF16, 2.0, &above, a), 0);
+    kref_t sdpa = fa2;
+    sdpa.fma = 0;
+    rng_state = 1;
+    CHECK_EQ_INT(compare("bf16-sdpa-flash+tile:q=16,k=16", &sdpa, T, D, 1, TSC_FMT_BF16, 2.0, &above, b), 0);
+    size_t differ = 0; /* the FP32 row sum sees the FFMA's residual at the max: LSE differs */
+    for (int i = T * D; i < T * D + T; i++) differ += bits(a[i]) != bits(b[i]);
+    CHECKF(differ > 0, "FFMA and the rounded product gave the same LSE on every row"); /* the modifier acts */
+    printf("flash-attn2 vs sdpa-flash: %zu of %d LSE values differ\n", differ, T);
+
+    kref_t fp8 = {1, 8, 0, 0, 0, 0, TSC_FMT_FP8_E4M3, 16};
+    rng_state = 2;
+    CHECK_EQ_INT(compare("fp8-fa3-scaled+tile:q=16,k=16", &fp8, T, D, 0, TSC_FMT_FP8_E4M3, 1.5, &above, NULL), 0);
+    CHECKF(above > 0, "no P-bar above 1 under the 2^8 offset");
+
+    kref_t fa4 = {1, 0, 8, 16, 4, 1, TSC_FMT_BF16, 128};
+    rng_state = 3;
+    CHECK_EQ_INT(compare("bf16-fa4", &fa4, 300, D, 1, TSC_FMT_BF16, 1.0, &above, a), 0);
+    CHECKF(above > 0, "the lazy rescale never left P-bar above 1"); /* the threshold acts */
+    rng_state = 3;
+    kref_t fa4_hw = fa4;
+    fa4_hw.freq = 0;
+    CHECK_EQ_INT(compare("bf16-fa4+exp2-poly:freq=0", &fa4_hw, 300, D, 1, TSC_FMT_BF16, 1.0, &above, b), 0);
+    differ = 0;
+    for (int i = 0; i < 300 * D; i++) differ += bits(a[i]) != bits(b[i]);
+    CHECKF(differ > 0, "the emulated exp2 columns changed nothing");
+    printf("bf16-fa4: %d P-bar above 1; emulated vs hardware exp2: %zu of %d O elements differ\n", above, differ,
+           300 * D);
+    free(a);
+    free(b);
+
+    /* the modifiers' grammar: the canonical form round-trips, and misuse is refused */
+    tsc_policy_t p, p2;
+    char buf[TSC_POLICY_STR_MAX];
+    CHECK(tsc_policy_parse("bf16-fa2+exp:exp2-fma+p-offset:8+lazy-rescale:thr=4+exp2-poly:freq=10,res=4,start=1", &p) ==
+          TSC_OK);
+    CHECK(tsc_policy_format(&p, buf, sizeof buf) == TSC_OK);
+    CHECK_STREQ(buf, "bf16-fa2+exp:exp2-fma+p-offset:8+lazy-rescale:thr=4+exp2-poly:freq=10,res=4,start=1");
+    CHECK(tsc_policy_parse(buf, &p2) == TSC_OK && tsc_policy_equal(&p, &p2));
+    CHECK(tsc_policy_parse("bf16-fa2+p-offset:8", &p) == TSC_ERR_ARG);          /* needs an exp2 mode */
+    CHECK(strstr(tsc_error_last(), "+exp:exp2-fma") != NULL);
+    CHECK(tsc_policy_parse("bf16-fa4+stable", &p) == TSC_ERR_ARG);              /* lazy and stable */
+    CHECK(tsc_policy_parse("bf16-eager-cpu+exp:exp2-fma", &p) == TSC_ERR_ARG);  /* materialized */
+    CHECK(tsc_policy_parse("bf16-fa4+exp2-poly:freq=3,res=3", &p) == TSC_ERR_ARG);
+    CHECK(tsc_policy_parse("bf16-flash-attn2", &p) == TSC_OK && tsc_policy_format(&p, buf, sizeof buf) == TSC_OK);
+    CHECK_STREQ(buf, "bf16-flash-attn2");
+    /* the GPU kernels do not model these: refused by name, never run silently as something else */
+    const tsc_attn_backend_t *rw = tsc_attn_backend_get("cpu-rowwise");
+    if (rw) {
+        float x[64] = {0}, y[64];
+        tsc_attn_dims_t d = {1, 1, 1, 4, 16, 1, 0.25};
+        tsc_attn_io_t io = {.dtype = TSC_ATTN_F32, .q = x, .k = x, .v = x, .o = y};
+        CHECK(tsc_policy_parse("bf16-flash-attn2", &p) == TSC_OK);
+        CHECK(tsc_attn_run_with(rw, &p, &d, &io, NULL) == TSC_ERR_UNSUPPORTED);
+        CHECK(strstr(tsc_error_last(), "exp2") != NULL);
+    }
+    return tsc_test_done();
+}
