@@ -759,7 +759,7 @@ static const modifier_t modifiers[] = {
              "FlashAttention's online softmax over key tiles, or softmax(S) over the whole row, then P V (eager PyTorch, SDPA math)"),
     ENUM_ROW("ds-scale", ds_scale, ds_scale_names, 0, "where alpha enters dS (tsc_ds_scale_t)"),
     ENUM_ROW("scale", scale, scale_names, 0, "alpha on the scores, the same with alpha rounded to the scores' format first, or sqrt(alpha) on Q and on K (tsc_scale_t)"),
-    ENUM_ROW("norm", norm, norm_names, 0, "materialized softmax: P-bar / l or P-bar * (1/l)"),
+    ENUM_ROW("norm", norm, norm_names, 0, "P-bar / l or P-bar * (1/l) (materialized softmax), O-bar / l or O-bar * (1/l) (online)"),
     ENUM_ROW("gqa-sum", gqa_sum, gqa_names, 0, "GQA: the group's dK, dV summed then rounded, or rounded after each head's add"),
     ENUM_ROW("exp", exp, exp_names, 0, "exp(S - m) with S = alpha*QK^T, or the CUDA kernels' exp2 with alpha*log2(e) folded into one FFMA, or into a rounded product (tsc_exp_t)"),
     OWN_ROW("p-offset", "+p-offset:N", parse_p_offset, print_p_offset,
