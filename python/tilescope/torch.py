@@ -396,10 +396,10 @@ class capture:
         self._layer_of = {id(m): i for i, m in enumerate(self.modules)}
         self._style_of = {id(m): _style(m, self._styles) for m in self.modules}
         self._seen_call = False
+        self._stack, self._hooks, self._layer_hooks, self._warned = [], [], [], set()
         for i, m in enumerate(self.modules):
             if self._style_of[id(m)] is None and (weights or x):
                 self._warn_once("style%d" % i, self._no_style(i, m))
-        self._stack, self._hooks, self._layer_hooks, self._warned = [], [], [], set()
         self._step, self._manual, self._want_step = -1, False, False
         self._pending, self._calls = {}, 0
         self._cap = None
@@ -532,7 +532,7 @@ class capture:
         w = {r: _weight(_sub(module, path)) for r, path in names.items()}
         if any(t is None for t in w.values()):
             self._warn_once("w%d" % layer, "layer %d (module %r): its projections %s are not all nn.Linear, Conv1D or "
-                            "2-D weights: W_q..W_o not recorded" % (layer, self._names.get(id(module)), names))
+                            "2-D weights: W_q..W_o not recorded" % (layer, self._name(module), names))
             return {}
         if "qkv" not in w:
             return {"w_q": w["q"], "w_k": w["k"], "w_v": w["v"], "w_o": w["o"]}
@@ -550,16 +550,20 @@ class capture:
             q, k, v = qkv[:R // 3], qkv[R // 3:2 * R // 3], qkv[2 * R // 3:]
         else:
             self._warn_once("w%d" % layer, "layer %d (module %r): %s's %d rows do not split into q, k, v (%s, heads %s, "
-                            "kv heads %s): W_q..W_o not recorded" % (layer, self._names.get(id(module)), names["qkv"],
+                            "kv heads %s): W_q..W_o not recorded" % (layer, self._name(module), names["qkv"],
                                                                     R, split, H, Hkv))
             return {}
         return {"w_q": q, "w_k": k, "w_v": v, "w_o": w["o"]}
+
+    def _name(self, module):
+        name = self._names.get(id(module))
+        return name if name else type(module).__name__  # the model itself is named ''
 
     def _no_style(self, layer, module):
         return ("layer %d (module %r, class %s): no known attention layout (%s): x and W_q..W_o not recorded; name its "
                 "projections with capture(..., projections=dict(q='...', k='...', v='...', o='...')) or "
                 "dict(qkv='...', o='...', split='concat' or 'per-head')"
-                % (layer, self._names.get(id(module), "?"), type(module).__name__,
+                % (layer, self._name(module), type(module).__name__,
                    "; ".join("/".join(r[1].values()) for r in STYLES)))
 
     def _calling_module(self):
@@ -641,11 +645,14 @@ class capture:
             else:
                 how = ("tiled (k.repeat(1, %d, 1, 1): query head h reads kv head h %% %d)" % (H // Hkv, Hkv)
                        if lk == lv == "tiled" else "neither repeat_interleave nor tiled copies (k: %s, v: %s)" % (lk, lv))
+                tiled = lk == lv == "tiled"
+                slot["info"]["kv_expand"] = (H // Hkv) if tiled else 0
                 self._warn_once("layout%d" % layer, "layer %d (module %r): the module has %d kv heads, but the %d key/"
                                 "value heads of its attention call are %s; a dump pairs query head h with kv head h // %d "
                                 "(repeat_interleave), so k and v are stored as the call received them, %d heads "
-                                "(n_kv_head %d), which the replay pairs as the model did"
-                                % (layer, self._names.get(id(module)), Hkv, H, how, H // Hkv, H, H))
+                                "(n_kv_head %d), which the replay pairs as the model did; %s"
+                                % (layer, self._name(module), Hkv, H, how, H // Hkv, H, H,
+                                   "W_k and W_v are stored tiled to match" if tiled else "W_k and W_v are not recorded"))
         if lse is None:
             lse = side_lse(q, k, scale, causal)
         slot["call"].update(q=_host(q.contiguous()), k=_host(k.contiguous()), v=_host(v.contiguous()),
@@ -697,9 +704,19 @@ class capture:
         else:
             self._warn_once("noqkv%d" % layer, "layer %d (module %r): no attention call seen in step %d (use "
                             "tilescope.torch.attention or scaled_dot_product_attention, or a nanoGPT-style c_attn): "
-                            "not captured" % (layer, self._names.get(id(self.modules[layer])), self._step))
+                            "not captured" % (layer, self._name(self.modules[layer]), self._step))
             return None
         t.update(slot["extra"])
+        rep = info.get("kv_expand")
+        if rep is not None:  # k, v stored as the H heads the call received: W_k, W_v to match, or none
+            for n in ("w_k", "w_v"):
+                if n in t and rep:
+                    w, ev = t[n]
+                    if ev is not None:  # a pinned copy still in flight: this rare path waits for it
+                        ev.synchronize()
+                    t[n] = (w.repeat(rep, 1), None)  # row block h: kv head h % Hkv, as the call's k
+                else:
+                    t.pop(n, None)
         if self._cap is None:
             self._open(t, info, max(self._calls, layer + 1))
         return t
