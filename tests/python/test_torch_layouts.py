@@ -219,6 +219,13 @@ with tempfile.TemporaryDirectory(prefix="tsc-layouts-") as tmp:
         check(r.returncode == 3 and "the capture or the preset is wrong" in r.stdout and "nothing at risk" not in r.stdout
               and "tiling" in r.stdout, "planted tiled-as-interleaved kv heads: diagnose exits 3 (%d) saying the capture "
               "or the preset is wrong, naming tiling" % r.returncode)
+        # an FP32 O's bits follow torch's summation order: a low share there is no evidence against the capture
+        fp32 = os.path.join(tmp, "gqa_fp32.h5")
+        run(GQA("interleaved"), fp32, autocast=False)
+        r = subprocess.run([tilescope._lib.program(), "diagnose", fp32, "-o", os.path.join(tmp, "dg3"), "-q"],
+                           capture_output=True, text=True)
+        check(r.returncode == 0 and "the capture or the preset is wrong" not in r.stdout,
+              "FP32 O: diagnose exits 0 without the verdict on the capture (%d): %s" % (r.returncode, r.stdout[-600:]))
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             s = tilescope.diagnose(planted, os.path.join(tmp, "dg2"))
