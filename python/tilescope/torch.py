@@ -144,8 +144,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     F.scaled_dot_product_attention. Inside a tilescope.torch.capture the call is recorded, with the
     policy bf16-sdpa-math / fp16-sdpa-math (fp32 for FP32 inputs)."""
     ac = _autocast_dtype(query.device.type)
-    if ac is not None:
-        query, key, value = (t.to(ac) if t.is_floating_point() else t for t in (query, key, value))
+    if ac is not None:  # autocast casts its eligible arguments: floating point but FP64
+        cast = lambda t: t.to(ac) if torch.is_tensor(t) and t.is_floating_point() and t.dtype != torch.float64 else t  # noqa: E731
+        query, key, value, attn_mask = cast(query), cast(key), cast(value), cast(attn_mask)
     o = _sdpa_math(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     if _ACTIVE:
         policy = {torch.bfloat16: "bf16-sdpa-math", torch.float16: "fp16-sdpa-math"}.get(query.dtype)
@@ -636,7 +637,7 @@ class capture:
         module = self.modules[layer] if layer < len(self.modules) else None
         Hkv = _attr(module, *HKV_NAMES) if module is not None else None
         H = q.shape[1]
-        if Hkv and k.shape[1] == H and Hkv < H and H % Hkv == 0 and k.shape == v.shape:
+        if Hkv and k.shape[1] == H and v.shape[1] == H and Hkv < H and H % Hkv == 0:
             # k, v expanded for GQA before the call: store the kv heads only where the dump's pairing
             # (query head h reads kv head h // rep) is the model's, else the heads the call received
             lk, lv = kv_layout(k, Hkv), kv_layout(v, Hkv)
