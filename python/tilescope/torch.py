@@ -2,6 +2,7 @@
 that record a model's attention tensors into a dump while it trains. See docs/PYTHON.md.
 
     o = tilescope.torch.attention(q, k, v, causal=True, policy="bf16-torch+stable:beta=2")
+    o = tilescope.torch.scaled_dot_product_attention(q, k, v, is_causal=True)  # torch 2.5's, on any torch
 
     with tilescope.torch.capture(model, "run.h5", select="steps=0:1000:100,layers=1") as cap:
         for step in range(1000):
@@ -160,6 +161,11 @@ def _record_sdpa(query, key, value, o, attn_mask, dropout_p, is_causal, scale, p
             rec._seen_call = rec._seen_call or rec._want_step
             rec._warn_once("sdpa-mask", "scaled_dot_product_attention called with an attn_mask or dropout: "
                            "such calls are not captured (only is_causal masks are modelled)")
+            continue
+        if not (query.dim() == key.dim() == value.dim() == 4):
+            rec._seen_call = rec._seen_call or rec._want_step
+            rec._warn_once("sdpa-rank", "scaled_dot_product_attention called with query %s, key %s: only [B, H, T, D] "
+                           "calls are captured" % (tuple(query.shape), tuple(key.shape)))
             continue
         rec._on_call("sdpa", query, key, value, o, None, is_causal,
                      scale if scale is not None else 1.0 / math.sqrt(query.shape[-1]), policy)
