@@ -161,6 +161,10 @@ int tsc_cmd_replay(int argc, char **argv);
 int tsc_cmd_fit(int argc, char **argv);
 int tsc_cmd_kernels(int argc, char **argv);
 int tsc_cmd_analyze(int argc, char **argv);
+/* diagnose's exit status when lp's replay does not reproduce the dump's captured O (bit-identical share
+ * below TSC_FIT_WARN_SHARE): summary.json is written, but it describes the preset, not the run. Callers
+ * that run diagnose in-process (demo, repro, rescue) take it as done. */
+#define TSC_CLI_EXIT_POOR_FIT 3
 int tsc_cmd_diagnose(int argc, char **argv);
 int tsc_cmd_explain(int argc, char **argv);
 int tsc_cmd_figure(int argc, char **argv);

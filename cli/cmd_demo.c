@@ -82,7 +82,7 @@ int tsc_cmd_demo(int argc, char **argv) {
     fflush(stdout);
     t = now_s();
     char *dargv[8] = {dump, "-o", (char *)dir, "--max-heads", mh, "--quiet", NULL};
-    if ((rc = tsc_cmd_diagnose(6, dargv)) != 0) return tsc_cli_fail(cmd, "step 2 (diagnose) failed");
+    if ((rc = tsc_cmd_diagnose(6, dargv)) != 0 && rc != TSC_CLI_EXIT_POOR_FIT) return tsc_cli_fail(cmd, "step 2 (diagnose) failed");
     printf("      %.1f s\n", now_s() - t);
 
     tsc_figure_src_t *src;

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "tsc_diagnose.h"
+#include "tsc_dump.h"
 
 const char tsc_usage_diagnose[] =
     "usage: tilescope diagnose DUMP -o DIR [options]\n"
@@ -31,7 +32,45 @@ const char tsc_usage_diagnose[] =
     "  -v, --verbose       print every at-risk head (summary.json always lists every one)\n"
     "  -q, --quiet         no configuration line and no progress on stderr\n"
     "Progress (with the time left) goes to stderr: a bar on a terminal, else a line every 10%.\n"
-    "Exit: 0 done (whether or not anything is at risk), 1 the job failed, 2 usage error.\n";
+    "Below 99% on a BF16/FP16/FP8 O the text ends in \"the capture or the preset is wrong\" and the likely\n"
+    "causes (on stderr with --json) instead of a verdict on the run (an FP32 O's bits follow the kernel's\n"
+    "summation order: there the warning alone is printed).\n"
+    "Exit: 0 done (whether or not anything is at risk), 1 the job failed, 2 usage error, 3 done, but lp's\n"
+    "replay reproduces less than 99% of the captured BF16/FP16/FP8 O bit for bit: the capture or the preset\n"
+    "is wrong.\n";
+
+/* 1 when the captured O of the fit's step is FP32 or FP64: its bits follow the summation order of the
+ * kernel, which no preset fixes, so a bit-identical share below 99% is no evidence against the capture;
+ * BF16/FP16/FP8 O is rounded once at the end, and a replay of the right kernel reproduces its bits. */
+static int o_is_wide(const char *dump, long long step) {
+    tsc_dump_t *d;
+    int wide = 0, layers[1], n = 0;
+    tsc_dump_dataset_info_t info;
+    if (tsc_dump_open(&d, dump) != TSC_OK) {
+        tsc_error_clear();
+        return 0; /* the diagnosis opened it; a second open failing says nothing of O */
+    }
+    if (tsc_dump_layers(d, step, layers, 1, &n) == TSC_OK && n > 0 &&
+        tsc_dump_dataset_info(d, step, layers[0], "o", &info) == TSC_OK)
+        wide = info.dtype == TSC_FMT_FP32 || info.dtype == TSC_FMT_FP64;
+    tsc_error_clear();
+    tsc_dump_close(d);
+    return wide;
+}
+
+/* Printed instead of a verdict on the run when the fit is poor (TSC_CLI_EXIT_POOR_FIT). */
+static void poor_fit(FILE *out, const tsc_diagnosis_t *dg, const char *dump) {
+    char a[32], b[32];
+    fprintf(out, "the capture or the preset is wrong: replay under %s reproduces %s of the captured O bit for bit "
+            "(%s within 1 ULP, at most %g ULP apart) on step %lld, below 99%%, so nothing here describes the run. "
+            "Likely causes: the kernel that ran is not the one modelled (`tilescope fit %s` ranks the presets; "
+            "--lp chooses one; a backend or custom kernel no preset models); the capture's layout (k, v of "
+            "grouped-query attention expanded by tiling, k.repeat, and stored as if by repeat_interleave; heads or "
+            "tokens transposed); a wrong softmax_scale or causal flag in the dump; q, k, v and o taken from "
+            "different calls or steps.\n",
+            dg->an->lp, tsc_fit_percent(dg->fit.identical, a, sizeof a), tsc_fit_percent(dg->fit.within1, b, sizeof b),
+            dg->fit.max_ulp, dg->fit_step, dump);
+}
 
 /* The analysis flags and --betas B1,B2,... */
 static int diagnose_flag(const char *cmd, int argc, char **argv, int *i, void *ctx) {
@@ -89,6 +128,7 @@ int tsc_cmd_diagnose(int argc, char **argv) {
         tsc_diagnose_free(dg);
         return rc;
     }
+    const int poor = dg->fit_checked && tsc_fit_warning(dg->fit.identical) != NULL && !o_is_wide(dump, dg->fit_step);
     if (!json) {
         const tsc_analysis_t *a = dg->an;
         printf("diagnose %s: hp %s, lp %s; %zu head records over %d steps; %zu at-risk layer/heads "
@@ -108,9 +148,10 @@ int tsc_cmd_diagnose(int argc, char **argv) {
         if (shown < dg->n)
             printf("(%zu of %zu at-risk heads shown, most at risk first; %zu omitted: --verbose prints all, --top N "
                    "more, %s/summary.json has every one)\n", shown, dg->n, dg->n - shown, outdir);
-        if (dg->n == 0) printf("nothing at risk: no head shows a significant bias\n");
+        if (dg->n == 0 && !poor) printf("nothing at risk: no head shows a significant bias\n");
         if (dg->sweep_explanation[0]) printf("what the beta sweep did: %s\n", dg->sweep_explanation);
     }
+    if (poor) poor_fit(json ? stderr : stdout, dg, dump);
     tsc_diagnose_free(dg);
-    return 0;
+    return poor ? TSC_CLI_EXIT_POOR_FIT : 0;
 }

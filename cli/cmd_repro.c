@@ -354,7 +354,8 @@ static int analyse(repro_t *r) {
     tsc_strbuf_printf(&r->cmds, "tilescope diagnose %s -o %s --quiet\n", cap, ddir);
     printf("[diagnose] tilescope diagnose %s -o %s --quiet\n", cap, ddir);
     fflush(stdout);
-    if (tsc_cmd_diagnose(4, dargv) != 0) return tsc_cli_fail("repro", "diagnose %s failed", cap);
+    int drc = tsc_cmd_diagnose(4, dargv);
+    if (drc != 0 && drc != TSC_CLI_EXIT_POOR_FIT) return tsc_cli_fail("repro", "diagnose %s failed", cap);
     int n = log_specs(r, specs, v);
     for (int i = 0; i < n; i++) snprintf(logflags + strlen(logflags), sizeof logflags - strlen(logflags), " --log %s", v[i]);
     tsc_figure_src_t *src, *src_lp;

@@ -274,7 +274,7 @@ int tsc_cmd_rescue(int argc, char **argv) {
     char *dargv[] = {r.dump.path, "-o", ddir, "--quiet", NULL};
     tsc_strbuf_printf(&r.cmds, "tilescope diagnose %s -o %s\n", r.dump.path, ddir);
     if (!quiet) printf("[diagnose] tilescope diagnose %s -o %s\n", r.dump.path, ddir), fflush(stdout);
-    if ((rc = tsc_cmd_diagnose(4, dargv)) != 0) {
+    if ((rc = tsc_cmd_diagnose(4, dargv)) != 0 && rc != TSC_CLI_EXIT_POOR_FIT) {
         tsc_strbuf_free(&r.cmds);
         return tsc_cli_fail(cmd, "diagnose %s failed (exit %d)", r.dump.path, rc);
     }

@@ -7,7 +7,7 @@
 The text is the King James Bible when Debian's bible-kjv is installed (`bible 'gen1:1-rev22:21'`),
 else --text FILE, else this repository's own documentation. The nanoGPT-style model uses eager
 attention (captured from c_attn / c_proj, recorded as bf16-eager-cpu); the Llama-style model calls
-tilescope.torch.attention under --policy (torch 1.13 has no scaled_dot_product_attention). Writes
+tilescope.torch.attention under --policy (the kernel under study). Writes
 OUT/run.h5, OUT/diag/ (diagnose) and OUT/report.pdf (+ .html).
 """
 import argparse

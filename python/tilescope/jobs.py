@@ -6,6 +6,7 @@ TilescopeError with the program's message."""
 import json
 import os
 import subprocess
+import warnings
 
 from . import _lib
 
@@ -23,11 +24,17 @@ def _flags(opts):
     return args
 
 
-def run(*args):
-    """Runs `tilescope ARGS...`; returns its stdout (TilescopeError with stderr on failure)."""
+POOR_FIT = 3  # diagnose's exit status when the replay does not reproduce the captured O (cli/cli.h)
+
+
+def run(*args, ok=(0,)):
+    """Runs `tilescope ARGS...`; returns its stdout (TilescopeError with stderr on failure). ok: the
+    exit statuses that are not failures; a non-zero one among them warns with the program's stderr."""
     cmd = [_lib.program()] + [str(a) for a in args]
     r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
+    if r.returncode != 0 and r.returncode in ok:
+        warnings.warn("tilescope %s: %s" % (args[0], r.stderr.strip()), stacklevel=3)
+    elif r.returncode != 0:
         msg = (r.stderr.strip() or r.stdout.strip() or "exit status %d" % r.returncode)
         raise _lib.TilescopeError("tilescope %s: %s" % (args[0], msg), r.returncode)
     return r.stdout
@@ -35,8 +42,10 @@ def run(*args):
 
 def diagnose(dump, out_dir, **opts):
     """`tilescope diagnose DUMP -o OUT_DIR --json` (options as keyword arguments: lp="bf16-fa2",
-    steps="0:10", max_heads=4, ...): the parsed summary.json. OUT_DIR also receives analysis.h5."""
-    return json.loads(run("diagnose", dump, "-o", out_dir, "--json", "--quiet", *_flags(opts)))
+    steps="0:10", max_heads=4, ...): the parsed summary.json. OUT_DIR also receives analysis.h5.
+    When lp's replay does not reproduce the captured O (summary["diagnosis"]["fit"]["warning"]; the
+    program's exit 3) it warns "the capture or the preset is wrong" with the likely causes."""
+    return json.loads(run("diagnose", dump, "-o", out_dir, "--json", "--quiet", *_flags(opts), ok=(0, POOR_FIT)))
 
 
 def analyze(dump, out_dir, **opts):

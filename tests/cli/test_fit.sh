@@ -151,7 +151,15 @@ import h5py
 with h5py.File("wrong.h5", "r+") as f:
     f.attrs["policy"] = "bf16-torch"
 EOF
-"$TSC" diagnose wrong.h5 -o d2 -q >d2.txt; ok test $? -eq 0
+# ... so it ends in "the capture or the preset is wrong" with the likely causes, never "nothing at risk", exit 3
+"$TSC" diagnose wrong.h5 -o d2 -q >d2.txt; ok test $? -eq 3
+ok grep -q "^the capture or the preset is wrong: replay under bf16-torch reproduces .* of the captured O bit for bit" d2.txt
+ok grep -q "Likely causes: .*tilescope fit wrong.h5.*expanded by tiling.*softmax_scale" d2.txt
+ok test "$(grep -c 'nothing at risk' d2.txt)" = 0
+ok test "$(tail -n 1 d2.txt | cut -c1-34)" = "the capture or the preset is wrong"
+"$TSC" diagnose wrong.h5 -o d2j --json -q >d2.json 2>d2.err; ok test $? -eq 3
+ok grep -q "^the capture or the preset is wrong" d2.err
+ok "$py" -c 'import json; assert json.load(open("d2.json"))["diagnosis"]["fit"]["warning"] is True'
 "$TSC" fit wrong.h5 --policy bf16-torch --keep-tiles --json >wrong.json
 pc=$("$py" -c 'import json, math; o = json.load(open("wrong.json"))["policies"][0]["o"]
 print("%.2f%%" % (math.floor(o["n_identical"] * 10000 // o["n"]) / 100))')

@@ -4,9 +4,9 @@ Models written here (transformers is not a dependency): a nanoGPT-style model (c
 softmax attention), in FP32 and under CPU BF16 autocast; a Llama-style model (q_proj/k_proj/
 v_proj/o_proj, RoPE, RMSNorm, grouped-query attention) whose attention is the drop-in
 tilescope.torch.attention, and the same model calling F.scaled_dot_product_attention with kv heads
-repeated (HF's repeat_kv). torch 1.13 has no SDPA: the test then installs an eager stand-in as
-F.scaled_dot_product_attention, so the capture's interception of SDPA is what is tested; with
-torch >= 2.0 the real one runs. Each attention module keeps its q, k, v, o (o.retain_grad) of the
+repeated (HF's repeat_kv). torch 1.13 has no SDPA: importing tilescope.torch installs
+tilescope.torch.scaled_dot_product_attention as F.scaled_dot_product_attention, which records itself;
+with torch >= 2.0 torch's runs, intercepted by the capture. Each attention module keeps its q, k, v, o (o.retain_grad) of the
 last forward, which the test saves at the sampled steps and compares with the dump:
 1. q, k, v, o, x and the weights (as they were in that step's forward) bit for bit; dO equal to
    autograd's gradient w.r.t. o bit for bit; lse (computed on the side in FP32, also under autocast)
@@ -14,7 +14,8 @@ last forward, which the test saves at the sampled steps and compares with the du
 2. exactly the sampled steps and selected layers, the selected heads only, and nothing else;
    automatic step counting counts training forwards only (an eval forward under no_grad does not);
    a step the library refuses (another batch size) is dropped with a warning, the others kept;
-3. the recorded policy: fp32, bf16-eager-cpu, the drop-in's policy, none for BF16 SDPA; the
+3. the recorded policy: fp32, bf16-eager-cpu, the drop-in's policy, none for torch's BF16 SDPA
+   (bf16-sdpa-math for tilescope's); the
    producer names the path; rank and world size from torch.distributed (two gloo processes write
    run.rank0.h5 and run.rank1.h5).
 """
@@ -44,14 +45,8 @@ c = Checks()
 check = c.check
 FULL = {"q", "k", "v", "o", "do", "lse", "x", "w_q", "w_k", "w_v", "w_o"}
 
-if not hasattr(F, "scaled_dot_product_attention"):  # torch < 2.0: an eager stand-in
-    def _sdpa_standin(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
-        s = (q @ k.transpose(-1, -2)) * (scale or 1.0 / math.sqrt(q.shape[-1]))
-        if is_causal:
-            T = s.shape[-1]
-            s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
-        return s.softmax(-1) @ v
-    F.scaled_dot_product_attention = _sdpa_standin
+# torch < 2.0 has no SDPA: importing tilescope.torch installed its own as F.scaled_dot_product_attention
+NATIVE_SDPA = F.scaled_dot_product_attention is not tt.scaled_dot_product_attention
 
 
 class NanoAttn(nn.Module):
@@ -282,7 +277,7 @@ with tempfile.TemporaryDirectory(prefix="tsc-hooks-") as tmp:
     m = Llama("sdpa")
     p = os.path.join(tmp, "llama_sdpa.h5")
     seen = train(m, m.layers, p, "steps=1,layers=0,1", 3, {1}, [0, 1], autocast=True)
-    verify("Llama SDPA bf16", p, seen, {1}, [0, 1], "", "sdpa", Hkv_expect=2)
+    verify("Llama SDPA bf16", p, seen, {1}, [0, 1], "" if NATIVE_SDPA else "bf16-sdpa-math", "sdpa", Hkv_expect=2)
     check(F.scaled_dot_product_attention.__name__ != "_sdpa_wrapper", "SDPA is restored after the capture")
 
     # an explicit policy overrides the inference
