@@ -56,6 +56,9 @@ tsc_status_t tsc_rw_policy(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
                      : pol->delta_src == TSC_DELTA_DPP ? TSC_RW_DELTA_DPP : TSC_RW_DELTA_LP;
     out->ds_scale = pol->ds_scale == TSC_DS_SCALE_FIRST     ? TSC_RW_DS_FIRST
                     : pol->ds_scale == TSC_DS_SCALE_ROUNDED ? TSC_RW_DS_ROUNDED : TSC_RW_DS_LAST;
+    if (pol->gqa_sum == TSC_GQA_SUM_WIDE)
+        return tsc_error_set(TSC_ERR_UNSUPPORTED, "attention: the GPU kernels round each head's dK, dV before the GQA "
+                             "sum (+gqa-sum:wide is a CPU-reference policy)");
     out->gqa_each = pol->gqa_sum == TSC_GQA_SUM_EACH;
     out->scale_qk = pol->scale == TSC_SCALE_QK;
     /* as the reference's head context: α in float, rounded to S / DS under +scale:s-lp */

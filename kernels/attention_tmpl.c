@@ -72,6 +72,7 @@ typedef struct {
     R alpha;    /* the scores' factor: α (R_S(α) under TSC_SCALE_S_LP, 1 under TSC_SCALE_QK) */
     R ds_alpha; /* dS's factor: α (R_DS(α) under TSC_SCALE_S_LP, 1 under TSC_SCALE_QK) */
     R qk_scale; /* √α under TSC_SCALE_QK (Q, K and finally dQ, dK are multiplied by it), else 1 */
+    int G;      /* query heads per kv head */
     int expm;   /* tsc_exp_t */
     R sig;      /* exp2 modes: σ = α·log2(e) as the kernel's host computes it (in double, then FP32) */
     R alpha_f;  /* exp2 modes: α in FP32, the LSE's factor */
@@ -92,6 +93,7 @@ static void SFX(hctx_init)(SFX(hctx_t) *cx, const tsc_policy_t *pol, const tsc_a
     cx->alpha = cx->ds_alpha = qk ? (R)1 : (R)dims->scale;
     cx->qk_scale = qk ? (R)sqrt(dims->scale) : (R)1;
     cx->expm = (int)pol->exp;
+    cx->G = dims->Hkv > 0 ? dims->H / dims->Hkv : 1;
     cx->alpha_f = (R)(float)dims->scale;
     cx->sig = (R)((double)(float)dims->scale * 1.4426950408889634074);
     cx->poff = (R)pol->p_offset;
@@ -1008,6 +1010,7 @@ static void SFX(bwd_head)(SFX(hctx_t) *cx, const R *q, const R *k, const R *kT, 
             dk[i] = dk[i] * cx->qk_scale;
         }
     SFX(rnd_arr)(dq, T * D, &st[TSC_STAGE_GRAD]);
+    if (cx->pol->gqa_sum == TSC_GQA_SUM_WIDE && cx->G > 1) return; /* the group sum rounds them, once */
     SFX(rnd_arr)(dk, T * D, &st[TSC_STAGE_GRAD]);
     SFX(rnd_arr)(dv, T * D, &st[TSC_STAGE_GRAD]);
 }

@@ -224,6 +224,7 @@ static void preset_sdpa_math(tsc_policy_t *p, tsc_format_t lp) {
     preset_materialized(p);
     p->scale = TSC_SCALE_QK;
     p->ds_scale = TSC_DS_SCALE_LAST;
+    p->gqa_sum = TSC_GQA_SUM_WIDE; /* enable_gqa repeats k, v inside the FP32 graph: one rounding of the sum */
     fmt_set(p, lp, STAGES(INPUTS, TSC_STAGE_O, TSC_STAGE_GRAD));
 }
 
@@ -344,7 +345,7 @@ tsc_status_t tsc_policy_validate(const tsc_policy_t *p) {
                              p->block_q, p->block_k);
     if ((unsigned)p->softmax > TSC_SOFTMAX_MATERIALIZED || (unsigned)p->ds_scale > TSC_DS_SCALE_ROUNDED ||
         (unsigned)p->scale > TSC_SCALE_QK || (unsigned)p->norm > TSC_SOFTMAX_NORM_RECIP ||
-        (unsigned)p->gqa_sum > TSC_GQA_SUM_EACH)
+        (unsigned)p->gqa_sum > TSC_GQA_SUM_WIDE)
         return tsc_error_set(TSC_ERR_ARG, "policy: softmax %d, ds-scale %d, scale %d, norm %d or gqa-sum %d "
                              "out of range", (int)p->softmax, (int)p->ds_scale, (int)p->scale, (int)p->norm,
                              (int)p->gqa_sum);
@@ -738,7 +739,7 @@ static const char *const softmax_names[] = {"online", "materialized"};
 static const char *const ds_scale_names[] = {"last", "first", "rounded"};
 static const char *const scale_names[] = {"s", "s-lp", "qk"};
 static const char *const norm_names[] = {"div", "recip"};
-static const char *const gqa_names[] = {"once", "each"};
+static const char *const gqa_names[] = {"once", "each", "wide"};
 
 #define ENUM_ROW(nm, fld, names, bare_, d)                                                           \
     {nm, NULL, d, parse_enum, print_enum, offsetof(tsc_policy_t, fld), names,                        \
@@ -760,7 +761,7 @@ static const modifier_t modifiers[] = {
     ENUM_ROW("ds-scale", ds_scale, ds_scale_names, 0, "where alpha enters dS (tsc_ds_scale_t)"),
     ENUM_ROW("scale", scale, scale_names, 0, "alpha on the scores, the same with alpha rounded to the scores' format first, or sqrt(alpha) on Q and on K (tsc_scale_t)"),
     ENUM_ROW("norm", norm, norm_names, 0, "P-bar / l or P-bar * (1/l) (materialized softmax), O-bar / l or O-bar * (1/l) (online)"),
-    ENUM_ROW("gqa-sum", gqa_sum, gqa_names, 0, "GQA: the group's dK, dV summed then rounded, or rounded after each head's add"),
+    ENUM_ROW("gqa-sum", gqa_sum, gqa_names, 0, "GQA: the group's rounded dK, dV summed then rounded, or rounded after each head's add, or summed unrounded then rounded once (SDPA's enable_gqa)"),
     ENUM_ROW("exp", exp, exp_names, 0, "exp(S - m) with S = alpha*QK^T, or the CUDA kernels' exp2 with alpha*log2(e) folded into one FFMA, or into a rounded product (tsc_exp_t)"),
     OWN_ROW("p-offset", "+p-offset:N", parse_p_offset, print_p_offset,
             "exp2 kernels: the row max maps to 2^N before P-bar is rounded (FP8 kernels: 8); log l is taken of l*2^-N"),

@@ -51,7 +51,8 @@
  *   unfused: a per-(i',j') tile sum from 0 (ACC), then G = R_G(G + R_G(tile sum)).
  *   At the end each gradient is R_GRAD(G). GQA: a kv head's dK/dV are the R_GRAD-rounded
  *   per-query-head results summed in ACC in head order, then R_GRAD again (+gqa-sum:once), or
- *   rounded to GRAD after each addition (+gqa-sum:each).
+ *   rounded to GRAD after each addition (+gqa-sum:each); +gqa-sum:wide skips the per-head R_GRAD of dK, dV
+ *   (the compute-type values are summed in ACC in head order, then R_GRAD once).
  *
  * The exponent (tsc_exp_t). Everything above is +exp:e. The CUDA kernels read from their source
  * (docs/PRESETS.md) form exp in base 2 with the scale folded in: S' = R_S(Σ_d fma q·k) is kept unscaled (S in

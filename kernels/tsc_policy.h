@@ -124,7 +124,9 @@ typedef enum {
 /* How GQA sums the per-query-head dK, dV of one kv head (each already R_GRAD). */
 typedef enum {
     TSC_GQA_SUM_ONCE = 0, /* in ACC in head order, then R_GRAD once (a reduction kernel) */
-    TSC_GQA_SUM_EACH      /* R_GRAD after each addition, heads in order (a BF16 CPU sum) */
+    TSC_GQA_SUM_EACH,     /* R_GRAD after each addition, heads in order (a BF16 CPU sum) */
+    TSC_GQA_SUM_WIDE      /* the per-head dK, dV not rounded to GRAD: summed in ACC in head order, then
+                           * R_GRAD once (SDPA math with enable_gqa: the expansion is inside the FP32 graph) */
 } tsc_gqa_sum_t;
 
 /* How exp's argument is formed (tsc_attention.h, "The exponent"). */

@@ -172,7 +172,38 @@ def main():
         if not modelled:
             row("bf16-eager-cpu", "numpy model", (B, H, Hkv, T, D), got,
                 ref.numpy_eager(q, k, v, dO, causal, Hkv, leaves="bf16"), 99.9)
+
+    # 3. bf16-sdpa-math with GQA: ATen's math path with enable_gqa, in torch float32 (BF16 leaves upcast, k and v
+    #    repeated inside the FP32 graph, sqrt(scale) on q and on k, FP32 softmax, O and every gradient cast to BF16
+    #    once): the group's dK, dV are summed in FP32 and rounded once (+gqa-sum:wide, the preset's); rounding
+    #    each head's gradient before the sum (+gqa-sum:once) misses them.
+    for (B, H, Hkv, T, D, seed) in [(1, 8, 2, 384, 64, 9), (1, 4, 1, 200, 32, 10)]:
+        q, k, v, dO = ref.make_inputs(B, H, Hkv, T, D, seed=seed)
+        want = sdpa_math_gqa(q, k, v, dO, 1.0 / math.sqrt(D))
+        got = reference_attention("bf16-sdpa-math", q, k, v, dO, causal=True)
+        row("bf16-sdpa-math", "ATen math, enable_gqa", (B, H, Hkv, T, D), got, want, 99.9)
+        once = reference_attention("bf16-sdpa-math+gqa-sum:once", q, k, v, dO, causal=True)
+        shares = row("(+gqa-sum:once)", "ATen math, enable_gqa", (B, H, Hkv, T, D), once, want, None)
+        c.check(min(shares[2:]) < 90.0, "rounding each head's dK, dV first should miss (%.2f%%)" % min(shares[2:]))
     c.finish()
+
+
+def sdpa_math_gqa(q, k, v, dO, scale):
+    """torch >= 2.5 _scaled_dot_product_attention_math on BF16 inputs with enable_gqa, causal, as FP32 ops."""
+    B, H, T, D = q.shape
+    G = H // k.shape[1]
+    ql, kl, vl = (torch.tensor(x, dtype=bf, requires_grad=True) for x in (q, k, v))
+    s = math.sqrt(scale)
+    qf = ql.float() * s
+    kf = kl.float().repeat_interleave(G, dim=1) * s
+    vf = vl.float().repeat_interleave(G, dim=1)
+    att = qf @ kf.transpose(-2, -1)
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+    o = (att @ vf).to(bf)
+    o.backward(torch.tensor(dO, dtype=bf))
+    return {"o": o.float().detach().numpy(), "dq": ql.grad.float().numpy(), "dk": kl.grad.float().numpy(),
+            "dv": vl.grad.float().numpy()}
 
 
 if __name__ == "__main__":
