@@ -159,6 +159,7 @@ int tsc_cmd_train(int argc, char **argv);
 int tsc_cmd_pack(int argc, char **argv);
 int tsc_cmd_replay(int argc, char **argv);
 int tsc_cmd_fit(int argc, char **argv);
+int tsc_cmd_check(int argc, char **argv);
 int tsc_cmd_analyze(int argc, char **argv);
 int tsc_cmd_diagnose(int argc, char **argv);
 int tsc_cmd_explain(int argc, char **argv);
