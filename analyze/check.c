@@ -37,6 +37,7 @@ typedef struct {
 /* What one row found. */
 typedef struct {
     double o_ratio, o_err, lse_ratio, lse_err;
+    double rest;  /* 1 − P_max: the mass a saturated row's max rounded away */
     int sat, nonfinite, key_tile;
 } chk_rowres_t;
 
@@ -188,6 +189,7 @@ static void check_row(const chk_run_t *R, int t, int causal, double alpha, int h
         if (j != jmax && S[j] > p_other) p_other = S[j];
     const double Delta = log(sum_pe);
     const int ntile = (nvis + R->c->tile_k - 1) / R->c->tile_k;
+    res->rest = 1 - pmax;
     res->sat = (tsc_round(pmax, f->p_fmt, TSC_ROUND_NEAREST_EVEN, NULL) == 1.0 && p_other > f->p_zero) ||
                under > f->u_p;
     /* LSE: log Σ exp(S − LSE) = lse_ref − LSE */
@@ -326,7 +328,7 @@ static tsc_status_t check_head(chk_run_t *R, tsc_check_head_t *h, int b, int has
         }
         if (r->sat) {
             h->saturated++;
-            add_worst(h->sat_rows, &h->n_sat_rows, (tsc_check_row_t){b, t, 1, 0, -1});
+            add_worst(h->sat_rows, &h->n_sat_rows, (tsc_check_row_t){b, t, r->rest, r->rest, -1});
         }
         if ((t + 1) % R->c->tile_q == 0 || t == T - 1) {  /* end of a query tile */
             if (o_tile_bad) add_tile(h->o_tiles, &h->n_o_tiles, "o", b, t / R->c->tile_q, o_tile_bad);

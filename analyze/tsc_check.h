@@ -53,8 +53,9 @@ enum {
 
 typedef struct {
     int b, t;        /* batch row, query row */
-    double ratio;    /* error / bound (> 1 fails) */
-    double err;      /* O: max |O − Ô| over the row's features; LSE: log Σ exp(S − LSE) (signed) */
+    double ratio;    /* error / bound (> 1 fails); saturated rows: 1 − P_max (the list holds the largest) */
+    double err;      /* O: max |O − Ô| over the row's features; LSE: log Σ exp(S − LSE) (signed);
+                        saturated rows: 1 − P_max */
     int key_tile;    /* O: the key tile whose dropped contribution explains the row's error best
                         (the residual O − Ô closest to −Σ_{j in tile} P_tj V_j); -1 when none is within
                         half the residual's norm */

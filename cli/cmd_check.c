@@ -33,8 +33,9 @@ static void print_rows(const char *what, const tsc_check_row_t *r, int n, int64_
     if (!n) return;
     printf("    %s rows (%lld):", what, (long long)total);
     for (int i = 0; i < n; i++) {
-        printf(" b%d t%d (x%.3g", r[i].b, r[i].t, r[i].ratio);
-        if (with_tile && r[i].key_tile >= 0) printf(", key tile %d missing?", r[i].key_tile);
+        if (with_tile < 0) printf(" b%d t%d (1-Pmax %.2g", r[i].b, r[i].t, r[i].err);
+        else printf(" b%d t%d (x%.3g", r[i].b, r[i].t, r[i].ratio);
+        if (with_tile > 0 && r[i].key_tile >= 0) printf(", key tile %d missing?", r[i].key_tile);
         printf(")");
     }
     printf("%s\n", total > n ? " ..." : "");
@@ -62,7 +63,7 @@ static void print_result(const tsc_check_t *c) {
         print_rows("O", h->o_rows, h->n_o_rows, h->o_bad, 1);
         print_tiles("O rows by query tile", h->o_tiles, h->n_o_tiles);
         print_rows("LSE", h->lse_rows, h->n_lse_rows, h->lse_bad, 0);
-        print_rows("saturated", h->sat_rows, h->n_sat_rows, h->saturated, 0);
+        print_rows("saturated", h->sat_rows, h->n_sat_rows, h->saturated, -1);
         print_tiles("non-finite by tile", h->tiles, h->n_tiles);
     }
     printf("%s\n", tsc_check_sentence(c, s, sizeof s));
