@@ -437,8 +437,9 @@ tsc_status_t tsc_check_run(const tsc_check_opts_t *o, tsc_check_t **out) {
     tsc_select_format(&o->sel, c->selection, sizeof c->selection);
     tsc_status_t st = tsc_dump_open(&R.d, o->dump_path);
     if (st == TSC_OK) {
-        st = replay_sel_resolve(R.d, c->dump_path, &o->sel, 0, "check", "check", &R.rs);
+        st = replay_sel_resolve(R.d, c->dump_path, &o->sel, o->first_step_only, "check", "check", &R.rs);
         c->n_steps = R.rs.n_steps;
+        c->first_step = R.rs.n_steps ? R.rs.steps[0] : -1;
     }
     if (st == TSC_OK) {
         plan_tiles(&R);
@@ -599,6 +600,9 @@ void tsc_check_json(const tsc_check_t *c, tsc_json_t *j) {
 
 void tsc_check_json_summary(const tsc_check_t *c, tsc_json_t *j) {
     tsc_json_object_begin(j);
+    tsc_json_kv_bool(j, "checked", 1);
+    tsc_json_kv_int(j, "first_step", c->first_step);
+    tsc_json_kv_int(j, "steps", c->n_steps);
     json_common(c, j);
     tsc_json_key(j, "inconsistent");
     tsc_json_array_begin(j);

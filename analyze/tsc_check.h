@@ -85,6 +85,7 @@ typedef struct {
 typedef struct {
     const char *dump_path;       /* required */
     tsc_select_t sel;            /* default all */
+    int first_step_only;         /* 1: only the first selected step (what diagnose checks); default 0: every one */
     tsc_progress_t *progress;    /* (step, layer) pairs checked, or NULL */
 } tsc_check_opts_t;
 
@@ -97,6 +98,7 @@ typedef struct {
     int tile_q, tile_k;           /* the tiles non-finite counts and key tiles use */
     char tile_source[64];         /* "the dump's tile_q, tile_k", "the recorded policy's", "default 64 x 64" */
     int n_steps, n_pairs;
+    long long first_step;         /* the first step checked */
     int n_heads;                  /* entries of heads[] */
     int n_bad;                    /* heads with an inconsistency (TSC_CHECK_INCONSISTENT) */
     int n_saturated;              /* heads with saturated rows */
@@ -113,7 +115,8 @@ TSC_API void tsc_check_opts_init(tsc_check_opts_t *o);
 TSC_API tsc_status_t tsc_check_run(const tsc_check_opts_t *o, tsc_check_t **out);
 /* The result as one JSON object (keys in docs/CHECK.md). */
 TSC_API void tsc_check_json(const tsc_check_t *c, tsc_json_t *j);
-/* The short form diagnose stores in summary.json's "check" (counts and the worst heads). */
+/* The short form diagnose stores in summary.json's diagnosis.check: "checked": true, "first_step", "steps",
+ * the counts and up to TSC_CHECK_WORST inconsistent heads (docs/FORMAT.md §3). */
 TSC_API void tsc_check_json_summary(const tsc_check_t *c, tsc_json_t *j);
 /* "ok", "O inconsistent", "LSE inconsistent", "saturated", "non-finite", or a combination joined by
  * " + " into buf. Returns buf. */
