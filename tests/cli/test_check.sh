@@ -5,6 +5,7 @@
 #    that head alone "O inconsistent", exactly those rows, their query tiles (16-row tiles: 0 and 2);
 #  - lse of (layer 0, head 1, row 9) plus 0.5: exit 4, "LSE inconsistent", row 9;
 #  - a NaN in o of (layer 0, head 3, row 33): that tile (2) of o named, "non-finite";
+#  - diagnose prints the check, stores it as summary.json diagnosis.check and the report shows it;
 #  - without lse: exit 0, "absent (O checked alone)"; without o: exit 1 naming 'o'; a missing file: exit 1
 #    naming it; usage errors: exit 2.
 . "$(dirname "$0")/lib.sh"
@@ -80,6 +81,20 @@ h = by[(0, 3)]
 assert h["verdict"] == "non-finite" and h["nonfinite_tiles"] == [{"tensor": "o", "batch": 0, "tile": 2, "count": 1}]
 assert h["nonfinite_rows"] == 1
 PY
+
+# diagnose runs the check on its first step: printed, in summary.json's diagnosis.check, on the report's page 1
+"$TSC" diagnose bad.h5 -o dg -q >dg.txt; ok test $? -eq 0
+ok grep -q "^check of O and LSE (step 0): inconsistent: 3 of 8 heads (O in 1, 2 rows; LSE in 1, 1 rows; non-finite in 1)$" dg.txt
+ok "$py" - dg/summary.json <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))["diagnosis"]["check"]
+assert c["checked"] is True and c["first_step"] == 0 and c["steps"] == 1 and c["consistent"] is False, c
+assert c["inconsistent_heads"] == 3 and c["o_bad_rows"] == 2 and c["lse_bad_rows"] == 1 and c["nonfinite"] == 1, c
+assert [(h["layer"], h["head"], h["verdict"]) for h in c["inconsistent"]] == \
+    [(0, 1, "LSE inconsistent"), (0, 3, "non-finite"), (1, 2, "O inconsistent")], c["inconsistent"]
+PY
+"$TSC" report dg -o rep.pdf -q; ok test $? -eq 0
+ok grep -q "Consistency check of O and LSE (step 0): inconsistent: 3 of 8 heads" rep.html
 
 # without lse: O alone; without o: exit 1
 cp s.h5 nolse.h5
