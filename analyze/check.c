@@ -51,7 +51,7 @@ typedef struct {
     size_t TD;
     float *q, *k, *v, *out, *lse;  /* one head: [T, D] each, lse [T] */
     chk_rowres_t *rr;              /* [T] */
-    double *scratch;               /* per thread: S [T], Ô, A, B [D] each */
+    double *scratch;               /* per thread: S, α·Σ|q k|, e^(S − m) [T], Ô, A, B [D] each */
     int nthr;
 } chk_run_t;
 
@@ -154,32 +154,36 @@ static tsc_status_t plan_pairs(chk_run_t *R) {
 
 /* ------------------------------------------------------------------ one row */
 
-/* Checks query row t of the loaded head (docs/CHECK.md has each formula). sc: S [T], then Ô, A, B [D]. */
+/* Checks query row t of the loaded head (docs/CHECK.md has each formula). sc: S, α·Σ|q k|, e^(S − m) [T], then Ô, A, B [D]. */
 static void check_row(const chk_run_t *R, int t, int causal, double alpha, int has_lse, double *sc, chk_rowres_t *res) {
     const int T = R->T, D = R->D, nvis = causal ? t + 1 : T;
     const chk_fmt_t *f = &R->f;
     const float *q = R->q + (size_t)t * D;
-    double *S = sc, *oh = sc + T, *A = oh + D, *Bv = A + D;
+    double *S = sc, *Sa = sc + T, *E = Sa + T, *oh = E + T, *A = oh + D, *Bv = A + D;
     double m = -INFINITY;
     for (int j = 0; j < nvis; j++) {
         const float *kj = R->k + (size_t)j * D;
-        double s = 0;
-        for (int d = 0; d < D; d++) s += (double)q[d] * kj[d];
+        double s = 0, sa = 0;
+        /* any order of the FP64 sum is the reference (its error is far below every bound) */
+#pragma omp simd reduction(+ : s, sa)
+        for (int d = 0; d < D; d++) {
+            const double x = (double)q[d] * kj[d];
+            s += x;
+            sa += fabs(x);
+        }
         S[j] = alpha * s;
+        Sa[j] = alpha * sa;
         if (S[j] > m) m = S[j];
     }
     double l = 0;
-    for (int j = 0; j < nvis; j++) l += exp(S[j] - m);
+    for (int j = 0; j < nvis; j++) l += E[j] = exp(S[j] - m);
     const double lse_ref = m + log(l);
     /* Δ = log Σ P_j e^{δ_j}: how far a kernel's own rounding of the scores can move the row */
     double sum_pe = 0, pmax = 0, under = 0, p_other = 0;
     int jmax = 0;
     for (int j = 0; j < nvis; j++) {
-        const float *kj = R->k + (size_t)j * D;
-        double dabs = 0;
-        for (int d = 0; d < D; d++) dabs += fabs((double)q[d] * kj[d]);
-        const double delta = f->u_s * (2 * fabs(S[j]) + fabs(S[j] - m)) + (D + 2) * CHK_EPS32 * alpha * dabs;
-        const double pb = exp(S[j] - m), p = pb / l;
+        const double delta = f->u_s * (2 * fabs(S[j]) + fabs(S[j] - m)) + (D + 2) * CHK_EPS32 * Sa[j];
+        const double pb = E[j], p = pb / l;
         sum_pe += p * exp(delta);
         if (pb <= f->p_zero) under += p;
         if (p > pmax) pmax = p, jmax = j;
@@ -304,7 +308,7 @@ static tsc_status_t check_head(chk_run_t *R, tsc_check_head_t *h, int b, int has
         thr = omp_get_thread_num();
 #endif
         if (bad[t]) continue;
-        check_row(R, t, m->causal, m->softmax_scale, has_lse, R->scratch + (size_t)thr * ((size_t)T + 3 * (size_t)D),
+        check_row(R, t, m->causal, m->softmax_scale, has_lse, R->scratch + (size_t)thr * (3 * (size_t)T + 3 * (size_t)D),
                   &R->rr[t]);
     }
     int64_t o_tile_bad = 0;
@@ -380,7 +384,7 @@ static tsc_status_t alloc_bufs(chk_run_t *R) {
 #ifdef _OPENMP
     R->nthr = omp_get_max_threads();
 #endif
-    const size_t per_thr = (size_t)R->T + 3 * (size_t)R->D;
+    const size_t per_thr = 3 * (size_t)R->T + 3 * (size_t)R->D;
     const size_t bytes = (4 * R->TD + (size_t)R->T) * sizeof(float) + (size_t)R->T * sizeof(chk_rowres_t) +
                          (size_t)R->nthr * per_thr * sizeof(double) +
                          (size_t)R->c->n_pairs * (size_t)R->rs.n_heads * sizeof(tsc_check_head_t);
