@@ -351,10 +351,24 @@ static tsc_status_t read_slice(chk_run_t *R, long long s, int L, const char *nam
 }
 
 /* One (step, layer): heads hd[0..n_heads) of the result. */
+/* The heads q and o both hold (a capture that kept some heads leaves the others unwritten: NaN, not data). */
+static uint64_t stored_mask(chk_run_t *R, long long s, int L) {
+    uint64_t m = ~0ULL;
+    static const char *const names[2] = {"q", "o"};
+    for (int k = 0; k < 2; k++) {
+        tsc_dump_dataset_info_t info;
+        if (tsc_dump_dataset_info(R->d, s, L, names[k], &info) == TSC_OK) m &= info.heads_mask;
+        else tsc_error_clear();  /* checked by plan_pairs; a read names any problem */
+    }
+    return m;
+}
+
 static tsc_status_t run_pair(chk_run_t *R, long long s, int L, tsc_check_head_t *hd) {
     const int has_lse = tsc_dump_has_dataset(R->d, s, L, "lse");
+    const uint64_t mask = stored_mask(R, s, L);
     for (int i = 0; i < R->rs.n_heads; i++) {
         hd[i].step = s, hd[i].layer = L, hd[i].head = R->rs.heads[i], hd[i].has_lse = has_lse;
+        hd[i].stored = R->rs.heads[i] >= 64 || (mask >> R->rs.heads[i] & 1);
     }
     tsc_status_t st = TSC_OK;
     for (int bi = 0; bi < R->rs.n_batches && st == TSC_OK; bi++) {
@@ -362,6 +376,7 @@ static tsc_status_t run_pair(chk_run_t *R, long long s, int L, tsc_check_head_t 
         int g_loaded = -1;
         for (int i = 0; i < R->rs.n_heads && st == TSC_OK; i++) {
             const int h = R->rs.heads[i], g = h / R->G;
+            if (!hd[i].stored) continue;
             if (g != g_loaded) {
                 st = read_slice(R, s, L, "k", b, g, R->k);
                 if (st == TSC_OK) st = read_slice(R, s, L, "v", b, g, R->v);
@@ -421,6 +436,7 @@ static tsc_status_t run_all(chk_run_t *R) {
                      (h->saturated ? TSC_CHECK_SATURATED : 0) | (h->nonfinite ? TSC_CHECK_NONFINITE : 0);
         c->n_bad += (h->verdict & TSC_CHECK_INCONSISTENT) != 0;
         c->n_saturated += h->saturated > 0;
+        c->n_not_stored += !h->stored;
         c->rows += h->rows, c->o_bad += h->o_bad, c->lse_bad += h->lse_bad;
         c->saturated += h->saturated, c->nonfinite += h->nonfinite;
     }
@@ -478,6 +494,14 @@ const char *tsc_check_verdict_str(unsigned v, char *buf, size_t size) {
     return buf;
 }
 
+static const char *head_verdict(const tsc_check_head_t *h, char *buf, size_t size) {
+    if (!h->stored) {
+        snprintf(buf, size, "not stored");
+        return buf;
+    }
+    return tsc_check_verdict_str(h->verdict, buf, size);
+}
+
 const char *tsc_check_sentence(const tsc_check_t *c, char *buf, size_t size) {
     int n_o = 0, n_l = 0, n_nf = 0;
     for (int i = 0; i < c->n_heads; i++) {
@@ -485,9 +509,11 @@ const char *tsc_check_sentence(const tsc_check_t *c, char *buf, size_t size) {
         n_l += (c->heads[i].verdict & TSC_CHECK_LSE_BAD) != 0;
         n_nf += (c->heads[i].verdict & TSC_CHECK_NONFINITE) != 0;
     }
+    char ns[48] = "";
+    if (c->n_not_stored) snprintf(ns, sizeof ns, " (%d not stored)", c->n_not_stored);
     if (!c->n_bad)
-        snprintf(buf, size, "consistent: %d heads, %lld rows%s; %lld rows saturate %s", c->n_heads, (long long)c->rows,
-                 c->dtype_lse[0] ? "" : " (no lse: O only)", (long long)c->saturated, c->p_format);
+        snprintf(buf, size, "consistent: %d heads%s, %lld rows%s; %lld rows saturate %s", c->n_heads, ns,
+                 (long long)c->rows, c->dtype_lse[0] ? "" : " (no lse: O only)", (long long)c->saturated, c->p_format);
     else
         snprintf(buf, size, "inconsistent: %d of %d heads (O in %d, %lld rows; LSE in %d, %lld rows; non-finite in %d)",
                  c->n_bad, c->n_heads, n_o, (long long)c->o_bad, n_l, (long long)c->lse_bad, n_nf);
@@ -533,7 +559,7 @@ static void json_head(tsc_json_t *j, const tsc_check_head_t *h) {
     tsc_json_kv_int(j, "step", h->step);
     tsc_json_kv_int(j, "layer", h->layer);
     tsc_json_kv_int(j, "head", h->head);
-    tsc_json_kv_string(j, "verdict", tsc_check_verdict_str(h->verdict, v, sizeof v));
+    tsc_json_kv_string(j, "verdict", head_verdict(h, v, sizeof v));
     tsc_json_kv_bool(j, "inconsistent", (h->verdict & TSC_CHECK_INCONSISTENT) != 0);
     tsc_json_kv_bool(j, "lse_present", h->has_lse);
     tsc_json_kv_int(j, "rows", h->rows);
@@ -561,6 +587,7 @@ static void json_common(const tsc_check_t *c, tsc_json_t *j) {
     tsc_json_kv_int(j, "heads", c->n_heads);
     tsc_json_kv_int(j, "inconsistent_heads", c->n_bad);
     tsc_json_kv_int(j, "saturated_heads", c->n_saturated);
+    tsc_json_kv_int(j, "not_stored_heads", c->n_not_stored);
     tsc_json_kv_int(j, "rows", c->rows);
     tsc_json_kv_int(j, "o_bad_rows", c->o_bad);
     tsc_json_kv_int(j, "lse_bad_rows", c->lse_bad);

@@ -72,6 +72,8 @@ typedef struct {
     int layer, head;
     unsigned verdict;             /* TSC_CHECK_* bits */
     int has_lse;                  /* 0: the dump holds no lse (the O check alone) */
+    int stored;                   /* 0: a capture that kept some heads never wrote this one in q or o
+                                     (heads_stored, docs/FORMAT.md §1.3): not checked, verdict "not stored" */
     int64_t rows;                 /* query rows checked (batch rows x T) */
     int64_t o_bad, lse_bad, saturated, nonfinite_rows;
     int64_t nonfinite;            /* non-finite elements of q, k, v, o, lse */
@@ -102,6 +104,7 @@ typedef struct {
     int n_heads;                  /* entries of heads[] */
     int n_bad;                    /* heads with an inconsistency (TSC_CHECK_INCONSISTENT) */
     int n_saturated;              /* heads with saturated rows */
+    int n_not_stored;             /* heads the capture did not store (not checked) */
     int64_t rows, o_bad, lse_bad, saturated, nonfinite;
     tsc_check_head_t *heads;      /* [n_heads], step, layer, head order */
 } tsc_check_t;

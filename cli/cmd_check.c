@@ -59,7 +59,7 @@ static void print_result(const tsc_check_t *c) {
     for (int i = 0; i < c->n_heads; i++) {
         const tsc_check_head_t *h = &c->heads[i];
         printf("%8lld %5d %4d  %-28s %6lld %7lld %7lld %6lld %9lld %9.3g\n", h->step, h->layer, h->head,
-               tsc_check_verdict_str(h->verdict, v, sizeof v), (long long)h->rows, (long long)h->o_bad,
+               h->stored ? tsc_check_verdict_str(h->verdict, v, sizeof v) : "not stored", (long long)h->rows, (long long)h->o_bad,
                (long long)h->lse_bad, (long long)h->saturated, (long long)h->nonfinite, h->o_worst);
         print_rows("O", h->o_rows, h->n_o_rows, h->o_bad, 1);
         print_tiles("O rows by query tile", h->o_tiles, h->n_o_tiles);

@@ -12,6 +12,7 @@
  *    still consistent (the x3 sharper inputs of 1 saturate a few rows too: reported, consistent).
  * 5. A NaN in o (b 1, head 3, row 22) -> tile 1 of o named; a NaN in k (b 0, kv head 0, key 35) -> key tile 2
  *    for heads 0 and 1, rows 35..39 not held to the bounds.
+ *    Heads a capture never stored (heads_stored) are "not stored", not non-finite.
  * 6. Bad input: a missing file (TSC_ERR_IO naming it), a dump without o (TSC_ERR_MISSING naming 'o'). */
 #include "tsc_test.h"
 
@@ -296,6 +297,47 @@ static void test_nonfinite(void) {
     tsc_check_free(r);
 }
 
+/* 5b: a capture that kept heads 0 and 2 (q, o, lse written head by head): heads 1 and 3 read as NaN and are
+ * "not stored", not non-finite. */
+static void test_not_stored(void) {
+    static case_t c;
+    make_case(&c, "bf16-fa2", 1.0, 16);
+    char path[512];
+    snprintf(path, sizeof path, "%s/heads02.h5", dir);
+    tsc_dump_meta_t m;
+    tsc_dump_meta_init(&m);
+    m.n_layer = 1, m.n_head = H, m.n_kv_head = HKV, m.head_dim = D, m.d_model = D, m.seq_len = T, m.batch = B;
+    m.causal = 1, m.softmax_scale = 1 / sqrt((double)D), m.tile_q = TILE, m.tile_k = TILE;
+    tsc_dump_write_opts_t wo = {0, 1};
+    tsc_dump_writer_t *w;
+    uint64_t dq[4] = {B, H, T, D}, dk[4] = {B, HKV, T, D}, dl[3] = {B, H, T};
+    CHECK(tsc_dump_writer_open(&w, path, &m, &wo) == TSC_OK);
+    CHECK(tsc_dump_writer_put(w, 0, 0, "k", 4, dk, TSC_FMT_FP32, c.k, TSC_FMT_BF16) == TSC_OK);
+    CHECK(tsc_dump_writer_put(w, 0, 0, "v", 4, dk, TSC_FMT_FP32, c.v, TSC_FMT_BF16) == TSC_OK);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h += 2)
+            CHECK(tsc_dump_writer_put_head(w, 0, 0, "q", 4, dq, b, h, TSC_FMT_FP32, c.q + qi(b, h, 0), TSC_FMT_BF16) ==
+                  TSC_OK);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h += 2)
+            CHECK(tsc_dump_writer_put_head(w, 0, 0, "o", 4, dq, b, h, TSC_FMT_FP32, c.o + qi(b, h, 0), TSC_FMT_BF16) ==
+                  TSC_OK);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h += 2)
+            CHECK(tsc_dump_writer_put_head(w, 0, 0, "lse", 3, dl, b, h, TSC_FMT_FP32, c.lse + ((size_t)b * H + h) * T,
+                                           TSC_FMT_FP32) == TSC_OK);
+    CHECK(tsc_dump_writer_step_done(w, 0) == TSC_OK);
+    CHECK(tsc_dump_writer_close(w) == TSC_OK);
+    tsc_check_opts_t o;
+    tsc_check_opts_init(&o);
+    o.dump_path = path;
+    tsc_check_t *r = NULL;
+    CHECKF(tsc_check_run(&o, &r) == TSC_OK, "%s", tsc_error_last());
+    CHECK(r && r->n_bad == 0 && r->n_not_stored == 2 && r->nonfinite == 0 && r->rows == 2 * B * T);
+    for (int h = 0; r && h < H; h++) CHECK(head(r, h) && head(r, h)->stored == (h % 2 == 0));
+    tsc_check_free(r);
+}
+
 /* 6: bad input. */
 static void test_bad_input(void) {
     char path[512];
@@ -328,6 +370,7 @@ int main(void) {
     test_wrong_lse();
     test_saturated();
     test_nonfinite();
+    test_not_stored();
     test_bad_input();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
