@@ -7,7 +7,7 @@
 #  - a NaN in o of (layer 0, head 3, row 33): that tile (2) of o named, "non-finite";
 #  - diagnose prints the check, stores it as summary.json diagnosis.check and the report shows it;
 #  - without lse: exit 0, "absent (O checked alone)"; without o: exit 1 naming 'o'; a missing file: exit 1
-#    naming it; usage errors: exit 2.
+#    naming it (likewise an empty file, a text file, a directory); usage errors: exit 2.
 . "$(dirname "$0")/lib.sh"
 [ -n "${TSC:-}" ] && [ -x "$TSC" ] || { echo "SKIP: \$TSC not set"; exit 77; }
 py=$(find_py h5py numpy) || { echo "SKIP: no python3 with h5py and numpy"; exit 77; }
@@ -16,6 +16,8 @@ cd "$tmp"
 expect 2 "no DUMP given" "$TSC" check
 expect 2 "unknown option '--bogus'" "$TSC" check x.h5 --bogus
 expect 1 "missing.h5" "$TSC" check missing.h5
+: > empty.h5; echo "not hdf5" > text.h5; mkdir dir.h5
+for f in empty.h5 text.h5 dir.h5; do expect 1 "$f" "$TSC" check "$f" -q; done
 
 "$TSC" synth -o s.h5 --steps 0 --quiet || bad "synth"
 "$TSC" check s.h5 -q >ok.txt; ok test $? -eq 0
