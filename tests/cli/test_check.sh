@@ -4,6 +4,7 @@
 #  - o of rows 5 and 40 of (step 0, layer 1, head 2) scaled by 1.3 with h5py (lse untouched): exit 4,
 #    that head alone "O inconsistent", exactly those rows, their query tiles (16-row tiles: 0 and 2);
 #  - lse of (layer 0, head 1, row 9) plus 0.5: exit 4, "LSE inconsistent", row 9;
+#  - the reported O and LSE errors equal numpy's float64 recomputation;
 #  - a NaN in o of (layer 0, head 3, row 33): that tile (2) of o named, "non-finite";
 #  - diagnose prints the check, stores it as summary.json diagnosis.check and the report shows it;
 #  - without lse: exit 0, "absent (O checked alone)"; without o: exit 1 naming 'o'; a missing file: exit 1
@@ -82,6 +83,29 @@ assert abs(h["lse_rows"][0]["error"] + 0.5) < 1e-2  # the planted 0.5 and bf16-t
 h = by[(0, 3)]
 assert h["verdict"] == "non-finite" and h["nonfinite_tiles"] == [{"tensor": "o", "batch": 0, "tile": 2, "count": 1}]
 assert h["nonfinite_rows"] == 1
+PY
+# the reference, recomputed independently with numpy in float64: the reported errors are its
+ok "$py" - bad.json <<'PY'
+import json, sys, h5py, numpy as np
+r = json.load(open(sys.argv[1]))
+by = {(h["layer"], h["head"]): h for h in r["per_head"]}
+f = h5py.File("bad.h5", "r")
+H, Hkv, a = f.attrs["n_head"], f.attrs["n_kv_head"], f.attrs["softmax_scale"]
+def ref(L, h, t):
+    g = f["step_00000000/layer_%03d" % L]
+    q = g["q"].astype("float64")[0, h, t]
+    k = g["k"].astype("float64")[0, h // (H // Hkv), : t + 1]
+    v = g["v"].astype("float64")[0, h // (H // Hkv), : t + 1]
+    s = a * (k @ q)
+    lse = s.max() + np.log(np.exp(s - s.max()).sum())
+    return lse, np.exp(s - lse) @ v, g
+lse, _, g = ref(0, 1, 9)
+e = by[(0, 1)]["lse_rows"][0]["error"]
+assert abs(e - (lse - float(g["lse"][0, 1, 9]))) < 1e-9, (e, lse)
+for x in by[(1, 2)]["o_rows"]:
+    _, o_ref, g = ref(1, 2, x["row"])
+    want = np.abs(g["o"].astype("float64")[0, 2, x["row"]] - o_ref).max()
+    assert abs(x["error"] - want) <= 1e-9 * want, (x, want)
 PY
 
 # diagnose runs the check on its first step: printed, in summary.json's diagnosis.check, on the report's page 1
