@@ -600,6 +600,7 @@ void tsc_check_json(const tsc_check_t *c, tsc_json_t *j) {
     tsc_json_object_begin(j);
     tsc_json_kv_string(j, "dump", c->dump_path);
     tsc_json_kv_string(j, "selection", c->selection);
+    tsc_json_kv_int(j, "first_step", c->first_step);
     tsc_json_kv_int(j, "steps", c->n_steps);
     tsc_json_kv_int(j, "pairs", c->n_pairs);
     json_common(c, j);
