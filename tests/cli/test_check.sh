@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest-labels: slow (over 5 s on 2 cores)
 # test_check: `tilescope check` end to end (the bounds themselves: tests/analyze/test_check.c).
 #  - a synthetic dump (o and lse under bf16-torch, the default) is consistent: exit 0, every head "ok";
 #  - o of rows 5 and 40 of (step 0, layer 1, head 2) scaled by 1.3 with h5py (lse untouched): exit 4,
