@@ -837,8 +837,6 @@ static tsc_status_t examine_all(tsc_diagnosis_t *dg, const char *dump_path, cons
     return st;
 }
 
-/* The fit of lp (the policy the diagnosis replays, tiles as it uses them) on the first selected step.
- * A dump without o, or a fit that cannot run, is noted, never an error of the diagnosis. */
 /* The consistency check of the first selected step; a dump it cannot check (no o) leaves a note, not an error:
  * the diagnosis replays and does not need o. */
 static void run_check(tsc_diagnosis_t *dg, const char *dump_path, const tsc_diagnose_opts_t *opts) {
@@ -854,6 +852,8 @@ static void run_check(tsc_diagnosis_t *dg, const char *dump_path, const tsc_diag
     }
 }
 
+/* The fit of lp (the policy the diagnosis replays, tiles as it uses them) on the first selected step.
+ * A dump without o, or a fit that cannot run, is noted, never an error of the diagnosis. */
 static void check_fit(tsc_diagnosis_t *dg, const char *dump_path, const tsc_diagnose_opts_t *opts) {
     if (dg->an->lp_fit_ok) { /* taken by the analysis from its own lp replays: no replay again */
         dg->fit_checked = 1;
