@@ -27,10 +27,14 @@
  * the residual's norm (a dropped tile leaves ~0; an unrelated tile leaves ~1). */
 #define CHK_TILE_EXPLAINS 0.5
 
-/* The formats' constants the bounds use. */
+/* Below this many non-zero finite values a slice's values say nothing about its format (zeros fit every format). */
+#define CHK_MIN_VALUES 64
+
+/* The formats' constants the bounds use (the run's from the stored formats; each head's from its values too). */
 typedef struct {
     tsc_format_t o_fmt, lse_fmt, p_fmt;
     double u_in, u_s, u_p, u_lse;  /* unit roundoffs: 2^-(mantissa bits + 1) */
+    double u_wide;                 /* q, k, v hold values finer than P's format: the kernel rounded them (else 0) */
     double p_zero;                 /* P values at or below this round to zero in P's format */
 } chk_fmt_t;
 
@@ -56,6 +60,38 @@ typedef struct {
 } chk_run_t;
 
 static double unit_roundoff(tsc_format_t f) { return ldexp(1.0, -(tsc_format_mant_bits(f) + 1)); }
+
+/* Sets the constants that follow from P's format fmt. */
+static void set_p_format(chk_fmt_t *f, tsc_format_t fmt) {
+    f->p_fmt = fmt;
+    f->u_in = f->u_p = unit_roundoff(fmt);
+    /* scores, running max, ℓ and Ō are held at least in BF16 by every kernel modelled: no kernel rounds
+     * scores to FP8 (an FP8 matmul writes BF16 or FP32) */
+    f->u_s = f->u_in < 0x1p-8 ? f->u_in : 0x1p-8;
+    /* half the smallest subnormal of P's format, 2^(emin - mant - 1): values at or below it round to 0 */
+    const int eb = tsc_format_exp_bits(fmt), mb = tsc_format_mant_bits(fmt);
+    f->p_zero = ldexp(1.0, (2 - (1 << (eb - 1))) - mb - 1);
+}
+
+/* The coarsest format coarser than stored that holds every finite value of x[0..n), or stored (also when
+ * fewer than CHK_MIN_VALUES values are non-zero): a BF16 kernel's O stored as FP32 holds BF16 values. */
+static tsc_format_t value_format(const float *x, size_t n, tsc_format_t stored) {
+    static const tsc_format_t cand[] = {TSC_FMT_FP8_E5M2, TSC_FMT_FP8_E4M3, TSC_FMT_BF16, TSC_FMT_FP16};
+    size_t nz = 0;
+    for (size_t i = 0; i < n && nz < CHK_MIN_VALUES; i++) nz += isfinite(x[i]) && x[i] != 0;
+    if (nz < CHK_MIN_VALUES) return stored;
+    for (size_t c = 0; c < sizeof cand / sizeof cand[0]; c++) {
+        if (tsc_format_mant_bits(cand[c]) >= tsc_format_mant_bits(stored)) continue;
+        size_t i = 0;
+        while (i < n && (!isfinite(x[i]) || tsc_round_f32(x[i], cand[c], TSC_ROUND_NEAREST_EVEN, NULL) == x[i])) i++;
+        if (i == n) return cand[c];
+    }
+    return stored;
+}
+
+static tsc_format_t coarser(tsc_format_t a, tsc_format_t b) {
+    return tsc_format_mant_bits(a) <= tsc_format_mant_bits(b) ? a : b;
+}
 
 void tsc_check_opts_init(tsc_check_opts_t *o) {
     memset(o, 0, sizeof *o);
@@ -136,15 +172,8 @@ static tsc_status_t plan_pairs(chk_run_t *R) {
                              tsc_select_miss_text(&R->o->sel, R->d, why, sizeof why));
     }
     chk_fmt_t *f = &R->f;
-    f->p_fmt = in;
-    f->u_in = f->u_p = unit_roundoff(in);
-    /* scores, running max, ℓ and Ō are held at least in BF16 by every kernel modelled: no kernel rounds
-     * scores to FP8 (an FP8 matmul writes BF16 or FP32) */
-    f->u_s = f->u_in < 0x1p-8 ? f->u_in : 0x1p-8;
+    set_p_format(f, in);
     f->u_lse = c->dtype_lse[0] ? unit_roundoff(f->lse_fmt) : 0;
-    /* half the smallest subnormal of P's format, 2^(emin - mant - 1): values at or below it round to 0 */
-    const int eb = tsc_format_exp_bits(in), mb = tsc_format_mant_bits(in);
-    f->p_zero = ldexp(1.0, (2 - (1 << (eb - 1))) - mb - 1);
     snprintf(c->dtype_qkv, sizeof c->dtype_qkv, "%s", tsc_format_name(in));
     snprintf(c->dtype_o, sizeof c->dtype_o, "%s", tsc_format_name(f->o_fmt));
     snprintf(c->p_format, sizeof c->p_format, "%s", tsc_format_name(in));
@@ -155,9 +184,9 @@ static tsc_status_t plan_pairs(chk_run_t *R) {
 /* ------------------------------------------------------------------ one row */
 
 /* Checks query row t of the loaded head (docs/CHECK.md has each formula). sc: S, α·Σ|q k|, e^(S − m) [T], then Ô, A, B [D]. */
-static void check_row(const chk_run_t *R, int t, int causal, double alpha, int has_lse, double *sc, chk_rowres_t *res) {
+static void check_row(const chk_run_t *R, const chk_fmt_t *f, int t, int causal, double alpha, int has_lse, double *sc,
+                      chk_rowres_t *res) {
     const int T = R->T, D = R->D, nvis = causal ? t + 1 : T;
-    const chk_fmt_t *f = &R->f;
     const float *q = R->q + (size_t)t * D;
     double *S = sc, *Sa = sc + T, *E = Sa + T, *oh = E + T, *A = oh + D, *Bv = A + D;
     double m = -INFINITY;
@@ -182,7 +211,8 @@ static void check_row(const chk_run_t *R, int t, int causal, double alpha, int h
     double sum_pe = 0, pmax = 0, under = 0, p_other = 0;
     int jmax = 0;
     for (int j = 0; j < nvis; j++) {
-        const double delta = f->u_s * (2 * fabs(S[j]) + fabs(S[j] - m)) + (D + 2) * CHK_EPS32 * Sa[j];
+        const double delta = f->u_s * (2 * fabs(S[j]) + fabs(S[j] - m)) +
+                             ((D + 2) * CHK_EPS32 + f->u_wide * (2 + f->u_wide)) * Sa[j];
         const double pb = E[j], p = pb / l;
         sum_pe += p * exp(delta);
         if (pb <= f->p_zero) under += p;
@@ -214,7 +244,8 @@ static void check_row(const chk_run_t *R, int t, int causal, double alpha, int h
             Bv[d] += fabs(vj[d]);
         }
     }
-    const double beta = exp(2 * Delta) * (1 + f->u_p) * pow(1 + f->u_s, 2 * ntile + 2) - 1 + (nvis + D + 8) * CHK_EPS32;
+    const double beta = exp(2 * Delta) * (1 + f->u_p) * (1 + f->u_wide) * pow(1 + f->u_s, 2 * ntile + 2) - 1 +
+                        (nvis + D + 8) * CHK_EPS32;
     const float *o = R->out + (size_t)t * D;
     res->o_ratio = res->o_err = 0;
     for (int d = 0; d < D; d++) {
@@ -301,6 +332,17 @@ static tsc_status_t check_head(chk_run_t *R, tsc_check_head_t *h, int b, int has
     nf += count_nonfinite(R, h, "o", R->out, D, 0, b, m->causal, bad);
     if (has_lse) nf += count_nonfinite(R, h, "lse", R->lse, 1, 0, b, m->causal, bad);
     h->nonfinite += nf;
+    /* P's format for this head: the stored formats' coarsest, or coarser when the values say so */
+    const tsc_format_t fq = value_format(R->q, R->TD, R->f.p_fmt), fk = value_format(R->k, R->TD, R->f.p_fmt),
+                       fv = value_format(R->v, R->TD, R->f.p_fmt), fo = value_format(R->out, R->TD, R->f.o_fmt);
+    const tsc_format_t fin = coarser(coarser(fq, fk), fv), fp = coarser(coarser(R->f.p_fmt, fin), fo);
+    chk_fmt_t hf = R->f;
+    set_p_format(&hf, fp);
+    hf.u_wide = tsc_format_mant_bits(fin) > tsc_format_mant_bits(fp) ? unit_roundoff(fp) : 0;
+    if (!h->p_format[0] || tsc_format_mant_bits(fp) < tsc_format_mant_bits(h->p_fmt)) {
+        h->p_fmt = fp;
+        snprintf(h->p_format, sizeof h->p_format, "%s", tsc_format_name(fp));
+    }
 #pragma omp parallel for schedule(dynamic, 16) num_threads(R->nthr)
     for (int t = 0; t < T; t++) {
         int thr = 0;
@@ -308,7 +350,7 @@ static tsc_status_t check_head(chk_run_t *R, tsc_check_head_t *h, int b, int has
         thr = omp_get_thread_num();
 #endif
         if (bad[t]) continue;
-        check_row(R, t, m->causal, m->softmax_scale, has_lse, R->scratch + (size_t)thr * (3 * (size_t)T + 3 * (size_t)D),
+        check_row(R, &hf, t, m->causal, m->softmax_scale, has_lse, R->scratch + (size_t)thr * (3 * (size_t)T + 3 * (size_t)D),
                   &R->rr[t]);
     }
     int64_t o_tile_bad = 0;
@@ -437,6 +479,10 @@ static tsc_status_t run_all(chk_run_t *R) {
         c->n_bad += (h->verdict & TSC_CHECK_INCONSISTENT) != 0;
         c->n_saturated += h->saturated > 0;
         c->n_not_stored += !h->stored;
+        if (h->stored && h->p_format[0] && tsc_format_mant_bits(h->p_fmt) < tsc_format_mant_bits(R->f.p_fmt)) {
+            R->f.p_fmt = h->p_fmt;  /* the run's P format reported: the coarsest any head was held to */
+            snprintf(c->p_format, sizeof c->p_format, "%s", h->p_format);
+        }
         c->rows += h->rows, c->o_bad += h->o_bad, c->lse_bad += h->lse_bad;
         c->saturated += h->saturated, c->nonfinite += h->nonfinite;
     }
@@ -562,6 +608,7 @@ static void json_head(tsc_json_t *j, const tsc_check_head_t *h) {
     tsc_json_kv_string(j, "verdict", head_verdict(h, v, sizeof v));
     tsc_json_kv_bool(j, "inconsistent", (h->verdict & TSC_CHECK_INCONSISTENT) != 0);
     tsc_json_kv_bool(j, "lse_present", h->has_lse);
+    tsc_json_kv_string(j, "p_format", h->p_format[0] ? h->p_format : NULL);
     tsc_json_kv_int(j, "rows", h->rows);
     tsc_json_kv_int(j, "o_bad_rows", h->o_bad);
     tsc_json_kv_int(j, "lse_bad_rows", h->lse_bad);

@@ -72,6 +72,9 @@ typedef struct {
     int layer, head;
     unsigned verdict;             /* TSC_CHECK_* bits */
     int has_lse;                  /* 0: the dump holds no lse (the O check alone) */
+    char p_format[16];            /* the format P is held to for this head: the run's, or coarser when the head's
+                                     q, k, v or o values all lie in a coarser one ("" when not stored) */
+    int p_fmt;                    /* the same as a tsc_format_t */
     int stored;                   /* 0: a capture that kept some heads never wrote this one in q or o
                                      (heads_stored, docs/FORMAT.md §1.3): not checked, verdict "not stored" */
     int64_t rows;                 /* query rows checked (batch rows x T) */
@@ -95,7 +98,8 @@ typedef struct {
     char *dump_path;
     char selection[512];
     char dtype_qkv[16], dtype_o[16], dtype_lse[16];  /* formats the bounds used ("" lse: absent) */
-    char p_format[16];            /* the format P is held to (the coarsest of q, k, v) */
+    char p_format[16];            /* the coarsest format any head's P was held to (the coarsest stored format of
+                                     q, k, v, or coarser where the values say so; tsc_check_head_t.p_format) */
     double u_in, u_s, u_o, u_lse; /* unit roundoffs (docs/CHECK.md) */
     int tile_q, tile_k;           /* the tiles non-finite counts and key tiles use */
     char tile_source[64];         /* "the dump's tile_q, tile_k", "the recorded policy's", "default 64 x 64" */

@@ -3,6 +3,8 @@
  * D = 12, causal; q, k, v stored in the preset's input format, o in its O format, lse as FP32.
  * 1. Every preset's own forward (tsc_attn_run) is consistent: no row of any head outside its bound, at
  *    two score scales (plain and 3x sharper rows).
+ *    Inputs stored as FP32 that a bf16-torch kernel rounded itself, O stored as FP32 with BF16 values: held to
+ *    BF16 (from the values), consistent; a row of O times 1.25 fails alone.
  * 2. A wrong O with the right LSE: fp32 rows 5, 17, 33 of one head times 1.02 -> exactly those rows;
  *    bf16-fa2 O = Ō/ℓ' with ℓ' = 0.8ℓ on rows 3, 20, 38 -> exactly those; the numerator of key tile 1 dropped
  *    for rows 24..39, under bf16-fa2 and fp8-fa3 (the FA4 FP8 bug's shape: O wrong, LSE right) -> exactly those
@@ -126,6 +128,35 @@ static void test_presets(void) {
             CHECK(ow > 0 && ow <= 1 && lw <= 1);
             tsc_check_free(r);
         }
+}
+
+/* 1b: inputs stored as FP32 that the kernel rounds to BF16 itself (bf16-torch on FP32 tensors, as
+ * tilescope.torch.attention captures them), O stored as FP32 holding BF16 values: the values show the kernel's
+ * format, so the head is held to BF16 with its inputs' rounding allowed for: consistent; a row of O times 1.25
+ * still fails. */
+static void test_wide_inputs(void) {
+    static case_t c;
+    make_case(&c, "fp32", 1.0, 21); /* FP32 values in q, k, v */
+    tsc_policy_t p;
+    CHECK(tsc_policy_parse("bf16-torch+tile:q=16,k=16", &p) == TSC_OK);
+    tsc_attn_dims_t dims = {B, H, HKV, T, D, 1, 1 / sqrt((double)D)};
+    tsc_attn_io_t io = {.dtype = TSC_ATTN_F32, .q = c.q, .k = c.k, .v = c.v, .o = c.o, .lse = c.lse};
+    CHECK(tsc_attn_run(&p, &dims, &io, NULL, 0) == TSC_OK);
+    c.in_fmt = c.o_fmt = TSC_FMT_FP32;
+    tsc_check_t *r = run_check(&c, "wide");
+    CHECKF(r && r->n_bad == 0, "%lld O rows, %lld LSE rows", r ? (long long)r->o_bad : -1LL,
+           r ? (long long)r->lse_bad : -1LL);
+    if (r) {
+        CHECK_STREQ(r->dtype_qkv, "fp32");
+        CHECK_STREQ(r->p_format, "bf16");
+        CHECK_STREQ(r->heads[0].p_format, "bf16");
+    }
+    tsc_check_free(r);
+    for (int d = 0; d < D; d++) c.o[qi(1, 2, 30) + d] = tsc_round_f32(c.o[qi(1, 2, 30) + d] * 1.25f, TSC_FMT_BF16, 0, NULL);
+    r = run_check(&c, "wide_bad");
+    const tsc_check_head_t *h = head(r, 2);
+    CHECK(r && h && r->n_bad == 1 && h->o_bad == 1 && h->n_o_rows == 1 && h->o_rows[0].b == 1 && h->o_rows[0].t == 30);
+    tsc_check_free(r);
 }
 
 /* The flagged rows of head h (from the worst list; all of them when there are at most TSC_CHECK_WORST)
@@ -366,6 +397,7 @@ static void test_bad_input(void) {
 int main(void) {
     if (!mkdtemp(dir)) return 1;
     test_presets();
+    test_wide_inputs();
     test_wrong_o();
     test_wrong_lse();
     test_saturated();
