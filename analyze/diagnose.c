@@ -349,6 +349,7 @@ static tsc_status_t find_event(rep_t *r, const tsc_policy_t *lp, tsc_format_t ou
 void tsc_diagnose_free(tsc_diagnosis_t *d) {
     if (!d) return;
     tsc_analysis_free(d->an);
+    tsc_check_free(d->check);
     free(d->heads);
     free(d);
 }
@@ -836,6 +837,21 @@ static tsc_status_t examine_all(tsc_diagnosis_t *dg, const char *dump_path, cons
     return st;
 }
 
+/* The consistency check of the first selected step; a dump it cannot check (no o) leaves a note, not an error:
+ * the diagnosis replays and does not need o. */
+static void run_check(tsc_diagnosis_t *dg, const char *dump_path, const tsc_diagnose_opts_t *opts) {
+    tsc_check_opts_t co;
+    tsc_check_opts_init(&co);
+    co.dump_path = dump_path;
+    co.sel = opts->an.sel;
+    co.first_step_only = 1;
+    co.progress = opts->an.progress;
+    if (tsc_check_run(&co, &dg->check) != TSC_OK) {
+        snprintf(dg->check_note, sizeof dg->check_note, "%s", tsc_error_last());
+        tsc_error_clear();
+    }
+}
+
 /* The fit of lp (the policy the diagnosis replays, tiles as it uses them) on the first selected step.
  * A dump without o, or a fit that cannot run, is noted, never an error of the diagnosis. */
 static void check_fit(tsc_diagnosis_t *dg, const char *dump_path, const tsc_diagnose_opts_t *opts) {
@@ -904,6 +920,7 @@ tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const 
     diag_pols_t P = {&hp, &lp, &stable,
                      tsc_format_mant_bits(lp.fmt[TSC_STAGE_PV]) < 23 ? lp.fmt[TSC_STAGE_PV] : lp.fmt[TSC_STAGE_O]};
     check_fit(dg, dump_path, opts);
+    run_check(dg, dump_path, opts);
     if ((st = at_risk(dg)) == TSC_OK) st = examine_all(dg, dump_path, &P, opts);
     if (st == TSC_OK) adv_sweep_explanation(dg, dg->sweep_explanation, sizeof dg->sweep_explanation);
     if (st != TSC_OK) {
@@ -1066,6 +1083,15 @@ static void diag_json(void *ctx, tsc_json_t *j) {
     tsc_json_kv_numbers(j, "beta_studied_range", range, 2);
     tsc_json_kv_string(j, "sweep_explanation", d->sweep_explanation);
     fit_json(j, d);
+    tsc_json_key(j, "check");
+    if (d->check) {
+        tsc_check_json_summary(d->check, j);
+    } else {
+        tsc_json_object_begin(j);
+        tsc_json_kv_bool(j, "checked", 0);
+        tsc_json_kv_string(j, "note", d->check_note);
+        tsc_json_object_end(j);
+    }
     tsc_json_kv_int(j, "n_at_risk", (int64_t)d->n);
     tsc_json_key(j, "at_risk");
     tsc_json_array_begin(j);

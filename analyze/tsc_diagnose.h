@@ -34,6 +34,7 @@
 #include <stddef.h>
 
 #include "tsc_analysis.h"
+#include "tsc_check.h"
 #include "tsc_fit.h"
 #include "tsc_policy.h"
 
@@ -164,6 +165,10 @@ typedef struct {
     long long fit_step;
     tsc_fit_cmp_t fit;                 /* O compared, in ULPs of its captured format */
     char fit_note[512];                /* "" when checked, else the reason it was not */
+    /* the consistency check (tsc_check.h) of the first selected step: are the captured O and LSE attention's
+     * result on the captured q, k, v? NULL when it could not run (check_note: why, e.g. no o) */
+    tsc_check_t *check;
+    char check_note[512];
 } tsc_diagnosis_t;
 
 /* Runs the workflow (writes out_dir/analysis.h5 through the analysis). Errors as

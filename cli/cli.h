@@ -160,6 +160,7 @@ int tsc_cmd_pack(int argc, char **argv);
 int tsc_cmd_replay(int argc, char **argv);
 int tsc_cmd_fit(int argc, char **argv);
 int tsc_cmd_kernels(int argc, char **argv);
+int tsc_cmd_check(int argc, char **argv);
 int tsc_cmd_analyze(int argc, char **argv);
 /* diagnose's exit status when lp's replay does not reproduce the dump's captured O (bit-identical share
  * below TSC_FIT_WARN_SHARE): summary.json is written, but it describes the preset, not the run. Callers

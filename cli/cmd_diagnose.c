@@ -140,6 +140,9 @@ int tsc_cmd_diagnose(int argc, char **argv) {
         printf("%s\n", tsc_fit_sentence(a->lp, dg->fit_checked, dg->fit.identical, line, sizeof line));
         if (dg->fit_checked && tsc_fit_warning(dg->fit.identical)) printf("%s\n", tsc_fit_warning(dg->fit.identical));
         if (!dg->fit_checked && !strstr(dg->fit_note, "no dataset 'o'")) printf("  (%s)\n", dg->fit_note);
+        if (dg->check) printf("check of O and LSE (step %lld): %s\n", dg->check->first_step,
+                              tsc_check_sentence(dg->check, line, sizeof line));
+        else if (!strstr(dg->check_note, "no dataset 'o'")) printf("check of O and LSE: not run (%s)\n", dg->check_note);
         size_t shown = verbose || (size_t)top >= dg->n ? dg->n : (size_t)top;
         for (size_t i = 0; i < shown; i++) {
             printf("%zu. %s\n", i + 1, tsc_diagnose_line(dg, i, line, sizeof line));

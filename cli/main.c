@@ -23,7 +23,7 @@ static int cmd_help(int argc, char **argv);
 
 /* Usage texts live beside their command in cmd_<name>.c; these externs collect them. */
 extern const char tsc_usage_info[], tsc_usage_synth[], tsc_usage_pack[];
-extern const char tsc_usage_replay[], tsc_usage_fit[], tsc_usage_kernels[];
+extern const char tsc_usage_replay[], tsc_usage_fit[], tsc_usage_kernels[], tsc_usage_check[];
 extern const char tsc_usage_analyze[], tsc_usage_diagnose[];
 extern const char tsc_usage_explain[];
 extern const char tsc_usage_figure[], tsc_usage_report[], tsc_usage_demo[];
@@ -50,6 +50,7 @@ const tsc_cli_cmd_t tsc_cli_commands[] = {
     {"replay", tsc_cmd_replay, "recompute attention under precision policies; compare them", tsc_usage_replay},
     {"fit", tsc_cmd_fit, "which policy's replay reproduces the captured O (bit-identical share, ULPs)", tsc_usage_fit},
     {"kernels", tsc_cmd_kernels, "the per-kernel bias table: one input under every preset against FP64", tsc_usage_kernels},
+    {"check", tsc_cmd_check, "are the captured O and LSE softmax(alpha q k^T) V and its log-sum-exp, within the formats' bounds", tsc_usage_check},
     {"analyze", tsc_cmd_analyze, "dump -> analysis.h5 + summary.json: bias, ties, census, decomposition", tsc_usage_analyze},
     {"diagnose", tsc_cmd_diagnose, "the paper's diagnostic workflow: culprit stage, verdict, rounding event, fix", tsc_usage_diagnose},
     {"explain", tsc_cmd_explain, "bit-level trace of a rounding event: an addition, or one output of a dump", tsc_usage_explain},

@@ -256,6 +256,8 @@ typedef struct {
     int nf;
     char verdict[1024], meta[2048], event[2048], mitig[8192], stages[2048];
     char fit[TSC_POLICY_STR_MAX + 128], fit_warn[256];  /* the diagnosed policy's fit; "" without one */
+    char check[384];   /* the consistency check's line (summary.json diagnosis.check); "" without one */
+    int check_bad;     /* it found an inconsistency: the line is bold */
     int has_event;
     int diagnosed;     /* summary.json comes from diagnose (it has a diagnosis, maybe with no head at risk) */
     const tsc_jv_t *top;
@@ -335,6 +337,22 @@ static void fit_text(const tsc_jv_t *sm, content_t *c) {
     tsc_fit_sentence(str_or(f, "policy", "?"), checked, ident, s, sizeof s);
     snprintf(c->fit, sizeof c->fit, "Fit: %s.", s);
     if (checked && tsc_fit_warning(ident)) snprintf(c->fit_warn, sizeof c->fit_warn, "%s.", tsc_fit_warning(ident));
+}
+
+/* The consistency check of the captured O and LSE (summary.json diagnosis.check, docs/CHECK.md) as one line;
+ * "" when the summary has none (analyze only, or an older diagnosis). */
+static void check_text(const tsc_jv_t *sm, content_t *c) {
+    c->check[0] = 0;
+    c->check_bad = 0;
+    const tsc_jv_t *k = tsc_jv_path(sm, "diagnosis.check");
+    if (!k) return;
+    if (tsc_jv_num(k, "checked") != 1) {
+        snprintf(c->check, sizeof c->check, "Consistency check of O and LSE: not run (%.300s).", str_or(k, "note", "?"));
+        return;
+    }
+    c->check_bad = tsc_jv_num(k, "consistent") != 1;
+    snprintf(c->check, sizeof c->check, "Consistency check of O and LSE (step %.0f): %.300s.",
+             tsc_jv_num(k, "first_step"), str_or(k, "sentence", "?"));
 }
 
 static void meta_text(const tsc_jv_t *sm, const char *dir, char *meta, size_t cap) {
@@ -536,6 +554,7 @@ static tsc_status_t build_content(tsc_figure_src_t *src, const tsc_figure_opts_t
     c->top = tsc_jv_path(sm, "diagnosis.at_risk.0");
     verdict_text(sm, c->top, c->verdict, sizeof c->verdict);
     fit_text(sm, c);
+    check_text(sm, c);
     meta_text(sm, dir, c->meta, sizeof c->meta);
     c->has_event = event_text(c->top, tsc_jv_int(c->top, "step", 0), c->event, sizeof c->event);
     c->diagnosed = tsc_jv_path(sm, "diagnosis.at_risk") != NULL;
@@ -595,6 +614,7 @@ static void doc_front(tsc_rdoc_t *d, const content_t *c) {
     add_para(d, 0, SANS, 10.5, 1, c->verdict, 6, TSC_RH_P_BOLD);
     if (c->fit[0]) add_para(d, 0, SANS, BODY_PT, 0, c->fit, c->fit_warn[0] ? 2 : 6, TSC_RH_P);
     if (c->fit_warn[0]) add_para(d, 0, SANS, BODY_PT, 1, c->fit_warn, 6, TSC_RH_P_BOLD);
+    if (c->check[0]) add_para(d, 0, SANS, BODY_PT, c->check_bad, c->check, 6, c->check_bad ? TSC_RH_P_BOLD : TSC_RH_P);
     add_para(d, 0, SANS, SMALL_PT + 0.5, 0, c->meta, 6, TSC_RH_PRE);
     add_heading(d, "At-risk heads, ranked by the accumulated delta bias", NULL, NULL, -1, 0);
     if (c->n_ar) add_table(d, 9, ar_w, ar_hdr, c->ar_cells, c->n_ar);

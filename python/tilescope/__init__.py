@@ -6,4 +6,4 @@ from .attention import reference_attention  # noqa: F401
 from .capture import Capture, pack  # noqa: F401
 from .dump import Dump, info  # noqa: F401
 from .importer import import_tensors  # noqa: F401
-from .jobs import analyze, diagnose, figure, fit, replay, report  # noqa: F401
+from .jobs import analyze, check, diagnose, figure, fit, replay, report  # noqa: F401

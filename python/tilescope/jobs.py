@@ -1,7 +1,7 @@
 """The CLI's jobs as functions returning parsed results. Each runs the tilescope program (so a
 malformed dump fails in that process, with the CLI's containment, never in the caller's) and
 parses its JSON: diagnose and analyze return summary.json (docs/FORMAT.md section 3), fit and
-replay their --json object (sections 2.1 and 2), figure its --json object, report the paths it wrote. A failure raises
+replay their --json object (sections 2.1 and 2), check its --json object (docs/CHECK.md), figure its --json object, report the paths it wrote. A failure raises
 TilescopeError with the program's message."""
 import json
 import os
@@ -58,6 +58,13 @@ def analyze(dump, out_dir, **opts):
 def fit(dump, policies=None, **opts):
     """`tilescope fit DUMP [--policy P ...] --json`: which policy's replay reproduces the captured O."""
     return json.loads(run("fit", dump, "--json", *_flags(dict(opts, policy=policies))))
+
+
+def check(dump, **opts):
+    """`tilescope check DUMP --json` (steps=, layers=, heads=, batches= as keyword arguments): are the captured O
+    and LSE attention's result on the captured q, k, v (docs/CHECK.md)? An inconsistency (exit status 4) is a
+    result, `consistent` False with the heads, rows and tiles, not an error."""
+    return json.loads(run("check", dump, "--json", "--quiet", *_flags(opts), ok=(0, 4)))
 
 
 def replay(dump, policies, out, **opts):

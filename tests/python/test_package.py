@@ -8,7 +8,7 @@
 3. A capture session killed with SIGKILL in mid-training (tilescope.torch.capture around a loop)
    leaves every step it had flushed readable, and the incomplete one reported.
 4. The jobs: fit on a dump captured from the reference attention under bf16-torch ranks
-   bf16-torch first with every O element bit-identical; diagnose returns the parsed summary.json
+   bf16-torch first with every O element bit-identical; check finds it consistent; diagnose returns the parsed summary.json
    with the recorded policy as lp; figure draws from it and refuses a step it did not analyse; report
    writes the PDF.
 """
@@ -174,6 +174,11 @@ while True:
     fit = tilescope.fit(p4, policies=["bf16-fa2", "bf16-torch"])
     check(fit["run_policy"] == "bf16-torch" and fit["best"] == "bf16-torch" and fit["best_o_identical"] == 1.0,
           "fit: the recorded bf16-torch reproduces O bit for bit (best %s, %s)" % (fit["best"], fit["best_o_identical"]))
+    chk = tilescope.check(p4)
+    check(chk["consistent"] is True and chk["heads"] == 12 and chk["formats"]["qkv"] == "fp32"
+          and chk["formats"]["p"] == "bf16",
+          "check: the captured FP32 tensors under bf16-torch are consistent, held to BF16 from o's values (%s)"
+          % chk["sentence"])
     out = os.path.join(tmp, "diag")
     s = tilescope.diagnose(p4, out, max_heads=2)
     check(isinstance(s, dict) and s.get("lp", "").startswith("bf16-torch") and os.path.isfile(os.path.join(out, "summary.json")),
