@@ -102,6 +102,9 @@ static tsc_status_t check_args(const tsc_policy_t *pol, const tsc_attn_dims_t *d
     if (pol->softmax == TSC_SOFTMAX_MATERIALIZED && dims->T > pol->block_k)
         return tsc_error_set(TSC_ERR_ARG, "attention: a materialized softmax needs every key of a row in one "
                              "tile, but T = %d exceeds the tile's %d keys", dims->T, pol->block_k);
+    if (pol->exp == TSC_EXP_EXP2_PRESCALED && io->dout && (io->dq || io->dk || io->dv))
+        return tsc_error_set(TSC_ERR_UNSUPPORTED, "attention: the backward of +exp:exp2-prescaled (FlexAttention's "
+                             "PRESCALE_QK) is not modelled: its forward and delta only");
     if (io->dtype != TSC_ATTN_F32 && io->dtype != TSC_ATTN_F64)
         return tsc_error_set(TSC_ERR_ARG, "attention: dtype %d is neither F32 nor F64", (int)io->dtype);
     if (!io->q || !io->k || !io->v) return tsc_error_set(TSC_ERR_ARG, "attention: q, k or v is NULL");

@@ -77,6 +77,8 @@ typedef struct {
     R sig;      /* exp2 modes: σ = α·log2(e) as the kernel's host computes it (in double, then FP32) */
     R alpha_f;  /* exp2 modes: α in FP32, the LSE's factor */
     R poff;     /* exp2 modes: the max offset (2^poff at the row max) */
+    R c2;       /* Triton and Flex: the literal 1.44269504 in FP32 */
+    int ltile;  /* Triton and Flex: ℓ = fma(ℓ, c, tile sum), not per key */
 } SFX(hctx_t);
 
 static void SFX(hctx_init)(SFX(hctx_t) *cx, const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
@@ -97,6 +99,12 @@ static void SFX(hctx_init)(SFX(hctx_t) *cx, const tsc_policy_t *pol, const tsc_a
     cx->alpha_f = (R)(float)dims->scale;
     cx->sig = (R)((double)(float)dims->scale * 1.4426950408889634074);
     cx->poff = (R)pol->p_offset;
+    cx->c2 = (R)1.44269504f;
+    cx->ltile = pol->exp >= TSC_EXP_EXP2_TRITON;
+    if (pol->exp == TSC_EXP_EXP2_TRITON) { /* qk_scale = sm_scale; qk_scale *= 1.44269504, in FP32 */
+        const R a = (R)(float)dims->scale;
+        cx->sig = a * cx->c2;
+    }
     for (int s = 0; s < TSC_STAGE_COUNT; s++) {
         rst_t *rs = &cx->st[s];
         rs->fmt = pol->fmt[s];
@@ -444,6 +452,14 @@ static void SFX(rank1_multi)(SFX(hctx_t) *cx, R *Y, const R *A, int as, const R 
 /* S = R_S(R_S(raw) · α) in place over s[0..jv). */
 static inline void SFX(scores_finish)(SFX(hctx_t) *cx, R *s, int jv) {
     SFX(rnd_arr)(s, jv, &cx->st[TSC_STAGE_S]);
+    if (cx->expm == TSC_EXP_EXP2_SCALED) { /* qk *= SM_SCALE; then *= RCP_LN2 */
+        const R alpha = cx->alpha, c2 = cx->c2;
+        for (int jj = 0; jj < jv; jj++) s[jj] = s[jj] * alpha;
+        SFX(rnd_arr)(s, jv, &cx->st[TSC_STAGE_S]);
+        for (int jj = 0; jj < jv; jj++) s[jj] = s[jj] * c2;
+        SFX(rnd_arr)(s, jv, &cx->st[TSC_STAGE_S]);
+        return;
+    }
     if (cx->expm != TSC_EXP_E) return; /* the exp2 kernels keep S unscaled: σ enters exp's argument */
     const R alpha = cx->alpha;
     for (int jj = 0; jj < jv; jj++) s[jj] = s[jj] * alpha;
@@ -480,14 +496,19 @@ static inline int SFX(poly_col)(const tsc_policy_t *pol, int c, int Bc) {
 /* P̄ of keys jj < n of a tile against the max m, before R_PBAR_*: exp(R_EXPARG(S − m)) (TSC_EXP_E),
  * or the exp2 kernels' exp2(R_EXPARG(fma(S, σ, −ms))) / exp2(R_EXPARG(R(S·σ) − ms)),
  * ms = exp2_ms(m), with FA4's emulated exp2 on the columns poly_col selects. */
-static inline void SFX(pexp_arr)(SFX(hctx_t) *cx, const R *s, R *out, int n, R m, rst_t *arg) {
+static inline void SFX(pexp_arr)(SFX(hctx_t) *cx, const R *s, R *out, int n, R m, rst_t *arg, int onband) {
     if (cx->expm == TSC_EXP_E) {
         for (int jj = 0; jj < n; jj++) out[jj] = SFX(rnd)(s[jj] - m, arg);
         for (int jj = 0; jj < n; jj++) out[jj] = EXPR(out[jj]);
         return;
     }
+    if (cx->expm == TSC_EXP_EXP2_SCALED || cx->expm == TSC_EXP_EXP2_PRESCALED) { /* S in log2 units */
+        for (int jj = 0; jj < n; jj++) out[jj] = SFX(rnd)(s[jj] - m, arg);
+        for (int jj = 0; jj < n; jj++) out[jj] = EXP2R(out[jj]);
+        return;
+    }
     const R ms = SFX(exp2_ms)(cx, m), sig = cx->sig;
-    if (cx->expm == TSC_EXP_EXP2_FMA) {
+    if (cx->expm == TSC_EXP_EXP2_FMA || (cx->expm == TSC_EXP_EXP2_TRITON && !onband)) {
         for (int jj = 0; jj < n; jj++) out[jj] = SFX(rnd)(FMA(s[jj], sig, -ms), arg);
     } else {
         for (int jj = 0; jj < n; jj++) {
@@ -513,7 +534,12 @@ static inline void SFX(pexp_bwd_arr)(SFX(hctx_t) *cx, const R *s, R *out, int n,
         return;
     }
     const R ms = lse * (R)1.4426950408889634074f, sig = cx->sig;
-    if (cx->expm == TSC_EXP_EXP2_FMA) {
+    if (cx->expm == TSC_EXP_EXP2_SCALED || cx->expm == TSC_EXP_EXP2_PRESCALED) {
+        for (int jj = 0; jj < n; jj++) out[jj] = SFX(rnd)(s[jj] - ms, arg);
+        for (int jj = 0; jj < n; jj++) out[jj] = EXP2R(out[jj]);
+        return;
+    }
+    if (cx->expm == TSC_EXP_EXP2_FMA || cx->expm == TSC_EXP_EXP2_TRITON) {
         for (int jj = 0; jj < n; jj++) out[jj] = SFX(rnd)(FMA(s[jj], sig, -ms), arg);
     } else {
         for (int jj = 0; jj < n; jj++) {
@@ -526,6 +552,7 @@ static inline void SFX(pexp_bwd_arr)(SFX(hctx_t) *cx, const R *s, R *out, int n,
 
 /* Algorithm 3's ε and gap in the units of S: α·QKᵀ, or for the exp2 kernels (S unscaled) x/α. */
 static inline R SFX(s_units)(const SFX(hctx_t) *cx, double x) {
+    if (cx->expm == TSC_EXP_EXP2_SCALED || cx->expm == TSC_EXP_EXP2_PRESCALED) return (R)x * cx->c2;
     return cx->expm == TSC_EXP_E ? (R)x : (R)x / cx->alpha_f;
 }
 
@@ -550,7 +577,7 @@ static R SFX(stable_max)(SFX(hctx_t) *cx, R r_m, int r_s) {
     if (r_s <= 1) return r_m;
     R m = r_m > 0 ? SFX(rnd)((R)sb->beta * r_m, &cx->st[TSC_STAGE_ROWMAX]) : (R)0;
     R top;
-    SFX(pexp_arr)(cx, &r_m, &top, 1, m, &cx->st[TSC_STAGE_EXPARG]);
+    SFX(pexp_arr)(cx, &r_m, &top, 1, m, &cx->st[TSC_STAGE_EXPARG], 0);
     top = SFX(rnd)(top, &cx->st[TSC_STAGE_PBAR_PV]);
     if (top == (R)1 || top == (R)0) m = SFX(rnd)(r_m + SFX(s_units)(cx, sb->gap), &cx->st[TSC_STAGE_ROWMAX]);
     return m;
@@ -564,6 +591,7 @@ static size_t SFX(fwd_work)(int Bc, int D) { return 3 * (size_t)RB * Bc + (size_
 typedef struct {
     R m[RB], l[RB], r_m[RB], m_new[RB], c[RB];
     int jv[RB], ties[RB], r_s[RB];
+    int t0; /* the block's first row */
 } SFX(fblk_t);
 
 /* Forward scratch: S, P̄ as P̄V operand (PA) and as ℓ term (PB) [RB, Bc], Ō [RB, D], pv and the
@@ -654,6 +682,11 @@ static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
         c = 0;
     } else if (cx->expm == TSC_EXP_E) {
         c = EXPR(SFX(rnd)(m_old - mn, &st[TSC_STAGE_EXPARG]));
+    } else if (cx->expm == TSC_EXP_EXP2_SCALED || cx->expm == TSC_EXP_EXP2_PRESCALED) {
+        c = EXP2R(SFX(rnd)(m_old - mn, &st[TSC_STAGE_EXPARG])); /* exp2(m_i - m_ij) */
+    } else if (cx->expm == TSC_EXP_EXP2_TRITON) { /* exp2(m_i - m_ij), both maxima scaled */
+        const R a = m_old * cx->sig, b = mn * cx->sig;
+        c = EXP2R(SFX(rnd)(a - b, &st[TSC_STAGE_EXPARG]));
     } else { /* exp2((m_old − m_new)·σ); +lazy-rescale keeps m_old while that argument is >= −thr */
         const R d = m_old - mn;
         const R a = SFX(rnd)(d * cx->sig, &st[TSC_STAGE_EXPARG]);
@@ -666,11 +699,18 @@ static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
     }
     bk->m_new[r] = mn;
     bk->c[r] = c;
-    SFX(pexp_arr)(cx, s, pa, n, mn, &st[TSC_STAGE_EXPARG]);
+    /* the Triton tutorial's diagonal (on-band) tiles: a causal row's key tiles from its query tile's start */
+    const int onband = cx->causal && j0 >= (bk->t0 + r) / cx->Br * cx->Br;
+    SFX(pexp_arr)(cx, s, pa, n, mn, &st[TSC_STAGE_EXPARG], onband);
     for (int jj = 0; jj < n; jj++) pb[jj] = pa[jj];
     SFX(rnd_arr)(pa, n, &st[TSC_STAGE_PBAR_PV]);
     SFX(rnd_arr)(pb, n, &st[TSC_STAGE_PBAR_L]);
-    if (pol->fused) {
+    if (pol->fused && cx->ltile) { /* l_i = l_i * alpha + tl.sum(p, 1): one FMA (Triton fuses it) */
+        for (int d = 0; d < D; d++) oacc[d] = SFX(rnd)(c * oacc[d], &st[TSC_STAGE_OACC]);
+        R sum = 0;
+        for (int jj = 0; jj < n; jj++) sum = SFX(rnd)(sum + pb[jj], &st[TSC_STAGE_ACC]);
+        bk->l[r] = SFX(rnd)(FMA(bk->l[r], c, sum), &st[TSC_STAGE_L]);
+    } else if (pol->fused) {
         for (int d = 0; d < D; d++) oacc[d] = SFX(rnd)(c * oacc[d], &st[TSC_STAGE_OACC]);
         bk->l[r] = SFX(rnd)(c * bk->l[r], &st[TSC_STAGE_L_RESCALE]); /* the keys' terms follow */
     } else {
@@ -699,6 +739,7 @@ static void SFX(fwd_fused_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int nr, int j0
     const R *PB = w->PB;
     R *l = bk->l;
     SFX(axpy_multi)(cx, w->OACC, w->PA, Bc, v + (size_t)j0 * D, nr, bk->jv, &st[TSC_STAGE_PV]);
+    if (cx->ltile) return; /* ℓ took the tile's sum in fwd_row_tile */
     int nmax = 0;
     for (int r = 0; r < nr; r++) nmax = bk->jv[r] > nmax ? bk->jv[r] : nmax;
     if (st[TSC_STAGE_L].id && nr == RB && bk->jv[0] == nmax) {
@@ -804,6 +845,7 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
     for (int t0 = 0; t0 < T; t0 += RB) {
         const int nr = T - t0 < RB ? T - t0 : RB;
         SFX(fblk_t) bk;
+        bk.t0 = t0;
         for (int r = 0; r < nr; r++) {
             bk.m[r] = -INFINITY;
             bk.l[r] = 0;
@@ -843,10 +885,16 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
             }
             if (lse || win) { /* win implies lse (run_head): one rounding, as without a trace */
                 /* exp2 kernels: fma(m', α, log(ℓ·2^-offset)) (m' unscaled; the FP8 offset taken out) */
-                const R lv = cx->expm == TSC_EXP_E
-                                 ? SFX(rnd)(bk.m[r] + LOGR(bk.l[r]), &st[TSC_STAGE_LSE])
-                                 : SFX(rnd)(FMA(bk.m[r], cx->alpha_f, LOGR(bk.l[r] * (R)ldexp(1.0, -pol->p_offset))),
-                                            &st[TSC_STAGE_LSE]);
+                R lv;
+                if (cx->expm == TSC_EXP_E) {
+                    lv = SFX(rnd)(bk.m[r] + LOGR(bk.l[r]), &st[TSC_STAGE_LSE]);
+                } else if (cx->expm == TSC_EXP_EXP2_SCALED || cx->expm == TSC_EXP_EXP2_PRESCALED) {
+                    const R l2 = (R)log2((double)bk.l[r]), e2 = bk.m[r] + l2; /* m_i + log2(l_i) */
+                    lv = SFX(rnd)(e2 * (R)0.693147180559945309417, &st[TSC_STAGE_LSE]);  /* in natural units */
+                } else {
+                    lv = SFX(rnd)(FMA(bk.m[r], cx->alpha_f, LOGR(bk.l[r] * (R)ldexp(1.0, -pol->p_offset))),
+                                  &st[TSC_STAGE_LSE]);
+                }
                 if (lse) lse[t] = lv;
                 if (win) win->lse[t % win->rows] = (double)lv;
             }
@@ -1096,6 +1144,11 @@ static void SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const
     SFX(hctx_init)(&cx, pol, dims, b, h, 0);
     SFX(load)(io->q, io->dtype, qoff, TD, q, &cx.st[TSC_STAGE_Q]);
     SFX(load)(io->k, io->dtype, koff, TD, kk, &cx.st[TSC_STAGE_K]);
+    if (pol->exp == TSC_EXP_EXP2_PRESCALED) /* q = (q * SM_SCALE * RCP_LN2).to(MATMUL_PRECISION) */
+        for (size_t i = 0; i < TD; i++) {
+            const R a = q[i] * cx.alpha_f, b = a * cx.c2;
+            q[i] = SFX(rnd)(b, &cx.st[TSC_STAGE_Q]);
+        }
     if (pol->scale == TSC_SCALE_QK) /* Q̃ = R_S(Q·√α), K̃ = R_S(K·√α); the scores then take no α */
         for (size_t i = 0; i < TD; i++) {
             q[i] = SFX(rnd)(q[i] * cx.qk_scale, &cx.st[TSC_STAGE_S]);

@@ -70,7 +70,17 @@
  * by FA4's emulation (tsc_attn_exp2_fa4): x = max(x, −127), n = floor(x), f = x − n,
  * p = fma(fma(fma(c3, f, c2), f, c1), f, 1) with c1..c3 = 0.695146143436431884765625,
  * 0.227564394474029541015625, 0.077119089663028717041015625, and n added to p's exponent field.
- * Algorithm 3's ε and gap are in units of α·QKᵀ: the exp2 modes use ε/α and gap/α on S'. +norm:recip on an
+ * The Triton kernels (ℓ takes each tile's sum in one FMA, ℓ = R_L(fma(ℓ, c, Σ_tile R_PBAR_L(P̄_j))), Ō fused):
+ *   +exp:exp2-triton  σ = R(R_FP32(α)·R_FP32(1.44269504)); off the diagonal P̄_j = exp2(R_EXPARG(fma(S'_j, σ,
+ *                     −R(m'·σ)))), on the diagonal tiles (causal: key tiles from the row's query tile start, of
+ *                     block_q rows) exp2(R_EXPARG(R(S'_j·σ) − R(m'·σ))); c = exp2(R_EXPARG(R(m_old'·σ) − R(m_new'·σ)))
+ *   +exp:exp2-scaled  S = R_S(R_S(S'·R_FP32(α))·R_FP32(1.44269504)) (log2 units), P̄_j = exp2(R_EXPARG(S_j − m)),
+ *                     c = exp2(R_EXPARG(m_old − m_new)); LSE = R_LSE(R(m + log2 ℓ)·ln 2)
+ *   +exp:exp2-prescaled the same with Q replaced on entry by R_Q(R(R(Q·α)·1.44269504)) and S = S' (forward and δ
+ *                     only: gradients are refused)
+ *   backward: exp2-triton as exp2-fma; the two Flex modes P_j = exp2(R_EXPARG_BWD(S_j − R(LSE·log2 e))).
+ * Algorithm 3's ε and gap are in units of α·QKᵀ: the exp2 modes use ε/α and gap/α on S' (ε·log2 e, gap·log2 e for
+ * the Flex modes). +norm:recip on an
  * online policy makes O = R_O(Ō·(1/ℓ)) (the CUDA kernels' inv_sum). The exp2 modes need the online softmax and
  * +scale:s; cpu-rowwise and the CUDA backends refuse them (the CPU backends run them).
  *

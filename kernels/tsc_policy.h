@@ -135,8 +135,12 @@ typedef enum {
                        * kernel presets, and of the PyTorch code (torch.exp of S − m) */
     TSC_EXP_EXP2_FMA, /* CUDA kernels' exp2 with α·log2(e) folded in, one FFMA: S' = R_S(Q Kᵀ) unscaled,
                        * m' its max, P̄ = exp2(fma(S', σ, −R(R(m'·σ) − offset))) (FA2, FA3, FA4) */
-    TSC_EXP_EXP2_MUL  /* the same unfused (PyTorch's vendored FA2, UNFUSE_FMA):
+    TSC_EXP_EXP2_MUL, /* the same unfused (PyTorch's vendored FA2, UNFUSE_FMA):
                        * P̄ = exp2(R(R(S'·σ) − R(R(m'·σ) − offset))), exactly 1 at the max */
+    TSC_EXP_EXP2_TRITON, /* the Triton tutorial: exp2-fma off the diagonal, exp2-mul on the diagonal tiles
+                       * (causal), the rescale from the scaled maxima, ℓ = fma(ℓ, c, tile sum) */
+    TSC_EXP_EXP2_SCALED, /* FlexAttention: S = R(R(S'·α)·log2e'), exp2(R(S − m)), ℓ = fma(ℓ, c, tile sum) */
+    TSC_EXP_EXP2_PRESCALED /* FlexAttention's PRESCALE_QK: Q rounded to its format after ·α·log2e', S = S' */
 } tsc_exp_t;
 
 /* The presets: the kernels people run (docs/PRESETS.md has the sources of each model). */
@@ -159,6 +163,10 @@ typedef enum {
     TSC_PRESET_BF16_FA3,         /* flash-attn 3 (Hopper), BF16, either head-dim regime */
     TSC_PRESET_FP8_FA3_SCALED,   /* flash-attn 3 FP8 forward: E4M3 P̄ with the max mapped to 2^8 */
     TSC_PRESET_BF16_FA4,         /* flash-attn 4 (SM100): lazy rescale, emulated exp2 subset */
+    TSC_PRESET_FP16_TRITON,      /* the Triton fused-attention tutorial, FP16 */
+    TSC_PRESET_E5M2_TRITON,      /* the same with FP8 (E5M2) inputs: P̄ converted to E5M2 */
+    TSC_PRESET_BF16_FLEX,        /* torch FlexAttention: SM_SCALE then RCP_LN2, two roundings */
+    TSC_PRESET_BF16_FLEX_PRESCALE, /* FlexAttention with PRESCALE_QK: Q rounded after scaling */
     TSC_PRESET_COUNT
 } tsc_preset_t;
 

@@ -7,6 +7,7 @@
  *  - flash-attn 3 FP8 (hopper/softmax.h: Max_offset): max_scaled = max·σ − 8, the sum divided by 2^8 in LSE;
  *  - flash-attn 4 (flash_attn/cute/softmax.py: update_row_max, apply_exp2_convert; utils.py: ex2_emulation_2):
  *    the row max kept while (old − new)·σ >= −8, the emulated exp2 on the columns the schedule picks;
+ *  - the Triton tutorial (06-fused-attention.py) and FlexAttention's template (common.py.jinja), both scalings: O;
  *  - the emulated exp2 itself, over FP32 inputs of [−127, 16] (every 11th bit pattern, plus both ends),
  *    against the kernel's own sequence: an add rounding toward −inf, then round-to-nearest steps. */
 #include <fenv.h>
@@ -209,6 +210,93 @@ out:
     return diff;
 }
 
+/* The Triton kernels, O only (they store a base-2 LSE; tilescope's LSE is the natural one of the others):
+ * kind 0 the tutorial (python/tutorials/06-fused-attention.py, _attn_fwd_inner and _attn_fwd: qk_scale = sm_scale
+ * * 1.44269504; off-band m_ij = max(m_i, max(qk) * qk_scale), qk = qk * qk_scale - m_ij as one FMA; on-band
+ * (causal, the query block's own keys) qk = qk * qk_scale + mask, m_ij = max(m_i, max(qk)), qk -= m_ij;
+ * p = exp2(qk); alpha = exp2(m_i - m_ij); l_i = l_i * alpha + sum(p) as one FMA (l_i starts at 1); acc *= alpha;
+ * acc += p.to(fp16) v; O = acc / l_i);
+ * kind 1 FlexAttention (templates/common.py.jinja forward_block_mn: qk *= SM_SCALE, then *= RCP_LN2 (1.44269504);
+ * m_ij = max(m_i, max(scores)); alpha = exp2(m_i - m_ij); p = exp2(scores - m_ij); l_i = l_i * alpha + sum(p);
+ * acc = acc * alpha + p.to(bf16) v; templates/flex_attention.py.jinja: O = acc / l_i);
+ * kind 2 FlexAttention with PRESCALE_QK (forward_inner: q = (q * SM_SCALE * RCP_LN2).to(MATMUL_PRECISION); no
+ * scaling of qk). */
+static void ref_triton(int kind, const float *q, const float *kk, const float *v, int T, int D, int Br, int Bc,
+                       float scale, tsc_format_t pf, float *o) {
+    const float c2 = 1.44269504f, sig = scale * c2;
+    float *S = malloc(sizeof(float) * (size_t)Bc), *acc = malloc(sizeof(float) * (size_t)D);
+    float *qp = malloc(sizeof(float) * (size_t)D);
+    for (int t = 0; t < T; t++) {
+        for (int d = 0; d < D; d++) {
+            const float a = q[(size_t)t * D + d] * scale, b = a * c2;
+            qp[d] = kind == 2 ? tsc_round_f32(b, TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL) : q[(size_t)t * D + d];
+        }
+        float m_i = -INFINITY, l_i = kind == 0 ? 1.0f : 0.0f;
+        for (int d = 0; d < D; d++) acc[d] = 0;
+        const int qs = t / Br * Br;
+        for (int j0 = 0; j0 <= t; j0 += Bc) {
+            const int n = t + 1 - j0 < Bc ? t + 1 - j0 : Bc;
+            float mx = -INFINITY;
+            for (int j = 0; j < n; j++) {
+                float s = 0;
+                for (int d = 0; d < D; d++) s = fmaf(qp[d], kk[(size_t)(j0 + j) * D + d], s);
+                if (kind == 1) {
+                    s = s * scale;
+                    s = s * c2;
+                }
+                if (kind == 0 && j0 >= qs) s = s * sig; /* on-band: fma(qk, qk_scale, 0) */
+                S[j] = s;
+                mx = s > mx ? s : mx;
+            }
+            if (kind == 0 && j0 < qs) mx = mx * sig; /* off-band: max(qk) * qk_scale */
+            const float m_ij = mx > m_i ? mx : m_i;
+            float l_ij = 0;
+            for (int j = 0; j < n; j++) {
+                const float arg = kind == 0 && j0 < qs ? fmaf(S[j], sig, -m_ij) : S[j] - m_ij;
+                S[j] = (float)exp2((double)arg);
+                l_ij = l_ij + S[j];
+            }
+            const float alpha = (float)exp2((double)(m_i - m_ij));
+            l_i = fmaf(l_i, alpha, l_ij);
+            for (int d = 0; d < D; d++) acc[d] = acc[d] * alpha;
+            for (int j = 0; j < n; j++) {
+                const float pb = tsc_round_f32(S[j], pf, TSC_ROUND_NEAREST_EVEN, NULL);
+                for (int d = 0; d < D; d++) acc[d] = fmaf(pb, v[(size_t)(j0 + j) * D + d], acc[d]);
+            }
+            m_i = m_ij;
+        }
+        for (int d = 0; d < D; d++)
+            o[(size_t)t * D + d] = tsc_round_f32(acc[d] / l_i, pf, TSC_ROUND_NEAREST_EVEN, NULL);
+    }
+    free(S), free(acc), free(qp);
+}
+
+/* Policy pol against ref_triton(kind) on a causal head; the count of O elements that differ. */
+static size_t compare_triton(const char *pol, int kind, int T, int D, int Br, int Bc, tsc_format_t in) {
+    const float scale = 0.125f;
+    const size_t n = (size_t)T * D;
+    float *q = malloc(4 * n), *kk = malloc(4 * n), *v = malloc(4 * n), *o = malloc(4 * n), *ro = malloc(4 * n);
+    for (size_t i = 0; i < n; i++) {
+        q[i] = tsc_round_f32((float)(2 * nrand()), in, TSC_ROUND_NEAREST_EVEN, NULL);
+        kk[i] = tsc_round_f32((float)(2 * nrand()), in, TSC_ROUND_NEAREST_EVEN, NULL);
+        v[i] = tsc_round_f32((float)nrand(), in, TSC_ROUND_NEAREST_EVEN, NULL);
+    }
+    tsc_policy_t p;
+    size_t diff = (size_t)-1;
+    if (tsc_policy_parse(pol, &p) == TSC_OK) {
+        tsc_attn_dims_t d = {1, 1, 1, T, D, 1, scale};
+        tsc_attn_io_t io = {.dtype = TSC_ATTN_F32, .q = q, .k = kk, .v = v, .o = o};
+        CHECKF(tsc_attn_run(&p, &d, &io, NULL, 0) == TSC_OK, "%s", tsc_error_last());
+        ref_triton(kind, q, kk, v, T, D, Br, Bc, scale, p.fmt[TSC_STAGE_PBAR_PV], ro);
+        diff = 0;
+        for (size_t i = 0; i < n; i++) diff += bits(o[i]) != bits(ro[i]);
+    } else {
+        CHECKF(0, "%s", tsc_error_last());
+    }
+    free(q), free(kk), free(v), free(o), free(ro);
+    return diff;
+}
+
 int main(void) {
     test_emulated_exp2();
     int above = 0;
@@ -247,6 +335,23 @@ int main(void) {
            300 * D);
     free(a);
     free(b);
+
+    /* the Triton kernels: a query tile of 32 keys against key tiles of 16 (so off-band and on-band tiles), O */
+    rng_state = 4;
+    CHECK_EQ_INT(compare_triton("fp16-triton+tile:q=32,k=16", 0, 90, 16, 32, 16, TSC_FMT_FP16), 0);
+    rng_state = 5;
+    CHECK_EQ_INT(compare_triton("bf16-flex+tile:q=32,k=16", 1, 90, 16, 32, 16, TSC_FMT_BF16), 0);
+    rng_state = 6;
+    CHECK_EQ_INT(compare_triton("bf16-flex-prescale+tile:q=32,k=16", 2, 90, 16, 32, 16, TSC_FMT_BF16), 0);
+    {
+        tsc_policy_t p;
+        float x[64] = {0}, y[64], g[64];
+        tsc_attn_dims_t d = {1, 1, 1, 4, 16, 1, 0.25};
+        tsc_attn_io_t io = {.dtype = TSC_ATTN_F32, .q = x, .k = x, .v = x, .dout = x, .o = y, .dq = g};
+        CHECK(tsc_policy_parse("bf16-flex-prescale", &p) == TSC_OK);
+        CHECK(tsc_attn_run(&p, &d, &io, NULL, 0) == TSC_ERR_UNSUPPORTED); /* its backward is not modelled */
+        CHECK(strstr(tsc_error_last(), "PRESCALE_QK") != NULL);
+    }
 
     /* the modifiers' grammar: the canonical form round-trips, and misuse is refused */
     tsc_policy_t p, p2;
