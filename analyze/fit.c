@@ -257,7 +257,9 @@ static tsc_status_t load_group(fit_run_t *R, const unit_t *u, const int *hs, int
 }
 
 /* Replays the loaded group under policy p and adds the comparisons. */
-static tsc_status_t run_group(fit_run_t *R, const unit_t *u, int nh, int bwd, fit_pol_t *p) {
+static tsc_status_t run_group(fit_run_t *R, const unit_t *u, int nh, int bwd_all, fit_pol_t *p) {
+    /* a policy whose backward is not modelled (FlexAttention's PRESCALE_QK) is compared on O only */
+    const int bwd = bwd_all && p->pol.exp != TSC_EXP_EXP2_PRESCALED;
     const tsc_dump_meta_t *m = tsc_dump_meta(R->d);
     const size_t TD = R->TD, GTD = (size_t)R->G * TD, es = p->f64 ? sizeof(double) : sizeof(float);
     const int whole = nh == R->G;
@@ -504,7 +506,14 @@ static tsc_status_t dump_policy_fit(const char *dump_path, const char *recorded,
     tsc_fit_t *f = NULL;
     tsc_status_t st = tsc_fit_run(&fo, &f);
     const char *name = "bf16-fa2";
-    if (st == TSC_OK && f->n_policies > 0) {
+    char pct0[32];
+    if (st == TSC_OK && f->n_policies > 0 && !(f->policies[0].t[TSC_FIT_O].identical >= TSC_FIT_ADOPT_SHARE)) {
+        /* no preset reproduces even half of O (a placeholder O, a kernel nobody models): the ranking is noise */
+        out->origin = TSC_POLICY_DEFAULT;
+        snprintf(out->source, sizeof out->source, "%.60s, no preset fits its O (best %.20s: %.8s): bf16-fa2 "
+                 "(pass %.10s)", what, f->policies[0].name,
+                 tsc_fit_percent(f->policies[0].t[TSC_FIT_O].identical, pct0, sizeof pct0), given_flag);
+    } else if (st == TSC_OK && f->n_policies > 0) {
         char pct[32];
         name = f->policies[0].canonical; /* with the dump's tiles, as fitted */
         out->origin = TSC_POLICY_FITTED;

@@ -44,6 +44,8 @@ extern "C" {
 
 /* Below this share of bit-identical O elements the replay does not reproduce the run. */
 #define TSC_FIT_WARN_SHARE 0.99
+/* Below this share the best fit is not adopted as a dump's policy (tsc_dump_policy): the default is. */
+#define TSC_FIT_ADOPT_SHARE 0.5
 
 /* The tensors compared: O always, the gradients where the dump holds them (with do). */
 enum { TSC_FIT_O = 0, TSC_FIT_DQ, TSC_FIT_DK, TSC_FIT_DV, TSC_FIT_NT };
@@ -128,7 +130,8 @@ typedef struct {
  * attention figures: the given policy string when there is one (given_flag names it in messages and in
  * source); else the dump's recorded policy (recorded: its `policy` attribute) when it parses; else the
  * best fit of the captured O on the first step of sel (NULL: the whole dump; the caller narrows it to what
- * it looks at, since the fit replays every preset), with the dump's tiles; else, without an O to fit, the
+ * it looks at, since the fit replays every preset), with the dump's tiles, when it reproduces at least
+ * TSC_FIT_ADOPT_SHARE of O bit for bit; else (no O to fit, or no preset that reproduces half of it) the
  * bf16-fa2 default. TSC_ERR_ARG for a given string that does not parse ("--lp 'x': ..."), the fit's errors
  * other than a missing O. */
 TSC_API tsc_status_t tsc_dump_policy(const char *dump_path, const char *recorded, const char *given,

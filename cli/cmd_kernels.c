@@ -12,7 +12,7 @@
 
 const char tsc_usage_kernels[] =
     "usage: tilescope kernels [DUMP] [--policy P ...] [--no-stable] [--steps SET] [--layers SET] [--heads SET]\n"
-    "                         [--batches SET] [--all-steps] [--json | --markdown] [--quiet]\n"
+    "                         [--batches SET] [--all-steps] [--json] [--markdown] [--quiet]\n"
     "\n"
     "Replays one set of inputs under every preset (the kernels it models) and compares each with an FP64\n"
     "replay of the same inputs: which kernels carry the paper's bias, as modelled. Without DUMP the input is\n"

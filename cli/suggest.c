@@ -138,9 +138,25 @@ const char *tsc_cli_value_name(const char *cmd, const char *flag, char *buf, siz
     return v ? v : value_in(tsc_cli_global_usage, flag, buf, cap);
 }
 
+/* Options of other commands a user carries over, and what this command calls them: the edit distance
+ * cannot find these ("--policy" is nowhere near "--lp"). */
+static const struct {
+    const char *cmd, *word, *hint;
+} carried[] = {
+    {"diagnose", "--policy", "diagnose takes the run's low-precision policy as --lp P (and the reference as --hp P)"},
+    {"analyze", "--policy", "analyze takes the run's low-precision policy as --lp P (and the reference as --hp P)"},
+    {"train", "--policy", "train takes the attention policy as --attn-policy [L=]POLICY"},
+    {"repro", "--policy", "repro fixes its runs' policies; --dose FMT changes the low-precision ones"},
+};
+
 int tsc_cli_unknown_option(const char *cmd, const char *word) {
     char near[MAX_WORD];
     const char *eq = strchr(word, '=');
+    for (size_t i = 0; cmd && i < sizeof carried / sizeof carried[0]; i++) {
+        const size_t n = strlen(carried[i].word);
+        if (!strcmp(cmd, carried[i].cmd) && !strncmp(word, carried[i].word, n) && (!word[n] || word[n] == '='))
+            return tsc_cli_usage_error(cmd, "unknown option '%s': %s", word, carried[i].hint);
+    }
     if (!tsc_cli_nearest_option(cmd, word, near, sizeof near) || !strcmp(near, word))
         return tsc_cli_usage_error(cmd, "unknown option '%s'", word);
     if (eq && strlen(near) == (size_t)(eq - word) && !strncmp(near, word, (size_t)(eq - word)))

@@ -556,6 +556,14 @@ static inline R SFX(s_units)(const SFX(hctx_t) *cx, double x) {
     return cx->expm == TSC_EXP_E ? (R)x : (R)x / cx->alpha_f;
 }
 
+/* A score, max or threshold of the kernel's units in those of α·QKᵀ, for traces and tile statistics
+ * (computed in double: an FP32 times an FP32 is exact there, so equal scores stay equal). */
+static inline double SFX(s_natural)(const SFX(hctx_t) *cx, R x) {
+    if (cx->expm == TSC_EXP_E) return (double)x;
+    if (cx->expm == TSC_EXP_EXP2_SCALED || cx->expm == TSC_EXP_EXP2_PRESCALED) return (double)x * 0.693147180559945309417;
+    return (double)x * (double)cx->alpha_f;
+}
+
 /* max of s[0..n): 16 lanes (lane = index mod 16), each a sequential `x > m ? x : m`, then the
  * lanes in order. Exact for any order except the sign of a zero maximum, so the order is fixed
  * here, and the compiler can vectorise it (a single chain of compares could not be). */
@@ -767,7 +775,7 @@ static void SFX(fwd_record)(SFX(hctx_t) *cx, const tile_sink_t *sk, const SFX(fb
         const size_t ti = (size_t)t * n_kt + jt;
         int on = 0;
         for (int jj = 0; jj < n; jj++) on += pa[jj] == (R)1;
-        const double row_max = bk->r_m[r];
+        const double row_max = SFX(s_natural)(cx, bk->r_m[r]);
         const int32_t ties = bk->ties[r], ties_eps = bk->r_s[r];
         if (sk->row_max) {
             sk->row_max[ti] = row_max;
@@ -783,12 +791,12 @@ static void SFX(fwd_record)(SFX(hctx_t) *cx, const tile_sink_t *sk, const SFX(fb
             tr->ties_exact[tti] = ties;
             tr->ties_eps[tti] = ties_eps;
             tr->pbar_one[tti] = on;
-            tr->run_max[tti] = bk->m_new[r];
+            tr->run_max[tti] = SFX(s_natural)(cx, bk->m_new[r]);
             tr->l[tti] = bk->l[r];
         }
         if (tr->s)
             for (int jj = 0; jj < n; jj++) {
-                tr->s[slot * T + j0 + jj] = s[jj];
+                tr->s[slot * T + j0 + jj] = SFX(s_natural)(cx, s[jj]);
                 tr->pbar[slot * T + j0 + jj] = pa[jj];
             }
         if (tr->pv) {

@@ -56,7 +56,8 @@
  *
  * The exponent (tsc_exp_t). Everything above is +exp:e. The CUDA kernels read from their source
  * (docs/PRESETS.md) form exp in base 2 with the scale folded in: S' = R_S(Σ_d fma q·k) is kept unscaled (S in
- * traces, the tile max and tiles/row_max are then unscaled), σ = R_FP32(R_FP32(α)·log2 e) (the host's
+ * traces and tile statistics convert every score, max and threshold back to units of α·QKᵀ, in double: α·S', or
+ * ln 2·S for the Flex modes), σ = R_FP32(R_FP32(α)·log2 e) (the host's
  * float × double), ms = R(R(m'·σ) − N) with N the +p-offset (0 unless FP8), and
  *   +exp:exp2-fma   P̄_j = exp2(R_EXPARG(fma(S'_j, σ, −ms)))          (one FFMA: not exactly 1 at the max)
  *   +exp:exp2-mul   P̄_j = exp2(R_EXPARG(R(S'_j·σ) − ms))              (UNFUSE_FMA: exactly 1 at the max)

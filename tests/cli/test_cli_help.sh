@@ -108,6 +108,10 @@ expect 2 "unknown option '--seqlen'; did you mean '--seq-len'?" "$TSC" synth -o 
 expect 2 "unknown option '--polcy'; did you mean '--policy'?" "$TSC" replay "$tmp/t.h5" --polcy fp32
 expect 2 "unknown option '--all-step'; did you mean '--all-steps'?" "$TSC" fit "$tmp/t.h5" --all-step
 expect 2 "unknown option '--steps=1': write '--steps 1'" "$TSC" analyze "$tmp/t.h5" -o "$tmp/x" --steps=1
+# an option carried over from another command: the name this one uses
+expect 2 "unknown option '--policy': diagnose takes the run's low-precision policy as --lp P" "$TSC" diagnose "$tmp/t.h5" -o "$tmp/x" --policy bf16-fa2
+expect 2 "unknown option '--policy=bf16-fa2': analyze takes" "$TSC" analyze "$tmp/t.h5" -o "$tmp/x" --policy=bf16-fa2
+expect 2 "unknown option '--policy': train takes the attention policy as --attn-policy" "$TSC" train -o "$tmp/r" --policy fp32
 expect 2 "unknown option '--frobnicate'" "$TSC" analyze "$tmp/t.h5" -o "$tmp/x" --frobnicate
 grep -q "did you mean" "$tmp/err" && bad "a suggestion for a word near no option" || ok
 expect 2 "unknown option '-x'" "$TSC" analyze "$tmp/t.h5" -o "$tmp/x" -x

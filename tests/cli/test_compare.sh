@@ -11,8 +11,11 @@ PY=$(find_py json) || { echo "no python3: skip"; exit 77; }
 cd "$tmp" || exit 1
 
 "$T" synth -o d.h5 --shape tiny --quiet || { echo "synth failed"; exit 1; }
-"$T" diagnose d.h5 -o a --lp bf16-torch -q > /dev/null 2>&1 || { echo "diagnose a failed"; exit 1; }
-"$T" diagnose d.h5 -o b --lp bf16-torch+stable -q > /dev/null 2>&1 || { echo "diagnose b failed"; exit 1; }
+"$T" diagnose d.h5 -o a --lp bf16-torch+tile:q=16,k=16 -q > /dev/null 2>&1 || { echo "diagnose a failed"; exit 1; }
+# b is a what-if: the fix did not run, so its replay does not reproduce the dump's O and diagnose says so with
+# exit 3 (TSC_CLI_EXIT_POOR_FIT) after writing the diagnosis
+"$T" diagnose d.h5 -o b --lp bf16-torch+tile:q=16,k=16+stable -q > /dev/null 2>&1; rc=$?
+[ $rc -eq 3 ] && [ -f b/summary.json ] || { echo "diagnose b: exit $rc, want 3 and b/summary.json"; exit 1; }
 
 # 1. the comparison, with labels and a log per run
 "$T" compare a b -o cmp --label A=bf16 --label B=stable --log "A=$LOGS/llmc_gpt2.log" \
@@ -71,7 +74,7 @@ assert changed >= 1, 'stable should change the bias of some head'
 ds = [abs(float(l.split('|')[5])) for l in rows]
 assert ds == sorted(ds, reverse=True), ds
 j = json.load(open(sys.argv[4]))
-assert j['a']['lp'] == 'bf16-torch' and j['b']['lp'].startswith('bf16-torch+stable')
+assert j['a']['lp'] == 'bf16-torch+tile:q=16,k=16' and j['b']['lp'].startswith('bf16-torch+tile:q=16,k=16+stable')
 assert len(j['heads']) == 8
 for h in j['heads']:
     k = (h['layer'], h['head'])

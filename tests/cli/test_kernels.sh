@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest-labels: slow (over 5 s on 2 cores)
 # test_kernels: `tilescope kernels`, the per-kernel bias table (analyze/tsc_kernels.h).
 #  - the built-in input: every preset but fp64 once, in preset order; the paper's kernel (bf16-torch) has its most
 #    biased feature on a planted (head, feature) with t < -5, a rounding event in every tied row with P-bar = 1,

@@ -1,4 +1,5 @@
-/* test_kernel_presets: the presets read from kernels' source (docs/PRESETS.md, "Kernels read from their
+/* ctest-labels: slow
+ * test_kernel_presets: the presets read from kernels' source (docs/PRESETS.md, "Kernels read from their
  * source") against a reference written here from the cited lines, not from the presets' code:
  *  - the online softmax of flash-attn 2 (csrc/flash_attn/src/softmax.h: scale_apply_exp2, softmax_rescale_o,
  *    normalize_softmax_lse): max of the unscaled scores, exp2 of one FFMA (or of a rounded product with
@@ -211,7 +212,7 @@ out:
 }
 
 /* The Triton kernels, O only (they store a base-2 LSE; tilescope's LSE is the natural one of the others):
- * kind 0 the tutorial (python/tutorials/06-fused-attention.py, _attn_fwd_inner and _attn_fwd: qk_scale = sm_scale
+ * kind 0 the tutorial (triton/python/tutorials/06-fused-attention.py, _attn_fwd_inner and _attn_fwd: qk_scale = sm_scale
  * * 1.44269504; off-band m_ij = max(m_i, max(qk) * qk_scale), qk = qk * qk_scale - m_ij as one FMA; on-band
  * (causal, the query block's own keys) qk = qk * qk_scale + mask, m_ij = max(m_i, max(qk)), qk -= m_ij;
  * p = exp2(qk); alpha = exp2(m_i - m_ij); l_i = l_i * alpha + sum(p) as one FMA (l_i starts at 1); acc *= alpha;

@@ -412,12 +412,12 @@ class BoundAttn(nn.Module):
         s.last = dict(q=q.detach().clone(), o=o.detach().clone())
         return s.o_proj(o.transpose(1, 2).reshape(B, T, C))
 """)
-    with open(os.path.join(tmp, "tsc_helper_ops.py"), "w") as f:
+    with open(os.path.join(tmp, "sdpa_helper_ops.py"), "w") as f:
         f.write("from torch.nn.functional import scaled_dot_product_attention as sdpa\n"
                 "def attend(q, k, v):\n    return sdpa(q, k, v, is_causal=True)\n")
-    with open(os.path.join(tmp, "tsc_other_model.py"), "w") as f:
+    with open(os.path.join(tmp, "sdpa_other_model.py"), "w") as f:
         f.write("""import torch.nn as nn
-from tsc_helper_ops import attend
+from sdpa_helper_ops import attend
 class OtherAttn(nn.Module):
     def __init__(s, C=16, H=4):
         super().__init__(); s.num_heads = H
@@ -437,7 +437,7 @@ class OtherAttn(nn.Module):
         F.scaled_dot_product_attention = builtin
     try:
         import tsc_bound_model
-        import tsc_other_model
+        import sdpa_other_model
         bound = tsc_bound_model.scaled_dot_product_attention
         check(bound is F.scaled_dot_product_attention and bound is not tt.scaled_dot_product_attention,
               "the model's module bound torch's SDPA, not tilescope's, at import")
@@ -448,7 +448,7 @@ class OtherAttn(nn.Module):
             ok = same_bits(d.read_torch(0, 0, "q"), m.last["q"]) and same_bits(d.read_torch(0, 0, "o"), m.last["o"])
         check(ok, "SDPA bound by name at import in the model's module: q and o captured bit for bit (%s)" % msgs)
         check(tsc_bound_model.scaled_dot_product_attention is bound, "the bound name is restored after the capture")
-        msgs = run(nn.Sequential(tsc_other_model.OtherAttn()), os.path.join(tmp, "other.h5"), autocast=False)
+        msgs = run(nn.Sequential(sdpa_other_model.OtherAttn()), os.path.join(tmp, "other.h5"), autocast=False)
         check(any("no attention call was seen in sampled step 0" in x and "from torch.nn.functional import "
                   "scaled_dot_product_attention" in x for x in msgs),
               "SDPA bound in a module outside the model's packages: the first sampled step warns: %s" % msgs)
