@@ -19,21 +19,9 @@ grep -qF "the address-space limit (ulimit -v, 390 MiB) leaves no room for the BL
 # A late OpenBLAS worker (a loaded machine): OpenBLAS's pthread build starts worker threads when it is
 # loaded, each mapping its 128 MiB buffer when it first runs and retrying forever when that fails; one
 # that ran after the headroom check hung the job, then exit() waiting for it. The program keeps that pool
-# from starting under a limit (cli/main.c); a shim holding every such mapping of a thread other than the
-# main one back by 0.5 s stands in for the late worker (the job hung with it before the fix).
-if cc -shared -fPIC -o "$tmp/late.so" -x c - -ldl 2> "$tmp/cc.err" <<'SHIM'
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <sys/mman.h>
-#include <unistd.h>
-void *mmap(void *a, size_t n, int p, int f, int fd, off_t o) {
-    static void *(*real)(void *, size_t, int, int, int, off_t);
-    if (!real) real = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
-    if (n >= (100u << 20) && p != PROT_NONE && gettid() != getpid()) usleep(500000);
-    return real(a, n, p, f, fd, o);
-}
-SHIM
-then
+# from starting under a limit (cli/main.c); late_blas_worker.c, holding every such mapping of a thread
+# other than the main one back by 0.5 s, stands in for the late worker (the job hung with it before the fix).
+if cc -shared -fPIC -o "$tmp/late.so" "$(dirname "$0")/late_blas_worker.c" -ldl 2> "$tmp/cc.err"; then
   ( ulimit -v 400000; LD_PRELOAD="$tmp/late.so" OMP_NUM_THREADS=2 TSC_CONTAIN=0 timeout 20 "$TSC" analyze "$tmp/t.h5" \
     -o "$tmp/late" -q ) > "$tmp/out" 2> "$tmp/err"
   rc=$?
