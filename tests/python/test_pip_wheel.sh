@@ -88,6 +88,6 @@ done
 (cd "$tmp/work" && env -u TILESCOPE_LIB -u TILESCOPE_BIN -u PYTHONPATH "${pyenv[@]}" \
   "$tmp/venv/bin/python" -m tilescope info run.h5 --json) > "$tmp/info" 2> "$tmp/err" &&
   grep -q '"n_layer": *2' "$tmp/info" && ok || bad "python3 -m tilescope info: $(head -5 "$tmp/err" "$tmp/info")"
-env -u TILESCOPE_LIB -u TILESCOPE_BIN "$tmp/venv/bin/tilescope" help > "$tmp/help" 2>&1; grep -q "usage: tilescope" "$tmp/help" \
+env -u TILESCOPE_LIB -u TILESCOPE_BIN "${pyenv[@]}" "$tmp/venv/bin/tilescope" help > "$tmp/help" 2>&1; grep -q "usage: tilescope" "$tmp/help" \
   && ok || bad "the venv's tilescope script: $(head -3 "$tmp/help")"
 finish
