@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest-labels: slow (a wheel build, a virtual environment, a capture, diagnose and report: about 11 s on 2 cores)
+# ctest-labels: slow (a wheel build, a virtual environment, a capture, diagnose and report: 11-30 s on 2 cores)
 # `pip wheel .` (pyproject.toml, setup.py) offline, with Debian's setuptools and wheel, gives a wheel that
 # carries libtilescope.so and the tilescope program; installed into a fresh virtual environment it runs
 # the README's PyTorch capture example with no TILESCOPE_LIB, TILESCOPE_BIN or PYTHONPATH, from that
