@@ -631,7 +631,6 @@ static tsc_status_t run_alloc(run_t *u) {
     if (u->nthr > R->nh) u->nthr = R->nh;
     if (u->nthr < 1) u->nthr = 1;
     tsc_status_t mst = tsc_mem_check((uint64_t)u->nthr * scratch_bytes(R), "analysis: the per-thread scratch");
-    if (mst == TSC_OK) mst = tsc_blas_headroom(u->nthr);
     if (mst != TSC_OK)
         return tsc_error_wrap(mst, "analysis of %s (T %d, D %d, C %d, %d threads): ", R->a->dump_path, R->T, R->D,
                               R->C, u->nthr);
@@ -648,6 +647,21 @@ static tsc_status_t run_alloc(run_t *u) {
         tsc_status_t st = scratch_alloc(R, &u->tcs[t]);
         if (st != TSC_OK) return st;
     }
+    /* The BLAS headroom is measured with what the work holds already in place: the scratch above and
+     * the OpenMP team, whose threads' stacks and malloc arenas (64 MiB of address space each) appear
+     * at its first parallel region and would otherwise come after the check; the BLAS work buffers
+     * are then the only large mappings still to come. */
+#ifdef _OPENMP
+#pragma omp parallel num_threads(u->nthr)
+    {
+        void *volatile p = malloc(64); /* volatile: a compiler may drop a malloc/free pair */
+        free(p);
+    }
+#endif
+    mst = tsc_blas_headroom(u->nthr);
+    if (mst != TSC_OK)
+        return tsc_error_wrap(mst, "analysis of %s (T %d, D %d, C %d, %d threads): ", R->a->dump_path, R->T, R->D,
+                              R->C, u->nthr);
     return TSC_OK;
 }
 

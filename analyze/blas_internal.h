@@ -10,6 +10,8 @@ void tsc_blas_one_thread(void);
 /* OpenBLAS maps a 128 MiB work buffer per calling thread on its first call and, when the mmap
  * fails (a low `ulimit -v`), retries forever. Before work starts, this reserves (and releases)
  * that address space for nthreads threads: TSC_ERR_NOMEM naming the limit when it does not fit,
- * instead of a hang. */
+ * instead of a hang. Called once everything else large the work holds is mapped (its scratch, its
+ * OpenMP team), and valid only while OpenBLAS runs no worker threads of its own, which map their
+ * buffers at times of their own (cli/main.c keeps them from starting under a limit). */
 tsc_status_t tsc_blas_headroom(int nthreads);
 #endif

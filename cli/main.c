@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -9,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -188,7 +190,28 @@ static int cmd_help(int argc, char **argv) {
     return 0;
 }
 
+/* OpenBLAS's pthread build starts a pool of worker threads when it is loaded (one per core, or
+ * OMP_NUM_THREADS of them), which tilescope never uses: its BLAS calls run single-threaded on its own
+ * OpenMP threads (analyze/blas_internal.h). Each worker maps its 128 MiB work buffer when it first
+ * runs, and retries that mmap forever when it fails. Under an address-space limit (ulimit -v) on a
+ * loaded machine a worker can run late: the headroom check (tsc_blas_headroom) then measures the
+ * address space without its buffer, the job uses that room, the worker's mmap never succeeds, and
+ * exit() waits for the worker in OpenBLAS's destructor until the process is killed. The pool can only
+ * be kept from starting before OpenBLAS is loaded, i.e. before main(); so under such a limit the
+ * program runs itself again with OPENBLAS_NUM_THREADS=1 (once: the variable is then set). Without a
+ * limit an mmap of address space does not fail and nothing changes. */
+static void blas_pool_off_under_limit(char **argv) {
+    struct rlimit rl;
+    if (getenv("OPENBLAS_NUM_THREADS") || getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
+    int (*pool)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "openblas_get_num_threads");
+    if (!pool || pool() <= 1) return;
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_NUM_THREADS"); /* no /proc (execv failed): carry on as before */
+}
+
 int main(int argc, char **argv) {
+    blas_pool_off_under_limit(argv);
 #ifdef __GLIBC__
     /* Keep freed blocks in the heap: every head replay allocates and frees tens of MiB of scratch
      * (traces, tiles, Gram matrices), and handing them back to the kernel each time cost ~10% of

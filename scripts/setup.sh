@@ -14,6 +14,7 @@ pkgs=(
   liblapacke-dev libopenblas-dev         # SVD, eigenvalues; BLAS products (blas.pc, cblas.h)
   poppler-utils                          # pdfinfo/pdftotext/pdftoppm in report tests
   python3-h5py python3-numpy             # interop tests and baselines
+  python3-pip python3-setuptools python3-wheel python3-venv   # `pip install .` offline (pyproject.toml)
   python3-matplotlib                     # the heatmap benchmark's baseline
   bible-kjv                              # `tilescope train`'s built-in text (and the PyTorch example's)
 )

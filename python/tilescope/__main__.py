@@ -1,7 +1,11 @@
 """python3 -m tilescope import FILE -o DUMP [--map PATTERN[=NAME] ...] [options]: tensors saved by
 another program (.safetensors, .npz, .npy, torch .pt) into a dump (tilescope.importer: the library's
-own readers; nothing in the file is run, and torch is not needed)."""
+own readers; nothing in the file is run, and torch is not needed).
+python3 -m tilescope COMMAND ... (any other command: demo, diagnose, report, ...) runs the tilescope
+program the package uses (tilescope.program()) with those arguments; so does the `tilescope` script
+that `pip install` puts on the environment's PATH (run_program)."""
 import argparse
+import os
 import sys
 
 from . import _lib
@@ -13,8 +17,25 @@ def _printable(s):
     return "".join("\\x%02x" % ord(ch) if ord(ch) < 0x20 or 0x7f <= ord(ch) < 0xa0 else ch for ch in s)
 
 
+def run_program(argv=None):
+    """Replaces this process with the tilescope program, given argv (default: this command's arguments)."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        prog = _lib.program()
+    except _lib.TilescopeError as e:
+        print("tilescope: %s" % e, file=sys.stderr)
+        return 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(prog, [prog] + list(argv))
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m tilescope")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] != "import" and not argv[0].startswith("-"):
+        return run_program(argv)
+    ap = argparse.ArgumentParser(prog="python3 -m tilescope", epilog="any other command (demo, diagnose, "
+                                 "report, ...) runs the tilescope program: python3 -m tilescope help")
     sub = ap.add_subparsers(dest="cmd", required=True)
     im = sub.add_parser("import", help="tensors from .safetensors/.npz/.npy/.pt into a dump")
     im.add_argument("file")

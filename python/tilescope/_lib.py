@@ -2,7 +2,8 @@
 
 Where the library is looked for, first match wins:
   1. the environment variable TILESCOPE_LIB: the path of libtilescope.so, or the folder holding it;
-  2. the paths `cmake --install` recorded in _install_paths.py beside this file;
+  2. the paths recorded in _install_paths.py beside this file: by `cmake --install`, or by setup.py
+     (`pip install`, whose package carries the library and the program in _bin/);
   3. the system's library search (ctypes.util.find_library("tilescope")).
 The `tilescope` program (for the jobs run through the CLI): TILESCOPE_BIN, else the library's
 folder (a build tree), else ../bin beside the library's folder (an install), else PATH.
