@@ -33,8 +33,8 @@ void an_bias_measure(const an_bias_view_t *v, tsc_head_result_t *r) {
         v->f_ulp[i] = mu.mean;
         v->f_val[i] = mv.mean;
         v->f_p[i] = tsc_stats_sign_test_p(mu.n_pos, mu.n_neg);
-        tsc_moments_merge(&v->pool_u[i], &mu);
-        tsc_moments_merge(&v->pool_c[i], &mc);
+        v->pool_u[i] = mu;
+        v->pool_c[i] = mc;
         /* the record's top feature: the most significant delta contribution (then |mean ulp|) */
         double pc = mc.n >= 2 ? tsc_stats_t_test_p(tsc_moments_tstat(&mc), (double)(mc.n - 1)) : 1.0;
         if (isnan(pc)) pc = 1.0;

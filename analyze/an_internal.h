@@ -50,7 +50,10 @@ typedef struct {
     double *curve, *curve_c;      /* [nh, T] O-bar_error, automatic and chosen probe */
     int64_t *probe;               /* [nh, 3] */
     double *cos, *sv;             /* [nh, N, N], [nh, N] */
-    int has_rank1;
+    tsc_moments_t *mu, *mc;       /* [nh, D]: each head's moments of this (step, layer), into the pool in
+                                   * head order once every head of the pair is in (an_pool_t) */
+    int *r1;                      /* [nh]: the head filled its rank-1 rows (sv, cos) */
+    int has_rank1;                /* any head did */
 } an_group_t;
 
 /* Per (layer, head, feature) moments pooled over the analysed steps and batch rows: the flag test. */
@@ -93,7 +96,6 @@ typedef struct {
     tsc_census_t cs;                      /* this batch row's census so far */
     double *prow, *prm;                   /* AN_TR_PROBE: the row's P-bar [T], running max [n_kt] */
     an_cand_t cand;
-    int has_rank1;                        /* this thread filled rank-1 rows of the group */
 } an_scratch_t;
 
 enum { AN_PK_ROWS = 64 };
@@ -113,7 +115,8 @@ typedef struct {
     int D;
     tsc_format_t o_fmt, delta_fmt;
     double *f_ulp, *f_val, *f_p;     /* [D]: this head's rows of the group arrays */
-    tsc_moments_t *pool_u, *pool_c;  /* [D]: this (layer, head)'s pooled moments */
+    tsc_moments_t *pool_u, *pool_c;  /* [D]: out, this head's moments of (O_lp - O_hp)/ulp and of the
+                                      * delta contributions (merged into the pool by the driver) */
     int64_t n_head_tests;
     const tsc_flag_rule_t *rule;
 } an_bias_view_t;
@@ -198,8 +201,20 @@ typedef struct {
 } an_rank1_view_t;
 tsc_status_t an_rank1_finish(const an_rank1_view_t *v, tsc_head_result_t *r, int *filled);
 
-/* f: spectral norms (writes w_norm and, with w_q, wq_head_norm into g) */
-tsc_status_t an_spectral(const an_run_t *R, hid_t g, long long step, int layer, tsc_layer_result_t *lr);
+/* f: spectral norms of one (step, layer), one matrix at a time so that any process can compute
+ * one: an_spectral_part the norm of w_q, w_k, w_v or w_o (w = 0..3; NaN when the dump lacks it)
+ * and, for a w_q of H*D rows, the per-head norms hn[R->H] (has_hn 1); an_spectral_merge the four
+ * into lr; an_spectral_write puts w_norm and, with has_hn, wq_head_norm into g. */
+typedef struct {
+    double norm;
+    int unconverged;          /* norms of this part whose iteration did not converge */
+    int64_t n_nonfinite;      /* NaN/Inf values of the matrix */
+    char first_nonfinite[96]; /* "w_q[r=3,c=5]" or "" */
+    int has_hn;
+} an_spectral_part_t;
+tsc_status_t an_spectral_part(const an_run_t *R, long long step, int layer, int w, an_spectral_part_t *o, double *hn);
+void an_spectral_merge(long long step, int layer, const an_spectral_part_t parts[4], tsc_layer_result_t *lr);
+tsc_status_t an_spectral_write(const an_run_t *R, hid_t g, const tsc_layer_result_t *lr, const double *hn, int has_hn);
 
 /* output */
 /* One dataset to write: name, shape, values (int64 when i is not NULL, else the doubles d), and

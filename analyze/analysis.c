@@ -12,6 +12,7 @@
 #include "blas_internal.h"
 #include "fit_internal.h"
 #include "tsc_fit.h"
+#include "tsc_comm.h"
 #include "tsc_mem.h"
 
 #ifdef _OPENMP
@@ -37,6 +38,7 @@ void tsc_analysis_free(tsc_analysis_t *a) {
     free(a->feature_flags);
     free(a->dump_path);
     free(a->selection);
+    free(a->ranks);
     free(a);
 }
 
@@ -52,7 +54,6 @@ static void *xcalloc(size_t n, size_t sz, int *bad) {
 typedef struct {
     const an_run_t *R;
     an_group_t *G;
-    an_pool_t *P;
     an_across_t *ac;
     an_scratch_t *s;
     tsc_head_result_t *r;
@@ -183,7 +184,10 @@ static void head_reset(an_head_t *x) {
     for (int i = 0; i < D; i++) {
         G->f_ulp[hi * D + i] = G->f_val[hi * D + i] = G->f_p[hi * D + i] = NAN;
         G->f_flag[hi * D + i] = 0;
+        tsc_moments_init(&G->mu[hi * D + i]);
+        tsc_moments_init(&G->mc[hi * D + i]);
     }
+    G->r1[hi] = 0;
     for (int j = 0; j < T; j++) G->curve[(size_t)hi * T + j] = G->curve_c[(size_t)hi * T + j] = NAN;
     for (int j = 0; j < 3; j++) G->probe[hi * 3 + j] = -1;
     x->s->cand.n = 0;
@@ -231,10 +235,10 @@ static void bias_measure(an_head_t *x) {
     const an_run_t *R = x->R;
     an_scratch_t *s = x->s;
     int D = R->D, hi = x->hi;
-    size_t n_rows = (size_t)R->nb * R->T, slot = ((size_t)x->li * R->nh + hi) * D;
+    size_t n_rows = (size_t)R->nb * R->T;
     an_bias_view_t bv = {s->o_lp_all, s->o_hp_all, s->dO_all, s->dl_lp_all, s->dl_hp_all, n_rows, D, R->o_fmt,
                          R->delta_fmt, x->G->f_ulp + hi * D, x->G->f_val + hi * D, x->G->f_p + hi * D,
-                         x->P->u + slot, x->P->c + slot, R->a->n_head_tests, &R->a->rule};
+                         x->G->mu + hi * D, x->G->mc + hi * D, R->a->n_head_tests, &R->a->rule};
     an_bias_measure(&bv, x->r);
     x->bias_done = 1;
 }
@@ -373,7 +377,7 @@ static tsc_status_t head_finish(an_head_t *x) {
     an_rank1_view_t rv = {&s->cand, s->dw, x->term_sq, R->m->softmax_scale, R->N,
                           x->G->sv + (size_t)hi * R->N, x->G->cos + (size_t)hi * R->N * R->N,
                           x->ac->top_a + aslot * D, x->ac->top_b + aslot * R->C, x->ac->has + aslot};
-    return an_rank1_finish(&rv, r, &s->has_rank1);
+    return an_rank1_finish(&rv, r, &x->G->r1[hi]);
 }
 
 static tsc_status_t analyze_head(an_head_t *x) {
@@ -475,6 +479,11 @@ static tsc_status_t run_setup(an_run_t *R, const char *dump_path) {
     R->delta_fmt = R->lp.fmt[TSC_STAGE_DELTA];
     R->v_fmt = R->lp.fmt[TSC_STAGE_V];
     R->out_fmt = tsc_format_mant_bits(R->lp.fmt[TSC_STAGE_PV]) < 23 ? R->lp.fmt[TSC_STAGE_PV] : R->o_fmt;
+    if ((a->n_ranks = tsc_dump_n_ranks(R->d)) > 0) {
+        if (!(a->ranks = calloc((size_t)a->n_ranks, sizeof *a->ranks)))
+            return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", dump_path);
+        for (int i = 0; i < a->n_ranks; i++) (void)tsc_dump_rank(R->d, i, &a->ranks[i]); /* i in range */
+    }
     R->B = a->B = m->batch;
     R->H = a->H = m->n_head;
     R->Hkv = a->Hkv = m->n_kv_head;
@@ -592,6 +601,16 @@ typedef struct {
     char (*hmsg)[512];      /* [nh] */
     tsc_h5_file_t f;
     int file_open;
+    const tsc_comm_t *comm; /* the job's processes (opts->comm or the serial one) */
+    unsigned char *rec;     /* the records of one rank's items of one pair (items_copy) */
+    tsc_status_t sst[4];    /* the spectral items of the pair (w_q, w_k, w_v, w_o): status, message, */
+    char smsg[4][512];
+    an_spectral_part_t spart[4]; /* norms */
+    double *shn;            /* [H] and w_q's per-head norms */
+    int *own;               /* [n_groups, K] the process of each item of a pair (items_deal) */
+    int *order;             /* [K] the items of a pair, largest first */
+    int n_groups;           /* pairs computed at once */
+    tsc_status_t st;        /* the run's first failure (a rank goes on through the pairs, computing nothing) */
     int fit_bad;            /* lp's fit cannot be taken from this run (tsc_analysis_t.lp_fit_ok) */
     char *path;             /* out_dir/analysis.h5 */
 } run_t;
@@ -617,6 +636,10 @@ static tsc_status_t run_alloc(run_t *u) {
     G->cos = xcalloc(nh * N * N, sizeof(double), &bad);
     G->fit_o = xcalloc(nh, sizeof *G->fit_o, &bad);
     G->sv = xcalloc(nh * N, sizeof(double), &bad);
+    G->mu = xcalloc(nh * D, sizeof(tsc_moments_t), &bad);
+    G->mc = xcalloc(nh * D, sizeof(tsc_moments_t), &bad);
+    G->r1 = xcalloc(nh, sizeof(int), &bad);
+    u->shn = xcalloc((size_t)R->H, sizeof(double), &bad);
     u->pool.u = xcalloc(nP, sizeof(tsc_moments_t), &bad);
     u->pool.c = xcalloc(nP, sizeof(tsc_moments_t), &bad);
     u->ac.top_a = xcalloc(nslots * D, sizeof(double), &bad);
@@ -670,7 +693,7 @@ static void run_free(run_t *u) {
     for (int t = 0; t < u->n_tcs; t++) scratch_free(&u->tcs[t]);
     void *ps[] = {u->tcs, u->hst, u->hmsg, u->R.bs, u->R.hs, u->R.layers, u->pairs.step, u->pairs.layer,
                   G->f_ulp, G->f_val, G->f_p, G->f_flag, G->dd, G->sink, G->curve, G->curve_c, G->probe, G->cos,
-                  G->sv, G->fit_o, u->pool.u, u->pool.c, u->ac.top_a, u->ac.top_b, u->ac.has};
+                  G->sv, G->fit_o, G->mu, G->mc, G->r1, u->shn, u->own, u->order, u->rec, u->pool.u, u->pool.c, u->ac.top_a, u->ac.top_b, u->ac.has};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     free(u->path);
     tsc_dump_close(u->R.d);
@@ -726,77 +749,308 @@ static void fit_end(run_t *u, size_t h0) {
     }
 }
 
-/* The heads of pair p in parallel, then its group of analysis.h5 and its spectral norms. */
-static tsc_status_t run_pair(run_t *u, int p) {
+/* ------------------------------------------------------------------------------------------ */
+/* Work items over the job's processes (docs/DISTRIBUTED.md §4). A pair (step, layer) has K = nh + 4
+ * items: one per selected head over all its selected batch rows (from whichever rank dumps hold
+ * them), k = 0 .. nh-1, and the spectral norms of each weight matrix, k = nh + w (w_q, w_k, w_v,
+ * w_o). Every process computes its items into the same slots a single process would; each other
+ * process sends its records of a pair to rank 0 as one message, and rank 0, with every item of the
+ * pair in place, does the rest exactly as one process does: the pool merges in head order, the
+ * group, the cumulative arrays. So analysis.h5 holds the same bytes for any number of processes,
+ * whoever computed an item.
+ *
+ * The items of a pair are dealt largest first, each to the least loaded process (the highest on a
+ * tie, as rank 0 also finishes the pair), by a cost model counted from the shapes: a head's
+ * replays, backward and census ~ 16*nb*T*T*D, a matrix's norm ~ rows*cols*min(rows, cols) (its
+ * Gram matrix; w_q's per-head norms add H*D*D*C); the factor 16 is the ratio measured on the
+ * GPT-2-small shape (one 768 x 768 norm costs about 1.7 heads of 4 x 256 rows). With at least twice
+ * as many processes as a pair has items, they form W = size / K groups (process r in group r mod W)
+ * and pair p goes to group p mod W: W pairs are computed at once while rank 0 takes them in, in
+ * order. */
+
+enum { N_SPECTRAL = 4 };
+
+static int n_items(const run_t *u) { return u->R.nh + N_SPECTRAL; }
+
+static int item_owner(const run_t *u, int p, int k) {
+    return u->own[(size_t)(p % u->n_groups) * (size_t)n_items(u) + (size_t)k];
+}
+
+static double item_cost(const run_t *u, int k) {
+    static const char *const wn[N_SPECTRAL] = {"w_q", "w_k", "w_v", "w_o"};
+    const an_run_t *R = &u->R;
+    if (k < R->nh) return 16.0 * R->nb * R->T * R->T * R->D;
+    tsc_dump_dataset_info_t info;
+    int w = k - R->nh;
+    if (!u->pairs.n || !tsc_dump_has_dataset(R->d, u->pairs.step[0], u->pairs.layer[0], wn[w]) ||
+        tsc_dump_dataset_info(R->d, u->pairs.step[0], u->pairs.layer[0], wn[w], &info) != TSC_OK) {
+        tsc_error_clear();
+        return 0.0;
+    }
+    double r = (double)info.dims[0], c = (double)info.dims[1];
+    return r * c * (r < c ? r : c) + (w == 0 ? (double)R->H * R->D * R->D * R->C : 0.0);
+}
+
+static tsc_status_t items_deal(run_t *u) {
+    int P = u->comm->size, K = n_items(u), W = P >= 2 * K ? P / K : 1;
+    double *load = calloc((size_t)P, sizeof *load), *cost = calloc((size_t)K, sizeof *cost);
+    u->own = calloc((size_t)W * (size_t)K, sizeof *u->own);
+    u->order = calloc((size_t)K, sizeof *u->order);
+    if (!u->own || !u->order || !load || !cost) {
+        free(load), free(cost);
+        return tsc_error_set(TSC_ERR_NOMEM, "analysis: out of memory");
+    }
+    u->n_groups = W;
+    for (int k = 0; k < K; k++) {
+        cost[k] = item_cost(u, k);
+        int i = k; /* insertion by cost, largest first; equal costs keep item order */
+        for (; i > 0 && cost[u->order[i - 1]] < cost[k]; i--) u->order[i] = u->order[i - 1];
+        u->order[i] = k;
+    }
+    for (int g = 0; g < W; g++)
+        for (int i = 0; i < K; i++) {
+            int k = u->order[i], best = -1;
+            for (int r = g; r < P; r += W) /* the group's members, the highest on a tie */
+                if (best < 0 || load[r] <= load[best]) best = r;
+            u->own[(size_t)g * (size_t)K + (size_t)k] = best;
+            load[best] += cost[k];
+        }
+    free(load), free(cost);
+    return TSC_OK;
+}
+
+typedef struct {
+    void *p;
+    size_t n;
+} span_t;
+enum { ITEM_SPANS = 22 };
+
+/* The pieces of item k's record of pair p (h0: the pair's first head record). A head: its status
+ * and message, its head record and everything it wrote into the group, the pool and the across-step
+ * slot. The spectral item: its status and message, the layer record and the per-head norms. */
+static size_t item_spans(run_t *u, int p, int k, size_t h0, span_t *sp) {
+    const an_run_t *R = &u->R;
+    an_group_t *G = &u->G;
+    size_t D = (size_t)R->D, T = (size_t)R->T, N = (size_t)R->N, C = (size_t)R->C, h = (size_t)k;
+    size_t n = 0;
+#define SPAN(ptr, count) (sp[n].p = (void *)(ptr), sp[n].n = (count) * sizeof *(ptr), n++)
+    if (k >= R->nh) {
+        int w = k - R->nh;
+        SPAN(&u->sst[w], 1);
+        SPAN(u->smsg[w], sizeof u->smsg[w]);
+        SPAN(&u->spart[w], 1);
+        if (w == 0) SPAN(u->shn, (size_t)R->H);
+        return n;
+    }
+    size_t si = an_index_ll(R->a->steps, u->pairs.step[p]), li = an_index_int(R->layers, u->pairs.layer[p]);
+    size_t aslot = (si * (size_t)R->nL + li) * (size_t)R->nh + h;
+    SPAN(&u->hst[h], 1);
+    SPAN(u->hmsg[h], sizeof u->hmsg[h]);
+    SPAN(&R->a->heads[h0 + h], 1);
+    SPAN(G->f_ulp + h * D, D);
+    SPAN(G->f_val + h * D, D);
+    SPAN(G->f_p + h * D, D);
+    SPAN(G->f_flag + h * D, D);
+    SPAN(G->dd + h * (size_t)R->nb * T, (size_t)R->nb * T);
+    SPAN(G->sink + h * T, T);
+    SPAN(G->curve + h * T, T);
+    SPAN(G->curve_c + h * T, T);
+    SPAN(G->probe + h * 3, 3);
+    SPAN(G->cos + h * N * N, N * N);
+    SPAN(G->sv + h * N, N);
+    SPAN(&G->fit_o[h], 1);
+    SPAN(G->mu + h * D, D);
+    SPAN(G->mc + h * D, D);
+    SPAN(u->ac.top_a + aslot * D, D);
+    SPAN(u->ac.top_b + aslot * C, C);
+    SPAN(u->ac.has + aslot, 1);
+    SPAN(&G->r1[h], 1);
+#undef SPAN
+    return n;
+}
+
+/* Bytes of rank r's items of pair p (every item when r < 0). */
+static size_t items_bytes(run_t *u, int p, int r) {
+    span_t sp[ITEM_SPANS];
+    size_t bytes = 0;
+    for (int k = 0; k < n_items(u); k++) {
+        if (r >= 0 && item_owner(u, p, k) != r) continue;
+        size_t n = item_spans(u, p, k, 0, sp);
+        for (size_t i = 0; i < n; i++) bytes += sp[i].n;
+    }
+    return bytes;
+}
+
+/* Records of rank r's items of pair p into u->rec (pack) or from it (unpack), in item order. */
+static void items_copy(run_t *u, int p, int r, size_t h0, int pack) {
+    unsigned char *at = u->rec;
+    span_t sp[ITEM_SPANS];
+    for (int k = 0; k < n_items(u); k++) {
+        if (item_owner(u, p, k) != r) continue;
+        size_t n = item_spans(u, p, k, h0, sp);
+        for (size_t i = 0; i < n; at += sp[i].n, i++) {
+            if (pack) memcpy(at, sp[i].p, sp[i].n);
+            else memcpy(sp[i].p, at, sp[i].n);
+        }
+    }
+}
+
+/* An error of item k of pair p, as the process that computed it saw it. */
+static void item_error(const run_t *u, char *msg, size_t size) {
+    if (u->comm->size > 1) snprintf(msg, size, "on process %d of %d: %s", u->comm->rank, u->comm->size, tsc_error_last());
+    else snprintf(msg, size, "%s", tsc_error_last());
+}
+
+/* This process's items of pair p in parallel, largest first; after a failure (u->st) the items are
+ * marked with it and not computed, so the other processes' messages are still taken in. */
+static void pair_compute(run_t *u, int p, size_t h0, int si, int li) {
     an_run_t *R = &u->R;
     tsc_analysis_t *a = R->a;
     long long step = u->pairs.step[p];
-    int layer = u->pairs.layer[p];
-    int si = (int)an_index_ll(a->steps, step), li = (int)an_index_int(R->layers, layer);
-    size_t nh = (size_t)R->nh, N = (size_t)R->N;
-    u->G.has_o = tsc_dump_has_dataset(R->d, step, layer, "o");
-    u->G.has_rank1 = 0;
-    for (int t = 0; t < u->n_tcs; t++) u->tcs[t].has_rank1 = 0;
-    for (size_t i = 0; i < nh * N * N; i++) u->G.cos[i] = NAN;
-    for (size_t i = 0; i < nh * N; i++) u->G.sv[i] = NAN;
-    char gname[64];
-    snprintf(gname, sizeof gname, "step_%08lld/layer_%03d", step, layer);
-    hid_t g;
-    tsc_status_t st = tsc_h5_group_create(u->f.fid, gname, &g);
-    if (st != TSC_OK) return st;
-    size_t h0 = a->n_heads;
-    fit_begin(u, si, step, layer);
+    int layer = u->pairs.layer[p], me = u->comm->rank, K = n_items(u);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(u->nthr)
-    for (int hi = 0; hi < R->nh; hi++) {
+    for (int i = 0; i < K; i++) {
+        int k = u->order[i];
+        if (item_owner(u, p, k) != me) continue;
+        if (k >= R->nh) {
+            int w = k - R->nh;
+            u->smsg[w][0] = '\0';
+            if ((u->sst[w] = u->st) == TSC_OK &&
+                (u->sst[w] = an_spectral_part(R, step, layer, w, &u->spart[w], u->shn)) != TSC_OK)
+                item_error(u, u->smsg[w], sizeof u->smsg[w]);
+            continue;
+        }
+        u->hmsg[k][0] = '\0';
+        if ((u->hst[k] = u->st) != TSC_OK) continue;
         int tid = 0;
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        an_head_t x = {R, &u->G, &u->pool, &u->ac, &u->tcs[tid], &a->heads[h0 + (size_t)hi], step, layer, hi,
-                       R->hs[hi], si, li, 0, 0.0, 0.0, 0.0, 0, 0, 0};
-        u->hst[hi] = analyze_head(&x);
-        if (u->hst[hi] != TSC_OK) snprintf(u->hmsg[hi], sizeof u->hmsg[hi], "%s", tsc_error_last());
+        an_head_t x = {R, &u->G, &u->ac, &u->tcs[tid], &a->heads[h0 + (size_t)k], step, layer, k,
+                       R->hs[k], si, li, 0, 0.0, 0.0, 0.0, 0, 0, 0};
+        if ((u->hst[k] = analyze_head(&x)) != TSC_OK) item_error(u, u->hmsg[k], sizeof u->hmsg[k]);
     }
-    for (int t = 0; t < u->n_tcs; t++) u->G.has_rank1 |= u->tcs[t].has_rank1;
+}
+
+/* The first failure among the items of pair p that rank r computed (every item when r < 0), in
+ * item order: the heads, then the matrices. */
+static tsc_status_t items_status(const run_t *u, int p, int r) {
+    for (int k = 0; k < n_items(u); k++) {
+        if (r >= 0 && item_owner(u, p, k) != r) continue;
+        if (k < u->R.nh && u->hst[k] != TSC_OK) return tsc_error_set(u->hst[k], "%s", u->hmsg[k]);
+        if (k >= u->R.nh && u->sst[k - u->R.nh] != TSC_OK)
+            return tsc_error_set(u->sst[k - u->R.nh], "%s", u->smsg[k - u->R.nh]);
+    }
+    return TSC_OK;
+}
+
+/* Rank 0, every item of pair p in place: the pool merges, lp's fit, the group of analysis.h5 with
+ * the spectral norms, exactly as one process does them. */
+static tsc_status_t pair_finish(run_t *u, int p, size_t h0, int li) {
+    an_run_t *R = &u->R;
+    tsc_analysis_t *a = R->a;
+    size_t nh = (size_t)R->nh, D = (size_t)R->D;
+    for (int hi = 0; hi < R->nh; hi++)
+        if (u->hst[hi] != TSC_OK) return tsc_error_set(u->hst[hi], "%s", u->hmsg[hi]);
+    for (size_t hi = 0; hi < nh; hi++) {
+        a->n_skipped_heads += a->heads[h0 + hi].skipped;
+        u->G.has_rank1 |= u->G.r1[hi];
+        size_t slot = ((size_t)li * nh + hi) * D;
+        for (size_t i = 0; i < D; i++) {
+            tsc_moments_merge(&u->pool.u[slot + i], &u->G.mu[hi * D + i]);
+            tsc_moments_merge(&u->pool.c[slot + i], &u->G.mc[hi * D + i]);
+        }
+    }
     fit_end(u, h0);
-    for (int hi = 0; hi < R->nh && st == TSC_OK; hi++)
-        if (u->hst[hi] != TSC_OK) st = tsc_error_set(u->hst[hi], "%s", u->hmsg[hi]);
+    char gname[64];
+    snprintf(gname, sizeof gname, "step_%08lld/layer_%03d", u->pairs.step[p], u->pairs.layer[p]);
+    hid_t g;
+    tsc_status_t st = tsc_h5_group_create(u->f.fid, gname, &g);
+    if (st != TSC_OK) return st;
+    st = an_write_group(R, &u->G, g);
+    if (st == TSC_OK) st = items_status(u, p, -1); /* the matrices: the heads are checked above */
     if (st == TSC_OK) {
-        for (int hi = 0; hi < R->nh; hi++) a->n_skipped_heads += a->heads[h0 + (size_t)hi].skipped;
-        a->n_heads += nh;
+        an_spectral_merge(u->pairs.step[p], u->pairs.layer[p], u->spart, &a->layers[p]);
+        st = an_spectral_write(R, g, &a->layers[p], u->shn, u->spart[0].has_hn);
     }
-    if (st == TSC_OK) st = an_write_group(R, &u->G, g);
-    if (st == TSC_OK) st = an_spectral(R, g, step, layer, &a->layers[a->n_layers_res++]);
+    a->n_layers_res = (size_t)p + 1;
     tsc_h5_close(g);
     return st;
+}
+
+/* Pair p: each process its heads; the others' records to rank 0, which finishes the pair. */
+static void run_pair(run_t *u, int p) {
+    an_run_t *R = &u->R;
+    tsc_analysis_t *a = R->a;
+    const tsc_comm_t *c = u->comm;
+    long long step = u->pairs.step[p];
+    int layer = u->pairs.layer[p];
+    int si = (int)an_index_ll(a->steps, step), li = (int)an_index_int(R->layers, layer);
+    size_t nh = (size_t)R->nh, N = (size_t)R->N, h0 = a->n_heads;
+    u->G.has_o = tsc_dump_has_dataset(R->d, step, layer, "o");
+    u->G.has_rank1 = 0;
+    for (size_t i = 0; i < nh * N * N; i++) u->G.cos[i] = NAN;
+    for (size_t i = 0; i < nh * N; i++) u->G.sv[i] = NAN;
+    for (size_t hi = 0; hi < nh; hi++) u->hst[hi] = TSC_OK;
+    fit_begin(u, si, step, layer);
+    pair_compute(u, p, h0, si, li);
+    a->n_heads += nh;
+    tsc_status_t st = TSC_OK;
+    if (c->rank != 0) {
+        size_t n = items_bytes(u, p, c->rank);
+        items_copy(u, p, c->rank, h0, 1);
+        if (n) st = c->send(c->ctx, 0, u->rec, n);
+        if (st == TSC_OK) st = items_status(u, p, c->rank);
+    } else {
+        for (int r = 1; r < c->size && st == TSC_OK; r++) {
+            size_t n = items_bytes(u, p, r);
+            if (n && (st = c->recv(c->ctx, r, u->rec, n)) == TSC_OK) items_copy(u, p, r, h0, 0);
+        }
+        if (st == TSC_OK && u->st == TSC_OK) st = pair_finish(u, p, h0, li);
+    }
+    if (u->st == TSC_OK) u->st = st;
 }
 
 static tsc_status_t run_all(run_t *u, const char *dump_path, const char *out_dir) {
     an_run_t *R = &u->R;
     tsc_analysis_t *a = R->a;
+    const tsc_comm_t *c = u->comm;
     tsc_status_t st;
-    if ((st = tsc_dump_open(&R->d, dump_path)) != TSC_OK) return st;
-    R->m = tsc_dump_meta(R->d);
-    if ((st = run_setup(R, dump_path)) != TSC_OK || (st = run_select(R, &u->pairs)) != TSC_OK) return st;
-    u->ac.S = a->n_steps;
-    a->n_feature_tests = (int64_t)R->nL * R->nh * R->D; /* pooled over steps: one test per (layer, head, feature) */
-    a->n_head_tests = (int64_t)u->pairs.n * R->nh;
-    if ((st = run_alloc(u)) != TSC_OK) return st;
-    if ((st = open_output(u, out_dir, &u->path)) != TSC_OK) return st;
-    const char *path = u->path;
+    if ((st = tsc_dump_open(&R->d, dump_path)) == TSC_OK) {
+        R->m = tsc_dump_meta(R->d);
+        if ((st = run_setup(R, dump_path)) == TSC_OK) st = run_select(R, &u->pairs);
+    }
+    if (st == TSC_OK) {
+        u->ac.S = a->n_steps;
+        a->n_feature_tests = (int64_t)R->nL * R->nh * R->D; /* pooled over steps: one test per (layer, head, feature) */
+        a->n_head_tests = (int64_t)u->pairs.n * R->nh;
+        st = run_alloc(u);
+    }
+    if (st == TSC_OK) {
+        if ((st = items_deal(u)) == TSC_OK && !(u->rec = malloc(items_bytes(u, 0, -1))))
+            st = tsc_error_set(TSC_ERR_NOMEM, "analysis of %s: out of memory", a->dump_path);
+    }
+    if (st == TSC_OK && c->rank == 0) st = open_output(u, out_dir, &u->path);
+    /* every process leaves here together when one cannot start (its dump, its memory, the folder) */
+    if ((st = tsc_comm_agree(c, st)) != TSC_OK) return st;
     tsc_progress_begin(R->o->progress, "head records analysed", (long long)u->pairs.n * R->nh);
     fit_cmp_init(&a->lp_fit_o);
     for (int p = 0; p < u->pairs.n; p++) {
-        if ((st = run_pair(u, p)) != TSC_OK) return st;
-        tsc_progress_tick(R->o->progress, (long long)(p + 1) * R->nh); /* head records done */
+        run_pair(u, p);
+        if (u->st == TSC_OK) tsc_progress_tick(R->o->progress, (long long)(p + 1) * R->nh); /* head records done */
     }
-    a->lp_fit_ok = !u->fit_bad && a->lp_fit_o.n > 0;
-    fit_cmp_finish(&a->lp_fit_o);
-    /* a: the flags, pooled per (layer, head, feature) over the analysed steps and batch rows */
-    if ((st = an_flags_pool(R, &u->pool, u->f.fid)) != TSC_OK) return st;
-    if ((st = an_write_cumulative(R, &u->ac, u->f.fid, path)) != TSC_OK) return st;
-    u->file_open = 0;
-    return tsc_h5_commit(&u->f); /* closes the file either way */
+    st = u->st;
+    if (st == TSC_OK && c->rank == 0) {
+        a->lp_fit_ok = !u->fit_bad && a->lp_fit_o.n > 0;
+        fit_cmp_finish(&a->lp_fit_o);
+        /* a: the flags, pooled per (layer, head, feature) over the analysed steps and batch rows */
+        if ((st = an_flags_pool(R, &u->pool, u->f.fid)) == TSC_OK &&
+            (st = an_write_cumulative(R, &u->ac, u->f.fid, u->path)) == TSC_OK) {
+            u->file_open = 0;
+            st = tsc_h5_commit(&u->f); /* closes the file either way */
+        }
+    }
+    return tsc_comm_agree(c, st);
 }
 
 tsc_status_t tsc_analysis_run(const char *dump_path, const char *out_dir, const tsc_analysis_opts_t *opts,
@@ -806,12 +1060,19 @@ tsc_status_t tsc_analysis_run(const char *dump_path, const char *out_dir, const 
     memset(&u, 0, sizeof u);
     u.f.fid = H5I_INVALID_HID;
     u.R.o = opts;
+    u.comm = tsc_comm_or_serial(opts->comm);
     if (!(u.R.a = calloc(1, sizeof *u.R.a))) return tsc_error_set(TSC_ERR_NOMEM, "analysis: no memory");
-    tsc_status_t st = tsc_run_id_new(u.R.a->run_id); /* pairs analysis.h5 with the summary.json of this run */
+    tsc_status_t st = TSC_OK;
+    if (opts->run_id) {
+        if (!tsc_run_id_valid(opts->run_id))
+            st = tsc_error_set(TSC_ERR_ARG, "analysis: run id '%.40s' is not %d hexadecimal digits", opts->run_id,
+                               TSC_RUN_ID_LEN);
+        else memcpy(u.R.a->run_id, opts->run_id, TSC_RUN_ID_LEN + 1);
+    } else st = tsc_run_id_new(u.R.a->run_id); /* pairs analysis.h5 with the summary.json of this run */
     if (st == TSC_OK) st = run_all(&u, dump_path, out_dir);
     if (st != TSC_OK && u.file_open) tsc_h5_abort(&u.f);
     run_free(&u);
-    if (st != TSC_OK) {
+    if (st != TSC_OK || u.comm->rank != 0) {
         tsc_analysis_free(u.R.a);
         return st;
     }

@@ -127,6 +127,25 @@ static void geometry_json(const tsc_analysis_t *a, tsc_json_t *j) {
         AN_F(C, "d_model"), TSC_JSON_BOOL(tsc_analysis_t, causal, "causal"), AN_F(scale, "softmax_scale")};
     static const tsc_json_field_t over[] = {AN_F(n_steps, "steps"), AN_F(n_heads, "head_records")};
     tsc_json_kv_object(j, "geometry", a, geo, TSC_JSON_NFIELDS(geo));
+    if (a->n_ranks) { /* a run of many ranks: which rank holds which rows and heads */
+        tsc_json_key(j, "ranks");
+        tsc_json_array_begin(j);
+        for (int i = 0; i < a->n_ranks; i++) {
+            const tsc_dump_rank_t *r = &a->ranks[i];
+            tsc_json_object_begin(j);
+            tsc_json_kv_int(j, "rank", r->rank);
+            tsc_json_kv_string(j, "file", r->file);
+            tsc_json_kv_int(j, "dp_rank", r->dp_rank);
+            tsc_json_kv_int(j, "tp_rank", r->tp_rank);
+            tsc_json_kv_int(j, "pp_rank", r->pp_rank);
+            tsc_json_kv_int(j, "batch0", r->batch0);
+            tsc_json_kv_int(j, "batch_n", r->batch_n);
+            tsc_json_kv_int(j, "head0", r->head0);
+            tsc_json_kv_int(j, "head_n", r->head_n);
+            tsc_json_object_end(j);
+        }
+        tsc_json_array_end(j);
+    }
 
     int64_t rows = a->n_heads ? a->heads[0].n_rows : 0;
     tsc_json_key(j, "computed_over");

@@ -11,6 +11,7 @@
 #include "an_internal.h"
 #include "tsc_accum.h"
 #include "tsc_attention.h"
+#include "tsc_comm.h"
 #include "tsc_dump.h"
 #include "tsc_h5.h"
 #include "tsc_mem.h"
@@ -778,62 +779,149 @@ static void rep_free(rep_t *r) {
 }
 
 /* The first max_heads at-risk heads examined in parallel, one replay context per thread; the dump
- * handle is shared and its reads take the library's HDF5 lock (serial HDF5). */
+ * handle is shared and its reads take the library's HDF5 lock (serial HDF5). Under a communicator
+ * of several processes head k is examined by process k mod size and the records go to rank 0 (a
+ * record is the same whoever computes it); each process's failures travel with its records, so
+ * every process reaches the gather and rank 0 reports the first failing head, as one process does. */
 static tsc_status_t examine_all(tsc_diagnosis_t *dg, const char *dump_path, const diag_pols_t *P,
-                                const tsc_diagnose_opts_t *opts) {
+                                const tsc_diagnose_opts_t *opts, const tsc_comm_t *c) {
     const tsc_analysis_t *a = dg->an;
     tsc_dump_t *d = NULL;
-    tsc_status_t st = tsc_dump_open(&d, dump_path);
-    if (st != TSC_OK) return st;
     int nthr = 1;
 #ifdef _OPENMP
     nthr = omp_get_max_threads();
 #endif
     size_t n_exam = dg->n < (size_t)(opts->max_heads > 0 ? opts->max_heads : 0) ? dg->n : (size_t)opts->max_heads;
-    if ((size_t)nthr > n_exam) nthr = (int)(n_exam ? n_exam : 1);
+    size_t n_mine = 0;
+    for (size_t k = 0; k < n_exam; k++) n_mine += (int)(k % (size_t)c->size) == c->rank;
+    if ((size_t)nthr > n_mine) nthr = (int)(n_mine ? n_mine : 1);
     rep_t *rs = calloc((size_t)nthr, sizeof *rs);
     tsc_status_t *hst = calloc(dg->n ? dg->n : 1, sizeof *hst);
     char (*hmsg)[512] = calloc(dg->n ? dg->n : 1, sizeof *hmsg);
-    if (!rs || !hst || !hmsg) st = tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    if (!rs || !hst || !hmsg) {
+        free(rs), free(hst), free(hmsg);
+        return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    }
+    tsc_status_t st = n_mine ? tsc_dump_open(&d, dump_path) : TSC_OK;
     /* per thread: q, k, v, dO, O of one head, its row vectors, two row-window traces (4 rows of S,
      * P-bar and tile numbers) and the input cache: O(T·D), never T x T */
-    const tsc_dump_meta_t *m = tsc_dump_meta(d);
-    uint64_t T = (uint64_t)m->seq_len, per = 5 * T * m->head_dim * sizeof(float) + 16 * T +
-                                             TSC_ATTN_TRACE_ROW_BLOCK * 2 * T * 2 * sizeof(double) + DIAG_CACHE_BYTES;
-    if (st == TSC_OK) st = tsc_mem_check((uint64_t)nthr * per, "diagnose: the per-thread replay buffers");
-    for (int t = 0; t < nthr && st == TSC_OK; t++) st = rep_init(&rs[t], d, a, P->lp, &opts->an.sel.batches);
-    long long n_done = 0;
-    if (st == TSC_OK) tsc_progress_begin(opts->an.progress, "at-risk heads examined", (long long)n_exam);
-    if (st == TSC_OK) {
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
-        for (size_t k = 0; k < dg->n; k++) {
-            tsc_diag_head_t *dh = &dg->heads[k];
-            if (k >= n_exam) {
-                snprintf(dh->verdict, sizeof dh->verdict, "not examined");
-                continue;
-            }
-            int tid = 0;
-#ifdef _OPENMP
-            tid = omp_get_thread_num();
-#endif
-            hst[k] = examine(&rs[tid], a, P, opts, dh);
-            if (hst[k] != TSC_OK) snprintf(hmsg[k], sizeof hmsg[k], "%s", tsc_error_last());
-            /* the pooled mean error of the first flagged feature */
-            if (hst[k] == TSC_OK && dh->n_features > 0) {
-                for (size_t i = 0; i < a->n_heads; i++)
-                    if (a->heads[i].layer == dh->layer && a->heads[i].head == dh->head && !a->heads[i].skipped &&
-                        a->heads[i].top_feature == dh->features[0])
-                        dh->feature_mean_ulp = a->heads[i].top_feature_mean_ulp;
-            }
-#pragma omp critical(tsc_diagnose_progress)
-            tsc_progress_tick(opts->an.progress, ++n_done);
-        }
-        for (size_t k = 0; k < dg->n && st == TSC_OK; k++)
-            if (hst[k] != TSC_OK) st = tsc_error_set(hst[k], "%s", hmsg[k]);
+    if (st == TSC_OK && d) {
+        const tsc_dump_meta_t *m = tsc_dump_meta(d);
+        uint64_t T = (uint64_t)m->seq_len, per = 5 * T * m->head_dim * sizeof(float) + 16 * T +
+                                                 TSC_ATTN_TRACE_ROW_BLOCK * 2 * T * 2 * sizeof(double) + DIAG_CACHE_BYTES;
+        st = tsc_mem_check((uint64_t)nthr * per, "diagnose: the per-thread replay buffers");
+        for (int t = 0; t < nthr && st == TSC_OK; t++) st = rep_init(&rs[t], d, a, P->lp, &opts->an.sel.batches);
     }
-    for (int t = 0; rs && t < nthr; t++) rep_free(&rs[t]);
-    free(rs), free(hst), free(hmsg);
+    long long n_done = 0;
+    if (c->rank == 0) tsc_progress_begin(opts->an.progress, "at-risk heads examined", (long long)n_exam);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
+    for (size_t k = 0; k < dg->n; k++) {
+        tsc_diag_head_t *dh = &dg->heads[k];
+        if (k >= n_exam) {
+            snprintf(dh->verdict, sizeof dh->verdict, "not examined");
+            continue;
+        }
+        if ((int)(k % (size_t)c->size) != c->rank) continue;
+        if ((hst[k] = st) != TSC_OK) { /* this process could not start: its heads carry why */
+            snprintf(hmsg[k], sizeof hmsg[k], "%s", tsc_error_last());
+            continue;
+        }
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        hst[k] = examine(&rs[tid], a, P, opts, dh);
+        if (hst[k] != TSC_OK) snprintf(hmsg[k], sizeof hmsg[k], "%s", tsc_error_last());
+        /* the pooled mean error of the first flagged feature */
+        if (hst[k] == TSC_OK && dh->n_features > 0) {
+            for (size_t i = 0; i < a->n_heads; i++)
+                if (a->heads[i].layer == dh->layer && a->heads[i].head == dh->head && !a->heads[i].skipped &&
+                    a->heads[i].top_feature == dh->features[0])
+                    dh->feature_mean_ulp = a->heads[i].top_feature_mean_ulp;
+        }
+#pragma omp critical(tsc_diagnose_progress)
+        tsc_progress_tick(opts->an.progress, ++n_done);
+    }
+    for (int t = 0; t < nthr; t++) rep_free(&rs[t]);
+    free(rs);
     tsc_dump_close(d);
+    st = TSC_OK;
+    if (c->size > 1) { /* the records to rank 0: [status, message, head] per head of this process */
+        size_t rec = sizeof *hst + sizeof *hmsg + sizeof *dg->heads, at = 0;
+        unsigned char *buf = malloc(n_mine * rec + 1), *all = NULL;
+        size_t *lens = calloc((size_t)c->size, sizeof *lens);
+        if (!buf || !lens) st = tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+        for (size_t k = 0; buf && k < n_exam; k++) {
+            if ((int)(k % (size_t)c->size) != c->rank) continue;
+            memcpy(buf + at, &hst[k], sizeof *hst), at += sizeof *hst;
+            memcpy(buf + at, hmsg[k], sizeof *hmsg), at += sizeof *hmsg;
+            memcpy(buf + at, &dg->heads[k], sizeof *dg->heads), at += sizeof *dg->heads;
+        }
+        /* every process gathers, even one out of memory (it sends nothing, and says so below) */
+        tsc_status_t gst = tsc_comm_gather(c, 0, buf, buf ? at : 0, (void **)&all, lens);
+        if (st == TSC_OK) st = gst;
+        if (st == TSC_OK && c->rank == 0) {
+            const unsigned char *from = all;
+            for (int r = 1; r < c->size; r++) {
+                from += lens[r - 1];
+                size_t got = 0;
+                for (size_t k = (size_t)r; k < n_exam; k += (size_t)c->size, got += rec) {
+                    if (got + rec > lens[r]) {
+                        st = tsc_error_set(TSC_ERR_INTERNAL, "diagnose: process %d sent %zu bytes of records", r, lens[r]);
+                        break;
+                    }
+                    memcpy(&hst[k], from + got, sizeof *hst);
+                    memcpy(hmsg[k], from + got + sizeof *hst, sizeof *hmsg);
+                    memcpy(&dg->heads[k], from + got + sizeof *hst + sizeof *hmsg, sizeof *dg->heads);
+                }
+            }
+        }
+        free(buf), free(all), free(lens);
+    }
+    if (c->rank == 0)
+        for (size_t k = 0; k < n_exam && st == TSC_OK; k++)
+            if (hst[k] != TSC_OK) st = tsc_error_set(hst[k], "%s", hmsg[k]);
+    free(hst), free(hmsg);
+    return st;
+}
+
+/* The analysis results the examination reads (the head records, the feature flags, the steps, the
+ * policies), from rank 0 to the other processes, which get them as a partial tsc_analysis_t. */
+static tsc_status_t share_analysis(const tsc_comm_t *c, tsc_analysis_t **ap) {
+    typedef struct {
+        uint64_t n_heads, n_steps, D;
+        char hp[TSC_POLICY_STR_MAX], lp[TSC_POLICY_STR_MAX];
+    } hdr_t;
+    tsc_analysis_t *a = *ap;
+    void *buf = NULL;
+    size_t n = 0;
+    if (c->rank == 0) {
+        hdr_t h = {a->n_heads, (uint64_t)a->n_steps, (uint64_t)a->D, "", ""};
+        memcpy(h.hp, a->hp, sizeof h.hp), memcpy(h.lp, a->lp, sizeof h.lp);
+        size_t nh = a->n_heads * sizeof *a->heads, nf = a->n_heads * (size_t)a->D + 1, ns = (size_t)a->n_steps * sizeof *a->steps;
+        n = sizeof h + nh + nf + ns;
+        if (!(buf = malloc(n))) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+        unsigned char *p = buf;
+        memcpy(p, &h, sizeof h), memcpy(p + sizeof h, a->heads, nh), memcpy(p + sizeof h + nh, a->feature_flags, nf);
+        memcpy(p + sizeof h + nh + nf, a->steps, ns);
+    }
+    tsc_status_t st = tsc_comm_bcast_alloc(c, 0, &buf, &n);
+    if (st == TSC_OK && c->rank != 0) {
+        hdr_t h;
+        const unsigned char *p = buf;
+        memcpy(&h, p, sizeof h);
+        size_t nh = h.n_heads * sizeof *a->heads, nf = h.n_heads * h.D + 1, ns = h.n_steps * sizeof(long long);
+        if (!(a = *ap = calloc(1, sizeof *a)) || !(a->heads = malloc(nh ? nh : 1)) || !(a->feature_flags = malloc(nf)) ||
+            !(a->steps = malloc(ns ? ns : 1)))
+            st = tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+        else {
+            a->n_heads = h.n_heads, a->n_steps = (int)h.n_steps, a->D = (int)h.D;
+            memcpy(a->hp, h.hp, sizeof a->hp), memcpy(a->lp, h.lp, sizeof a->lp);
+            memcpy(a->heads, p + sizeof h, nh), memcpy(a->feature_flags, p + sizeof h + nh, nf);
+            memcpy(a->steps, p + sizeof h + nh + nf, ns);
+        }
+    }
+    free(buf);
     return st;
 }
 
@@ -897,6 +985,11 @@ tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const 
         free(dg);
         return st;
     }
+    const tsc_comm_t *c = tsc_comm_or_serial(opts->an.comm);
+    if (c->size > 1 && (st = tsc_comm_agree(c, share_analysis(c, &dg->an))) != TSC_OK) {
+        tsc_diagnose_free(dg);
+        return st;
+    }
     tsc_analysis_t *a = dg->an;
     dg->n_betas = opts->n_betas;
     memcpy(dg->betas, opts->betas, sizeof dg->betas);
@@ -919,10 +1012,18 @@ tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const 
     }
     diag_pols_t P = {&hp, &lp, &stable,
                      tsc_format_mant_bits(lp.fmt[TSC_STAGE_PV]) < 23 ? lp.fmt[TSC_STAGE_PV] : lp.fmt[TSC_STAGE_O]};
-    check_fit(dg, dump_path, opts);
-    run_check(dg, dump_path, opts);
-    if ((st = at_risk(dg)) == TSC_OK) st = examine_all(dg, dump_path, &P, opts);
-    if (st == TSC_OK) adv_sweep_explanation(dg, dg->sweep_explanation, sizeof dg->sweep_explanation);
+    /* every process: the at-risk heads (from the head records), its share of their examination */
+    st = tsc_comm_agree(c, at_risk(dg));
+    if (st == TSC_OK) st = tsc_comm_agree(c, examine_all(dg, dump_path, &P, opts, c));
+    if (st == TSC_OK && c->rank != 0) { /* rank 0 has the records: this process's part is done */
+        tsc_diagnose_free(dg);
+        return TSC_OK;
+    }
+    if (st == TSC_OK) {
+        check_fit(dg, dump_path, opts);
+        run_check(dg, dump_path, opts);
+        adv_sweep_explanation(dg, dg->sweep_explanation, sizeof dg->sweep_explanation);
+    }
     if (st != TSC_OK) {
         tsc_diagnose_free(dg);
         return st == TSC_ERR_NOMEM ? st : tsc_error_wrap(st, "diagnose %s: ", dump_path);

@@ -36,6 +36,7 @@
 #ifndef TSC_ANALYSIS_H
 #define TSC_ANALYSIS_H
 
+#include "tsc_dump.h"
 #include "tsc_export.h"
 #include "tsc_file.h"
 
@@ -53,6 +54,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+struct tsc_comm;
 
 #define TSC_ANALYSIS_FORMAT_NAME "tilescope-analysis"
 #define TSC_ANALYSIS_FORMAT_VERSION 1
@@ -72,6 +75,11 @@ typedef struct {
     int census;                   /* 1 (default): rounding census of P-bar V */
     int identity;                 /* 1 (default): identity (1) via an lp+hp-delta backward */
     tsc_progress_t *progress;     /* head records analysed (tsc_progress.h), or NULL (default) */
+    const struct tsc_comm *comm;  /* the job's processes (tsc_comm.h); NULL: this one. Each (step, layer,
+                                   * head) is one work item; process 0 writes analysis.h5, with the bytes
+                                   * one process writes, and alone gets *out (NULL on the others) */
+    const char *run_id;           /* NULL (default): a fresh random id; else TSC_RUN_ID_LEN hex digits
+                                   * (a rerun whose bytes are to be compared) */
 } tsc_analysis_opts_t;
 
 TSC_API void tsc_analysis_opts_init(tsc_analysis_opts_t *o);
@@ -166,6 +174,8 @@ typedef struct {
                                               NaN/Inf inputs, a policy with an FP64 stage) */
     long long lp_fit_step;
     tsc_fit_cmp_t lp_fit_o;
+    int n_ranks;                           /* the dump is a run of many ranks (tsc_dump_n_ranks): its */
+    tsc_dump_rank_t *ranks;                /* [n_ranks] rank table, summary.json's "ranks"; else 0, NULL */
 } tsc_analysis_t;
 
 /* Runs the analysis of dump_path, writing out_dir/analysis.h5 (out_dir must exist). On success

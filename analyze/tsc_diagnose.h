@@ -173,7 +173,10 @@ typedef struct {
 
 /* Runs the workflow (writes out_dir/analysis.h5 through the analysis). Errors as
  * tsc_analysis_run, and TSC_ERR_UNSUPPORTED for more than TSC_DIAG_MAX_BETAS betas; on failure
- * *out is NULL. */
+ * *out is NULL. Under a communicator of several processes (opts->an.comm) every process runs its
+ * share of the analysis and of the examination of the at-risk heads (head k on process k mod N);
+ * rank 0 alone runs the fit and the check and gets the diagnosis; the others get TSC_OK and *out
+ * NULL. */
 TSC_API tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const tsc_diagnose_opts_t *opts,
                               tsc_diagnosis_t **out);
 TSC_API void tsc_diagnose_free(tsc_diagnosis_t *d);

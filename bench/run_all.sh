@@ -48,6 +48,8 @@ run "bash bench/run_heatmap.sh build --reps 3" bash "$src/bench/run_heatmap.sh" 
 run "bash bench/bench_report.sh build" bash "$src/bench/bench_report.sh" "$build"
 run -1 "build/bench_formats" "$build/bench_formats"
 run -1 "bash bench/bench_many_heads.sh build/tilescope 3" bash "$src/bench/bench_many_heads.sh" "$build/tilescope" 3
+run -1 "bash bench/bench_mpi_analysis.sh build/tilescope 5 analyze" bash "$src/bench/bench_mpi_analysis.sh" "$build/tilescope" 5 analyze
+run -1 "bash bench/bench_mpi_train.sh build/tilescope 5 20" bash "$src/bench/bench_mpi_train.sh" "$build/tilescope" 5 20
 run "bash bench/bench_train.sh build/tilescope 2" bash "$src/bench/bench_train.sh" "$build/tilescope" 2
 # long contexts, kept to T = 16384 and analyze here (synth alone takes minutes at T = 32768; the T = 32768
 # measurement, diagnose included, is `bash bench/bench_long_context.sh build/tilescope 2 1800 32768`)

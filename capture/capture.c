@@ -270,6 +270,23 @@ tsc_status_t tsc_capture_root_attrs(tsc_capture_t *s, const tsc_capture_attr_t *
     TSC_H5_SCOPED(tsc_status_t, capture_root_attrs(s, a, n));
 }
 
+tsc_status_t tsc_capture_parallel(tsc_capture_t *s, int dp_rank, int dp_size, int tp_rank, int tp_size, int pp_rank,
+                                  int pp_size) {
+    const int r[3] = {dp_rank, tp_rank, pp_rank}, n[3] = {dp_size, tp_size, pp_size};
+    static const char *const axis[3] = {"dp", "tp", "pp"};
+    for (int i = 0; i < 3; i++)
+        if (n[i] < 1 || r[i] < 0 || r[i] >= n[i])
+            return tsc_error_set(TSC_ERR_ARG, "capture %s: %s rank %d of size %d (want 0 <= rank < size)", s->path,
+                                 axis[i], r[i], n[i]);
+    if ((long long)n[0] * n[1] * n[2] != s->meta.world_size)
+        return tsc_error_set(TSC_ERR_ARG, "capture %s: dp x tp x pp sizes %d x %d x %d are not the world size %d", s->path,
+                             n[0], n[1], n[2], s->meta.world_size);
+    tsc_capture_attr_t a[6] = {{"dp_rank", NULL, 1, dp_rank}, {"dp_size", NULL, 1, dp_size},
+                               {"tp_rank", NULL, 1, tp_rank}, {"tp_size", NULL, 1, tp_size},
+                               {"pp_rank", NULL, 1, pp_rank}, {"pp_size", NULL, 1, pp_size}};
+    return tsc_capture_root_attrs(s, a, 6);
+}
+
 /* ---- packing ---------------------------------------------------------------------------------- */
 
 static tsc_status_t copy_file(const char *from, const char *to) {

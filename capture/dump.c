@@ -2,6 +2,7 @@
 #include "tsc_dump.h"
 #include "tsc_h5.h"
 #include "capture_internal.h"
+#include "manifest_internal.h"
 #include "tsc_mem.h"
 #include "tsc_strbuf.h"
 
@@ -210,6 +211,8 @@ struct tsc_dump {
     /* datasets that passed tsc_h5_check_dataset in this handle, by path (checked_find) */
     struct checked *checked;
     size_t checked_cap, checked_n;
+    /* a run of many ranks (manifest.c): every per-layer call goes to the rank holding it */
+    tsc_mview_t *mv;
 };
 
 /* ---- the verdicts of the untrusted-input check, kept per handle ---------------------------------
@@ -591,8 +594,18 @@ static tsc_status_t list_file_steps(tsc_dump_t *d, const char *path) {
     return TSC_OK;
 }
 
+/* 1 when the open root is a manifest (its format attribute names one, docs/FORMAT.md §1.8). */
+static int is_manifest(hid_t root) {
+    char fmt[64];
+    if (H5Aexists(root, "format") <= 0 || tsc_h5_attr_read_str(root, "format", fmt, sizeof fmt) != TSC_OK) {
+        tsc_error_clear();
+        return 0;
+    }
+    return strcmp(fmt, "tilescope-manifest") == 0;
+}
+
 /* Opens the root file (the dump, or the session's session.h5) and lists the steps; root problems
- * go to p. */
+ * go to p. A manifest's root gives its rank table only (tsc_dump_open opens the ranks). */
 static tsc_status_t open_root(tsc_dump_t *d, const char *path, problems_t *p, int *geometry) {
     tsc_status_t st;
     if (d->dir[0]) {
@@ -606,6 +619,7 @@ static tsc_status_t open_root(tsc_dump_t *d, const char *path, problems_t *p, in
         return st;
     }
     st = tsc_h5_open(&d->root, path, 0);
+    if (st == TSC_OK && is_manifest(d->root)) return tsc_mview_from_file(d->root, path, &d->mv);
     if (st == TSC_OK) st = read_meta(d->root, path, &d->meta, p, geometry);
     return st == TSC_OK ? list_file_steps(d, path) : st;
 }
@@ -621,6 +635,20 @@ static tsc_status_t dump_open(tsc_dump_t **out, const char *path) {
     struct stat sb;
     char alt[4200];
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        /* a folder: a capture session (session.h5), or a run of ranks (manifest.h5, or rank dumps) */
+        char sp[4200];
+        snprintf(sp, sizeof sp, "%s/session.h5", path);
+        if (stat(sp, &sb) != 0) {
+            snprintf(sp, sizeof sp, "%s/manifest.h5", path);
+            tsc_status_t st = stat(sp, &sb) == 0 ? TSC_OK : tsc_mview_from_dir(path, &d->mv);
+            if (st == TSC_OK && !d->mv) {
+                tsc_dump_close(d);
+                return dump_open(out, sp);
+            }
+            if (st != TSC_OK) { tsc_dump_close(d); return st; }
+            *out = d;
+            return TSC_OK;
+        }
         snprintf(d->dir, sizeof d->dir, "%s", path);
     } else if (stat(path, &sb) != 0 && errno == ENOENT &&
                (snprintf(alt, sizeof alt, "%s.capture", path), stat(alt, &sb) == 0 && S_ISDIR(sb.st_mode))) {
@@ -630,6 +658,11 @@ static tsc_status_t dump_open(tsc_dump_t **out, const char *path) {
     tsc_strbuf_init(&p.text);
     int geometry = 0;
     tsc_status_t st = open_root(d, path, &p, &geometry);
+    if (st == TSC_OK && d->mv) { /* a manifest: its ranks are opened by tsc_dump_open */
+        tsc_strbuf_free(&p.text);
+        *out = d;
+        return TSC_OK;
+    }
     /* steps is NULL when there is none (qsort must not be handed NULL) */
     if (st == TSC_OK && d->n_steps > 1) qsort(d->steps, (size_t)d->n_steps, sizeof *d->steps, tsc_cmp_ll);
     if (st == TSC_OK) st = walk_dump(d);
@@ -657,7 +690,26 @@ tsc_status_t tsc_dump_open_direct(tsc_dump_t **out, const char *path) {
 tsc_status_t tsc_dump_open(tsc_dump_t **out, const char *path) {
     *out = NULL;
     tsc_status_t st = tsc_contain_before_open(path); /* a child reads it first (tsc_contain.h) */
-    return st != TSC_OK ? st : tsc_dump_open_direct(out, path);
+    if (st == TSC_OK) st = tsc_dump_open_direct(out, path);
+    if (st != TSC_OK || !(*out)->mv) return st;
+    /* a run of ranks: each rank's dump opened as a dump of its own (its own containment), outside
+     * the HDF5 scope; then the merged metadata and steps */
+    tsc_dump_t *d = *out;
+    static __thread int opening_ranks;
+    if (opening_ranks) {
+        tsc_dump_close(d);
+        *out = NULL;
+        return tsc_error_set(TSC_ERR_FORMAT, "%s: a rank dump must be a dump of one rank, not a manifest or a folder of "
+                             "ranks; refused", path);
+    }
+    opening_ranks = 1;
+    st = tsc_mview_open(d->mv, &d->meta, &d->steps, &d->n_steps, &d->incomplete, &d->size);
+    opening_ranks = 0;
+    if (st != TSC_OK) {
+        tsc_dump_close(d);
+        *out = NULL;
+    }
+    return st;
 }
 
 hid_t tsc_dump_root_id(const tsc_dump_t *d) { return d->root; }
@@ -678,6 +730,7 @@ static void dump_close(tsc_dump_t *d) {
     free(d->no_complete);
     free(d->buf);
     checked_free(d);
+    tsc_mview_free(d->mv);
     free(d);
 }
 
@@ -758,7 +811,46 @@ static tsc_status_t dump_layers(tsc_dump_t *d, long long step, int *layers, int 
     return TSC_OK;
 }
 
+/* The rank of a run of many ranks that holds (step, layer, name) at (b, h); NULL with the error set. */
+static tsc_dump_t *mv_pick(tsc_dump_t *d, long long step, int layer, const char *name, int *b, int *h) {
+    if (!tsc_dump_has_step(d, step)) {
+        (void)tsc_error_set(TSC_ERR_MISSING, "%s: step %lld is not in the dump", d->path, step);
+        return NULL;
+    }
+    return tsc_mview_pick(d->mv, step, layer, name, *b, *h, b, h);
+}
+
+/* b and h of the whole run in range for name (as a single dump's reader checks them). */
+static tsc_status_t mv_range(tsc_dump_t *d, const char *name, int b, int h) {
+    int rank, per_head;
+    uint64_t dims[4];
+    tsc_status_t st = tsc_dump_expected_shape(&d->meta, name, &rank, dims, &per_head);
+    if (st != TSC_OK) return tsc_error_wrap(st, "%s: ", d->path);
+    if (!strncmp(name, "w_", 2)) return TSC_OK;
+    uint64_t hn = !strcmp(name, "x") ? 1 : dims[1];
+    if (b < 0 || (uint64_t)b >= dims[0] || h < 0 || (uint64_t)h >= hn)
+        return tsc_error_set(TSC_ERR_ARG, "%s: %s slice (b %d, h %d) is outside [0, %llu) x [0, %llu)", d->path, name, b, h,
+                             (unsigned long long)dims[0], (unsigned long long)hn);
+    return TSC_OK;
+}
+
+int tsc_dump_n_ranks(const tsc_dump_t *d) { return d && d->mv ? tsc_mview_n_ranks(d->mv) : 0; }
+
+tsc_status_t tsc_dump_rank(const tsc_dump_t *d, int i, tsc_dump_rank_t *out) {
+    if (!d || !d->mv) return tsc_error_set(TSC_ERR_ARG, "%s: not a run of many ranks", d ? d->path : "(null)");
+    return tsc_mview_rank(d->mv, i, out);
+}
+
+int tsc_dump_rank_of(tsc_dump_t *d, long long step, int layer, int b, int h) {
+    return d && d->mv ? tsc_mview_rank_of(d->mv, step, layer, b, h) : -1;
+}
+
 tsc_status_t tsc_dump_layers(tsc_dump_t *d, long long step, int *layers, int cap, int *n) {
+    if (d->mv) {
+        *n = 0;
+        if (!tsc_dump_has_step(d, step)) return tsc_error_set(TSC_ERR_MISSING, "%s: step %lld is not in the dump", d->path, step);
+        return tsc_mview_layers(d->mv, step, layers, cap, n);
+    }
     TSC_H5_SCOPED(tsc_status_t, dump_layers(d, step, layers, cap, n));
 }
 
@@ -771,6 +863,12 @@ static int dump_has_layer(tsc_dump_t *d, long long step, int layer) {
 }
 
 int tsc_dump_has_layer(tsc_dump_t *d, long long step, int layer) {
+    if (d->mv) {
+        int b = 0, h = 0;
+        tsc_dump_t *r = tsc_dump_has_step(d, step) ? mv_pick(d, step, layer, "q", &b, &h) : NULL;
+        if (!r) tsc_error_clear();
+        return r != NULL;
+    }
     TSC_H5_SCOPED(int, dump_has_layer(d, step, layer));
 }
 
@@ -824,6 +922,12 @@ static tsc_status_t dump_dataset_names(tsc_dump_t *d, long long step, int layer,
 
 tsc_status_t tsc_dump_dataset_names(tsc_dump_t *d, long long step, int layer, char (*names)[TSC_DUMP_NAME_MAX],
                                     int cap, int *n) {
+    if (d->mv) {
+        int b = 0, h = 0;
+        *n = 0;
+        tsc_dump_t *r = mv_pick(d, step, layer, "q", &b, &h);
+        return r ? tsc_dump_dataset_names(r, step, layer, names, cap, n) : TSC_ERR_MISSING;
+    }
     TSC_H5_SCOPED(tsc_status_t, dump_dataset_names(d, step, layer, names, cap, n));
 }
 
@@ -912,7 +1016,7 @@ static tsc_status_t check_values(tsc_dump_t *d, int b, int h, const void *raw, s
 static tsc_status_t open_ds(tsc_dump_t *d, long long step, int layer, const char *name) {
     char p[256];
     snprintf(p, sizeof p, "step_%08lld/layer_%03d/%s", step, layer, name);
-    hid_t fid;
+    hid_t fid = H5I_INVALID_HID;
     tsc_status_t st = step_file(d, step, &fid);
     if (st != TSC_OK) return st;
     if (d->ds >= 0 && strcmp(p, d->ds_path) == 0) return TSC_OK;
@@ -994,6 +1098,11 @@ static tsc_status_t dump_dataset_info(tsc_dump_t *d, long long step, int layer, 
 
 tsc_status_t tsc_dump_dataset_info(tsc_dump_t *d, long long step, int layer, const char *name,
                                    tsc_dump_dataset_info_t *info) {
+    if (d->mv) {
+        tsc_dump_dataset_info_t tmp;
+        if (!tsc_dump_has_step(d, step)) return tsc_error_set(TSC_ERR_MISSING, "%s: step %lld is not in the dump", d->path, step);
+        return tsc_mview_dataset_info(d->mv, step, layer, name, info ? info : &tmp);
+    }
     TSC_H5_SCOPED(tsc_status_t, dump_dataset_info(d, step, layer, name, info));
 }
 
@@ -1006,6 +1115,12 @@ static int dump_has_dataset(tsc_dump_t *d, long long step, int layer, const char
 }
 
 int tsc_dump_has_dataset(tsc_dump_t *d, long long step, int layer, const char *name) {
+    if (d->mv) {
+        tsc_dump_dataset_info_t in;
+        int ok = tsc_dump_dataset_info(d, step, layer, name, &in) == TSC_OK;
+        if (!ok) tsc_error_clear();
+        return ok;
+    }
     TSC_H5_SCOPED(int, dump_has_dataset(d, step, layer, name));
 }
 
@@ -1097,23 +1212,41 @@ static tsc_status_t dump_read(tsc_dump_t *d, long long step, int layer, const ch
 }
 
 tsc_status_t tsc_dump_attr_longs(tsc_dump_t *d, const char *name, long *values, size_t cap, size_t *n) {
+    if (d->mv) return tsc_dump_attr_longs(tsc_mview_first(d->mv), name, values, cap, n);
     tsc_status_t st = tsc_h5_attr_read_longs(d->root, name, values, cap, n);
     return st == TSC_OK ? st : tsc_error_wrap(st, "%s: ", d->path);
 }
 
 uint64_t tsc_dump_slice_elems(tsc_dump_t *d, long long step, int layer, const char *name) {
+    if (d->mv) {
+        int b = 0, h = 0;
+        tsc_dump_t *r = mv_pick(d, step, layer, name, &b, &h);
+        if (!r) tsc_error_clear();
+        return r ? tsc_dump_slice_elems(r, step, layer, name) : 0;
+    }
     TSC_H5_SCOPED(uint64_t, dump_slice_elems(d, step, layer, name));
 }
 
 tsc_status_t tsc_dump_read_raw(tsc_dump_t *d, long long step, int layer, const char *name, int b, int h, void *out) {
+    if (d->mv) {
+        tsc_status_t st = mv_range(d, name, b, h);
+        tsc_dump_t *r = st == TSC_OK ? mv_pick(d, step, layer, name, &b, &h) : NULL;
+        return r ? tsc_dump_read_raw(r, step, layer, name, b, h, out) : st != TSC_OK ? st : TSC_ERR_MISSING;
+    }
     TSC_H5_SCOPED(tsc_status_t, dump_read_raw(d, step, layer, name, b, h, out));
 }
 
 tsc_status_t tsc_dump_read(tsc_dump_t *d, long long step, int layer, const char *name, int b, int h, float *out) {
+    if (d->mv) {
+        tsc_status_t st = mv_range(d, name, b, h);
+        tsc_dump_t *r = st == TSC_OK ? mv_pick(d, step, layer, name, &b, &h) : NULL;
+        return r ? tsc_dump_read(r, step, layer, name, b, h, out) : st != TSC_OK ? st : TSC_ERR_MISSING;
+    }
     TSC_H5_SCOPED(tsc_status_t, dump_read(d, step, layer, name, b, h, out));
 }
 
 tsc_status_t tsc_dump_attr_str(tsc_dump_t *d, const char *name, char *value, size_t cap) {
+    if (d->mv) return tsc_dump_attr_str(tsc_mview_first(d->mv), name, value, cap);
     tsc_status_t st = tsc_h5_attr_read_str(d->root, name, value, cap);
     return st == TSC_OK ? st : tsc_error_wrap(st, "%s: ", d->path);
 }
@@ -1229,6 +1362,7 @@ static int dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn fn, void *c
 }
 
 int tsc_dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn fn, void *ctx) {
+    if (d->mv) return tsc_mview_is_open(d->mv) ? tsc_mview_validate(d->mv, deep, fn, ctx) : 0;
     TSC_H5_SCOPED(int, dump_validate(d, deep, fn, ctx));
 }
 

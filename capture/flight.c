@@ -1,6 +1,7 @@
 /* flight.c: the flight recorder (tsc_flight.h): a ring of the last N steps' tensors in memory,
  * written through the capture API when a trigger fires. */
 #include "tsc_flight.h"
+#include "tsc_comm.h"
 #include "tsc_attn_cuda.h"
 #include "tsc_capture.h"
 #include "tsc_select.h"
@@ -59,6 +60,7 @@ struct tsc_flight {
     int since_fire;           /* steps recorded since the last dump (re-arms at N) */
     int n_dumps, stopped;
     int sig_served;
+    int sig_agreed;           /* with opts.comm: the signal a process of the job caught (0: none) */
 };
 
 /* ---- signals: the handler only sets a flag ---------------------------------------------------- */
@@ -88,7 +90,12 @@ fail:
                          strerror(errno));
 }
 
-int tsc_flight_signal(const tsc_flight_t *fr) { return fr && g_sig_owner == fr ? (int)g_signal : 0; }
+static int agreed(const tsc_flight_t *fr) { return fr->opts.comm && fr->opts.comm->size > 1; }
+
+int tsc_flight_signal(const tsc_flight_t *fr) {
+    if (fr && agreed(fr)) return fr->sig_agreed;
+    return fr && g_sig_owner == fr ? (int)g_signal : 0;
+}
 
 static void signals_restore(tsc_flight_t *fr) {
     if (g_sig_owner != fr) return;
@@ -277,6 +284,45 @@ static tsc_status_t poll_signal(tsc_flight_t *fr, int *fired) {
     char why[64];
     snprintf(why, sizeof why, "%s received", g_signal == SIGINT ? "SIGINT" : "SIGTERM");
     return fire(fr, "signal", why, fired);
+}
+
+/* The end of a step on every process of opts.comm: whether any process caught a signal or has a
+ * trigger (the lowest one's reason is broadcast), then every process fires, or none. Every
+ * process takes part whatever its own step's status, so none waits for one that failed. */
+static tsc_status_t step_end_agreed(tsc_flight_t *fr, long long step, tsc_status_t st, const char *trigger,
+                                    const char *why, int *fired) {
+    const tsc_comm_t *c = fr->opts.comm;
+    int sig = g_sig_owner == fr && g_signal && !fr->sig_served ? (int)g_signal : 0;
+    int armed = !(fr->count == 0 || (fr->n_dumps > 0 && fr->since_fire < fr->opts.n_steps));
+    int want = st == TSC_OK && trigger && armed;
+    /* the lowest process with a signal, with a trigger (max of size - rank), and the signal */
+    int64_t v[3] = {sig ? c->size - c->rank : 0, want ? c->size - c->rank : 0, sig};
+    tsc_status_t cs = c->max_i64(c->ctx, v, 3);
+    if (cs != TSC_OK) return st != TSC_OK ? st : cs;
+    if (v[0]) {
+        int from = c->size - (int)v[0];
+        fr->sig_served = 1;
+        fr->sig_agreed = (int)v[2];
+        if (fr->stopped || fr->count == 0) {
+            fr->stopped = 1;
+            return st;
+        }
+        char reason[128];
+        snprintf(reason, sizeof reason, "%s received by process %d of %d", v[2] == SIGINT ? "SIGINT" : "SIGTERM", from,
+                 c->size);
+        tsc_status_t fst = fire(fr, "signal", reason, fired);
+        return st != TSC_OK ? st : fst;
+    }
+    if (!v[1]) return st;
+    int from = c->size - (int)v[1];
+    char msg[32 + 320] = "";
+    if (c->rank == from) {
+        snprintf(msg, 32, "%s", trigger);
+        snprintf(msg + 32, 320, "%s at step %lld on process %d of %d", why, step, from, c->size);
+    }
+    if ((cs = c->bcast(c->ctx, from, msg, sizeof msg)) != TSC_OK) return st != TSC_OK ? st : cs;
+    if (st != TSC_OK || fr->stopped || !armed) return st;
+    return fire(fr, msg, msg + 32, fired);
 }
 
 /* ---- the recorder ----------------------------------------------------------------------------- */
@@ -619,7 +665,8 @@ static const char *step_trigger(tsc_flight_t *fr, double loss, double grad_norm,
 
 tsc_status_t tsc_flight_step_end(tsc_flight_t *fr, double loss, double grad_norm, int *fired) {
     if (fired) *fired = 0;
-    if (fr->stopped) return TSC_OK;
+    /* a job's stopped recorders still agree on a signal: the run stops on every process */
+    if (fr->stopped) return agreed(fr) ? step_end_agreed(fr, -1, TSC_OK, NULL, "", fired) : TSC_OK;
     long long step = fr->cur_step;
     fr->cur_step = -1;
     tsc_status_t st = step < 0 ? tsc_error_set(TSC_ERR_ARG, "flight recorder %s: step_end without step_begin",
@@ -631,6 +678,7 @@ tsc_status_t tsc_flight_step_end(tsc_flight_t *fr, double loss, double grad_norm
         fr->last_loss = loss;
         fr->last_grad = grad_norm;
     }
+    if (agreed(fr)) return step_end_agreed(fr, step, st, trigger, why, fired);
     /* a caught signal: its dump (with this step) and the recorder stops */
     tsc_status_t sst = poll_signal(fr, fired);
     if (fr->stopped || st != TSC_OK) return st != TSC_OK ? st : sst;
@@ -658,7 +706,8 @@ int tsc_flight_stopped(const tsc_flight_t *fr) { return fr->stopped; }
 
 tsc_status_t tsc_flight_close(tsc_flight_t *fr) {
     if (!fr) return TSC_OK;
-    tsc_status_t st = poll_signal(fr, NULL);
+    /* a job's recorder writes only what every process writes (tsc_flight_step_end), never alone at close */
+    tsc_status_t st = agreed(fr) ? TSC_OK : poll_signal(fr, NULL);
     signals_restore(fr);
     if (!fr->ring) drop_open_step(fr);
     free(fr->ent);

@@ -478,7 +478,7 @@ static tsc_status_t npz_open(tsc_tensor_file_t *f) {
         char where[TSC_IMPORT_QUOTE_MAX + 600], q[TSC_IMPORT_QUOTE_MAX];
         snprintf(where, sizeof where, "%.400s: member %s", f->path, tsc_import_quote(m->name, q));
         if (nl < 4 || strcmp(m->name + nl - 4, ".npy")) {
-            tsc_tensor_info_t *t;
+            tsc_tensor_info_t *t = NULL;
             if ((st = add_other(f, &t))) break;
             if (!(t->name = strdup(m->name)) || !(t->dtype = strdup("not an array"))) st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", f->path);
             continue;

@@ -117,6 +117,18 @@ static tsc_status_t read_all(tsc_dump_t *d, const tsc_select_t *sel, int deep, t
     in->is_session = tsc_dump_is_session(d);
     in->size_bytes = tsc_dump_size_bytes(d);
     in->deep = deep;
+    in->dp_size = in->tp_size = in->pp_size = 1;
+    in->n_ranks = tsc_dump_n_ranks(d);
+    if (in->n_ranks) {
+        if (!(in->ranks = calloc((size_t)in->n_ranks, sizeof *in->ranks)))
+            return tsc_error_set(TSC_ERR_NOMEM, "info: out of memory");
+        for (int i = 0; i < in->n_ranks; i++) {
+            (void)tsc_dump_rank(d, i, &in->ranks[i]); /* i < n_ranks: cannot fail */
+            if (in->ranks[i].dp_rank + 1 > in->dp_size) in->dp_size = in->ranks[i].dp_rank + 1;
+            if (in->ranks[i].tp_rank + 1 > in->tp_size) in->tp_size = in->ranks[i].tp_rank + 1;
+            if (in->ranks[i].pp_rank + 1 > in->pp_size) in->pp_size = in->ranks[i].pp_rank + 1;
+        }
+    }
     collect_t c = {in, 0, 0};
     tsc_dump_validate(d, deep, collect, &c);
     if (c.oom) return tsc_error_set(TSC_ERR_NOMEM, "info: out of memory collecting the problems");
@@ -162,6 +174,7 @@ void tsc_info_free(tsc_info_t *in) {
         free(in->planted[i].str);
     }
     for (int i = 0; i < in->n_problems; i++) free(in->problems[i].message);
+    free(in->ranks);
     free(in->listed);
     free(in->planted);
     free(in->problems);
@@ -222,7 +235,7 @@ static void layers_json(const tsc_info_t *in, tsc_json_t *j) {
 void tsc_info_json(const tsc_info_t *in, tsc_json_t *j) {
     tsc_json_object_begin(j);
     tsc_json_kv_string(j, "path", in->path);
-    tsc_json_kv_string(j, "kind", in->is_session ? "session" : "file");
+    tsc_json_kv_string(j, "kind", in->n_ranks ? "ranks" : in->is_session ? "session" : "file");
     tsc_json_kv_int(j, "size_bytes", (int64_t)in->size_bytes);
     tsc_json_kv_string(j, "format", TSC_DUMP_FORMAT_NAME);
     tsc_json_kv_int(j, "format_version", in->meta.format_version);
@@ -235,6 +248,24 @@ void tsc_info_json(const tsc_info_t *in, tsc_json_t *j) {
     tsc_json_key(j, "incomplete_step");
     if (in->incomplete_step >= 0) tsc_json_int(j, in->incomplete_step);
     else tsc_json_null(j);
+    tsc_json_key(j, "ranks");
+    tsc_json_array_begin(j);
+    for (int i = 0; i < in->n_ranks; i++) {
+        const tsc_dump_rank_t *r = &in->ranks[i];
+        tsc_json_object_begin(j);
+        tsc_json_kv_int(j, "rank", r->rank);
+        tsc_json_kv_string(j, "file", r->file);
+        tsc_json_kv_int(j, "dp_rank", r->dp_rank);
+        tsc_json_kv_int(j, "tp_rank", r->tp_rank);
+        tsc_json_kv_int(j, "pp_rank", r->pp_rank);
+        tsc_json_kv_int(j, "batch0", r->batch0);
+        tsc_json_kv_int(j, "batch_n", r->batch_n);
+        tsc_json_kv_int(j, "head0", r->head0);
+        tsc_json_kv_int(j, "head_n", r->head_n);
+        tsc_json_kv_int(j, "size_bytes", (int64_t)r->bytes);
+        tsc_json_object_end(j);
+    }
+    tsc_json_array_end(j);
     tsc_json_key(j, "planted");
     tsc_json_object_begin(j);
     for (int i = 0; i < in->n_planted; i++) {

@@ -1,5 +1,6 @@
 /* synth.c: synthetic dumps with planted structure (tsc_synth.h; recipe in docs/FORMAT.md §1.6). */
 #include "tsc_synth.h"
+#include "tsc_manifest.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -482,11 +483,17 @@ static tsc_status_t bufs_alloc(layer_bufs_t *b, const tsc_synth_shape_t *sh, con
     return tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory for one layer of shape %s", path, sh->name);
 }
 
-/* Writes one layer of step s: the attention tensors as bf16 (lse as f32), x and the weights. */
+/* Writes one layer of step s, batch rows [b0, b0 + bn): the attention tensors as bf16 (lse as
+ * f32), x and the weights. */
 static tsc_status_t put_layer(tsc_dump_writer_t *w, const tsc_synth_shape_t *sh, long long s, int layer,
-                              const layer_bufs_t *b) {
-    uint64_t B = (uint64_t)sh->batch, H = (uint64_t)sh->n_head, K = (uint64_t)sh->n_kv_head,
+                              const layer_bufs_t *all, int b0, int bn) {
+    uint64_t B = (uint64_t)bn, H = (uint64_t)sh->n_head, K = (uint64_t)sh->n_kv_head,
              T = (uint64_t)sh->seq_len, D = (uint64_t)sh->head_dim, C = (uint64_t)sh->d_model;
+    size_t o = (size_t)b0;
+    layer_bufs_t rows = *all, *b = &rows;
+    rows.q = all->q + o * H * T * D; rows.out = all->out + o * H * T * D; rows.dout = all->dout + o * H * T * D;
+    rows.k = all->k + o * K * T * D; rows.v = all->v + o * K * T * D; rows.lse = all->lse + o * H * T;
+    rows.x = all->x + o * T * C;
     uint64_t dq[4] = {B, H, T, D}, dk[4] = {B, K, T, D}, dl[3] = {B, H, T}, dx[3] = {B, T, C}, dwq[2] = {H * D, C},
              dwk[2] = {K * D, C}, dwo[2] = {C, H * D};
     tsc_format_t bf16 = TSC_FMT_BF16, f32 = TSC_FMT_FP32;
@@ -521,6 +528,11 @@ tsc_status_t tsc_synth_write(const char *path, const tsc_synth_opts_t *opts) {
     }
     if (st != TSC_OK) return st;
     if (o.deflate < 0 || o.deflate > 9) return tsc_error_set(TSC_ERR_ARG, "deflate level %d outside [0, 9]", o.deflate);
+    if (o.batch < 0 || o.batch > 4096) return tsc_error_set(TSC_ERR_ARG, "batch %d outside [1, 4096]", o.batch);
+    if (o.batch) sh.batch = o.batch;
+    int nr = o.ranks > 1 ? o.ranks : 1;
+    if (o.ranks < 0 || o.ranks > 4096 || sh.batch % nr)
+        return tsc_error_set(TSC_ERR_ARG, "ranks %d: 1..4096 ranks, dividing the batch (%d)", o.ranks, sh.batch);
     tsc_select_set_t sset, lset;
     st = tsc_select_set_parse(&sset, o.steps ? o.steps : sh.default_steps);
     if (st != TSC_OK) return tsc_error_wrap(st, "steps: ");
@@ -559,10 +571,23 @@ tsc_status_t tsc_synth_write(const char *path, const tsc_synth_opts_t *opts) {
 
     layer_bufs_t b = {0};
     if (st == TSC_OK) st = bufs_alloc(&b, &sh, path);
-    tsc_dump_writer_t *w = NULL;
+    /* one writer, or one per rank: "X.h5" -> "X.rank<r>.h5" */
+    tsc_dump_writer_t *wr[4096] = {0};
+    char (*rpath)[4200] = nr > 1 ? calloc((size_t)nr, sizeof *rpath) : NULL;
+    if (st == TSC_OK && nr > 1 && !rpath) st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
     tsc_dump_write_opts_t wopts = {o.deflate, 0};
-    if (st == TSC_OK) st = tsc_dump_writer_open(&w, path, &m, &wopts);
-    if (st == TSC_OK) st = write_planted(w, &sh, &o, polbuf);
+    for (int r = 0; st == TSC_OK && r < nr; r++) {
+        const char *wp = path;
+        if (nr > 1) {
+            size_t n = strlen(path);
+            int ext = n > 3 && !strcmp(path + n - 3, ".h5");
+            snprintf(rpath[r], sizeof rpath[r], "%.*s.rank%d.h5", (int)(ext ? n - 3 : n), path, r);
+            wp = rpath[r];
+            m.batch = sh.batch / nr; m.rank = r; m.world_size = nr;
+        }
+        st = tsc_dump_writer_open(&wr[r], wp, &m, &wopts);
+        if (st == TSC_OK) st = write_planted(wr[r], &sh, &o, polbuf);
+    }
     tsc_attn_dims_t dims = {sh.batch, sh.n_head, sh.n_kv_head, sh.seq_len, sh.head_dim, 1, g.alpha};
     for (int si = 0; st == TSC_OK && si < n_steps; si++) {
         for (int li = 0; st == TSC_OK && li < n_layers; li++) {
@@ -576,15 +601,25 @@ tsc_status_t tsc_synth_write(const char *path, const tsc_synth_opts_t *opts) {
             st = tsc_attn_run(&g.pol, &dims, &io, NULL, 0);
             if (st != TSC_OK) { st = tsc_error_wrap(st, "%s: computing o under %s: ", path, polbuf); break; }
             gen_x_w(&g, steps[si], layer, b.x, b.wq, b.wk, b.wv, b.wo);
-            st = put_layer(w, &sh, steps[si], layer, &b);
+            for (int r = 0; st == TSC_OK && r < nr; r++)
+                st = put_layer(wr[r], &sh, steps[si], layer, &b, r * (sh.batch / nr), sh.batch / nr);
             if (st == TSC_OK && o.progress) o.progress(o.progress_ctx, si * n_layers + li + 1, n_steps * n_layers);
         }
-        if (st == TSC_OK) st = tsc_dump_writer_step_done(w, steps[si]);
+        for (int r = 0; st == TSC_OK && r < nr; r++) st = tsc_dump_writer_step_done(wr[r], steps[si]);
     }
-    if (w) {
-        if (st == TSC_OK) st = tsc_dump_writer_close(w);
-        else tsc_dump_writer_abort(w);
+    for (int r = 0; r < nr; r++) {
+        if (!wr[r]) continue;
+        if (st == TSC_OK) st = tsc_dump_writer_close(wr[r]);
+        else tsc_dump_writer_abort(wr[r]);
     }
+    if (st == TSC_OK && nr > 1) {
+        const char **rp = malloc((size_t)nr * sizeof *rp);
+        if (!rp) st = tsc_error_set(TSC_ERR_NOMEM, "%s: out of memory", path);
+        for (int r = 0; rp && r < nr; r++) rp[r] = rpath[r];
+        if (rp) st = tsc_manifest_write(path, rp, nr);
+        free(rp);
+    }
+    free(rpath);
     bufs_free(&b);
     free(steps); free(layers);
     return st;

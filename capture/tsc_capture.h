@@ -60,6 +60,13 @@ typedef struct tsc_capture tsc_capture_t;
 TSC_API tsc_status_t tsc_capture_open(tsc_capture_t **out, const char *path, const tsc_dump_meta_t *meta,
                               const tsc_capture_opts_t *opts);
 
+/* Records this rank's parallel coordinates (root attributes dp_rank, dp_size, tp_rank, tp_size,
+ * pp_rank, pp_size; docs/FORMAT.md §1.8): without them a rank of a run of many is taken as purely
+ * data-parallel (dp_rank = rank). Before the first step; each rank in [0, size) and the sizes'
+ * product the metadata's world_size, else TSC_ERR_ARG naming the axis. */
+TSC_API tsc_status_t tsc_capture_parallel(tsc_capture_t *s, int dp_rank, int dp_size, int tp_rank, int tp_size,
+                                          int pp_rank, int pp_size);
+
 /* 1 when the sampling spec keeps step (and layer, unless layer < 0): lets a caller skip the
  * device-to-host copy of tensors that would be dropped. */
 TSC_API int tsc_capture_wants(const tsc_capture_t *s, long long step, int layer);

@@ -163,6 +163,22 @@ TSC_API tsc_status_t tsc_dump_read_raw(tsc_dump_t *d, long long step, int layer,
 /* Elements of one slice read by tsc_dump_read (T*D, T, T*C, out*in, ...). 0 when absent. */
 TSC_API uint64_t tsc_dump_slice_elems(tsc_dump_t *d, long long step, int layer, const char *name);
 
+/* A run of many ranks (a manifest or a folder of rank dumps, docs/FORMAT.md §1.8) opened as one
+ * dump: its ranks, in rank order. tsc_dump_n_ranks is 0 for a dump of one file or session. */
+typedef struct {
+    int rank;                   /* the rank dump's rank attribute */
+    int dp_rank, tp_rank, pp_rank; /* its data-, tensor- and pipeline-parallel coordinates */
+    char file[256];             /* its file's name, in the manifest's folder */
+    int batch0, batch_n;        /* the run's batch rows it holds: [batch0, batch0 + batch_n) */
+    int head0, head_n;          /* the run's query heads it holds */
+    uint64_t bytes;             /* its size on disk */
+} tsc_dump_rank_t;
+TSC_API int tsc_dump_n_ranks(const tsc_dump_t *d);
+TSC_API tsc_status_t tsc_dump_rank(const tsc_dump_t *d, int i, tsc_dump_rank_t *out);
+/* The rank holding the run's batch row b and query head h (its index for tsc_dump_rank), or -1
+ * when d is not a run of many ranks. The pipeline rank is the one holding layer (-1: the first). */
+TSC_API int tsc_dump_rank_of(tsc_dump_t *d, long long step, int layer, int b, int h);
+
 /* Root attributes beyond the metadata (e.g. synth's planted_heads): integer arrays and strings.
  * TSC_ERR_MISSING when absent. *n gets the total count; at most cap values stored. */
 TSC_API tsc_status_t tsc_dump_attr_longs(tsc_dump_t *d, const char *name, long *values, size_t cap, size_t *n);

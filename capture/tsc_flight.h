@@ -59,6 +59,8 @@
 extern "C" {
 #endif
 
+struct tsc_comm;
+
 /* A spike rule of one series (loss or grad norm). */
 typedef struct {
     double k;        /* fire when value > m + k * max(s, 0.01 |m|); k <= 0: off. Default 6 */
@@ -83,6 +85,12 @@ typedef struct {
                                 i - max_dumps (its own file), so the newest max_dumps remain. Default 0 */
     int device;              /* 1: keep the ring in GPU memory (a CUDA build with a GPU; tsc_flight_open
                                 refuses it otherwise). Default 0: host memory */
+    const struct tsc_comm *comm; /* NULL (default): this process decides alone. Else this recorder is
+                                one process's of a job (tsc_comm.h; each writes its own ring to its
+                                own path): tsc_flight_step_end is collective, and a trigger seen by
+                                any process (its series' spike, a NaN, a caught signal) fires on
+                                every one, with the reason of the lowest such process; a signal
+                                stops every recorder and tsc_flight_signal reports it everywhere */
 } tsc_flight_opts_t;
 
 typedef struct tsc_flight tsc_flight_t;

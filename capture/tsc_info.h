@@ -85,9 +85,12 @@ typedef struct {
     tsc_info_attr_t *planted;
     int n_errors, n_warnings, n_problems; /* problems lists the first TSC_INFO_MAX_PROBLEMS of them */
     tsc_info_problem_t *problems;
+    int n_ranks;                     /* a run of many ranks (manifest or folder of rank dumps); else 0 */
+    tsc_dump_rank_t *ranks;          /* [n_ranks], by rank */
+    int dp_size, tp_size, pp_size;   /* its parallel sizes (1 each when n_ranks is 0) */
 } tsc_info_t;
 
-/* Opens path (a dump file or a capture-session folder), validates it (reading every chunk when
+/* Opens path (a dump file, a capture-session folder or a run of many ranks), validates it (reading every chunk when
  * deep) and lists the steps and layers sel keeps (sel NULL: all). The dump's problems are in the
  * result, not the status: TSC_OK unless the dump cannot be opened or memory runs out. */
 TSC_API tsc_status_t tsc_info_read(const char *path, const tsc_select_t *sel, int deep, tsc_info_t **out);

@@ -68,6 +68,11 @@ typedef struct {
     int plant;                /* 1 (default): plant the structure; 0: plain random everywhere */
     int deflate;              /* 0..9 */
     const char *policy;       /* policy of o/lse; NULL: "bf16-torch" with the shape's tiles */
+    int batch;                /* B; 0 (default): the shape's (1). Rows are drawn independently */
+    int ranks;                /* 0 or 1 (default): one dump at path. N > 1: a data-parallel run of N
+                                 ranks: "X.rank<r>.h5" beside path "X.h5", each with B / N of the B
+                                 rows (rank r: rows [r B/N, (r+1) B/N)), and the manifest at path
+                                 (docs/FORMAT.md §1.8); the rows' values are those of the one dump */
     /* called after each (step, layer) written with the count done and the total (the library
      * never prints; `tilescope synth` draws a progress bar on a terminal with it); may be NULL */
     void (*progress)(void *ctx, int done, int total);

@@ -116,6 +116,9 @@ int tsc_cli_analysis_ready(const char *cmd, const char *dump, const char *outdir
                            int *lock_fd);
 /* Releases the folder lock of tsc_cli_analysis_ready (the lock file stays); -1 is a no-op. */
 void tsc_cli_analysis_unlock(const char *outdir, int lock_fd);
+/* After a failed analysis run: rank 0 releases the lock and prints the error; every process of the
+ * job waits for that, so a launcher does not stop rank 0 before it has spoken. Returns 1. */
+int tsc_cli_analysis_failed(const char *cmd, const char *outdir, int lock_fd, const tsc_analysis_opts_t *o);
 /* Writes the summary j to DIR/summary.json and, when print, to stdout; frees j; releases the
  * folder lock lock_fd. 0, or 1 after printing the error. */
 int tsc_cli_summary_out(const char *cmd, const char *outdir, tsc_json_t *j, int print, int lock_fd);
@@ -160,7 +163,10 @@ int tsc_cmd_pack(int argc, char **argv);
 int tsc_cmd_replay(int argc, char **argv);
 int tsc_cmd_fit(int argc, char **argv);
 int tsc_cmd_kernels(int argc, char **argv);
+int tsc_cmd_mpi_info(int argc, char **argv);
+int tsc_cmd_merge(int argc, char **argv);
 int tsc_cmd_check(int argc, char **argv);
+int tsc_cmd_diff(int argc, char **argv);
 int tsc_cmd_analyze(int argc, char **argv);
 /* diagnose's exit status when lp's replay does not reproduce the dump's captured O (bit-identical share
  * below TSC_FIT_WARN_SHARE): summary.json is written, but it describes the preset, not the run. Callers
@@ -177,5 +183,15 @@ int tsc_cmd_demo(int argc, char **argv);
 int tsc_cmd_import(int argc, char **argv);
 int tsc_cmd_repro(int argc, char **argv);
 int tsc_cmd_rescue(int argc, char **argv);
+
+/* The job's processes (mpi.c, docs/DISTRIBUTED.md). tsc_cli_comm_start initialises MPI when a
+ * launcher started the program (a command that can run on several processes calls it first);
+ * 0 on success, else the exit code after a message. tsc_cli_comm is MPI_COMM_WORLD after a
+ * start under a launcher, else the one-process communicator. tsc_cli_comm_built: 1 when this
+ * build has MPI. */
+struct tsc_comm;
+int tsc_cli_comm_start(const char *cmd);
+const struct tsc_comm *tsc_cli_comm(void);
+int tsc_cli_comm_built(void);
 
 #endif

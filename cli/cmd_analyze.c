@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "tsc_analysis.h"
+#include "tsc_comm.h"
 #include "tsc_file.h"
 
 const char tsc_usage_analyze[] =
@@ -29,6 +30,8 @@ const char tsc_usage_analyze[] =
     "  --min-ulp U         minimum |mean bias| of a flagged feature in ULPs (number, default 0.05)\n"
     "  --tie-eps E         tolerance of 'within eps' ties (number, default 1e-3)\n"
     "  --terms N           rank-1 terms per head and step (integer, default 32)\n"
+    "  --run-id HEX        the id that pairs analysis.h5 with summary.json (32 hex digits; default a\n"
+    "                      fresh random one): two runs with the same id write the same bytes\n"
     "  --no-census         skip the rounding census of P-bar V\n"
     "  --no-identity       skip identity (1) (saves one backward per head)\n"
     "  --json              also print summary.json to stdout\n"
@@ -37,11 +40,14 @@ const char tsc_usage_analyze[] =
     "  -v, --verbose       print every head record in the table (one row per step, layer and head)\n"
     "  -q, --quiet         no configuration, progress or table on stderr/stdout\n"
     "Progress (with the time left) goes to stderr: a bar on a terminal, else a line every 10%.\n"
+    "Under a launcher (mpirun -n N tilescope analyze ...) the processes share the head records and\n"
+    "process 0 writes the same bytes one process would (docs/DISTRIBUTED.md).\n"
     "Exit: 0 done, 1 the job failed (bad dump, unwritable DIR), 2 usage error.\n";
 
 int tsc_cli_analysis_flag(const char *cmd, int argc, char **argv, int *i, tsc_analysis_opts_t *o) {
-    const char *hp = NULL, *lp = NULL, *select = NULL;
+    const char *hp = NULL, *lp = NULL, *select = NULL, *run_id = NULL;
     const tsc_cli_flag_t f[] = {{"--hp", NULL, TSC_CLI_STR, &hp, 0, 0},
+                                {"--run-id", NULL, TSC_CLI_STR, &run_id, 0, 0},
                                 {"--lp", NULL, TSC_CLI_STR, &lp, 0, 0},
                                 {"--select", NULL, TSC_CLI_STR, &select, 0, 0},
                                 TSC_CLI_SELECT_FLAGS(&o->sel),
@@ -57,6 +63,10 @@ int tsc_cli_analysis_flag(const char *cmd, int argc, char **argv, int *i, tsc_an
     if (pol) strcpy(hp ? o->hp : o->lp, pol);
     if (select && tsc_select_parse(&o->sel, select) != TSC_OK)
         return tsc_cli_usage_error(cmd, "--select: %s", tsc_error_last());
+    if (run_id && !tsc_run_id_valid(run_id))
+        return tsc_cli_usage_error(cmd, "--run-id expects %d hexadecimal digits (0-9, a-f), got '%.40s'", TSC_RUN_ID_LEN,
+                                   run_id);
+    if (run_id) o->run_id = run_id;
     return 0;
 }
 
@@ -67,13 +77,8 @@ int tsc_cli_analysis_check(const char *cmd, const tsc_analysis_opts_t *o) {
     return 0;
 }
 
-int tsc_cli_analysis_ready(const char *cmd, const char *dump, const char *outdir, int quiet, tsc_analysis_opts_t *o,
-                           int *lock_fd) {
-    int rc;
-    *lock_fd = -1;
-    if (!dump) return tsc_cli_usage_error(cmd, "missing DUMP");
-    if ((rc = tsc_cli_analysis_check(cmd, o))) return rc;
-    if (!outdir) return tsc_cli_usage_error(cmd, "missing -o DIR");
+/* Rank 0's part of tsc_cli_analysis_ready: the folder and its lock. */
+static int analysis_dir(const char *cmd, const char *outdir, int *lock_fd) {
     if (tsc_cli_make_dir(outdir) != 0) return tsc_cli_fail(cmd, "%s: cannot create the output folder: %s", outdir, strerror(errno));
     /* one writer per folder, from before analysis.h5 until summary.json is written */
     char holder[32];
@@ -81,12 +86,40 @@ int tsc_cli_analysis_ready(const char *cmd, const char *dump, const char *outdir
         if (holder[0]) return tsc_cli_fail(cmd, "%s is being written by another tilescope analysis (pid %s)", outdir, holder);
         return tsc_cli_fail(cmd, "%s", tsc_error_last());
     }
+    return 0;
+}
+
+int tsc_cli_analysis_ready(const char *cmd, const char *dump, const char *outdir, int quiet, tsc_analysis_opts_t *o,
+                           int *lock_fd) {
+    int rc;
+    *lock_fd = -1;
+    if (!dump) return tsc_cli_usage_error(cmd, "missing DUMP");
+    if ((rc = tsc_cli_analysis_check(cmd, o))) return rc;
+    if (!outdir) return tsc_cli_usage_error(cmd, "missing -o DIR");
+    if ((rc = tsc_cli_comm_start(cmd))) return rc;
+    const tsc_comm_t *c = o->comm = tsc_cli_comm();
+    if (c->rank == 0) rc = analysis_dir(cmd, outdir, lock_fd);
+    /* under a launcher, the other processes leave with rank 0's code (it printed why) */
+    int32_t code = rc;
+    if (c->bcast(c->ctx, 0, &code, sizeof code) != TSC_OK) return rc ? rc : tsc_cli_fail(cmd, "%s", tsc_error_last());
+    if (code) return code;
     static tsc_cli_progress_t progress; /* one job per process */
-    o->progress = tsc_cli_progress_init(&progress, cmd, quiet);
+    o->progress = tsc_cli_progress_init(&progress, cmd, quiet || c->rank != 0);
     return 0;
 }
 
 void tsc_cli_analysis_unlock(const char *outdir, int lock_fd) { tsc_dir_unlock(outdir, TSC_CLI_DIR_LOCK, lock_fd, 0); }
+
+int tsc_cli_analysis_failed(const char *cmd, const char *outdir, int lock_fd, const tsc_analysis_opts_t *o) {
+    const tsc_comm_t *c = o->comm;
+    if (c->rank == 0) {
+        tsc_cli_analysis_unlock(outdir, lock_fd);
+        tsc_cli_fail(cmd, "%s", tsc_error_last());
+    }
+    /* the others leave after rank 0 has said why: a launcher stops the job at the first non-zero exit */
+    (void)c->barrier(c->ctx);
+    return 1;
+}
 
 int tsc_cli_summary_out(const char *cmd, const char *outdir, tsc_json_t *j, int print, int lock_fd) {
     char path[4096];
@@ -170,7 +203,8 @@ int tsc_cmd_analyze(int argc, char **argv) {
                                     {"--quiet", "-q", TSC_CLI_ON, &quiet, 0, 0}};
     if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), analyze_flag, &o, 1, &dump))) return rc;
     if ((rc = tsc_cli_analysis_ready(cmd, dump, outdir, quiet, &o, &lock_fd))) return rc;
-    if (!quiet) {
+    const int worker = o.comm->rank != 0; /* a process of a launcher's job other than rank 0: no output */
+    if (!quiet && !worker) {
         char sel[512];
         fprintf(stderr, "analyze: dump %s -> %s/analysis.h5, %s/summary.json\n", dump, outdir, outdir);
         fprintf(stderr, "analyze: hp %s, lp %s, selection %s, alpha %g, min-ulp %g, tie-eps %g\n",
@@ -178,10 +212,8 @@ int tsc_cmd_analyze(int argc, char **argv) {
                 tsc_select_format(&o.sel, sel, sizeof sel), o.rule.alpha, o.rule.min_ulp, o.tie_eps);
     }
     tsc_analysis_t *res;
-    if (tsc_analysis_run(dump, outdir, &o, &res) != TSC_OK) {
-        tsc_cli_analysis_unlock(outdir, lock_fd);
-        return tsc_cli_fail(cmd, "%s", tsc_error_last());
-    }
+    if (tsc_analysis_run(dump, outdir, &o, &res) != TSC_OK) return tsc_cli_analysis_failed(cmd, outdir, lock_fd, &o);
+    if (worker) return 0;
     tsc_json_t j;
     tsc_json_init(&j);
     tsc_analysis_summary_json(res, &j);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "tsc_comm.h"
 #include "tsc_diagnose.h"
 #include "tsc_dump.h"
 
@@ -22,7 +23,7 @@ const char tsc_usage_diagnose[] =
     "fit, see `tilescope help fit`) and warns below 99%: the diagnosis may then not describe the run.\n"
     "  -o, --out DIR       output folder, created if missing (required)\n"
     "  --hp POLICY, --lp POLICY, --select SPEC, --steps/--layers/--heads/--batches SET,\n"
-    "  --alpha A, --min-ulp U, --tie-eps E, --terms N   as for analyze\n"
+    "  --alpha A, --min-ulp U, --tie-eps E, --terms N, --run-id HEX   as for analyze\n"
     "  --betas B1,B2,...   the beta sweep of +stable (numbers in [1, 64], default 1.5,2,4,8)\n"
     "  --eps E             epsilon of +stable (number, default 1e-3)\n"
     "  --max-heads N       at-risk heads examined in depth (integer, default 16)\n"
@@ -32,6 +33,9 @@ const char tsc_usage_diagnose[] =
     "  -v, --verbose       print every at-risk head (summary.json always lists every one)\n"
     "  -q, --quiet         no configuration line and no progress on stderr\n"
     "Progress (with the time left) goes to stderr: a bar on a terminal, else a line every 10%.\n"
+    "Under a launcher (mpirun -n N tilescope diagnose ...) the processes share the analysis' head\n"
+    "records and the examination of the at-risk heads; process 0 writes analysis.h5 and summary.json,\n"
+    "byte for byte those of one process (docs/DISTRIBUTED.md).\n"
     "Below 99% on a BF16/FP16/FP8 O the text ends in \"the capture or the preset is wrong\" and the likely\n"
     "causes (on stderr with --json) instead of a verdict on the run (an FP32 O's bits follow the kernel's\n"
     "summation order: there the warning alone is printed).\n"
@@ -110,17 +114,16 @@ int tsc_cmd_diagnose(int argc, char **argv) {
                                     {"--quiet", "-q", TSC_CLI_ON, &quiet, 0, 0}};
     if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), diagnose_flag, &o, 1, &dump))) return rc;
     if ((rc = tsc_cli_analysis_ready(cmd, dump, outdir, quiet, &o.an, &lock_fd))) return rc;
-    if (!quiet) {
+    const int worker = o.an.comm->rank != 0; /* a process of a launcher's job other than rank 0: no output */
+    if (!quiet && !worker) {
         char sel[512];
         fprintf(stderr, "diagnose: dump %s -> %s; hp %s, lp %s, selection %s, stable eps %g, %d betas\n", dump,
                 outdir, o.an.hp[0] ? o.an.hp : "fp32", o.an.lp[0] ? o.an.lp : "(the dump's policy, else the best-fitting preset)",
                 tsc_select_format(&o.an.sel, sel, sizeof sel), o.eps, o.n_betas);
     }
     tsc_diagnosis_t *dg;
-    if (tsc_diagnose_run(dump, outdir, &o, &dg) != TSC_OK) {
-        tsc_cli_analysis_unlock(outdir, lock_fd);
-        return tsc_cli_fail(cmd, "%s", tsc_error_last());
-    }
+    if (tsc_diagnose_run(dump, outdir, &o, &dg) != TSC_OK) return tsc_cli_analysis_failed(cmd, outdir, lock_fd, &o.an);
+    if (worker) return 0;
     tsc_json_t j;
     tsc_json_init(&j);
     tsc_diagnose_summary_json(dg, &j);

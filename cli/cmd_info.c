@@ -18,7 +18,8 @@ const char tsc_usage_info[] =
     "Prints what a dump (format v1) holds: geometry and run metadata, the complete steps and\n"
     "which step is incomplete (a capture killed mid-step), the layers of each step, every dataset\n"
     "with its shape, dtype, compression and size on disk, the planted structure of a synthetic\n"
-    "dump, and the problems the validator finds. FILE is a dump file or a capture-session folder\n"
+    "dump, and the problems the validator finds. FILE is a dump file, a capture-session folder, or a\n"
+    "run of many ranks (a manifest, or a folder of rank dumps: docs/DISTRIBUTED.md)\n"
     "(FILE.capture is used when FILE is absent).\n"
     "\n"
     "  --json          machine-readable output on stdout (one JSON object)\n"
@@ -147,10 +148,30 @@ static void print_steps(FILE *o, const tsc_info_t *in) {
 static void print_text(FILE *o, const tsc_info_t *in) {
     const tsc_dump_meta_t *m = &in->meta;
     char hb[64];
-    fprintf(o, "%s: tilescope dump v%d, %s, %s\n", in->path, m->format_version,
-            in->is_session ? "capture-session folder" : "single file", human(in->size_bytes, hb, sizeof hb));
-    fprintf(o, "  producer %s, policy %s, rank %d of %d\n", m->producer, m->policy[0] ? m->policy : "(none recorded)",
-            m->rank, m->world_size);
+    char kind[128];
+    if (in->n_ranks)
+        snprintf(kind, sizeof kind, "a run of %d ranks (data %d x tensor %d x pipeline %d)", in->n_ranks, in->dp_size,
+                 in->tp_size, in->pp_size);
+    else
+        snprintf(kind, sizeof kind, "%s", in->is_session ? "capture-session folder" : "single file");
+    fprintf(o, "%s: tilescope dump v%d, %s, %s\n", in->path, m->format_version, kind,
+            human(in->size_bytes, hb, sizeof hb));
+    if (in->n_ranks)
+        fprintf(o, "  producer %s, policy %s (rank 0's)\n", m->producer, m->policy[0] ? m->policy : "(none recorded)");
+    else
+        fprintf(o, "  producer %s, policy %s, rank %d of %d\n", m->producer, m->policy[0] ? m->policy : "(none recorded)",
+                m->rank, m->world_size);
+    for (int i = 0; i < in->n_ranks; i++) {
+        const tsc_dump_rank_t *r = &in->ranks[i];
+        char cb[64];
+        fprintf(o, "  rank %d: %s, %s, batch rows %d-%d, heads %d-%d, dp %d tp %d pp %d\n", r->rank, r->file,
+                human(r->bytes, cb, sizeof cb), r->batch0, r->batch0 + r->batch_n - 1, r->head0, r->head0 + r->head_n - 1,
+                r->dp_rank, r->tp_rank, r->pp_rank);
+        if (i == 15 && in->n_ranks > 20) {
+            fprintf(o, "  ... and %d more ranks (--json lists every one)\n", in->n_ranks - 16);
+            break;
+        }
+    }
     fprintf(o, "  geometry: %d layers, %d heads (%d kv heads%s), head_dim %d, d_model %d, seq_len %d, batch %d\n",
             m->n_layer, m->n_head, m->n_kv_head, m->n_kv_head < m->n_head ? ", grouped-query" : "", m->head_dim,
             m->d_model, m->seq_len, m->batch);

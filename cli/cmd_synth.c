@@ -9,7 +9,8 @@
 
 const char tsc_usage_synth[] =
     "usage: tilescope synth -o FILE [--shape NAME] [--seed N] [--steps SET] [--layers SET]\n"
-    "                       [--seq-len T] [--no-plant] [--policy P] [--deflate N] [--quiet]\n"
+    "                       [--seq-len T] [--batch B] [--ranks N] [--no-plant] [--policy P]\n"
+    "                       [--deflate N] [--quiet]\n"
     "\n"
     "Writes a dump (format v1) with planted structure, deterministic for a seed: the test and demo\n"
     "input of replay, analyze and figure.\n"
@@ -20,6 +21,10 @@ const char tsc_usage_synth[] =
     "  --steps SET      steps to write (N | start:stop[:stride] | a,b,...), default: the shape's\n"
     "  --layers SET     layers to write, default all (e.g. --layers 1: only the planted layer)\n"
     "  --seq-len T      sequence length instead of the shape's (long-context dumps, T <= 131072)\n"
+    "  --batch B        sequences per step instead of the shape's 1 (rows drawn independently)\n"
+    "  --ranks N        a data-parallel run of N ranks: FILE is the manifest, FILE's name with\n"
+    "                   .rank<r>.h5 each rank's dump with B/N of the rows (N divides B); the rows\n"
+    "                   hold the values of the one dump (docs/DISTRIBUTED.md)\n"
     "  --no-plant       plain random structure everywhere (no ties, no sign bias): for\n"
     "                   false-positive tests; the planted_* attributes are then empty\n"
     "  --policy P       precision policy o and lse are computed under (default bf16-torch with\n"
@@ -71,6 +76,8 @@ int tsc_cmd_synth(int argc, char **argv) {
                                     {"--steps", NULL, TSC_CLI_STR, &o.steps, 0, 0},
                                     {"--layers", NULL, TSC_CLI_STR, &o.layers, 0, 0},
                                     {"--seq-len", NULL, TSC_CLI_INT, &o.seq_len, 1, 131072},
+                                    {"--batch", NULL, TSC_CLI_INT, &o.batch, 1, 4096},
+                                    {"--ranks", NULL, TSC_CLI_INT, &o.ranks, 1, 4096},
                                     {"--policy", NULL, TSC_CLI_STR, &o.policy, 0, 0},
                                     {"--deflate", NULL, TSC_CLI_INT, &o.deflate, 0, 9},
                                     {"--no-plant", NULL, TSC_CLI_OFF, &o.plant, 0, 0},

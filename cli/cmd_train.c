@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tsc_comm.h"
 #include "tsc_data.h"
 #include "tsc_train.h"
 
@@ -68,6 +69,13 @@ const char tsc_usage_train[] =
     "                      the recorder's rule, docs/FLIGHT.md)\n"
     "  --lr-spike S=LR     run step S at learning rate LR (a planted blow-up, to see what it leaves)\n"
     "  --threads N         OpenMP threads (default: OpenMP's)\n"
+    "  --grad-shards G     the batch in G shards of B/G rows, their gradients summed in shard order\n"
+    "                      (default 1: the whole batch at once); the run's bits depend on G only\n"
+    "Data-parallel on MPI: `mpirun -n N tilescope train ... --grad-shards G` (N divides G, G divides\n"
+    "B): process p computes shards p*G/N.. of every step; the gradients go through a chain in shard\n"
+    "order, so N processes write the log.csv and ckpt.bin of one process with the same G, byte for\n"
+    "byte. Process 0 alone reads and writes RUN; --resume continues on any N; --fork, --capture and\n"
+    "--flight run on one process, one shard (docs/DISTRIBUTED.md).\n"
     "  -q, --quiet         print only the final line\n"
     "Exit status: 0 done, 1 the run failed (bad data, a NaN loss: the log and the last checkpoint\n"
     "stay), 2 usage error.\n";
@@ -222,9 +230,20 @@ int tsc_cmd_train(int argc, char **argv) {
     if (!out == !resume) return tsc_cli_usage_error(cmd, "give -o RUN (a new run) or --resume RUN");
     if ((rc = only_flags(cmd, argc, argv, resume ? "--resume" : fork ? "--fork" : NULL))) return rc;
     print_ctx_t pc = {quiet, 10};
+    if ((rc = tsc_cli_comm_start(cmd))) return rc;
+    const tsc_comm_t *comm = tsc_cli_comm();
+    if (comm->size > 1 && fork)
+        return tsc_cli_usage_error(cmd, "--fork runs on one process (run it without the launcher, then --resume "
+                                   "the fork on %d)", comm->size);
+    if (comm->rank != 0) { /* process 0 reads the settings, the run folder and prints; this one computes */
+        tsc_status_t st = tsc_train_worker(comm);
+        if (st == TSC_OK) return 0;
+        if (strstr(tsc_error_last(), "process 0")) return 1; /* process 0 says why */
+        return tsc_cli_fail(cmd, "process %d of %d: %s", comm->rank, comm->size, tsc_error_last());
+    }
     if (fork) return fork_run(cmd, fork, out, &pols, steps, &pc);
     if (resume) {
-        tsc_status_t st = tsc_train_resume(resume, steps > 0 ? steps : 0, report, &pc);
+        tsc_status_t st = tsc_train_resume_on(resume, steps > 0 ? steps : 0, report, &pc, comm);
         if (st != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
         printf("resumed %s: log %s/log.csv, checkpoint %s/ckpt.bin\n", resume, resume, resume);
         return 0;
@@ -249,6 +268,7 @@ int tsc_cmd_train(int argc, char **argv) {
     pc.every = o.steps <= 50 ? 1 : 10;
     o.report = report;
     o.user = &pc;
+    o.comm = comm;
     tsc_status_t st = tsc_train_run(&o, out);
     if (st != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
     printf("%s: %lld steps; log %s/log.csv; draw it: tilescope figure fig2 --log %s/log.csv -o val_loss.png\n", out,

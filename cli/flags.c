@@ -59,7 +59,7 @@ static int flag_value(const char *cmd, const char *a, const char *v, const tsc_c
     if (f->kind == TSC_CLI_SET)
         return tsc_select_set_parse(f->dst, v) == TSC_OK ? 0 : tsc_cli_usage_error(cmd, "%s: %s", a, tsc_error_last());
     if (f->kind == TSC_CLI_DOUBLE) return tsc_cli_parse_double(cmd, a, v, f->lo, f->hi, f->dst);
-    long n;
+    long n = 0;
     int rc = tsc_cli_parse_long(cmd, a, v, bound(f->lo), bound(f->hi), &n);
     if (rc) return rc;
     switch (f->kind) {

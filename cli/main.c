@@ -25,7 +25,8 @@ static int cmd_help(int argc, char **argv);
 
 /* Usage texts live beside their command in cmd_<name>.c; these externs collect them. */
 extern const char tsc_usage_info[], tsc_usage_synth[], tsc_usage_pack[];
-extern const char tsc_usage_replay[], tsc_usage_fit[], tsc_usage_kernels[], tsc_usage_check[];
+extern const char tsc_usage_replay[], tsc_usage_fit[], tsc_usage_kernels[], tsc_usage_check[], tsc_usage_diff[];
+extern const char tsc_usage_mpi_info[], tsc_usage_merge[];
 extern const char tsc_usage_analyze[], tsc_usage_diagnose[];
 extern const char tsc_usage_explain[];
 extern const char tsc_usage_figure[], tsc_usage_report[], tsc_usage_demo[];
@@ -49,10 +50,12 @@ const tsc_cli_cmd_t tsc_cli_commands[] = {
     {"synth", tsc_cmd_synth, "write a dump with planted, documented structure", tsc_usage_synth},
     {"import", tsc_cmd_import, "tensors saved elsewhere (.safetensors, .npy, .npz, torch .pt) into a dump", tsc_usage_import},
     {"pack", tsc_cmd_pack, "pack a capture-session folder (a killed run) into one dump file", tsc_usage_pack},
+    {"merge", tsc_cmd_merge, "the rank dumps of a run of many processes into one manifest every command reads as a dump", tsc_usage_merge},
     {"replay", tsc_cmd_replay, "recompute attention under precision policies; compare them", tsc_usage_replay},
     {"fit", tsc_cmd_fit, "which policy's replay reproduces the captured O (bit-identical share, ULPs)", tsc_usage_fit},
     {"kernels", tsc_cmd_kernels, "the per-kernel bias table: one input under every preset against FP64", tsc_usage_kernels},
     {"check", tsc_cmd_check, "are the captured O and LSE softmax(alpha q k^T) V and its log-sum-exp, within the formats' bounds", tsc_usage_check},
+    {"diff", tsc_cmd_diff, "two dumps compared tensor by tensor: bit-identical share, max ULP, first difference per head", tsc_usage_diff},
     {"analyze", tsc_cmd_analyze, "dump -> analysis.h5 + summary.json: bias, ties, census, decomposition", tsc_usage_analyze},
     {"diagnose", tsc_cmd_diagnose, "the paper's diagnostic workflow: culprit stage, verdict, rounding event, fix", tsc_usage_diagnose},
     {"explain", tsc_cmd_explain, "bit-level trace of a rounding event: an addition, or one output of a dump", tsc_usage_explain},
@@ -64,6 +67,7 @@ const tsc_cli_cmd_t tsc_cli_commands[] = {
     {"repro", tsc_cmd_repro, "the paper's experiment in miniature: train hp/lp/stable runs, diagnose, every figure, outcome", tsc_usage_repro},
     {"rescue", tsc_cmd_rescue, "a diverged training run: diagnose its flight dump, rerun it from a checkpoint with the fix", tsc_usage_rescue},
     {"demo", tsc_cmd_demo, "synthesize a GPT-2-small-shaped dump, diagnose it, write the report and figures", tsc_usage_demo},
+    {"mpi-info", tsc_cmd_mpi_info, "this process's rank and the job's size under an MPI launcher (mpirun, srun)", tsc_usage_mpi_info},
     {"help", cmd_help, "help on a command", usage_help},
     {NULL, NULL, NULL, NULL}
 };

@@ -255,6 +255,7 @@ typedef struct {
     tsc_rp_fig_t figs[MAX_FIGS];
     int nf;
     char verdict[1024], meta[2048], event[2048], mitig[8192], stages[2048];
+    char ranks[8192];  /* a run of many ranks: where each at-risk head's bias comes from; "" otherwise */
     char fit[TSC_POLICY_STR_MAX + 128], fit_warn[256];  /* the diagnosed policy's fit; "" without one */
     char check[384];   /* the consistency check's line (summary.json diagnosis.check); "" without one */
     int check_bad;     /* it found an inconsistency: the line is bold */
@@ -355,17 +356,36 @@ static void check_text(const tsc_jv_t *sm, content_t *c) {
              tsc_jv_num(k, "first_step"), str_or(k, "sentence", "?"));
 }
 
+static void addf_buf(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 static void meta_text(const tsc_jv_t *sm, const char *dir, char *meta, size_t cap) {
+    const double steps = tsc_jv_num(sm, "computed_over.steps"), recs = tsc_jv_num(sm, "computed_over.head_records");
+    /* the paper's head numbers are 1-based, and it numbers GPT-2 small's heads: say how they map
+     * only where its heads are the ones analysed */
+    const int paper = tsc_jv_num(sm, "geometry.n_head") == 12 && tsc_jv_num(sm, "geometry.d_model") == 768;
     snprintf(meta, cap,
-             "Analysis folder: %s\nDump: %s\nPolicies: lp %s versus hp %s\nSelection: %s; %g steps analysed, %g head "
-             "records, %g rows per head\nGeometry: batch %g, %g heads (%g kv), T %g, D %g, C %g, softmax scale %g\n"
-             "Producer: %s. Layers and heads are 0-based (the paper's 'head 8' is head 7 here).",
+             "Analysis folder: %s\nDump: %s\nPolicies: lp %s versus hp %s\nSelection: %s; %g step%s analysed, %g head "
+             "record%s, %g rows per head\nGeometry: batch %g, %g heads (%g kv), T %g, D %g, C %g, softmax scale %g\n"
+             "Producer: %s. Layers and heads are 0-based%s.",
              dir, str_or(sm, "dump", "?"), str_or(sm, "lp", "?"), str_or(sm, "hp", "?"), str_or(sm, "selection", "?"),
-             tsc_jv_num(sm, "computed_over.steps"), tsc_jv_num(sm, "computed_over.head_records"),
+             steps, steps == 1 ? "" : "s", recs, recs == 1 ? "" : "s",
              tsc_jv_num(sm, "computed_over.rows_per_head"), tsc_jv_num(sm, "geometry.batch"),
              tsc_jv_num(sm, "geometry.n_head"), tsc_jv_num(sm, "geometry.n_kv_head"), tsc_jv_num(sm, "geometry.seq_len"),
              tsc_jv_num(sm, "geometry.head_dim"), tsc_jv_num(sm, "geometry.d_model"),
-             tsc_jv_num(sm, "geometry.softmax_scale"), str_or(sm, "producer", "?"));
+             tsc_jv_num(sm, "geometry.softmax_scale"), str_or(sm, "producer", "?"),
+             paper ? " (the paper's 1-based 'head 8' of GPT-2 small is head 7 here)" : "");
+    const tsc_jv_t *rk = tsc_jv_path(sm, "ranks");
+    if (rk && rk->n) {
+        addf_buf(meta, cap, "\nRanks: %zu rank dumps, one run (batch rows and heads read from the rank holding them):", rk->n);
+        for (size_t i = 0; i < rk->n && i < 8; i++)
+            addf_buf(meta, cap, "%s rank %lld %s (rows %lld-%lld, heads %lld-%lld)", i ? "," : "",
+                     tsc_jv_int(rk->items[i], "rank", -1), str_or(rk->items[i], "file", "?"),
+                     tsc_jv_int(rk->items[i], "batch0", 0),
+                     tsc_jv_int(rk->items[i], "batch0", 0) + tsc_jv_int(rk->items[i], "batch_n", 0) - 1,
+                     tsc_jv_int(rk->items[i], "head0", 0),
+                     tsc_jv_int(rk->items[i], "head0", 0) + tsc_jv_int(rk->items[i], "head_n", 0) - 1);
+        if (rk->n > 8) addf_buf(meta, cap, ", and %zu more (summary.json \"ranks\")", rk->n - 8);
+    }
 }
 
 /* Appends printf-formatted text to buf[cap] (truncating). */
@@ -413,6 +433,66 @@ static void mitig_text(const tsc_jv_t *sm, const char *dir, char *mitig, size_t 
     }
     addf_buf(mitig, cap, "The beta sweep, over the examined heads: %s (docs/MECHANISM.md section 6)\n",
              str_or(sm, "diagnosis.sweep_explanation", "-"));
+}
+
+/* A run of many ranks: for each at-risk head, its accumulated delta bias (the at-risk table's sum over the
+ * analysed steps, rows and tokens of delta_lp - delta_hp, analysis.h5 delta_diff of each step and layer) split by the
+ * rank whose batch rows it was summed over; the parts add up to the table's number. "" without ranks. */
+static void ranks_text(const tsc_figure_src_t *src, const tsc_jv_t *sm, char *buf, size_t cap) {
+    buf[0] = 0;
+    const tsc_jv_t *rk = tsc_jv_path(sm, "ranks"), *ar = tsc_jv_path(sm, "diagnosis.at_risk"),
+                   *sl = tsc_jv_path(sm, "computed_over.step_list");
+    if (!rk || !rk->n || !sl) return;
+    if (!ar || !ar->n) {
+        snprintf(buf, cap, "No head at risk: no bias to attribute to the %zu ranks.", rk->n);
+        return;
+    }
+    addf_buf(buf, cap, "Each at-risk head's accumulated sum of delta_lp - delta_hp (the table above), split by the rank "
+                       "whose batch rows it comes from (analysis.h5 delta_diff summed over that rank's rows):\n");
+    for (size_t i = 0; i < ar->n && i < 12; i++) {
+        int layer = (int)tsc_jv_int(ar->items[i], "layer", -1), head = (int)tsc_jv_int(ar->items[i], "head", -1);
+        double *part = calloc(rk->n, sizeof *part), total = 0;
+        if (!part) return;
+        for (size_t k = 0; k < sl->n; k++) {
+            long long step = tsc_jv_int(sl->items[k], "", -1);
+            char grp[64], p[128];
+            snprintf(grp, sizeof grp, "step_%08lld/layer_%03d", step, layer);
+            snprintf(p, sizeof p, "%s/heads", grp);
+            double *hv = NULL, *dd = NULL;
+            int r1, r2, row = -1;
+            long long d1[4], d2[4];
+            if (tsc_fig_read_ds(src, p, &hv, &r1, d1) != TSC_OK) { tsc_error_clear(); continue; }
+            for (long long j = 0; j < d1[0]; j++)
+                if ((int)hv[j] == head) row = (int)j;
+            free(hv);
+            snprintf(p, sizeof p, "%s/delta_diff", grp);
+            if (row < 0 || tsc_fig_read_ds(src, p, &dd, &r2, d2) != TSC_OK || r2 != 3) { tsc_error_clear(); free(dd); continue; }
+            for (size_t q = 0; q < rk->n; q++) {
+                const tsc_jv_t *r = rk->items[q];
+                long long b0 = tsc_jv_int(r, "batch0", 0), bn = tsc_jv_int(r, "batch_n", 0), h0 = tsc_jv_int(r, "head0", 0),
+                          hn = tsc_jv_int(r, "head_n", 0);
+                if (head < h0 || head >= h0 + hn || tsc_jv_int(r, "pp_rank", 0) != 0) continue;
+                for (long long b = b0; b < b0 + bn && b < d2[1]; b++)
+                    for (long long t = 0; t < d2[2]; t++) {
+                        double x = dd[((size_t)row * (size_t)d2[1] + (size_t)b) * (size_t)d2[2] + (size_t)t];
+                        if (isfinite(x)) part[q] += x, total += x;
+                    }
+            }
+            free(dd);
+        }
+        addf_buf(buf, cap, "layer %d head %d (%+.3g):", layer, head, total);
+        int shown = 0;
+        for (size_t q = 0; q < rk->n; q++) {
+            const tsc_jv_t *r = rk->items[q];
+            long long h0 = tsc_jv_int(r, "head0", 0), hn = tsc_jv_int(r, "head_n", 0);
+            if (head < h0 || head >= h0 + hn || tsc_jv_int(r, "pp_rank", 0) != 0) continue;
+            if (shown++ == 16) { addf_buf(buf, cap, " ..."); break; }
+            addf_buf(buf, cap, "%s rank %lld %+.3g (%.0f%%)", shown > 1 ? "," : "", tsc_jv_int(r, "rank", -1), part[q],
+                     total != 0 ? 100.0 * part[q] / total : 0.0);
+        }
+        addf_buf(buf, cap, "\n");
+        free(part);
+    }
 }
 
 /* The stage sets held in FP32 that remove each head's bias, in the tool's stage names (appendix). */
@@ -560,6 +640,7 @@ static tsc_status_t build_content(tsc_figure_src_t *src, const tsc_figure_opts_t
     c->diagnosed = tsc_jv_path(sm, "diagnosis.at_risk") != NULL;
     mitig_text(sm, dir, c->mitig, sizeof c->mitig);
     stage_text(sm, c->stages, sizeof c->stages);
+    ranks_text(src, sm, c->ranks, sizeof c->ranks);
     repro_text(src, o, pdf_path, c);
     c->ar_cells = at_risk_rows(sm, &c->n_ar);
     c->hd_cells = head_rows(sm, &c->n_hd);
@@ -595,7 +676,7 @@ static void add_figure(tsc_rdoc_t *d, const tsc_rp_fig_t *f, double w_pt, double
     if (b) b->fig = f, b->w_pt = w_pt, b->gap_img = gap_img, b->gap_cap = gap_cap, b->alt = alt, b->html_id = html_id;
 }
 
-static const char *const ar_hdr[9] = {"rank", "layer / head", "step", "accumulated sum of delta_lp - delta_hp",
+static const char *const ar_hdr[9] = {"#", "layer / head", "step", "accumulated sum of delta_lp - delta_hp",
                                       "flagged features (mean O error)", "recommended fix (bias left)",
                                       "delta from FP32 O: bias left", "+stable (beta 2): bias left", "verdict"};
 static const double ar_w[9] = {0.05, 0.09, 0.06, 0.13, 0.15, 0.18, 0.11, 0.09, 0.14};
@@ -619,6 +700,10 @@ static void doc_front(tsc_rdoc_t *d, const content_t *c) {
     add_heading(d, "At-risk heads, ranked by the accumulated delta bias", NULL, NULL, -1, 0);
     if (c->n_ar) add_table(d, 9, ar_w, ar_hdr, c->ar_cells, c->n_ar);
     else add_para(d, 0, SANS, BODY_PT, 0, "None.", 6, TSC_RH_P);
+    if (c->ranks[0]) {
+        add_heading(d, "Which ranks the bias comes from", c->ranks, SANS, BODY_PT, 0);
+        add_para(d, 0, SANS, BODY_PT, 0, c->ranks, 6, TSC_RH_PRE);
+    }
     tsc_rdoc_add(d, TSC_RB_PAGE);
     add_heading(d, "Evidence map (figure 1)", NULL, NULL, -1, 0);
     if (c->nf && c->figs[0].ok) add_figure(d, &c->figs[0], TSC_RP_PAGE_W - 2 * TSC_RP_MARGIN, 6, 10, "evidence map", NULL);

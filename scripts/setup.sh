@@ -12,6 +12,7 @@ pkgs=(
   libcairo2-dev libpango1.0-dev          # heatmaps, PDF/SVG/PNG, text
   gnuplot-nox                            # curves (child process through a pipe)
   liblapacke-dev libopenblas-dev         # SVD, eigenvalues; BLAS products (blas.pc, cblas.h)
+  openmpi-bin libopenmpi-dev             # mpirun: multi-process train and diagnose (docs/DISTRIBUTED.md)
   poppler-utils                          # pdfinfo/pdftotext/pdftoppm in report tests
   python3-h5py python3-numpy             # interop tests and baselines
   python3-pip python3-setuptools python3-wheel python3-venv   # `pip install .` offline (pyproject.toml)

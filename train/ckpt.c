@@ -57,6 +57,7 @@ char *tsc_train_cfg_text(const tsc_train_opts_t *o, int threads) {
                       o->flight_max_mb, o->spike_factor);
     tsc_strbuf_printf(&sb, "lr_spike_step = %lld\nlr_spike = %.17g\n", o->lr_spike_step, o->lr_spike);
     if (o->fork_of) tsc_strbuf_printf(&sb, "fork_of = %s\n", o->fork_of);
+    if (o->grad_shards > 1) tsc_strbuf_printf(&sb, "grad_shards = %d\n", o->grad_shards);
     tsc_strbuf_printf(&sb, "threads = %d\n", threads);
     if (sb.nomem) {
         tsc_strbuf_free(&sb);

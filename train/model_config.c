@@ -30,11 +30,17 @@ tsc_status_t tsc_model_config_get(const char *name, tsc_model_config_t *cfg) {
             *cfg = NAMED[i];
             return TSC_OK;
         }
-    char list[256] = "";
-    for (int i = 0; i < N_NAMED; i++) {
-        if (i) strncat(list, ", ", sizeof list - strlen(list) - 1);
-        strncat(list, NAMED[i].name, sizeof list - strlen(list) - 1);
-    }
+    char list[256];
+    size_t len = 0;
+    for (int i = 0; i < N_NAMED; i++) /* ", "-separated, cut at the buffer's end */
+        for (int k = !i; k < 2; k++) {
+            const char *part = k ? NAMED[i].name : ", ";
+            size_t n = strlen(part);
+            if (n > sizeof list - 1 - len) n = sizeof list - 1 - len;
+            memcpy(list + len, part, n);
+            len += n;
+        }
+    list[len] = '\0';
     return tsc_error_set(TSC_ERR_ARG, "unknown model '%s' (known: %s)", name ? name : "(null)", list);
 }
 

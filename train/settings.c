@@ -33,6 +33,7 @@ void tsc_train_opts_init(tsc_train_opts_t *o) {
     o->flight_max_mb = 1024;
     o->flight_dumps = 1;
     o->lr_spike_step = -1;
+    o->grad_shards = 1;
 }
 
 /* ---- the settings table (tsc_train.h): the one definition of each numeric setting's bounds ---- */
@@ -58,6 +59,7 @@ static const tsc_train_setting_t SETTINGS[] = {
     {"ckpt_every", "--ckpt-every", TSC_TRAIN_INT, OPT(ckpt_every), 1, 1e9, 0, 0, NULL},
     {"ckpt_keep", "--ckpt-keep", TSC_TRAIN_INT, OPT(ckpt_keep), 0, 1e6, 0, 0, NULL},
     {"threads", "--threads", TSC_TRAIN_INT, OPT(threads), 1, 4096, 1, 0, "OpenMP's default"},
+    {"grad_shards", "--grad-shards", TSC_TRAIN_INT, OPT(grad_shards), 1, 65536, 0, 0, NULL},
     {"flight_steps", "--flight", TSC_TRAIN_INT, OPT(flight_steps), 1, 1e6, 1, 0, "the flight recorder off"},
     {"flight_max_mb", "--flight-max-mb", TSC_TRAIN_DOUBLE, OPT(flight_max_mb), 1, 1e9, 0, 0, NULL},
     {"flight_dumps", "--flight-dumps", TSC_TRAIN_INT, OPT(flight_dumps), 1, 1e4, 0, 0, NULL},

@@ -19,9 +19,11 @@
 #include "spectral_internal.h"
 #include "train_internal.h"
 #include "tsc_capture.h"
+#include "tsc_comm.h"
 #include "tsc_data.h"
 #include "tsc_file.h"
 #include "tsc_flight.h"
+#include "tsc_manifest.h"
 #include "tsc_mem.h"
 #include "tsc_select.h"
 
@@ -47,8 +49,23 @@ typedef struct {
     double *wq_sn;              /* [L * H] of the last stats step */
     char *cfg_text;
     tsc_train_cfg_t *resumed;   /* settings read back by a resume (r->o's strings point into it) */
+    /* gradient shards and processes (tsc_train_opts_t.grad_shards, .comm) */
+    const tsc_comm_t *comm;     /* the job's processes; rank 0 alone touches the run folder */
+    int G, Bs, j0, j1;          /* shards, rows per shard, this process's shards [j0, j1) */
+    void *gsh;                  /* the gradients of this process's shards but the last, [j1 - j0 - 1][n] */
+    unsigned char *msg;         /* the chain's message: gradient sum [n], loss sum, max_logit [L], tied [L] */
+    size_t msg_bytes;
+    double *st_max;             /* [L] this step's max_logit over every shard (NULL: the one forward's view) */
+    long long *st_tied;         /* [L] and tied rows summed over the shards */
+    int shared, released;       /* rank 0: the others have the settings and state; were told to stop */
+    char cap_stem[64], fl_stem[64]; /* on several processes: the recorders' names, "<stem>.rank<R>.h5" */
+    char dir_buf[4096];         /* a worker's copy of process 0's run folder (its recorders write there) */
+    char fl_report[4200];       /* the flight dump (its manifest) a step reports */
     char path[4096];
 } run_t;
+
+/* Whether the step runs in shards (the batch in G pieces, or several processes). */
+static int sharded(const run_t *r) { return r->G > 1 || r->comm->size > 1; }
 
 static const char *run_file(run_t *r, const char *name) {
     snprintf(r->path, sizeof r->path, "%s/%s", r->dir, name);
@@ -130,15 +147,19 @@ static tsc_status_t wq_norms(run_t *r) {
     return TSC_OK;
 }
 
-/* Mean validation loss over val_batches consecutive windows. */
+/* Mean validation loss over val_batches consecutive windows (each, in shards, the mean of its
+ * shards' losses summed in order). */
 static tsc_status_t val_loss(run_t *r, double *out) {
     double sum = 0;
     for (int i = 0; i < r->o.val_batches; i++) {
-        double loss;
+        double loss = 0, lj;
         tsc_status_t st = tsc_data_batch(r->data, TSC_SPLIT_VAL, r->o.seed, i, r->B, r->T, r->x, r->y, NULL);
-        if (st == TSC_OK) st = tsc_model_forward(r->model, r->x, r->y, &loss);
+        for (int j = 0; j < r->G && st == TSC_OK; j++) {
+            size_t at = (size_t)j * r->Bs * r->T;
+            if ((st = tsc_model_forward(r->model, r->x + at, r->y + at, &lj)) == TSC_OK) loss += lj;
+        }
         if (st != TSC_OK) return tsc_error_wrap(st, "validation: ");
-        sum += loss;
+        sum += r->G > 1 ? loss / r->G : loss;
     }
     *out = sum / r->o.val_batches;
     return TSC_OK;
@@ -160,8 +181,9 @@ static tsc_status_t log_row(run_t *r, long long s, double lr, double loss, doubl
     tsc_model_attn_view_t av;
     for (int pass = 0; pass < 2; pass++)
         for (int l = 0; l < r->L; l++) {
-            tsc_status_t st = tsc_model_attn_view(r->model, l, &av);
+            tsc_status_t st = r->st_max ? TSC_OK : tsc_model_attn_view(r->model, l, &av);
             if (st != TSC_OK) return st;
+            if (r->st_max) av.max_logit = r->st_max[l], av.tied_rows = r->st_tied[l];
             if (pass == 0) fprintf(r->log, ",%.9g", av.max_logit);
             else fprintf(r->log, ",%lld", av.tied_rows);
         }
@@ -192,7 +214,9 @@ static tsc_status_t dump_meta(run_t *r, tsc_dump_meta_t *meta, int layer) {
     meta->head_dim = r->cfg.d_model / r->cfg.n_head;
     meta->d_model = r->cfg.d_model;
     meta->seq_len = r->T;
-    meta->batch = r->B;
+    meta->batch = r->Bs; /* this process's rows: the whole batch on one process and one shard */
+    meta->rank = r->comm->rank;
+    meta->world_size = r->comm->size;
     meta->causal = 1;
     meta->softmax_scale = 1.0 / sqrt((double)meta->head_dim);
     const tsc_policy_t *pol = tsc_model_attn_policy(r->model, layer);
@@ -283,13 +307,18 @@ static tsc_status_t capture_step(run_t *r, long long s) {
 /* The flight recorder's step: the chosen layers' tensors, then the loss and gradient norm it
  * watches. *event is set when it wrote a dump. */
 static tsc_status_t flight_step(run_t *r, long long s, double loss, double gn, const char **event) {
-    if (!r->flight || tsc_flight_stopped(r->flight)) return TSC_OK;
+    /* a stopped recorder of a job still takes part in step_end: a signal there stops every process */
+    if (!r->flight || (tsc_flight_stopped(r->flight) && r->comm->size == 1)) return TSC_OK;
     sink_t k = {flight_put, r->flight, r->scratch};
-    tsc_status_t st = tsc_flight_step_begin(r->flight, s);
-    for (int l = 0; l < r->L && st == TSC_OK; l++)
+    int stopped = tsc_flight_stopped(r->flight);
+    tsc_status_t st = stopped ? TSC_OK : tsc_flight_step_begin(r->flight, s);
+    for (int l = 0; l < r->L && st == TSC_OK && !stopped; l++)
         if (tsc_flight_wants(r->flight, l)) st = put_layer(r, &k, l);
     int fired = 0;
-    if (st == TSC_OK) st = tsc_flight_step_end(r->flight, loss, gn, &fired);
+    if (st == TSC_OK || r->comm->size > 1) { /* collective on a job: every process ends the step */
+        tsc_status_t est = tsc_flight_step_end(r->flight, loss, gn, &fired);
+        if (st == TSC_OK) st = est;
+    }
     if (fired) *event = tsc_flight_last_dump(r->flight);
     return st == TSC_OK ? st : tsc_error_wrap(st, "flight recorder, step %lld: ", s);
 }
@@ -322,6 +351,10 @@ static tsc_status_t run_free(run_t *r) {
     free(r->scratch);
     free(r->cfg_text);
     free(r->resumed);
+    free(r->gsh);
+    free(r->msg);
+    free(r->st_max);
+    free(r->st_tied);
     return st;
 }
 
@@ -391,6 +424,17 @@ static tsc_status_t run_setup(run_t *r, const tsc_ckpt_t *ck, const char *ck_pat
     r->L = r->cfg.n_layer;
     r->elsize = o->prec == TSC_PREC_FP64 ? 8 : 4;
     if ((st = check_specs(r)) != TSC_OK) return st;
+    int P = r->comm->size;
+    r->G = o->grad_shards > 0 ? o->grad_shards : 1;
+    if (r->B % r->G || r->G % P)
+        return tsc_error_set(TSC_ERR_ARG, "train: %d gradient shards on %d processes of a batch of %d: the shards must "
+                             "divide the batch and the processes the shards (--grad-shards)", r->G, P, r->B);
+    if (r->G != P && (o->capture || o->flight_steps > 0))
+        return tsc_error_set(TSC_ERR_UNSUPPORTED, "train: --capture and --flight record one shard per process: "
+                             "grad_shards = %d on %d processes (give --grad-shards %d)", r->G, P, P);
+    r->Bs = r->B / r->G;
+    r->j0 = r->comm->rank * (r->G / P);
+    r->j1 = r->j0 + r->G / P;
     /* the data can only widen the vocabulary: a checkpoint smaller than the model before that is
      * refused before the data is opened */
     if (ck && (st = ckpt_fits(r, ck, ck_path, tsc_model_config_n_params(&r->cfg), 1)) != TSC_OK) return st;
@@ -404,6 +448,7 @@ static tsc_status_t run_setup(run_t *r, const tsc_ckpt_t *ck, const char *ck_pat
              need = 4 * (uint64_t)n * r->elsize + 2 * tokens * sizeof(int32_t) + (uint64_t)r->B * sizeof(uint64_t) +
                     (uint64_t)r->L * r->cfg.n_head * sizeof(double) +
                     (records ? tokens * (uint64_t)r->cfg.d_model * sizeof(uint16_t) : 0);
+    if (sharded(r)) need += (uint64_t)(r->j1 - r->j0) * n * r->elsize; /* the shards' gradients, the chain's message */
     if ((st = tsc_mem_check(need, "the model's parameters, gradients and AdamW moments and the batch buffers")) !=
         TSC_OK)
         return tsc_error_wrap(st, "train (model %s, batch %d x %d tokens): ", o->model, r->B, r->T);
@@ -413,7 +458,7 @@ static tsc_status_t run_setup(run_t *r, const tsc_ckpt_t *ck, const char *ck_pat
 #else
     r->threads = 1;
 #endif
-    st = tsc_model_create(&r->model, &r->cfg, o->prec, r->B, r->T);
+    st = tsc_model_create(&r->model, &r->cfg, o->prec, r->Bs, r->T);
     if (st != TSC_OK) return st;
     tsc_model_init(r->model, o->seed);
     if ((st = apply_policies(r)) != TSC_OK) return st;
@@ -427,6 +472,15 @@ static tsc_status_t run_setup(run_t *r, const tsc_ckpt_t *ck, const char *ck_pat
     if (records) r->scratch = malloc(sizeof(uint16_t) * (size_t)r->B * r->T * (size_t)r->cfg.d_model);
     if (!r->m || !r->v || !r->x || !r->y || !r->offsets || !r->wq_sn || (records && !r->scratch))
         return tsc_error_set(TSC_ERR_NOMEM, "train: out of memory");
+    if (sharded(r)) {
+        r->msg_bytes = r->n * r->elsize + sizeof(double) + (size_t)r->L * (sizeof(double) + sizeof(long long));
+        r->gsh = r->j1 - r->j0 > 1 ? malloc((size_t)(r->j1 - r->j0 - 1) * r->n * r->elsize) : NULL;
+        r->msg = malloc(r->msg_bytes);
+        r->st_max = malloc((size_t)r->L * sizeof *r->st_max);
+        r->st_tied = malloc((size_t)r->L * sizeof *r->st_tied);
+        if ((r->j1 - r->j0 > 1 && !r->gsh) || !r->msg || !r->st_max || !r->st_tied)
+            return tsc_error_set(TSC_ERR_NOMEM, "train: out of memory for the gradient shards");
+    }
     if (o->batches && (st = tsc_batch_order_load(&r->order, o->batches)) != TSC_OK) return st;
     r->cfg_text = tsc_train_cfg_text(o, r->threads);
     return r->cfg_text ? TSC_OK : tsc_error_set(TSC_ERR_NOMEM, "train: out of memory");
@@ -502,6 +556,23 @@ static const char *dump_name(run_t *r, const char *name, long long from, char *b
 }
 
 /* The capture session (--capture) and the flight recorder (--flight). */
+/* A recorder's file: NAME.h5 (NAME-from-FROM.h5 when a resumed run's NAME.h5 exists); on several
+ * processes the stem is process 0's choice (r->*_stem) and each writes STEM.rank<R>.h5, and
+ * process 0 the manifest STEM.h5 over them when they are complete. */
+static const char *recorder_path(run_t *r, const char *name, char *stem, long long from, char *buf, size_t size) {
+    if (r->comm->size == 1) return dump_name(r, name, from, buf, size);
+    if (r->comm->rank == 0) { /* the stem: free for the manifest and for process 0's rank dump */
+        char a[128], b[128];
+        struct stat sb;
+        snprintf(stem, 64, "%s", name);
+        snprintf(a, sizeof a, "%s.h5", stem);
+        snprintf(b, sizeof b, "%s.rank0.h5.capture", stem);
+        if (lstat(run_file(r, a), &sb) == 0 || lstat(run_file(r, b), &sb) == 0) snprintf(stem, 64, "%s-from-%lld", name, from);
+    }
+    snprintf(buf, size, "%s.rank%d.h5", stem, r->comm->rank);
+    return run_file(r, buf);
+}
+
 static tsc_status_t recorders_open(run_t *r, long long from) {
     tsc_dump_meta_t meta;
     char name[96];
@@ -512,7 +583,7 @@ static tsc_status_t recorders_open(run_t *r, long long from) {
         if ((st = tsc_select_parse(&sel, r->o.capture)) != TSC_OK) return tsc_error_wrap(st, "--capture: ");
         if ((st = dump_meta(r, &meta, first_layer(&sel.layers, r->L))) != TSC_OK) return tsc_error_wrap(st, "--capture: ");
         tsc_capture_opts_t co = {.select = r->o.capture};
-        st = tsc_capture_open(&r->cap, dump_name(r, "capture", from, name, sizeof name), &meta, &co);
+        st = tsc_capture_open(&r->cap, recorder_path(r, "capture", r->cap_stem, from, name, sizeof name), &meta, &co);
     }
     if (st != TSC_OK || r->o.flight_steps <= 0) return st;
     tsc_select_set_all(&set);
@@ -526,10 +597,44 @@ static tsc_status_t recorders_open(run_t *r, long long from) {
     fo.max_bytes = (uint64_t)(r->o.flight_max_mb * 1048576.0);
     fo.max_dumps = r->o.flight_keep > 0 ? r->o.flight_keep : r->o.flight_dumps;
     fo.keep_newest = r->o.flight_keep > 0;
+    fo.comm = r->comm->size > 1 ? r->comm : NULL; /* a trigger on one process fires on all */
     if (r->o.spike_factor > 0) fo.loss.factor = fo.grad.factor = r->o.spike_factor;
-    st = tsc_flight_open(&r->flight, dump_name(r, "flight", from, name, sizeof name), &meta, &fo);
+    st = tsc_flight_open(&r->flight, recorder_path(r, "flight", r->fl_stem, from, name, sizeof name), &meta, &fo);
     if (st == TSC_OK) st = tsc_flight_signals_install(r->flight);
     return st;
+}
+
+/* The manifest STEM.h5 over the processes' rank dumps STEM.rank<R>.h5 (process 0, after a barrier:
+ * every process has written its own). rank0_path: process 0's dump, whose name gives the others'. */
+static tsc_status_t recorder_manifest(run_t *r, const char *rank0_path, char *out, size_t size) {
+    const tsc_comm_t *c = r->comm;
+    tsc_status_t st = c->barrier(c->ctx);
+    if (st != TSC_OK || c->rank != 0) return st;
+    const char *at = strstr(rank0_path, ".rank0.");
+    if (!at) return tsc_error_set(TSC_ERR_INTERNAL, "%s: not a rank dump's name", rank0_path);
+    size_t pre = (size_t)(at - rank0_path);
+    snprintf(out, size, "%.*s%s", (int)pre, rank0_path, at + 6);
+    char (*paths)[4200] = malloc((size_t)c->size * sizeof *paths);
+    const char **pp = malloc((size_t)c->size * sizeof *pp);
+    if (!paths || !pp) st = tsc_error_set(TSC_ERR_NOMEM, "train: out of memory");
+    for (int i = 0; st == TSC_OK && i < c->size; i++) {
+        snprintf(paths[i], sizeof paths[i], "%.*s.rank%d.%s", (int)pre, rank0_path, i, at + 7);
+        pp[i] = paths[i];
+    }
+    if (st == TSC_OK) st = tsc_manifest_write(out, pp, c->size);
+    free(paths), free(pp);
+    return st;
+}
+
+/* At the clean end of a run on several processes: every capture packed, then its manifest. */
+static tsc_status_t recorders_finish(run_t *r) {
+    if (!r->cap || r->comm->size == 1) return TSC_OK;
+    char rank0[4200], out[4200];
+    snprintf(rank0, sizeof rank0, "%s/%s.rank0.h5", r->dir, r->cap_stem);
+    tsc_status_t st = tsc_capture_close(r->cap);
+    r->cap = NULL;
+    tsc_status_t mst = recorder_manifest(r, rank0, out, sizeof out);
+    return st != TSC_OK ? st : mst;
 }
 
 /* ---- the loop ---- */
@@ -577,6 +682,177 @@ static tsc_status_t get_batch(run_t *r, long long s) {
     return st;
 }
 
+/* ---- shards and processes ---- */
+
+/* The NaN-propagating maximum (the order of the shards cannot change it). */
+static double max_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
+
+#define ADD_INTO(T, dst, src, n)                                                                 \
+    do {                                                                                         \
+        T *d_ = (T *)(dst);                                                                      \
+        const T *s_ = (const T *)(src);                                                          \
+        _Pragma("omp parallel for schedule(static)") for (size_t i_ = 0; i_ < (n); i_++) d_[i_] += s_[i_]; \
+    } while (0)
+
+/* dst[i] += src[i] in the parameters' type: one rounding per element, so the sum's bits depend on
+ * the order of the terms only, not on threads. */
+static void add_into(const run_t *r, void *dst, const void *src) {
+    if (r->elsize == 8) ADD_INTO(double, dst, src, r->n);
+    else ADD_INTO(float, dst, src, r->n);
+}
+
+/* This step's shards: this process's forwards and backwards, then the chain that sums every shard's
+ * gradient in shard order, left to right (((g0 + g1) + g2) + ...): process p receives the sum of
+ * the shards before its own from p - 1, adds its shards in order and sends it on; the last process
+ * broadcasts the whole sum, and every process ends with the same gradients (scaled by 1/G), loss
+ * (the shards' mean) and attention statistics (max, and sum of tied rows, over the shards). */
+static tsc_status_t shards_step(run_t *r, double *loss, double *local) {
+    const tsc_comm_t *c = r->comm;
+    size_t gb = r->n * r->elsize;
+    unsigned char *sum_g = r->msg;
+    double sum_l = 0, lj;
+    double *mx = (double *)(r->msg + gb + sizeof(double));
+    long long *tied = (long long *)(mx + r->L);
+    double lossj[64];
+    tsc_status_t st = TSC_OK;
+    for (int l = 0; l < r->L; l++) r->st_max[l] = -INFINITY, r->st_tied[l] = 0;
+    for (int j = r->j0; j < r->j1 && st == TSC_OK; j++) {
+        size_t at = (size_t)j * r->Bs * r->T;
+        if ((st = tsc_model_forward(r->model, r->x + at, r->y + at, &lj)) == TSC_OK) st = tsc_model_backward(r->model);
+        for (int l = 0; l < r->L && st == TSC_OK; l++) {
+            tsc_model_attn_view_t av;
+            if ((st = tsc_model_attn_view(r->model, l, &av)) == TSC_OK) {
+                r->st_max[l] = max_nan(r->st_max[l], av.max_logit);
+                r->st_tied[l] += av.tied_rows;
+            }
+        }
+        if (st == TSC_OK && j + 1 < r->j1) memcpy((char *)r->gsh + (size_t)(j - r->j0) * gb, tsc_model_grads(r->model), gb);
+        if (j - r->j0 < 64) lossj[j - r->j0] = lj;
+    }
+    if (st != TSC_OK) return st;
+    if (r->j1 - r->j0 > 64) return tsc_error_set(TSC_ERR_UNSUPPORTED, "train: more than 64 gradient shards per process");
+    *local = lossj[0]; /* this process's first shard: what its flight recorder watches */
+    /* the chain: the sum so far arrives from the previous process */
+    if (c->rank > 0 && (st = c->recv(c->ctx, c->rank - 1, r->msg, r->msg_bytes)) != TSC_OK) return st;
+    if (c->rank > 0) memcpy(&sum_l, r->msg + gb, sizeof sum_l);
+    for (int j = r->j0; j < r->j1; j++) {
+        const void *g = j + 1 < r->j1 ? (char *)r->gsh + (size_t)(j - r->j0) * gb : tsc_model_grads(r->model);
+        if (j == 0) {
+            memcpy(sum_g, g, gb);
+            sum_l = lossj[0];
+            for (int l = 0; l < r->L; l++) mx[l] = r->st_max[l], tied[l] = r->st_tied[l];
+        } else {
+            add_into(r, sum_g, g);
+            sum_l += lossj[j - r->j0];
+        }
+    }
+    if (r->j0 > 0)
+        for (int l = 0; l < r->L; l++) mx[l] = max_nan(mx[l], r->st_max[l]), tied[l] += r->st_tied[l];
+    memcpy(r->msg + gb, &sum_l, sizeof sum_l);
+    if (c->rank + 1 < c->size && (st = c->send(c->ctx, c->rank + 1, r->msg, r->msg_bytes)) != TSC_OK) return st;
+    if (c->size > 1 && (st = c->bcast(c->ctx, c->size - 1, r->msg, r->msg_bytes)) != TSC_OK) return st;
+    memcpy(&sum_l, r->msg + gb, sizeof sum_l);
+    for (int l = 0; l < r->L; l++) r->st_max[l] = mx[l], r->st_tied[l] = tied[l];
+    /* the mean over the shards: the sum scaled by 1/G (exact for G a power of two) */
+    if (r->elsize == 8) {
+        double *g = tsc_model_grads(r->model), k = 1.0 / r->G;
+        const double *sg = (const double *)sum_g;
+        for (size_t i = 0; i < r->n; i++) g[i] = sg[i] * k;
+    } else {
+        float *g = tsc_model_grads(r->model), k = 1.0f / (float)r->G;
+        const float *sg = (const float *)sum_g;
+        for (size_t i = 0; i < r->n; i++) g[i] = sg[i] * k;
+    }
+    *loss = sum_l / r->G;
+    return TSC_OK;
+}
+
+/* The step's batch from process 0 to the others, after a word: 1 a step follows, 0 the run is
+ * done, -1 process 0 stopped it. */
+static tsc_status_t share_batch(run_t *r, int64_t *word) {
+    const tsc_comm_t *c = r->comm;
+    tsc_status_t st = c->bcast(c->ctx, 0, word, sizeof *word);
+    if (st == TSC_OK && *word == 1) st = c->bcast(c->ctx, 0, r->x, sizeof(int32_t) * (size_t)r->B * r->T);
+    if (st == TSC_OK && *word == 1) st = c->bcast(c->ctx, 0, r->y, sizeof(int32_t) * (size_t)r->B * r->T);
+    return st;
+}
+
+/* Process 0 to the others, before the first step: the settings (process 0 only: a worker has
+ * received them before its set-up, tsc_train_worker), the steps done, the model's parameters and
+ * AdamW moments (a resumed run's, or the seed's). */
+static tsc_status_t share_start(run_t *r, long long *from) {
+    const tsc_comm_t *c = r->comm;
+    tsc_status_t st;
+    if (c->rank == 0) {
+        size_t n = strlen(r->cfg_text) + 1;
+        void *cfg = malloc(n);
+        if (!cfg) return tsc_error_set(TSC_ERR_NOMEM, "train: out of memory");
+        memcpy(cfg, r->cfg_text, n);
+        r->shared = 1;
+        st = tsc_comm_bcast_alloc(c, 0, &cfg, &n);
+        free(cfg);
+        if (st != TSC_OK) return st;
+    }
+    int64_t f = *from;
+    size_t gb = r->n * r->elsize;
+    if ((st = c->bcast(c->ctx, 0, &f, sizeof f)) != TSC_OK) return st;
+    *from = f;
+    if (r->o.capture || r->o.flight_steps > 0) { /* the recorders: the folder and their names */
+        if (c->rank == 0) snprintf(r->dir_buf, sizeof r->dir_buf, "%s", r->dir);
+        if ((st = c->bcast(c->ctx, 0, r->dir_buf, sizeof r->dir_buf)) != TSC_OK ||
+            (st = c->bcast(c->ctx, 0, r->cap_stem, sizeof r->cap_stem)) != TSC_OK ||
+            (st = c->bcast(c->ctx, 0, r->fl_stem, sizeof r->fl_stem)) != TSC_OK)
+            return st;
+        if (c->rank != 0) r->dir = r->dir_buf;
+    }
+    if ((st = c->bcast(c->ctx, 0, tsc_model_params(r->model), gb)) == TSC_OK && (st = c->bcast(c->ctx, 0, r->m, gb)) == TSC_OK)
+        st = c->bcast(c->ctx, 0, r->v, gb);
+    return st;
+}
+
+/* One step in shards (or on several processes): the batch, the shards and the chain, then on
+ * process 0 the statistics, the validation at intervals and the log; everywhere the update. */
+static tsc_status_t sharded_step(run_t *r, long long s, tsc_train_report_t *rep) {
+    int last = s == r->o.steps - 1, stats = s % r->o.stats_every == 0 || last, zero = r->comm->rank == 0;
+    double vl = NAN, loss;
+    tsc_status_t st = zero ? get_batch(r, s) : TSC_OK;
+    if (st == TSC_OK && r->comm->size > 1 && zero) {
+        int64_t word = 1;
+        st = share_batch(r, &word);
+    }
+    double local = NAN;
+    if (st == TSC_OK) st = shards_step(r, &loss, &local);
+    if (st != TSC_OK) return tsc_error_wrap(st, "step %lld: ", s);
+    double gn = grad_norm(r), lr = s == r->o.lr_spike_step ? r->o.lr_spike : lr_at(&r->o, s);
+    /* the recorders (one shard per process): each its own rows; the flight trigger is agreed */
+    const char *fired = NULL;
+    if ((st = capture_step(r, s)) != TSC_OK) return st;
+    if ((st = flight_step(r, s, local, gn, &fired)) != TSC_OK) return st;
+    char manifest[4200];
+    if (fired && r->comm->size > 1) {
+        if ((st = recorder_manifest(r, fired, manifest, sizeof manifest)) != TSC_OK)
+            return tsc_error_wrap(st, "step %lld: the flight dumps' manifest: ", s);
+        fired = manifest;
+    }
+    if (zero) {
+        if ((s % r->o.val_every == 0 || last) && (st = val_loss(r, &vl)) != TSC_OK) return tsc_error_wrap(st, "step %lld: ", s);
+        *rep = (tsc_train_report_t){.step = s, .steps = r->o.steps, .lr = lr, .train_loss = loss, .val_loss = vl,
+                                    .grad_norm = gn, .flight_dump = fired ? r->fl_report : NULL};
+        if (fired) snprintf(r->fl_report, sizeof r->fl_report, "%s", fired);
+        if (stats && (st = wq_norms(r)) != TSC_OK) return st;
+        if ((st = log_row(r, s, lr, loss, vl, gn, stats)) != TSC_OK) return st;
+    }
+    if (!isfinite(loss) || !isfinite(gn))
+        return tsc_error_set(TSC_ERR_NONFINITE, "step %lld: the training %s is %s; the run stopped (the last checkpoint is "
+                             "%s)", s, isfinite(loss) ? "gradient norm" : "loss",
+                             isnan(isfinite(loss) ? gn : loss) ? "NaN" : "infinite", zero ? run_file(r, "ckpt.bin") :
+                             "process 0's");
+    double scale = r->o.grad_clip > 0 && gn > r->o.grad_clip ? r->o.grad_clip / gn : 1.0;
+    if (r->elsize == 8) adamw_f64(r, s + 1, lr, scale);
+    else adamw_f32(r, s + 1, lr, scale);
+    return TSC_OK;
+}
+
 /* One step: validation (at intervals), forward, backward, statistics, capture, log, update. */
 static tsc_status_t train_step(run_t *r, long long s, tsc_train_report_t *rep) {
     int last = s == r->o.steps - 1, stats = s % r->o.stats_every == 0 || last;
@@ -608,11 +884,12 @@ static tsc_status_t train_step(run_t *r, long long s, tsc_train_report_t *rep) {
 }
 
 static tsc_status_t train_loop(run_t *r, long long from) {
+    tsc_status_t st;
+    if (r->comm->size > 1 && (st = share_start(r, &from)) != TSC_OK) return st;
     for (long long s = from; s < r->o.steps; s++) {
         double t0 = now_s();
         tsc_train_report_t rep;
-        tsc_status_t st = train_step(r, s, &rep);
-        if (st != TSC_OK) return st;
+        if ((st = sharded(r) ? sharded_step(r, s, &rep) : train_step(r, s, &rep)) != TSC_OK) return st;
         rep.tokens_per_s = (double)r->B * r->T / (now_s() - t0);
         int sig = r->flight ? tsc_flight_signal(r->flight) : 0;
         if ((s + 1) % r->o.ckpt_every == 0 || s + 1 == r->o.steps || sig) {
@@ -626,6 +903,12 @@ static tsc_status_t train_loop(run_t *r, long long from) {
                                  tsc_flight_n_dumps(r->flight) ? ", flight recorder dump " : "",
                                  tsc_flight_n_dumps(r->flight) ? tsc_flight_last_dump(r->flight) : "", r->dir);
     }
+    if (r->comm->size > 1) { /* the others stop after the last step */
+        int64_t word = 0;
+        r->released = 1;
+        if ((st = share_batch(r, &word)) != TSC_OK) return st;
+        return recorders_finish(r);
+    }
     return TSC_OK;
 }
 
@@ -633,9 +916,25 @@ static tsc_status_t train_loop(run_t *r, long long from) {
 static tsc_status_t with_lock(run_t *r, tsc_status_t (*body)(run_t *, void *), void *ctx) {
     int fd;
     char holder[32];
+    if (!r->comm) r->comm = tsc_comm_serial();
     tsc_status_t st = tsc_dir_lock(r->dir, ".tilescope.lock", &fd, holder, sizeof holder);
-    if (st != TSC_OK) return st;
-    st = body(r, ctx);
+    if (st == TSC_OK) st = body(r, ctx);
+    else fd = -1;
+    if (r->comm->size > 1 && !r->released) { /* process 0 stopped before the end: the others leave too */
+        tsc_status_t keep = st;
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", tsc_error_last());
+        if (!r->shared) {
+            void *none = NULL;
+            size_t zero = 0;
+            (void)tsc_comm_bcast_alloc(r->comm, 0, &none, &zero);
+        } else {
+            int64_t word = -1;
+            (void)share_batch(r, &word);
+        }
+        st = tsc_error_set(keep, "%s", msg);
+    }
+    if (fd < 0) return st;
     tsc_status_t cst = run_free(r);
     if (st == TSC_OK) st = cst; /* a run that failed reports its own error, not its recorders' */
     tsc_dir_unlock(r->dir, ".tilescope.lock", fd, 1);
@@ -671,10 +970,53 @@ static tsc_status_t make_dir(const char *dir) {
 }
 
 tsc_status_t tsc_train_run(const tsc_train_opts_t *o, const char *run_dir) {
+    run_t r = {.o = *o, .dir = run_dir, .comm = tsc_comm_or_serial(o->comm)};
     tsc_status_t st = make_dir(run_dir);
+    if (st != TSC_OK && r.comm->size > 1) { /* the others wait for the settings: none come */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", tsc_error_last());
+        void *none = NULL;
+        size_t zero = 0;
+        (void)tsc_comm_bcast_alloc(r.comm, 0, &none, &zero);
+        return tsc_error_set(st, "%s", msg);
+    }
     if (st != TSC_OK) return st;
-    run_t r = {.o = *o, .dir = run_dir};
     return with_lock(&r, run_body_new, NULL);
+}
+
+tsc_status_t tsc_train_worker(const tsc_comm_t *comm) {
+    const tsc_comm_t *c = tsc_comm_or_serial(comm);
+    if (c->rank == 0) return tsc_error_set(TSC_ERR_ARG, "train: process 0 runs the run, not a worker's part");
+    void *cfg = NULL;
+    size_t n = 0;
+    tsc_status_t st = tsc_comm_bcast_alloc(c, 0, &cfg, &n);
+    if (st != TSC_OK) return st;
+    run_t r = {.comm = c};
+    if (!n) st = tsc_error_set(TSC_ERR_IO, "train: process 0 could not start the run (its message says why)");
+    else if (!(r.resumed = malloc(sizeof *r.resumed))) st = tsc_error_set(TSC_ERR_NOMEM, "train: out of memory");
+    else if ((st = tsc_train_cfg_parse(cfg, "the settings from process 0", r.resumed)) == TSC_OK) {
+        r.o = r.resumed->o;
+        r.o.batches = NULL; /* process 0 reads the batches and sends them */
+        r.o.report = NULL;
+        st = run_setup(&r, NULL, NULL);
+    }
+    free(cfg);
+    long long from = 0;
+    if (st == TSC_OK) st = share_start(&r, &from);
+    if (st == TSC_OK) st = recorders_open(&r, from);
+    int64_t word = 1;
+    for (long long s = from; st == TSC_OK && s < r.o.steps; s++) {
+        tsc_train_report_t rep;
+        if ((st = share_batch(&r, &word)) != TSC_OK || word != 1) break;
+        st = sharded_step(&r, s, &rep);
+        if (st == TSC_ERR_NONFINITE) st = TSC_OK; /* process 0 stops the run: its word comes next */
+    }
+    if (st == TSC_OK && word == 1) st = share_batch(&r, &word); /* after the last step: 0 */
+    if (st == TSC_OK && word != 0)
+        st = tsc_error_set(TSC_ERR_IO, "train: process 0 stopped the run (its message says why)");
+    if (st == TSC_OK) st = recorders_finish(&r);
+    tsc_status_t fst = run_free(&r);
+    return st == TSC_OK ? fst : st;
 }
 
 typedef struct {
@@ -776,7 +1118,12 @@ static tsc_status_t run_body_resume(run_t *r, void *vctx) {
 }
 
 tsc_status_t tsc_train_resume(const char *run_dir, long long steps, tsc_train_report_fn report, void *user) {
-    run_t r = {.dir = run_dir};
+    return tsc_train_resume_on(run_dir, steps, report, user, NULL);
+}
+
+tsc_status_t tsc_train_resume_on(const char *run_dir, long long steps, tsc_train_report_fn report, void *user,
+                                 const tsc_comm_t *comm) {
+    run_t r = {.dir = run_dir, .comm = tsc_comm_or_serial(comm)};
     r.o.report = report;
     r.o.user = user;
     resume_ctx_t ctx = {steps};

@@ -43,6 +43,8 @@ extern "C" {
 
 enum { TSC_TRAIN_MAX_POLICIES = 16 };
 
+struct tsc_comm;
+
 /* What a step reports to its caller (the CLI prints it). */
 typedef struct {
     long long step, steps;     /* this step (0-based) of steps */
@@ -87,6 +89,12 @@ typedef struct {
                                   (-1: none), to test what a blow-up leaves behind */
     double lr_spike;
     const char *fork_of;       /* "RUN@STEP" of a fork (set by tsc_train_fork, recorded in run.cfg), or NULL */
+    int grad_shards;           /* G: the batch in G shards of B/G rows, each a forward and backward of its
+                                  own, their gradients (and losses) summed in shard order, left to right,
+                                  then scaled by 1/G; 1 (default): the whole batch at once. The bits of a
+                                  run depend on G, never on how many processes compute the shards */
+    const struct tsc_comm *comm;/* the job's processes (tsc_comm.h; NULL: this one): data-parallel, each
+                                  process G/size consecutive shards (docs/DISTRIBUTED.md §3) */
     tsc_train_report_fn report;/* per step, or NULL */
     void *user;
 } tsc_train_opts_t;
@@ -141,6 +149,17 @@ TSC_API tsc_status_t tsc_train_run(const tsc_train_opts_t *o, const char *run_di
  * TSC_ERR_UNSUPPORTED naming the file and the setting. */
 TSC_API tsc_status_t tsc_train_resume(const char *run_dir, long long steps, tsc_train_report_fn report,
                                       void *user);
+/* tsc_train_resume on the processes of comm (NULL: this one), as process 0 of them. */
+TSC_API tsc_status_t tsc_train_resume_on(const char *run_dir, long long steps, tsc_train_report_fn report, void *user,
+                                         const struct tsc_comm *comm);
+
+/* The part of a data-parallel run (opts.comm of more than one process) that a process other than
+ * 0 runs while process 0 runs tsc_train_run or tsc_train_resume_on: it receives the settings and
+ * the model's state from process 0 (no file of the run folder is opened here: process 0 alone
+ * reads and writes the folder, and sends each step's batch), computes its shards and its link of
+ * the gradient chain each step, and updates its copy of the model as process 0 does. TSC_OK
+ * when the run ended, else the error (process 0 stopped the run: its own message says why). */
+TSC_API tsc_status_t tsc_train_worker(const struct tsc_comm *comm);
 
 /* A fork: a new run in run_dir that starts from src_run's checkpoint after at_step steps
  * (src_run/ckpt-AT.bin, kept by ckpt_keep, or src_run/ckpt.bin when it is at that step; at_step < 0:

@@ -304,6 +304,12 @@ static int random_bytes(unsigned char *p, size_t n) {
     return got == n ? 0 : -1;
 }
 
+int tsc_run_id_valid(const char *s) {
+    for (int i = 0; i < TSC_RUN_ID_LEN; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return s[TSC_RUN_ID_LEN] == '\0';
+}
+
 tsc_status_t tsc_run_id_new(char out[TSC_RUN_ID_LEN + 1]) {
     unsigned char b[TSC_RUN_ID_LEN / 2];
     out[0] = '\0';

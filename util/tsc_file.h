@@ -91,6 +91,8 @@ TSC_API void tsc_dir_unlock(const char *dir, const char *name, int fd, int remov
  * digits and a NUL in out. TSC_ERR_IO when neither source gives 16 bytes. */
 #define TSC_RUN_ID_LEN 32
 TSC_API tsc_status_t tsc_run_id_new(char out[TSC_RUN_ID_LEN + 1]);
+/* 1 when s is a run id: TSC_RUN_ID_LEN lower-case hex digits, nothing after. */
+TSC_API int tsc_run_id_valid(const char *s);
 
 /* Installs handlers for SIGINT, SIGTERM and SIGHUP that remove every open temporary, then
  * re-raise the signal with its default action. For programs (the CLI), not libraries. */

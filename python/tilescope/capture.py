@@ -15,6 +15,7 @@ are stored bit for bit.
 """
 import contextlib
 import ctypes
+import os
 
 import numpy as np
 
@@ -131,6 +132,22 @@ class Capture:
         del owner  # kept alive until the library has copied it
         _lib.check(st, "%s: layer %d %s" % (self.path, layer, name))
 
+    def parallel(self, dp=None, tp=(0, 1), pp=(0, 1)):
+        """Records this rank's parallel coordinates, each a (rank, size) pair: data-, tensor- and
+        pipeline-parallel (dp default: (rank, world_size / (tp size x pp size))). Before the first
+        step; the sizes' product must be the metadata's world_size."""
+        self._live()
+        m = self._meta
+        if dp is None:
+            per = tp[1] * pp[1]
+            if per < 1 or m.world_size % per:
+                raise _lib.TilescopeError("%s: tp x pp sizes %d x %d do not divide the world size %d"
+                                          % (self.path, tp[1], pp[1], m.world_size))
+            dp = (m.rank // per, m.world_size // per)
+        (dr, ds), (tr, ts), (pr, ps) = dp, tp, pp
+        _lib.check(_lib.lib().tsc_capture_parallel(self._h, int(dr), int(ds), int(tr), int(ts), int(pr), int(ps)),
+                   self.path)
+
     @property
     def n_steps(self):
         self._live()
@@ -151,6 +168,21 @@ class Capture:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def merge(manifest, rank_dumps=None):
+    """Writes the manifest of a run of many ranks (docs/DISTRIBUTED.md): manifest over the rank
+    dumps (paths in manifest's folder), or with rank_dumps None, manifest is a folder and every
+    rank dump in it goes into FOLDER/manifest.h5. Each rank is opened and checked; a missing or
+    disagreeing rank raises TilescopeError naming it. Returns the manifest's path."""
+    manifest = str(manifest)
+    if rank_dumps is None:
+        _lib.check(_lib.lib().tsc_manifest_write_dir(manifest.encode()), manifest)
+        return os.path.join(manifest, "manifest.h5")
+    paths = [str(p).encode() for p in rank_dumps]
+    arr = (ctypes.c_char_p * max(1, len(paths)))(*paths)
+    _lib.check(_lib.lib().tsc_manifest_write(manifest.encode(), arr, len(paths)), manifest)
+    return manifest
 
 
 def pack(session_dir, out_path, remove_folder=True):

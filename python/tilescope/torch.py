@@ -383,13 +383,27 @@ class capture:
     (default: every module of a layout in STYLES, in model.named_modules() order); projections:
     the submodule names of another layout, dict(q=..., k=..., v=..., o=...) or dict(qkv=..., o=...,
     split="concat" or "per-head"), tried before STYLES; weights / x: record W_q, W_k, W_v, W_o and
-    x (default True); deflate, store, keep_session as for tilescope.Capture."""
+    x (default True); deflate, store, keep_session as for tilescope.Capture.
+
+    Under torch.distributed (docs/DISTRIBUTED.md): every rank writes its own dump (rank_path) with
+    its rank, world size and parallel coordinates, parallel=dict(tp=(rank, size), pp=(rank, size),
+    dp=(rank, size)) (default: data-parallel only); at close the ranks meet at a barrier and rank 0
+    writes the manifest, manifest= (default: path itself when it has no "{rank}"; None: no manifest)
+    over every rank's dump. Every rank must close its capture (the with-block does)."""
 
     def __init__(self, model, path, select=None, policy=None, modules=None, weights=True, x=True,
-                 deflate=0, store=None, keep_session=False, projections=None):
+                 deflate=0, store=None, keep_session=False, projections=None, parallel=None, manifest=""):
         self.model = model
         self.rank, self.world_size = _dist()
         self.path = rank_path(path, self.rank, self.world_size)
+        self._rank_paths = [rank_path(path, r, self.world_size) for r in range(self.world_size)]
+        if manifest == "":
+            manifest = None if "{rank}" in str(path) else str(path)
+        self.manifest = manifest if self.world_size > 1 else None
+        self._parallel = dict(parallel or {})
+        unknown = set(self._parallel) - {"dp", "tp", "pp"}
+        if unknown:
+            raise ValueError("parallel: unknown axes %s (dp, tp, pp)" % ", ".join(sorted(unknown)))
         self.select = select
         self._sel = _lib.Selection(select)
         self.policy = policy
@@ -445,10 +459,28 @@ class capture:
             self._q.put(None)
             self._thread.join()
             self._thread = None
-        if self._cap is not None:
-            cap, self._cap = self._cap, None
-            cap.close()
+        try:
+            if self._cap is not None:
+                cap, self._cap = self._cap, None
+                cap.close()
+        finally:
+            self._write_manifest()
 
+    def _write_manifest(self):
+        """The ranks meet; rank 0 writes the manifest over every rank's dump (a warning naming the
+        problem, e.g. a rank that wrote nothing, when it cannot: `tilescope merge` can be run later)."""
+        if not self.manifest:
+            return
+        torch.distributed.barrier()
+        if self.rank != 0:
+            return
+        try:
+            from .capture import merge
+            merge(self.manifest, self._rank_paths)
+        except Exception as e:  # noqa: BLE001 -- the rank dumps are written; the manifest can follow
+            warnings.warn("tilescope capture: no manifest %s: %s (the rank dumps are kept: run `tilescope merge -o "
+                          "%s %s` once they are complete)" % (self.manifest, e, self.manifest,
+                                                             " ".join(self._rank_paths)), stacklevel=3)
     # -- steps --------------------------------------------------------------------------------
     def step(self, n):
         """Starts training step n (the previous step is handed to the writer). Calling it turns the
@@ -743,6 +775,8 @@ class capture:
                               info["kind"], info["device"], str(info["dtype"]).replace("torch.", "")))[:127])
         self.meta = meta
         self._cap = Capture(self.path, meta, **self._opts)
+        if self.world_size > 1 or self._parallel:
+            self._cap.parallel(**self._parallel)
 
     def _policy(self, info):
         if self.policy is not None:

@@ -17,7 +17,8 @@ last forward, which the test saves at the sampled steps and compares with the du
 3. the recorded policy: fp32, bf16-eager-cpu, the drop-in's policy, none for torch's BF16 SDPA
    (bf16-sdpa-math for tilescope's); the
    producer names the path; rank and world size from torch.distributed (two gloo processes write
-   run.rank0.h5 and run.rank1.h5).
+   run.rank0.h5 and run.rank1.h5, and rank 0 the manifest run.h5 at close, which reads as one dump
+   of both ranks' rows; a rank that captured nothing: no manifest, a warning naming it).
 """
 import math
 import os
@@ -299,34 +300,86 @@ with tempfile.TemporaryDirectory(prefix="tsc-hooks-") as tmp:
     check(tilescope.Dump(p).steps == [0, 2] and any("step 1 not captured" in str(x.message) for x in w),
           "a step of another batch size is dropped with a warning: %s" % [str(x.message)[:120] for x in w])
 
-    # torch.distributed: rank and world size in the metadata, one dump per rank
+    # torch.distributed: rank and world size in the metadata, one dump per rank, and the manifest rank 0
+    # writes at close over both; a rank that captured nothing leaves no manifest but a warning naming it
     child = r'''
-import os, sys, torch, torch.distributed as dist, torch.nn as nn
+import os, sys, warnings, torch, torch.distributed as dist, torch.nn as nn
 sys.path.insert(0, os.path.dirname(sys.argv[1]))
 import tilescope.torch as tt
-rank = int(sys.argv[2])
+rank, mode = int(sys.argv[2]), sys.argv[5]
 dist.init_process_group("gloo", init_method="file://" + sys.argv[3], rank=rank, world_size=2)
+torch.manual_seed(rank)
 class A(nn.Module):
     def __init__(s):
         super().__init__(); s.q_proj, s.k_proj, s.v_proj, s.o_proj = (nn.Linear(8, 8) for _ in range(4))
     def forward(s, x):
         q, k, v = (p(x).view(1, 4, 2, 4).transpose(1, 2) for p in (s.q_proj, s.k_proj, s.v_proj))
+        s.q = q
         return s.o_proj(tt.attention(q, k, v, policy="fp32").transpose(1, 2).reshape(1, 4, 8))
 m = A()
-with tt.capture(m, sys.argv[4]) as cap:
-    cap.step(0)
-    m(torch.randn(1, 4, 8)).sum().backward()
-dist.barrier()
+sel = "steps=5" if (mode == "gap" and rank == 1) else None
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    with tt.capture(m, sys.argv[4], select=sel, parallel=dict(dp=(rank, 2))) as cap:
+        cap.step(0)
+        m(torch.randn(1, 4, 8)).sum().backward()
+torch.save(m.q.detach(), sys.argv[4] + ".q%d.pt" % rank)
+if rank == 0:
+    open(sys.argv[4] + ".warn", "w").write("\\n".join(str(x.message) for x in w))
 '''
-    run = os.path.join(tmp, "run.h5")
-    env = dict(os.environ)
-    procs = [subprocess.Popen([sys.executable, "-c", child, tt.__file__, str(r), os.path.join(tmp, "store"), run],
-                              env=env) for r in (0, 1)]
-    rcs = [pr.wait(timeout=120) for pr in procs]
-    check(rcs == [0, 0], "two gloo ranks ran: %s" % rcs)
-    for r in (0, 1):
-        f = os.path.join(tmp, "run.rank%d.h5" % r)
-        ok = os.path.isfile(f) and tilescope.info(f)["meta"]["rank"] == r and tilescope.info(f)["meta"]["world_size"] == 2
-        check(ok, "rank %d wrote run.rank%d.h5 with rank %d of world size 2" % (r, r, r))
+    for mode in ("all", "gap"):
+        d = os.path.join(tmp, mode)
+        os.makedirs(d)
+        run = os.path.join(d, "run.h5")
+        procs = [subprocess.Popen([sys.executable, "-c", child, tt.__file__, str(r), os.path.join(d, "store"), run,
+                                   mode]) for r in (0, 1)]
+        rcs = [pr.wait(timeout=120) for pr in procs]
+        check(rcs == [0, 0], "two gloo ranks ran (%s): %s" % (mode, rcs))
+        warned = open(run + ".warn").read() if os.path.exists(run + ".warn") else "(none)"
+        if mode == "gap":
+            check(not os.path.exists(run) and "no manifest" in warned and "run.rank1.h5" in warned,
+                  "a rank that captured nothing: no manifest, a warning naming rank 1: %s" % warned[:300])
+            continue
+        for r in (0, 1):
+            f = os.path.join(d, "run.rank%d.h5" % r)
+            ok = os.path.isfile(f) and tilescope.info(f)["meta"]["rank"] == r and tilescope.info(f)["meta"]["world_size"] == 2
+            check(ok, "rank %d wrote run.rank%d.h5 with rank %d of world size 2" % (r, r, r))
+        check(os.path.isfile(run) and "no manifest" not in warned, "rank 0 wrote the manifest run.h5: %s" % warned[:300])
+        if os.path.isfile(run):
+            inf = tilescope.info(run)
+            ranks = inf.get("ranks", [])
+            check([(x["rank"], x["dp_rank"], x["file"]) for x in ranks] == [(0, 0, "run.rank0.h5"), (1, 1, "run.rank1.h5")],
+                  "the manifest lists both ranks with their dp coordinate: %s" % ranks)
+            D = tilescope.Dump(run)
+            q = D.read(0, 0, "q")
+            want = np.concatenate([torch.load(run + ".q%d.pt" % r).numpy() for r in (0, 1)], axis=0)
+            check(q.shape == (2, 2, 4, 4) and np.array_equal(q, want),
+                  "the manifest reads as one dump of 2 batch rows, row r = rank r's q bit for bit: %s" % (q.shape,))
+            # the run as one object downstream: diagnose the manifest, the report names both rank files
+            out = os.path.join(d, "out")
+            summ = tilescope.diagnose(run, out)
+            check([x.get("file") for x in summ.get("ranks", [])] == ["run.rank0.h5", "run.rank1.h5"],
+                  "diagnose of the manifest: summary.json lists both ranks: %s" % summ.get("ranks"))
+            tilescope.jobs.run("report", out, "-o", os.path.join(out, "report.pdf"))
+            html = open(os.path.join(out, "report.html"), encoding="utf-8").read()
+            check("run.rank0.h5" in html and "run.rank1.h5" in html and "2 rank dumps" in html,
+                  "the report names the run's rank dumps")
+    # tilescope.merge from Python, and coordinates that do not multiply to the world size
+    if os.path.isfile(os.path.join(tmp, "all", "run.rank0.h5")):
+        mpath = tilescope.merge(os.path.join(tmp, "all", "again.h5"),
+                                [os.path.join(tmp, "all", "run.rank%d.h5" % r) for r in (0, 1)])
+        check(len(tilescope.info(mpath).get("ranks", [])) == 2, "tilescope.merge writes a manifest of both ranks")
+        try:
+            tilescope.merge(os.path.join(tmp, "all", "half.h5"), [os.path.join(tmp, "all", "run.rank0.h5")])
+            check(False, "a manifest missing rank 1 was written")
+        except tilescope.TilescopeError as e:
+            check("rank 1" in str(e), "merge names the missing rank: %s" % e)
+    meta = dict(n_layer=1, n_head=2, n_kv_head=2, head_dim=4, d_model=8, seq_len=4, batch=1, softmax_scale=0.5)
+    with tilescope.Capture(os.path.join(tmp, "coords.h5"), meta) as cp:
+        try:
+            cp.parallel(tp=(0, 3))
+            check(False, "tp size 3 accepted in a world of 1")
+        except tilescope.TilescopeError as e:
+            check("world size 1" in str(e), "coordinates that do not multiply to the world size are refused: %s" % e)
 check(not HOOKS_ON_SKIPPED, "steps the spec skips run without the capture's module hooks: %s" % HOOKS_ON_SKIPPED[:3])
 c.finish()

@@ -93,8 +93,8 @@ int main(void) {
     if (!c) return 1;
 
     /* the table: every numeric setting of run.cfg has a row; the CLI's flags are its flags */
-    CHECK(tsc_train_setting_count() == 25);
-    const char *keys[] = {"steps", "seed", "batch", "seq_len", "lr", "threads", "flight_steps", "lr_spike_step", "ckpt_keep",
+    CHECK(tsc_train_setting_count() == 26);
+    const char *keys[] = {"steps", "seed", "batch", "seq_len", "lr", "threads", "flight_steps", "lr_spike_step", "ckpt_keep", "grad_shards",
                           "flight_dumps"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         CHECKF(tsc_train_setting_find(keys[i]) != NULL, "no row for %s", keys[i]);
