@@ -27,10 +27,10 @@ mpi 3 "$TSC" train --resume k -q >/dev/null && ok || bad "resume on 3 processes 
 cmp -s log.full k/log.csv && ok || bad "the resumed log.csv differs from the uninterrupted one"
 cmp -s ckpt.full k/ckpt.bin && ok || bad "the resumed ckpt.bin differs from the uninterrupted one"
 cmp -s s1/log.csv k/log.csv && ok || bad "the resumed run's log differs from one process's"
-# refused: shards the processes do not divide, shards that do not divide the batch, recorders, fork
+# refused: shards the processes do not divide, shards that do not divide the batch, fork (the
+# recorders' refusal is test_mpi_record's)
 expect 1 "the shards must divide the batch and the processes the shards" mpirun -n 2 "$TSC" train -o e1 "${A[@]}" --grad-shards 3
 expect 1 "the shards must divide the batch" "$TSC" train -o e2 "${A[@]}" --grad-shards 4
-expect 1 "--capture and --flight do not run with gradient shards" mpirun -n 2 "$TSC" train -o e3 "${A[@]}" --grad-shards 2 --capture steps=0
 expect 2 "--fork runs on one process" mpirun -n 2 "$TSC" train --fork s1 -o e4
 # process 0 cannot make the folder: every process leaves, the message names the folder
 expect 1 "no/such/dir" mpirun -n 2 "$TSC" train -o no/such/dir "${A[@]}" --grad-shards 2
