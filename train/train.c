@@ -626,6 +626,22 @@ static tsc_status_t recorder_manifest(run_t *r, const char *rank0_path, char *ou
     return st;
 }
 
+/* --flight-keep K on several processes: each recorder removed its rank dump K triggers older (the
+ * library's keep_newest); process 0 removes that trigger's manifest with it, so no manifest names
+ * rank dumps that are gone. Dump i's manifest is STEM.h5 (i = 1), else STEM.i.h5 (tsc_flight's
+ * dump names, with ".rank<R>" taken out by recorder_manifest). */
+static tsc_status_t manifest_drop_old(run_t *r) {
+    int old = tsc_flight_n_dumps(r->flight) - r->o.flight_keep;
+    if (r->comm->rank != 0 || r->o.flight_keep <= 0 || old < 1) return TSC_OK;
+    char name[96];
+    if (old == 1) snprintf(name, sizeof name, "%s.h5", r->fl_stem);
+    else snprintf(name, sizeof name, "%s.%d.h5", r->fl_stem, old);
+    const char *path = run_file(r, name);
+    if (unlink(path) != 0 && errno != ENOENT)
+        return tsc_error_set(TSC_ERR_IO, "removing the older flight manifest %s: %s", path, strerror(errno));
+    return TSC_OK;
+}
+
 /* At the clean end of a run on several processes: every capture packed, then its manifest. */
 static tsc_status_t recorders_finish(run_t *r) {
     if (!r->cap || r->comm->size == 1) return TSC_OK;
@@ -830,7 +846,8 @@ static tsc_status_t sharded_step(run_t *r, long long s, tsc_train_report_t *rep)
     if ((st = flight_step(r, s, local, gn, &fired)) != TSC_OK) return st;
     char manifest[4200];
     if (fired && r->comm->size > 1) {
-        if ((st = recorder_manifest(r, fired, manifest, sizeof manifest)) != TSC_OK)
+        if ((st = recorder_manifest(r, fired, manifest, sizeof manifest)) != TSC_OK ||
+            (st = manifest_drop_old(r)) != TSC_OK)
             return tsc_error_wrap(st, "step %lld: the flight dumps' manifest: ", s);
         fired = manifest;
     }

@@ -50,12 +50,12 @@ text = ("In the beginning God created the heaven and the earth. And the earth wa
         "and darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters. ")
 body = (text * 200).encode()[:20000]
 open("d.txt", "wb").write(body[:10000] + bytes(random.randrange(128, 256) for _ in range(2048)) + body[10000:])
-for name, plant in (("plan.csv", True), ("calm.csv", False)):
+for name, plant in (("plan.csv", (100,)), ("calm.csv", ()), ("twice.csv", (100, 106))):
     with open(name, "w") as f:
         f.write("step,row,offset\n")
-        for s in range(102):
+        for s in range(108):
             for r in range(6):
-                off = 10100 + 200 * r if plant and s == 100 and r >= 3 else random.randrange(0, 9000)
+                off = 10100 + 200 * r if s in plant and r >= 3 else random.randrange(0, 9000)
                 f.write(f"{s},{r},{off}\n")
 EOF
 F=(--model gpt2-tiny --steps 102 --batch 6 --seq-len 32 --val-every 1000 --stats-every 1000 --ckpt-every 1000 -q
@@ -83,6 +83,12 @@ assert d['steps'] == 4 and d['records'] == len(r) == 4 * 2 * (6 * 2 + 1 + 4), (d
 assert all(x['identical'] == x['n'] > 0 for x in r), [x for x in r if x['identical'] != x['n']][:1]
 assert {x['step'] for x in r} == {97, 98, 99, 100}
 " && ok || bad "the flight/capture comparison is not complete and identical: $(head -c 300 diff.json)"
+# --flight-keep 1 and two planted spikes: the second trigger's dumps and manifest stay, the first's go
+mpi 2 "$TSC" train -o k2 "${F[@]}" --steps 108 --flight-keep 1 --batches twice.csv >out.txt 2>&1 && ok || bad "the twice-planted run failed: $(tail -3 out.txt)"
+grep -q "step 106: the flight recorder wrote k2/flight.2.h5" out.txt && ok || bad "no second flight dump at step 106: $(cat out.txt)"
+[ "$(cd k2 && ls flight* | tr '\n' ' ')" = "flight.2.h5 flight.rank0.2.h5 flight.rank1.2.h5 " ] && ok ||
+  bad "the kept flight files are not the second trigger's: $(cd k2 && ls flight*)"
+"$TSC" info k2/flight.2.h5 2>&1 | grep -q "at step 106 on process 1 of 2" && ok || bad "flight.2.h5 does not read as step 106's"
 # the same run without the plant: no trigger (the spike above is the plant's)
 mpi 2 "$TSC" train -o f0 "${F[@]}" --batches calm.csv >out.txt 2>&1 && ok || bad "the calm run failed: $(tail -3 out.txt)"
 [ ! -e f0/flight.h5 ] && ! grep -q "flight recorder wrote" out.txt && ok || bad "the calm run fired: $(cat out.txt)"
