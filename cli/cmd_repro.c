@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "tsc_comm.h"
 #include "tsc_figure.h"
 #include "tsc_formats.h"
 #include "tsc_log.h"
@@ -55,6 +56,10 @@ const char tsc_usage_repro[] =
     "                      FP32's exponent range and fewer mantissa bits than BF16 (e8m6 ... e8m1;\n"
     "                      docs/PRESETS.md); hp is unchanged. Labelled in outcome.md, the runs' policies,\n"
     "                      the report and its captions\n"
+    "On MPI (`mpirun -n N tilescope repro ...`, docs/DISTRIBUTED.md): every run trains data-parallel with\n"
+    "--grad-shards N (N must divide the batch; the runs are then those of `train --grad-shards N`), lp's\n"
+    "capture and flight dumps are one dump per process and a manifest, the diagnosis runs on the N\n"
+    "processes, and process 0 alone prints and writes the figures, report and outcome.md.\n"
     "Exit: 0 done (whatever the outcome), 1 a step failed (its message says which), 2 usage error.\n";
 
 /* A configuration: model and batch geometry, steps, schedule, and the default budget. */
@@ -116,7 +121,17 @@ typedef struct {
     int tile_q, tile_k;              /* lp's attention tiles: a sequence within one makes onetile vacuous */
     double budget_s, t0;
     tsc_strbuf_t cmds; /* the commands, one a line, for outcome.md */
+    const tsc_comm_t *comm; /* the job's processes: each trains its shard of every run; process 0 writes */
+    char launch[32];        /* "mpirun -n N " before the collective commands in outcome.md ("" on one) */
 } repro_t;
+
+/* Process 0's value of v on every process (the job's decisions: whether a run failed, the budget's). */
+static int agree_int(const repro_t *r, int v) {
+    int64_t w = v;
+    if (r->comm->size > 1 && r->comm->bcast(r->comm->ctx, 0, &w, sizeof w) != TSC_OK)
+        return tsc_cli_fail("repro", "process %d of %d: %s", r->comm->rank, r->comm->size, tsc_error_last());
+    return (int)w;
+}
 
 static double now_s(void) {
     struct timespec ts;
@@ -161,6 +176,7 @@ static void train_args(const repro_t *r, int i, args_t *a) {
     arg(a, "--ckpt-every"), arg(a, "%lld", i == RUN_LP ? k : r->steps);
     run_policy(r, i, pol, sizeof pol);
     if (pol[0]) arg(a, "--attn-policy"), arg(a, "%s", pol);
+    if (r->comm->size > 1) arg(a, "--grad-shards"), arg(a, "%d", r->comm->size);
     if (i == RUN_LP) {
         arg(a, "--capture"), arg(a, "steps=0:%lld:%lld,layers=%d", r->steps, k, r->layer);
         arg(a, "--ckpt-keep"), arg(a, "11");  /* every checkpoint of the ten: where `tilescope rescue` forks */
@@ -191,18 +207,19 @@ static int train_run(repro_t *r, int i) {
     tsc_strbuf_t line;
     tsc_strbuf_init(&line);
     args_text(&line, "train", &a);
-    printf("[train %s] %s\n", run_names[i], tsc_strbuf_str(&line));
+    printf("[train %s] %s%s\n", run_names[i], r->launch, tsc_strbuf_str(&line));
     fflush(stdout);
-    tsc_strbuf_printf(&r->cmds, "%s\n", tsc_strbuf_str(&line));
+    tsc_strbuf_printf(&r->cmds, "%s%s\n", r->launch, tsc_strbuf_str(&line));
     tsc_strbuf_free(&line);
     double t = now_s();
     int rc = tsc_cmd_train(a.n, a.v);
     char log[1200];
     snprintf(log, sizeof log, "%s/runs/%s/log.csv", r->dir, run_names[i]);
-    if (rc == 1 && ended_nonfinite(log)) {
+    if (r->comm->rank == 0 && rc == 1 && ended_nonfinite(log)) { /* process 0 holds the log */
         printf("      %s stopped on a non-finite loss: recorded as diverged\n", run_names[i]);
         rc = 0;
     }
+    if ((rc = agree_int(r, rc)) && r->comm->rank != 0) return rc; /* process 0 says why */
     if (rc) return tsc_cli_fail("repro", "train %s failed (exit %d)", run_names[i], rc);
     r->ran[i] = 1;
     printf("      %.1f s\n", now_s() - t);
@@ -216,7 +233,7 @@ static int train_all(repro_t *r) {
     if (rc) return rc;
     double per_run = now_s() - t, left = r->budget_s - (now_s() - r->t0);
     double core = per_run * (N_CORE - 1), ctrl = per_run * (N_RUNS - N_CORE), reserve = 0.1 * r->budget_s;
-    int controls = core + ctrl <= left - reserve;
+    int controls = agree_int(r, core + ctrl <= left - reserve); /* process 0's clock decides for all */
     printf("budget: lp took %.1f s; the other core runs need about %.0f s, the controls %.0f s more, "
            "%.0f s of the budget left (%.0f s kept for the diagnosis and figures): controls %s\n",
            per_run, core, ctrl, left, reserve, controls ? "run" : "skipped");
@@ -237,6 +254,10 @@ static int print_plan(const repro_t *r) {
            r->budget_s / 60);
     printf("  lp captures layer %d every %lld steps, runs the flight recorder (last 4 steps, every layer) and keeps a "
            "checkpoint every %lld steps; the others replay lp's batches.csv\n", r->layer, every(r), every(r));
+    if (r->comm->size > 1)
+        printf("  on %d processes: every run data-parallel with --grad-shards %d (%d rows of each batch per process); "
+               "lp's capture and flight dumps are a manifest over one dump per process\n", r->comm->size,
+               r->comm->size, c->batch / r->comm->size);
     if (c->seq_len <= r->tile_q && c->seq_len <= r->tile_k)
         printf("  note: %d tokens fit in one %d x %d tile, so onetile computes what lp computes (a vacuous "
                "control here)\n", c->seq_len, r->tile_q, r->tile_k);
@@ -344,18 +365,10 @@ static int write_outcome(repro_t *r, const tsc_jv_t *sm, const tsc_strbuf_t *fig
     return st == TSC_OK ? 0 : tsc_cli_fail("repro", "%s", tsc_error_last());
 }
 
-/* diagnose -> figures -> report -> outcome.md. */
-static int analyse(repro_t *r) {
-    char cap[1100], ddir[1100], specs[N_RUNS][1200], logflags[N_RUNS * 1300] = "";
+/* Process 0's part: every figure, the report and outcome.md from the diagnosis in ddir. */
+static int publish(repro_t *r, const char *ddir) {
+    char specs[N_RUNS][1200], logflags[N_RUNS * 1300] = "";
     const char *v[N_RUNS];
-    snprintf(cap, sizeof cap, "%s/runs/lp/capture.h5", r->dir);
-    snprintf(ddir, sizeof ddir, "%s/diagnose", r->dir);
-    char *dargv[] = {cap, "-o", ddir, "--quiet", NULL};
-    tsc_strbuf_printf(&r->cmds, "tilescope diagnose %s -o %s --quiet\n", cap, ddir);
-    printf("[diagnose] tilescope diagnose %s -o %s --quiet\n", cap, ddir);
-    fflush(stdout);
-    int drc = tsc_cmd_diagnose(4, dargv);
-    if (drc != 0 && drc != TSC_CLI_EXIT_POOR_FIT) return tsc_cli_fail("repro", "diagnose %s failed", cap);
     int n = log_specs(r, specs, v);
     for (int i = 0; i < n; i++) snprintf(logflags + strlen(logflags), sizeof logflags - strlen(logflags), " --log %s", v[i]);
     tsc_figure_src_t *src, *src_lp;
@@ -375,6 +388,22 @@ static int analyse(repro_t *r) {
     tsc_figure_src_close(src_lp);
     tsc_figure_src_close(src);
     return rc;
+}
+
+/* diagnose (on every process) -> figures -> report -> outcome.md (process 0). */
+static int analyse(repro_t *r) {
+    char cap[1100], ddir[1100];
+    snprintf(cap, sizeof cap, "%s/runs/lp/capture.h5", r->dir);
+    snprintf(ddir, sizeof ddir, "%s/diagnose", r->dir);
+    char *dargv[] = {cap, "-o", ddir, "--quiet", NULL};
+    tsc_strbuf_printf(&r->cmds, "%stilescope diagnose %s -o %s --quiet\n", r->launch, cap, ddir);
+    printf("[diagnose] %stilescope diagnose %s -o %s --quiet\n", r->launch, cap, ddir);
+    fflush(stdout);
+    int drc = tsc_cmd_diagnose(4, dargv); /* collective: its work items spread over the processes */
+    if (agree_int(r, drc != 0 && drc != TSC_CLI_EXIT_POOR_FIT))
+        return r->comm->rank == 0 ? tsc_cli_fail("repro", "diagnose %s failed", cap) : 1;
+    /* process 0 draws and writes while the others wait for its status, the job's */
+    return agree_int(r, r->comm->rank == 0 ? publish(r, ddir) : 0);
 }
 
 int tsc_cmd_repro(int argc, char **argv) {
@@ -439,6 +468,17 @@ int tsc_cmd_repro(int argc, char **argv) {
     }
     r.cfg = &cfg;
     tsc_model_config_t mc;
+    if ((rc = tsc_cli_comm_start(cmd))) return rc;
+    r.comm = tsc_cli_comm();
+    if (r.comm->size > 1) {
+        if (r.cfg->batch % r.comm->size)
+            return tsc_cli_usage_error(cmd, "on %d processes each run trains %d shards of the batch, and %d does not "
+                                       "divide the batch of %d (--batch, or another process count)", r.comm->size,
+                                       r.comm->size, r.comm->size, r.cfg->batch);
+        snprintf(r.launch, sizeof r.launch, "mpirun -n %d ", r.comm->size);
+        if (r.comm->rank != 0 && !freopen("/dev/null", "w", stdout)) /* process 0 prints the plan and the outcome */
+            return tsc_cli_fail(cmd, "process %d: cannot silence its output: %s", r.comm->rank, strerror(errno));
+    }
     if (tsc_model_config_parse(r.cfg->model, &mc) != TSC_OK)
         return model ? tsc_cli_usage_error(cmd, "--model: %s", tsc_error_last()) : tsc_cli_fail(cmd, "%s", tsc_error_last());
     if (r.cfg->seq_len > mc.max_T)
@@ -457,8 +497,10 @@ int tsc_cmd_repro(int argc, char **argv) {
     tsc_policy_tiles(&lp, &r.tile_q, &r.tile_k);
     char runs[1100];
     snprintf(runs, sizeof runs, "%s/runs", r.dir);
-    const char *bad = tsc_cli_make_dir(r.dir) ? r.dir : tsc_cli_make_dir(runs) ? runs : NULL;
-    if (bad) return tsc_cli_fail(cmd, "%s: cannot create the folder: %s", bad, strerror(errno));
+    const char *bad = NULL;
+    if (r.comm->rank == 0) bad = tsc_cli_make_dir(r.dir) ? r.dir : tsc_cli_make_dir(runs) ? runs : NULL;
+    if (bad) rc = tsc_cli_fail(cmd, "%s: cannot create the folder: %s", bad, strerror(errno));
+    if ((rc = agree_int(&r, rc))) return rc; /* every process leaves when process 0 cannot make the folder */
     r.t0 = now_s();
     tsc_strbuf_init(&r.cmds);
     print_plan(&r);
