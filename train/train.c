@@ -430,8 +430,10 @@ static tsc_status_t run_setup(run_t *r, const tsc_ckpt_t *ck, const char *ck_pat
         return tsc_error_set(TSC_ERR_ARG, "train: %d gradient shards on %d processes of a batch of %d: the shards must "
                              "divide the batch and the processes the shards (--grad-shards)", r->G, P, r->B);
     if (r->G != P && (o->capture || o->flight_steps > 0))
-        return tsc_error_set(TSC_ERR_UNSUPPORTED, "train: --capture and --flight record one shard per process: "
-                             "grad_shards = %d on %d processes (give --grad-shards %d)", r->G, P, P);
+        return tsc_error_set(TSC_ERR_UNSUPPORTED, "train: --capture and --flight record one shard per process, and "
+                             "this run has %d gradient shards on %d process%s: run it on %d (mpirun -n %d, also "
+                             "to resume it), or a new run with --grad-shards %d", r->G, P, P == 1 ? "" : "es",
+                             r->G, r->G, P);
     r->Bs = r->B / r->G;
     r->j0 = r->comm->rank * (r->G / P);
     r->j1 = r->j0 + r->G / P;
