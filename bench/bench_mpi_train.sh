@@ -11,7 +11,8 @@
 # with 2 threads (run.cfg, inside ckpt.bin, records the thread count).
 # Printed: median and min-max per configuration, the speed-up of 2 processes over one with the
 # same G, and the gradient chain's traffic per step (the parameters' bytes, sent N - 1 times and
-# broadcast once).
+# broadcast once), and the chain's share of process 0's step time (its wait for the sum to come
+# round: the other process's compute beyond its own, and the transfers), median and range.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 TSC=${1:-$here/../build/tilescope}
@@ -30,8 +31,11 @@ t() { # t NAME THREADS CMD...: wall seconds appended to $tmp/NAME; the run folde
     local name=$1 thr=$2; shift 2
     rm -rf "$tmp/$name.run"
     OMP_NUM_THREADS=$thr /usr/bin/time -f %e -o "$tmp/$name.t" "$@" train -o "$tmp/$name.run" "${A[@]}" "${G[@]}" \
-        > /dev/null 2> "$tmp/$name.err" || { echo "$name failed:"; cat "$tmp/$name.err"; exit 1; }
+        > "$tmp/$name.out" 2> "$tmp/$name.err" || { echo "$name failed:"; cat "$tmp/$name.err"; exit 1; }
     cat "$tmp/$name.t" >> "$tmp/$name"
+    # on several processes the final line says how long process 0 waited for the gradient chain
+    sed -n "s/.*process 0 waited \([0-9.]*\) s of the steps' \([0-9.]*\) s.*/\1 \2/p" "$tmp/$name.out" |
+        awk '{printf "%.4f\n", $1 / $2}' >> "$tmp/$name.chain"
 }
 bad=0
 for i in $(seq 1 "$RUNS"); do
@@ -61,5 +65,8 @@ awk -v b="$b" -v c="$c" -v d="$d" -v a="$a" -v bytes="$bytes" -v steps="$STEPS" 
     printf "  gradient chain: %.1f MB of gradients per step (a third of ckpt.bin), sent once and broadcast once on 2 processes\n",
         bytes / 3 / 1e6
 }'
+read -r e el eh <<< "$(stats mpi2.chain)"
+awk -v e="$e" -v el="$el" -v eh="$eh" 'BEGIN {
+    printf "  chain share of process 0'"'"'s step time on 2 processes: %.1f%% [%.1f-%.1f]\n", 100 * e, 100 * el, 100 * eh }'
 [ $bad = 0 ] && echo "  results: for G = 2, log.csv and ckpt.bin byte-identical on 1 and 2 processes, log.csv with 2 threads, every run" ||
     { echo "  results DIFFER (a bug)"; exit 1; }

@@ -83,10 +83,22 @@ const char tsc_usage_train[] =
 typedef struct {
     int quiet;
     long long every;
+    double step_s, chain_s; /* summed over the steps (on several processes: the chain's share) */
 } print_ctx_t;
+
+/* " on N processes (process 0 waited X s of the steps' Y s, Z %, for the gradient chain)", or "". */
+static const char *chain_note(const print_ctx_t *p, const tsc_comm_t *c, char *buf, size_t cap) {
+    buf[0] = 0;
+    if (c->size > 1)
+        snprintf(buf, cap, " on %d processes (process 0 waited %.2f s of the steps' %.2f s, %.0f %%, for the gradient "
+                 "chain)", c->size, p->chain_s, p->step_s, p->step_s > 0 ? 100 * p->chain_s / p->step_s : 0.0);
+    return buf;
+}
 
 static void report(void *user, const tsc_train_report_t *r) {
     print_ctx_t *p = user;
+    p->step_s += r->step_s;
+    p->chain_s += r->chain_s;
     if (r->flight_dump) {
         printf("step %lld: the flight recorder wrote %s (tilescope info %s)\n", r->step, r->flight_dump, r->flight_dump);
         fflush(stdout);
@@ -229,7 +241,8 @@ int tsc_cmd_train(int argc, char **argv) {
     if (resume && (out || fork)) return tsc_cli_usage_error(cmd, "--resume RUN continues RUN in place: no -o or --fork");
     if (!out == !resume) return tsc_cli_usage_error(cmd, "give -o RUN (a new run) or --resume RUN");
     if ((rc = only_flags(cmd, argc, argv, resume ? "--resume" : fork ? "--fork" : NULL))) return rc;
-    print_ctx_t pc = {quiet, 10};
+    print_ctx_t pc = {quiet, 10, 0, 0};
+    char note[160];
     if ((rc = tsc_cli_comm_start(cmd))) return rc;
     const tsc_comm_t *comm = tsc_cli_comm();
     if (comm->size > 1 && fork)
@@ -245,7 +258,8 @@ int tsc_cmd_train(int argc, char **argv) {
     if (resume) {
         tsc_status_t st = tsc_train_resume_on(resume, steps > 0 ? steps : 0, report, &pc, comm);
         if (st != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
-        printf("resumed %s: log %s/log.csv, checkpoint %s/ckpt.bin\n", resume, resume, resume);
+        printf("resumed %s%s: log %s/log.csv, checkpoint %s/ckpt.bin\n", resume, chain_note(&pc, comm, note, sizeof note),
+               resume, resume);
         return 0;
     }
     if (prec && (rc = parse_prec(cmd, prec, &o.prec))) return rc;
@@ -271,7 +285,7 @@ int tsc_cmd_train(int argc, char **argv) {
     o.comm = comm;
     tsc_status_t st = tsc_train_run(&o, out);
     if (st != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
-    printf("%s: %lld steps; log %s/log.csv; draw it: tilescope figure fig2 --log %s/log.csv -o val_loss.png\n", out,
-           o.steps, out, out);
+    printf("%s: %lld steps%s; log %s/log.csv; draw it: tilescope figure fig2 --log %s/log.csv -o val_loss.png\n", out,
+           o.steps, chain_note(&pc, comm, note, sizeof note), out, out);
     return 0;
 }

@@ -55,6 +55,7 @@ typedef struct {
     void *gsh;                  /* the gradients of this process's shards but the last, [j1 - j0 - 1][n] */
     unsigned char *msg;         /* the chain's message: gradient sum [n], loss sum, max_logit [L], tied [L] */
     size_t msg_bytes;
+    double chain_s;             /* this step's time in the chain: waiting for, receiving and passing on the sum */
     double *st_max;             /* [L] this step's max_logit over every shard (NULL: the one forward's view) */
     long long *st_tied;         /* [L] and tied rows summed over the shards */
     int shared, released;       /* rank 0: the others have the settings and state; were told to stop */
@@ -750,8 +751,10 @@ static tsc_status_t shards_step(run_t *r, double *loss, double *local) {
     if (st != TSC_OK) return st;
     if (r->j1 - r->j0 > 64) return tsc_error_set(TSC_ERR_UNSUPPORTED, "train: more than 64 gradient shards per process");
     *local = lossj[0]; /* this process's first shard: what its flight recorder watches */
-    /* the chain: the sum so far arrives from the previous process */
+    /* the chain: the sum so far arrives from the previous process (the wait for it is timed) */
+    double t = now_s();
     if (c->rank > 0 && (st = c->recv(c->ctx, c->rank - 1, r->msg, r->msg_bytes)) != TSC_OK) return st;
+    r->chain_s = now_s() - t;
     if (c->rank > 0) memcpy(&sum_l, r->msg + gb, sizeof sum_l);
     for (int j = r->j0; j < r->j1; j++) {
         const void *g = j + 1 < r->j1 ? (char *)r->gsh + (size_t)(j - r->j0) * gb : tsc_model_grads(r->model);
@@ -767,8 +770,10 @@ static tsc_status_t shards_step(run_t *r, double *loss, double *local) {
     if (r->j0 > 0)
         for (int l = 0; l < r->L; l++) mx[l] = max_nan(mx[l], r->st_max[l]), tied[l] += r->st_tied[l];
     memcpy(r->msg + gb, &sum_l, sizeof sum_l);
+    t = now_s();
     if (c->rank + 1 < c->size && (st = c->send(c->ctx, c->rank + 1, r->msg, r->msg_bytes)) != TSC_OK) return st;
     if (c->size > 1 && (st = c->bcast(c->ctx, c->size - 1, r->msg, r->msg_bytes)) != TSC_OK) return st;
+    r->chain_s += now_s() - t;
     memcpy(&sum_l, r->msg + gb, sizeof sum_l);
     for (int l = 0; l < r->L; l++) r->st_max[l] = mx[l], r->st_tied[l] = tied[l];
     /* the mean over the shards: the sum scaled by 1/G (exact for G a power of two) */
@@ -909,7 +914,9 @@ static tsc_status_t train_loop(run_t *r, long long from) {
         double t0 = now_s();
         tsc_train_report_t rep;
         if ((st = sharded(r) ? sharded_step(r, s, &rep) : train_step(r, s, &rep)) != TSC_OK) return st;
-        rep.tokens_per_s = (double)r->B * r->T / (now_s() - t0);
+        rep.step_s = now_s() - t0;
+        rep.tokens_per_s = (double)r->B * r->T / rep.step_s;
+        rep.chain_s = r->comm->size > 1 ? r->chain_s : 0;
         int sig = r->flight ? tsc_flight_signal(r->flight) : 0;
         if ((s + 1) % r->o.ckpt_every == 0 || s + 1 == r->o.steps || sig) {
             if ((st = checkpoint(r, s + 1)) != TSC_OK) return st;

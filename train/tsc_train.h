@@ -50,6 +50,9 @@ typedef struct {
     long long step, steps;     /* this step (0-based) of steps */
     double lr, train_loss, val_loss, grad_norm;  /* val_loss NaN when not evaluated this step */
     double tokens_per_s;       /* of this step's forward + backward + update */
+    double step_s, chain_s;    /* this step's wall time; of it, on several processes (tsc_train_opts_t.comm),
+                                  process 0's wait for the shards' gradient sum to come round the chain
+                                  (the others' compute and the transfers; 0 on one process) */
     const char *event;         /* NULL, or "checkpoint" when one was written after this step */
     const char *flight_dump;   /* the dump the flight recorder wrote at this step, or NULL */
 } tsc_train_report_t;
