@@ -56,8 +56,8 @@ const char tsc_usage_repro[] =
     "                      FP32's exponent range and fewer mantissa bits than BF16 (e8m6 ... e8m1;\n"
     "                      docs/PRESETS.md); hp is unchanged. Labelled in outcome.md, the runs' policies,\n"
     "                      the report and its captions\n"
-    "On MPI (`mpirun -n N tilescope repro ...`, docs/DISTRIBUTED.md): every run trains data-parallel with\n"
-    "--grad-shards N (N must divide the batch; the runs are then those of `train --grad-shards N`), lp's\n"
+    "On MPI (`mpirun -n N tilescope repro ...`, docs/DISTRIBUTED.md): every run trains data-parallel in N\n"
+    "gradient shards, one per process (N must divide the batch; the runs are those of train's shards), lp's\n"
     "capture and flight dumps are one dump per process and a manifest, the diagnosis runs on the N\n"
     "processes, and process 0 alone prints and writes the figures, report and outcome.md.\n"
     "Exit: 0 done (whatever the outcome), 1 a step failed (its message says which), 2 usage error.\n";

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Benchmark: how `diagnose`'s time grows with a run's ranks, and a model for runs of 64 and 1 024 ranks.
+#   bench/bench_mpi_ranks.sh [TILESCOPE] [RUNS]     (defaults build/tilescope, 3)
+# A data-parallel run of R ranks of b rows each is a manifest over R rank dumps holding R*b batch rows.
+# Three synthetic runs of the GPT-2-small shape (layers 0-3, T = 256, the same generator) separate the
+# costs, each diagnosed RUNS times on one process (1 thread), interleaved:
+#   A: 8 rows in 8 rank dumps     B: 32 rows in 8 rank dumps     C: 32 rows in 32 rank dumps
+# Model T(files, rows, N) = K + F*files + C*rows/N:
+#   C (per batch row: the heads' statistics, distributed over processes) = (B - A) / 24
+#   F (per rank dump: opening and checking it, done by every process)    = (C - B) / 24
+#   K (the rest: set-up, fit, check, rank 0's writes)                     = A - 8F - 8C
+# The model is checked on C run by `mpirun -n 2` (measured against predicted), then evaluated for 64
+# and 1 024 ranks of one row each on 1, 64 and 1 024 processes. Useful processes are bounded by the
+# work items: (H + 4) per (step, layer) pair, here 16 x 4 pairs = 64; beyond that the /N term stops.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+TSC=${1:-$here/../build/tilescope}
+RUNS=${2:-3}
+. "$here/load.sh"
+command -v mpirun >/dev/null || { echo "mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"; exit 1; }
+"$TSC" mpi-info >/dev/null || exit 1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+S=(--shape gpt2-small --layers 0:4 --seq-len 256)
+"$TSC" synth -q -o "$tmp/a.h5" "${S[@]}" --batch 8 --ranks 8 || exit 1
+"$TSC" synth -q -o "$tmp/b.h5" "${S[@]}" --batch 32 --ranks 8 || exit 1
+"$TSC" synth -q -o "$tmp/c.h5" "${S[@]}" --batch 32 --ranks 32 || exit 1
+echo "diagnose against the run's ranks: GPT-2-small shape, 4 layers, T = 256; $(nproc) CPUs"
+bench_load start
+t() { # t NAME DUMP CMD...: wall seconds appended to $tmp/NAME
+    local name=$1 dump=$2; shift 2
+    rm -rf "$tmp/$name.out"
+    /usr/bin/time -f %e -o "$tmp/$name.t" "$@" diagnose -q "$dump" -o "$tmp/$name.out" \
+        > /dev/null 2> "$tmp/$name.err" || { echo "$name failed:"; cat "$tmp/$name.err"; exit 1; }
+    cat "$tmp/$name.t" >> "$tmp/$name"
+}
+for i in $(seq 1 "$RUNS"); do
+    OMP_NUM_THREADS=1 t a "$tmp/a.h5" "$TSC"
+    OMP_NUM_THREADS=1 t b "$tmp/b.h5" "$TSC"
+    OMP_NUM_THREADS=1 t c "$tmp/c.h5" "$TSC"
+    t c2 "$tmp/c.h5" mpirun --bind-to none -x OMP_NUM_THREADS=1 -n 2 "$TSC"
+done
+bench_load end
+stats() { sort -n "$tmp/$1" | awk '{v[NR] = $1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
+    printf "%.2f %.2f %.2f", m, v[1], v[NR]}'; }
+read -r a al ah <<< "$(stats a)"
+read -r b bl bh <<< "$(stats b)"
+read -r c cl ch <<< "$(stats c)"
+read -r d dl dh <<< "$(stats c2)"
+printf '  %-44s median %6.2f s  [%.2f-%.2f] over %d runs\n' "A: 8 rows, 8 rank dumps, 1 process" "$a" "$al" "$ah" "$RUNS" \
+    "B: 32 rows, 8 rank dumps, 1 process" "$b" "$bl" "$bh" "$RUNS" "C: 32 rows, 32 rank dumps, 1 process" "$c" "$cl" "$ch" "$RUNS" \
+    "C on mpirun -n 2" "$d" "$dl" "$dh" "$RUNS"
+awk -v a="$a" -v b="$b" -v c="$c" -v d="$d" 'BEGIN {
+    C = (b - a) / 24; F = (c - b) / 24; K = a - 8 * F - 8 * C
+    printf "  per batch row C = %.3f s, per rank dump F = %.3f s, the rest K = %.2f s\n", C, F, K
+    p = K + 32 * F + 32 * C / 2
+    printf "  model check: C on 2 processes predicted %.2f s, measured %.2f s (%+.0f%%)\n", p, d, 100 * (d / p - 1)
+    split("64 1024", R, " "); split("1 64 1024", N, " ")
+    for (i = 1; i <= 2; i++) {
+        printf "  model, %d ranks of 1 row:", R[i]
+        for (j = 1; j <= 3; j++) {
+            n = N[j] > 64 ? 64 : N[j]   # at most 64 useful processes on this shape (16 items x 4 pairs)
+            t = K + F * R[i] + C * R[i] / n
+            printf " %s%d processes %.0f s%s", j > 1 ? "; " : " ", N[j], t, N[j] > 64 ? " (64 useful)" : ""
+        }
+        printf "\n"
+    }
+}'
