@@ -12,6 +12,7 @@
 #endif
 
 #include "replay_internal.h"
+#include "tsc_comm.h"
 #include "tsc_dump.h"
 #include "tsc_formats.h"
 #include "tsc_mem.h"
@@ -405,7 +406,14 @@ static uint64_t stored_mask(chk_run_t *R, long long s, int L) {
     return m;
 }
 
-static tsc_status_t run_pair(chk_run_t *R, long long s, int L, tsc_check_head_t *hd) {
+/* Whether this process computes head record k (tsc_check_opts_t.comm: k mod size). */
+static int mine(const chk_run_t *R, long long k) {
+    const tsc_comm_t *c = tsc_comm_or_serial(R->o->comm);
+    return k % c->size == c->rank;
+}
+
+/* The records of one (step, layer) pair, hd[i] the i-th selected head; k0: the record index of hd[0]. */
+static tsc_status_t run_pair(chk_run_t *R, long long s, int L, tsc_check_head_t *hd, long long k0) {
     const int has_lse = tsc_dump_has_dataset(R->d, s, L, "lse");
     const uint64_t mask = stored_mask(R, s, L);
     for (int i = 0; i < R->rs.n_heads; i++) {
@@ -418,7 +426,7 @@ static tsc_status_t run_pair(chk_run_t *R, long long s, int L, tsc_check_head_t 
         int g_loaded = -1;
         for (int i = 0; i < R->rs.n_heads && st == TSC_OK; i++) {
             const int h = R->rs.heads[i], g = h / R->G;
-            if (!hd[i].stored) continue;
+            if (!hd[i].stored || !mine(R, k0 + i)) continue;
             if (g != g_loaded) {
                 st = read_slice(R, s, L, "k", b, g, R->k);
                 if (st == TSC_OK) st = read_slice(R, s, L, "v", b, g, R->v);
@@ -457,6 +465,47 @@ static tsc_status_t alloc_bufs(chk_run_t *R) {
     return TSC_OK;
 }
 
+/* On several processes: every process's records to rank 0 (each sends the ones it computed, in
+ * record order; rank 0 puts record k back from process k mod size). Collective; st: this process's
+ * status so far, agreed first so that no process waits for one that failed. */
+static tsc_status_t gather_heads(chk_run_t *R, tsc_status_t st) {
+    const tsc_comm_t *c = R->o->comm;
+    tsc_check_t *ck = R->c;
+    const size_t rec = sizeof(tsc_check_head_t);
+    if ((st = tsc_comm_agree(c, st)) != TSC_OK) return st;
+    long long n = 0;
+    for (long long k = 0; k < ck->n_heads; k++) n += mine(R, k);
+    tsc_check_head_t *own = malloc((size_t)(n ? n : 1) * rec);
+    st = own ? TSC_OK : tsc_error_set(TSC_ERR_NOMEM, "check: out of memory gathering the head records");
+    if ((st = tsc_comm_agree(c, st)) != TSC_OK) {
+        free(own);
+        return st;
+    }
+    for (long long k = 0, j = 0; k < ck->n_heads; k++)
+        if (mine(R, k)) own[j++] = ck->heads[k];
+    void *all = NULL;
+    size_t *lens = calloc((size_t)c->size, sizeof *lens);
+    st = lens ? tsc_comm_gather(c, 0, own, (size_t)n * rec, &all, lens)
+              : tsc_error_set(TSC_ERR_NOMEM, "check: out of memory gathering the head records");
+    free(own);
+    if (st == TSC_OK && c->rank == 0) { /* process p's records are k = p, p + size, ... in order */
+        const unsigned char *at = all;
+        for (int p = 0; p < c->size; p++) {
+            size_t j = 0;
+            for (long long k = p; k < ck->n_heads; k += c->size, j++) {
+                if ((j + 1) * rec > lens[p]) {
+                    st = tsc_error_set(TSC_ERR_INTERNAL, "check: process %d sent %zu bytes of head records", p, lens[p]);
+                    break;
+                }
+                memcpy(&ck->heads[k], at + j * rec, rec);
+            }
+            at += lens[p];
+        }
+    }
+    free(all), free(lens);
+    return tsc_comm_agree(c, st);
+}
+
 static tsc_status_t run_all(chk_run_t *R) {
     tsc_check_t *c = R->c;
     tsc_status_t st = alloc_bufs(R);
@@ -466,12 +515,13 @@ static tsc_status_t run_all(chk_run_t *R) {
         int n_l = 0;
         st = replay_step_layers(R->d, &R->o->sel, R->rs.steps[si], &R->rs, &n_l);
         for (int li = 0; li < n_l && st == TSC_OK; li++) {
-            st = run_pair(R, R->rs.steps[si], R->rs.layers[li], c->heads + done * R->rs.n_heads);
+            st = run_pair(R, R->rs.steps[si], R->rs.layers[li], c->heads + done * R->rs.n_heads, done * R->rs.n_heads);
             if (st == TSC_OK) tsc_progress_tick(R->o->progress, ++done);
         }
     }
-    if (st != TSC_OK) return st;
     c->n_heads = c->n_pairs * R->rs.n_heads;
+    if (R->o->comm && R->o->comm->size > 1 && (st = gather_heads(R, st)) != TSC_OK) return st;
+    if (st != TSC_OK) return st;
     for (int i = 0; i < c->n_heads; i++) {
         tsc_check_head_t *h = &c->heads[i];
         h->verdict = (h->o_bad ? TSC_CHECK_O_BAD : 0) | (h->lse_bad ? TSC_CHECK_LSE_BAD : 0) |

@@ -926,7 +926,8 @@ static tsc_status_t share_analysis(const tsc_comm_t *c, tsc_analysis_t **ap) {
 }
 
 /* The consistency check of the first selected step; a dump it cannot check (no o) leaves a note, not an error:
- * the diagnosis replays and does not need o. */
+ * the diagnosis replays and does not need o. Collective on the analysis' processes (its heads spread over
+ * them, rank 0 gathers); every process notes the same failure. */
 static void run_check(tsc_diagnosis_t *dg, const char *dump_path, const tsc_diagnose_opts_t *opts) {
     tsc_check_opts_t co;
     tsc_check_opts_init(&co);
@@ -934,6 +935,7 @@ static void run_check(tsc_diagnosis_t *dg, const char *dump_path, const tsc_diag
     co.sel = opts->an.sel;
     co.first_step_only = 1;
     co.progress = opts->an.progress;
+    co.comm = opts->an.comm;
     if (tsc_check_run(&co, &dg->check) != TSC_OK) {
         snprintf(dg->check_note, sizeof dg->check_note, "%s", tsc_error_last());
         tsc_error_clear();
@@ -1015,13 +1017,13 @@ tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const 
     /* every process: the at-risk heads (from the head records), its share of their examination */
     st = tsc_comm_agree(c, at_risk(dg));
     if (st == TSC_OK) st = tsc_comm_agree(c, examine_all(dg, dump_path, &P, opts, c));
+    if (st == TSC_OK) run_check(dg, dump_path, opts); /* collective */
     if (st == TSC_OK && c->rank != 0) { /* rank 0 has the records: this process's part is done */
         tsc_diagnose_free(dg);
         return TSC_OK;
     }
     if (st == TSC_OK) {
         check_fit(dg, dump_path, opts);
-        run_check(dg, dump_path, opts);
         adv_sweep_explanation(dg, dg->sweep_explanation, sizeof dg->sweep_explanation);
     }
     if (st != TSC_OK) {

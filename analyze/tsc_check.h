@@ -39,6 +39,8 @@
 extern "C" {
 #endif
 
+struct tsc_comm;
+
 /* Verdict bits of one head. */
 enum {
     TSC_CHECK_O_BAD = 1,        /* some row of O outside its bound */
@@ -92,6 +94,11 @@ typedef struct {
     tsc_select_t sel;            /* default all */
     int first_step_only;         /* 1: only the first selected step (what diagnose checks); default 0: every one */
     tsc_progress_t *progress;    /* (step, layer) pairs checked, or NULL */
+    const struct tsc_comm *comm; /* NULL (default): this process checks every head. Else collective over the
+                                    job's processes (tsc_comm.h): head record k (in step, layer, head order) is
+                                    computed by process k mod size and rank 0 gathers them, so its result is
+                                    the one-process result bit for bit; elsewhere the result holds only this
+                                    process's records and its totals are partial */
 } tsc_check_opts_t;
 
 typedef struct {

@@ -2,9 +2,11 @@
  * (analyze/tsc_check.h)? */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "tsc_check.h"
+#include "tsc_comm.h"
 
 /* The exit status when the check finds an inconsistency (0 consistent, 1 unreadable input, 2 usage). */
 #define CHECK_EXIT_INCONSISTENT 4
@@ -27,6 +29,8 @@ const char tsc_usage_check[] =
     "Verdict per head: ok, O inconsistent, LSE inconsistent, non-finite (inconsistencies), saturated\n"
     "(reported only). ratio = error / bound (> 1 fails); rows are (batch, row); tiles are tile_q rows\n"
     "(q, o, lse) or tile_k keys (k, v) of the dump's tiles, else 64.\n"
+    "On MPI (`mpirun -n N tilescope check DUMP`) the heads are checked on the N processes and process 0\n"
+    "prints the one-process result (docs/DISTRIBUTED.md).\n"
     "Exit status: 0 consistent, 4 an inconsistency found, 1 the dump cannot be read or has no o,\n"
     "2 usage error.\n";
 
@@ -79,10 +83,20 @@ int tsc_cmd_check(int argc, char **argv) {
     int rc = tsc_cli_args("check", argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 1, &o.dump_path);
     if (rc) return rc;
     if (!o.dump_path) return tsc_cli_usage_error("check", "no DUMP given");
+    if ((rc = tsc_cli_comm_start("check"))) return rc;
+    o.comm = tsc_cli_comm();
+    const int worker = o.comm->rank != 0; /* a launcher's process other than rank 0: computes, prints nothing */
     tsc_cli_progress_t pr;
-    o.progress = tsc_cli_progress_init(&pr, "check", quiet);
+    o.progress = tsc_cli_progress_init(&pr, "check", quiet || worker);
     tsc_check_t *c = NULL;
-    if (tsc_check_run(&o, &c) != TSC_OK) return tsc_cli_fail("check", "%s", tsc_error_last());
+    if (tsc_check_run(&o, &c) != TSC_OK) {
+        if (worker && !strncmp(tsc_error_last(), "rank ", 5)) return 1; /* another process failed: rank 0 says so */
+        return tsc_cli_fail("check", "%s", tsc_error_last());
+    }
+    if (worker) { /* its result holds its own heads only: rank 0's is the job's, and its exit status */
+        tsc_check_free(c);
+        return 0;
+    }
     if (json) {
         tsc_json_t j;
         tsc_json_init(&j);
