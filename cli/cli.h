@@ -172,6 +172,9 @@ int tsc_cmd_analyze(int argc, char **argv);
  * below TSC_FIT_WARN_SHARE): summary.json is written, but it describes the preset, not the run. Callers
  * that run diagnose in-process (demo, repro, rescue) take it as done. */
 #define TSC_CLI_EXIT_POOR_FIT 3
+
+/* "s" after a count other than 1: "%d step%s", n, TSC_CLI_S(n). */
+#define TSC_CLI_S(n) ((n) == 1 ? "" : "s")
 int tsc_cmd_diagnose(int argc, char **argv);
 int tsc_cmd_explain(int argc, char **argv);
 int tsc_cmd_figure(int argc, char **argv);

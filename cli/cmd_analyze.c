@@ -108,7 +108,9 @@ int tsc_cli_analysis_ready(const char *cmd, const char *dump, const char *outdir
     return 0;
 }
 
-void tsc_cli_analysis_unlock(const char *outdir, int lock_fd) { tsc_dir_unlock(outdir, TSC_CLI_DIR_LOCK, lock_fd, 0); }
+/* the lock file goes with the lock (tsc_dir_lock rechecks the path after locking, so a writer that opened the
+ * removed file does not hold the folder) */
+void tsc_cli_analysis_unlock(const char *outdir, int lock_fd) { tsc_dir_unlock(outdir, TSC_CLI_DIR_LOCK, lock_fd, 1); }
 
 int tsc_cli_analysis_failed(const char *cmd, const char *outdir, int lock_fd, const tsc_analysis_opts_t *o) {
     const tsc_comm_t *c = o->comm;
@@ -223,8 +225,8 @@ int tsc_cmd_analyze(int argc, char **argv) {
     }
     if (!json && !quiet) {
         int nflag = 0;
-        printf("analysed %zu heads (%d steps; %lld rows each), hp %s, lp %s\n", res->n_heads, res->n_steps,
-               res->n_heads ? (long long)res->heads[0].n_rows : 0LL, res->hp, res->lp);
+        printf("analysed %zu head%s (%d step%s; %lld rows each), hp %s, lp %s\n", res->n_heads, TSC_CLI_S(res->n_heads),
+               res->n_steps, TSC_CLI_S(res->n_steps), res->n_heads ? (long long)res->heads[0].n_rows : 0LL, res->hp, res->lp);
         if (strcmp(res->lp_source, "--lp") != 0 && strcmp(res->lp_source, "the dump's policy") != 0)
             printf("lp: %s\n", res->lp_source);
         if (print_table(res, verbose ? 0 : (size_t)top) != 0) {

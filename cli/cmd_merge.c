@@ -63,8 +63,8 @@ int tsc_cmd_merge(int argc, char **argv) {
     tsc_dump_t *d = NULL;
     if (tsc_dump_open(&d, written) != TSC_OK) { rc = tsc_cli_fail(cmd, "%s", tsc_error_last()); goto done; }
     const tsc_dump_meta_t *m = tsc_dump_meta(d);
-    printf("%s: %d ranks, batch %d, %d heads, %d steps\n", written, tsc_dump_n_ranks(d), m->batch, m->n_head,
-           tsc_dump_n_steps(d));
+    printf("%s: %d rank%s, batch %d, %d head%s, %d step%s\n", written, tsc_dump_n_ranks(d), TSC_CLI_S(tsc_dump_n_ranks(d)),
+           m->batch, m->n_head, TSC_CLI_S(m->n_head), tsc_dump_n_steps(d), TSC_CLI_S(tsc_dump_n_steps(d)));
     tsc_dump_close(d);
 done:
     free(a.paths);

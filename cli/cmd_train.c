@@ -84,7 +84,20 @@ typedef struct {
     int quiet;
     long long every;
     double step_s, chain_s; /* summed over the steps (on several processes: the chain's share) */
+    long long done;         /* steps reported in this invocation (a resumed run counts from its first) */
+    double first_s;         /* the first of them (its set-up and warm caches make it slow: not in the estimate) */
 } print_ctx_t;
+
+/* "  12 s left" (or min, h) from the mean of this invocation's steps but its first; "" before the second. */
+static const char *time_left(const print_ctx_t *p, const tsc_train_report_t *r, char *buf, size_t cap) {
+    buf[0] = 0;
+    if (p->done < 2 || r->step + 1 >= r->steps) return buf;
+    double left = (p->step_s - p->first_s) / (double)(p->done - 1) * (double)(r->steps - r->step - 1);
+    if (left < 120) snprintf(buf, cap, "  %.0f s left", left);
+    else if (left < 7200) snprintf(buf, cap, "  %.0f min left", left / 60);
+    else snprintf(buf, cap, "  %.1f h left", left / 3600);
+    return buf;
+}
 
 /* " on N processes (process 0 waited X s of the steps' Y s, Z %, for the gradient chain)", or "". */
 static const char *chain_note(const print_ctx_t *p, const tsc_comm_t *c, char *buf, size_t cap) {
@@ -99,6 +112,7 @@ static void report(void *user, const tsc_train_report_t *r) {
     print_ctx_t *p = user;
     p->step_s += r->step_s;
     p->chain_s += r->chain_s;
+    if (p->done++ == 0) p->first_s = r->step_s;
     if (r->flight_dump) {
         printf("step %lld: the flight recorder wrote %s (tilescope info %s)\n", r->step, r->flight_dump, r->flight_dump);
         fflush(stdout);
@@ -107,8 +121,9 @@ static void report(void *user, const tsc_train_report_t *r) {
     if (p->quiet || !show) return;
     char val[32] = "";
     if (!isnan(r->val_loss)) snprintf(val, sizeof val, "  val %.4f", r->val_loss);
-    printf("step %*lld/%lld  loss %.4f%s  gnorm %.3f  lr %.2e  %.0f tok/s\n", r->steps >= 1000 ? 5 : 3, r->step,
-           r->steps, r->train_loss, val, r->grad_norm, r->lr, r->tokens_per_s);
+    char left[32];
+    printf("step %*lld/%lld  loss %.4f%s  gnorm %.3f  lr %.2e  %.0f tok/s%s\n", r->steps >= 1000 ? 5 : 3, r->step,
+           r->steps, r->train_loss, val, r->grad_norm, r->lr, r->tokens_per_s, time_left(p, r, left, sizeof left));
     fflush(stdout);
 }
 
@@ -144,8 +159,8 @@ static int banner(const char *cmd, const tsc_train_opts_t *o, const char *out) {
     char line[256];
     tsc_model_config_str(&c, line, sizeof line);
     static const char *prec[] = {"fp32", "bf16 autocast", "fp64"};
-    printf("train: %s: %s | %s | batch %d | %lld steps | seed %llu -> %s/\n", o->model, line, prec[o->prec],
-           o->batch, o->steps, (unsigned long long)o->seed, out);
+    printf("train: %s: %s | %s | batch %d | %lld step%s | seed %llu -> %s/\n", o->model, line, prec[o->prec],
+           o->batch, o->steps, TSC_CLI_S(o->steps), (unsigned long long)o->seed, out);
     printf("attention:");
     if (!o->n_attn_policy) printf(" fp32 in every layer");
     for (int i = 0; i < o->n_attn_policy; i++) printf(" %s%s", i ? "then " : "", o->attn_policy[i]);
@@ -241,7 +256,7 @@ int tsc_cmd_train(int argc, char **argv) {
     if (resume && (out || fork)) return tsc_cli_usage_error(cmd, "--resume RUN continues RUN in place: no -o or --fork");
     if (!out == !resume) return tsc_cli_usage_error(cmd, "give -o RUN (a new run) or --resume RUN");
     if ((rc = only_flags(cmd, argc, argv, resume ? "--resume" : fork ? "--fork" : NULL))) return rc;
-    print_ctx_t pc = {quiet, 10, 0, 0};
+    print_ctx_t pc = {quiet, 10, 0, 0, 0, 0};
     char note[160];
     if ((rc = tsc_cli_comm_start(cmd))) return rc;
     const tsc_comm_t *comm = tsc_cli_comm();
@@ -285,7 +300,7 @@ int tsc_cmd_train(int argc, char **argv) {
     o.comm = comm;
     tsc_status_t st = tsc_train_run(&o, out);
     if (st != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
-    printf("%s: %lld steps%s; log %s/log.csv; draw it: tilescope figure fig2 --log %s/log.csv -o val_loss.png\n", out,
-           o.steps, chain_note(&pc, comm, note, sizeof note), out, out);
+    printf("%s: %lld step%s%s; log %s/log.csv; draw it: tilescope figure fig2 --log %s/log.csv -o val_loss.png\n", out,
+           o.steps, TSC_CLI_S(o.steps), chain_note(&pc, comm, note, sizeof note), out, out);
     return 0;
 }

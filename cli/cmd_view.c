@@ -146,8 +146,9 @@ int tsc_cmd_view(int argc, char **argv) {
         tsc_strbuf_free(&e);
         return rc;
     }
-    printf("%s: %d steps x %d layers x %d heads (%d at full resolution), %.1f MB\n", tsc_esc_term_str(&e, out),
-           info.n_steps, info.n_layers, info.n_heads, info.n_full, (double)info.bytes / 1e6);
+    printf("%s: %d step%s x %d layer%s x %d head%s (%d at full resolution), %.1f MB\n", tsc_esc_term_str(&e, out),
+           info.n_steps, TSC_CLI_S(info.n_steps), info.n_layers, TSC_CLI_S(info.n_layers), info.n_heads,
+           TSC_CLI_S(info.n_heads), info.n_full, (double)info.bytes / 1e6);
     tsc_strbuf_free(&e);
     if (info.n_skipped)
         fprintf(stderr, "tilescope view: %d heads left out: their q or k holds NaN/Inf (not captured)\n", info.n_skipped);

@@ -353,7 +353,7 @@ tsc_status_t tsc_runcmp_write(tsc_figure_src_t *a, tsc_figure_src_t *b, tsc_figu
     if (st == TSC_OK) snprintf(path, sizeof path, "%s/compare_spectral.png", out_dir), st = fig_spectral(a, b, o, path, &drawn);
     info->n_figures += drawn;
     if (st == TSC_OK) snprintf(path, sizeof path, "%s/compare_loss.png", out_dir), st = fig_loss(logs, o, path, info);
-    tsc_dir_unlock(out_dir, TSC_RUNCMP_LOCK, lock, 0);
+    tsc_dir_unlock(out_dir, TSC_RUNCMP_LOCK, lock, 1);
     free(m);
     return st;
 }

@@ -134,7 +134,7 @@ expect 1 'come from different runs (run ids ' "$T" compare rid b -o cmp-rid
 printf 'step,loss\n1,2\033[31m\n' > esc.csv
 expect 1 "esc.csv:2: column 2 (loss): expected a number, found '2\\x1b[31m'" "$T" compare b evil -o cmp-log --log A=esc.csv
 ! grep -q "$ESC" "$tmp/err" && ok || bad "compare log error: $(cat -v "$tmp/err")"
-"$T" view "$NAME.h5" -o "v${ESC}[2J.html" > out.txt 2> err.txt && ! grep -q "$ESC" out.txt && grep -qF 'v\x1b[2J.html: 1 steps' out.txt &&
+"$T" view "$NAME.h5" -o "v${ESC}[2J.html" > out.txt 2> err.txt && ! grep -q "$ESC" out.txt && grep -qF 'v\x1b[2J.html: 1 step x' out.txt &&
   ok || bad "view printed: $(cat -v out.txt err.txt)"
 : > "bad${ESC}[31m.h5"
 expect 1 'bad\x1b[31m.h5' "$T" view "bad${ESC}[31m.h5" -o w.html

@@ -17,7 +17,7 @@ cd "$tmp" || exit 1
 "$T" synth -o d.h5 --shape tiny --quiet || { echo "synth failed"; exit 1; }
 "$T" analyze d.h5 -o A --layers 1 -q > /dev/null 2>&1 || { echo "analyze A failed"; exit 1; }
 "$T" analyze d.h5 -o B --layers 1 -q > /dev/null 2>&1 || { echo "analyze B failed"; exit 1; }
-[ -f A/.tilescope.lock ] && ok || bad "analyze left no A/.tilescope.lock"
+[ ! -e A/.tilescope.lock ] && ok || bad "analyze left its lock file A/.tilescope.lock behind"
 
 # the id: 32 hex digits, the same in both files of a run, different between runs
 ida=$(sed -n 's/.*"run_id": *"\([0-9a-f]*\)".*/\1/p' A/summary.json | head -1)
