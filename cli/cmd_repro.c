@@ -25,7 +25,8 @@ const char tsc_usage_repro[] =
     "The paper's experiment in miniature (docs/REPRO.md). Trains one model, seed and batch order under\n"
     "several attention policies, BF16 autocast elsewhere (DIR/runs/NAME/, `tilescope train`):\n"
     "  lp       bf16-torch in every layer; captures layer L every K steps, runs the flight recorder (every\n"
-    "           layer, up to 8 dumps) and keeps its checkpoints (--ckpt-keep) for `tilescope rescue`\n"
+    "           layer, up to 8 dumps); with --keep-checkpoints it keeps a checkpoint every tenth of the run\n"
+    "           (train's --ckpt-keep), where `tilescope rescue` reruns it from\n"
     "  hp       fp32 attention\n"
     "  lp1      bf16-torch in layer L only\n"
     "  stable   bf16-torch+stable:beta=2,eps=1e-3 in every layer\n"
@@ -51,6 +52,9 @@ const char tsc_usage_repro[] =
     "                      override the configuration's peak learning rate, model (a name or KEY=VALUE\n"
     "                      config, as `tilescope train --model`), batch and context: the regime search\n"
     "                      (docs/REPRO.md); outcome.md labels the overrides\n"
+    "  --keep-checkpoints  keep lp's checkpoints of every tenth of the run (for `tilescope rescue`;\n"
+    "                      about 11 x the model's parameters and AdamW moments: 214 MB for mini);\n"
+    "                      default: only the latest, runs/lp/ckpt.bin\n"
     "  --dose FMT          an accelerating dose of the paper's rounding: every bf16-torch run also rounds\n"
     "                      its P-bar V products and O-bar accumulator (+FMT:pv,oacc) to FMT, a format with\n"
     "                      FP32's exponent range and fewer mantissa bits than BF16 (e8m6 ... e8m1;\n"
@@ -119,6 +123,7 @@ typedef struct {
     long long steps, seed;
     int layer, warmup, ran[N_RUNS]; /* warmup: the config's, at most a fifth of the steps */
     int tile_q, tile_k;              /* lp's attention tiles: a sequence within one makes onetile vacuous */
+    int keep_ckpt;                   /* --keep-checkpoints: lp keeps one every tenth (rescue forks there) */
     double budget_s, t0;
     tsc_strbuf_t cmds; /* the commands, one a line, for outcome.md */
     const tsc_comm_t *comm; /* the job's processes: each trains its shard of every run; process 0 writes */
@@ -179,7 +184,7 @@ static void train_args(const repro_t *r, int i, args_t *a) {
     if (r->comm->size > 1) arg(a, "--grad-shards"), arg(a, "%d", r->comm->size);
     if (i == RUN_LP) {
         arg(a, "--capture"), arg(a, "steps=0:%lld:%lld,layers=%d", r->steps, k, r->layer);
-        arg(a, "--ckpt-keep"), arg(a, "11");  /* every checkpoint of the ten: where `tilescope rescue` forks */
+        if (r->keep_ckpt) arg(a, "--ckpt-keep"), arg(a, "11"); /* every one of the ten: where rescue forks */
         arg(a, "--flight"), arg(a, "4");
         arg(a, "--flight-keep"), arg(a, "8");  /* the newest 8: a long run keeps those before its end */
     } else {
@@ -252,8 +257,9 @@ static int print_plan(const repro_t *r) {
            "seed %lld\n", c->model, c->batch, c->seq_len, r->steps, c->lr, r->warmup, r->seed);
     printf("  runs: lp hp lp1 stable, then the controls onetile hpdelta if the budget allows (%.1f min in all)\n",
            r->budget_s / 60);
-    printf("  lp captures layer %d every %lld steps, runs the flight recorder (last 4 steps, every layer) and keeps a "
-           "checkpoint every %lld steps; the others replay lp's batches.csv\n", r->layer, every(r), every(r));
+    printf("  lp captures layer %d every %lld steps, runs the flight recorder (last 4 steps, every layer) and %s "
+           "every %lld steps; the others replay lp's batches.csv\n", r->layer, every(r),
+           r->keep_ckpt ? "keeps a checkpoint" : "checkpoints (the latest kept: --keep-checkpoints keeps each)", every(r));
     if (r->comm->size > 1)
         printf("  on %d processes: every run data-parallel with --grad-shards %d (%d rows of each batch per process); "
                "lp's capture and flight dumps are a manifest over one dump per process\n", r->comm->size,
@@ -353,7 +359,8 @@ static int write_outcome(repro_t *r, const tsc_jv_t *sm, const tsc_strbuf_t *fig
     snprintf(flight, sizeof flight, "%s/runs/%s", r->dir, run_names[RUN_LP]);
     snprintf(path, sizeof path, "%s/outcome.md", r->dir);
     tsc_repro_doc_t doc = {c->name,  c->label,  c->model,  c->lr, c->batch, c->seq_len, r->warmup, r->steps, r->seed,
-                           r->tile_q, r->tile_k, r->dir, sm, flight, tsc_strbuf_str(fignotes), tsc_strbuf_str(&r->cmds)};
+                           r->tile_q, r->tile_k, r->dir, sm, flight, tsc_strbuf_str(fignotes), tsc_strbuf_str(&r->cmds),
+                           r->keep_ckpt};
     tsc_status_t st = tsc_repro_outcome_write(oc, &doc, path);
     tsc_strbuf_t table;
     tsc_strbuf_init(&table);
@@ -420,7 +427,8 @@ int tsc_cmd_repro(int argc, char **argv) {
                                     {"--model", NULL, TSC_CLI_STR, &model, 0, 0},
                                     {"--batch", NULL, TSC_CLI_WHOLE, &batch, 1, 4096},
                                     {"--seq-len", NULL, TSC_CLI_WHOLE, &seq_len, 2, 1 << 20},
-                                    {"--dose", NULL, TSC_CLI_STR, &dose, 0, 0}};
+                                    {"--dose", NULL, TSC_CLI_STR, &dose, 0, 0},
+                                    {"--keep-checkpoints", NULL, TSC_CLI_ON, &r.keep_ckpt, 0, 0}};
     const char *operand = NULL;
     int rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, &operand);
     if (rc) return rc;

@@ -305,10 +305,15 @@ tsc_status_t tsc_repro_outcome_md(const tsc_repro_outcome_t *oc, const tsc_repro
                       fit ? fit : "no fit", isfinite(nf) ? nf : 0);
     flight_note(doc->flight_dir, sb);
     for (size_t i = 0; i < oc->n; i++)
-        if (oc->rows[i].role == TSC_REPRO_LP && oc->rows[i].diverged_at >= 0 && doc->flight_dir)
+        if (oc->rows[i].role == TSC_REPRO_LP && oc->rows[i].diverged_at >= 0 && doc->flight_dir && doc->ckpt_kept)
             tsc_strbuf_printf(sb, "%s diverged at step %lld: `tilescope rescue %s -o %s/rescue` diagnoses its flight "
                                   "dump, told nothing of the run, and reruns it from the checkpoint before the "
                                   "trigger with the fix the diagnosis recommends.\n",
+                              oc->rows[i].name, oc->rows[i].diverged_at, doc->flight_dir, dir);
+        else if (oc->rows[i].role == TSC_REPRO_LP && oc->rows[i].diverged_at >= 0 && doc->flight_dir)
+            tsc_strbuf_printf(sb, "%s diverged at step %lld: run repro again with --keep-checkpoints to keep its "
+                                  "checkpoints, from which `tilescope rescue %s -o %s/rescue` reruns it with the fix "
+                                  "the diagnosis recommends.\n",
                               oc->rows[i].name, oc->rows[i].diverged_at, doc->flight_dir, dir);
     if (doc->tile_q > 0 && doc->seq_len <= doc->tile_q && doc->seq_len <= doc->tile_k)
         tsc_strbuf_printf(sb, "onetile: %d tokens fit in one %d x %d tile, so onetile computes what lp computes "

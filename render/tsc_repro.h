@@ -130,6 +130,7 @@ typedef struct {
                                    listed (in name order); NULL: none */
     const char *figures;        /* the figures' paragraph ("Drawn: ...", the ones not drawn and why) */
     const char *commands;       /* the commands that made the files, one a line */
+    int ckpt_kept;              /* lp kept its checkpoints (repro --keep-checkpoints): rescue can rerun it */
 } tsc_repro_doc_t;
 
 /* outcome.md (docs/REPRO.md: the configuration, the table and how to read it, the diagnosis, the

@@ -34,6 +34,8 @@ cmp -s $o/runs/lp/log.csv $o/runs/onetile/log.csv && ok || bad "onetile should e
 grep -q '^attn_policy = bf16-torch+stable:beta=2,eps=1e-3$' $o/runs/stable/run.cfg && ok || bad "stable's policy"
 grep -q '^attn_policy = 1=bf16-torch$' $o/runs/lp1/run.cfg && ok || bad "lp1's policy"
 grep -q '^capture = steps=0:30:3,layers=1$' $o/runs/lp/run.cfg && ok || bad "lp's capture spec"
+# checkpoints: only the latest unless asked (--keep-checkpoints, test_mpi_repro)
+[ -s $o/runs/lp/ckpt.bin ] && ! ls $o/runs/lp/ckpt-*.bin >/dev/null 2>&1 && ok || bad "lp kept checkpoints unasked: $(ls $o/runs/lp)"
 # the diagnosis reads lp's capture
 grep -q '"dump": "out/runs/lp/capture.h5"' $o/diagnose/summary.json && ok || bad "summary.json does not name lp's capture"
 grep -q '"lp": "bf16-torch"' $o/diagnose/summary.json && ok || bad "the diagnosis' lp is not bf16-torch"

@@ -143,7 +143,7 @@ static void test_outcome(const char *dir) {
     tsc_strbuf_free(&t);
 
     const tsc_repro_doc_t doc = {"tiny", "a test", "gpt2-tiny", "1e-3", 4, 32, 5, 30, 7, 512, 64, "out", sm, dir,
-                                 "Drawn: fig1.\n", "tilescope train -o out/runs/lp\n"};
+                                 "Drawn: fig1.\n", "tilescope train -o out/runs/lp\n", 0};
     CHECK(tsc_repro_outcome_write(oc, &doc, p[5]) == TSC_OK);
     char *md = NULL;
     size_t len = 0;
@@ -162,6 +162,25 @@ static void test_outcome(const char *dir) {
         CHECK(strstr(md, "## Commands\n\n```\ntilescope train -o out/runs/lp\n```\n") && md[len - 1] == '\n');
         free(md);
     }
+
+    /* a diverged lp: outcome.md offers rescue only when lp kept its checkpoints, else says how to keep them */
+    const tsc_repro_run_t runs2[] = {{"lp", "bf16-torch", TSC_REPRO_LP, p[4], NULL, NULL, NULL}};
+    tsc_repro_outcome_t *oc2 = NULL;
+    CHECK(tsc_repro_outcome_compute(runs2, 1, 1, &oc2) == TSC_OK);
+    for (int kept = 0; kept < 2 && oc2; kept++) {
+        tsc_repro_doc_t d2 = doc;
+        d2.ckpt_kept = kept;
+        tsc_strbuf_t sb;
+        tsc_strbuf_init(&sb);
+        CHECK(tsc_repro_outcome_md(oc2, &d2, &sb) == TSC_OK);
+        const char *s = tsc_strbuf_str(&sb);
+        CHECKF((strstr(s, "lp diverged at step 3: run repro again with --keep-checkpoints") != NULL) == !kept,
+               "kept %d: the keep-checkpoints sentence", kept);
+        CHECKF((strstr(s, "lp diverged at step 3: `tilescope rescue ") != NULL) == kept, "kept %d: the rescue sentence",
+               kept);
+        tsc_strbuf_free(&sb);
+    }
+    tsc_repro_outcome_free(oc2);
 
     tsc_json_t j;
     tsc_json_init(&j);
