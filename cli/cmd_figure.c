@@ -24,7 +24,8 @@ const char tsc_usage_figure[] =
     "                      draw (a header name); repeatable. A warning when it does not cover the\n"
     "                      analysed steps\n"
     "  --log-same-run      the logs come from the run the dump was captured in: only then can a diverging\n"
-    "                      loss support the evidence map's loss link (fig1)\n"
+    "                      loss support the evidence map's loss link (fig1). Known without it when the first\n"
+    "                      log is the log.csv of the train run folder holding the dump\n"
     "  --dump FILE         the dump, for fig4, fig5b, fig6a, fig9 (default: the one summary.json names)\n"
     "  --step N            step (integer; default: the top at-risk head's step, else the last analysed)\n"
     "  --layer L, --head H layer and head, 0-based (integers; default: the top at-risk head)\n"
@@ -112,7 +113,7 @@ int tsc_cmd_figure(int argc, char **argv) {
         return rc;
     }
     tsc_cli_warn_log_cover(cmd, src);
-    tsc_figure_src_set_same_run(src, same_run);
+    if (same_run) tsc_figure_src_set_same_run(src, 1); /* else as the source found it (log beside its dump) */
     tsc_figure_info_t info;
     st = tsc_figure_write(src, fig, &o, out, fmt, &info);
     tsc_figure_src_close(src);

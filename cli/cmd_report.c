@@ -17,7 +17,8 @@ const char tsc_usage_report[] =
     "  -o, --out FILE.pdf  output PDF (required; must end in .pdf)\n"
     "  --log NAME=FILE     a training log (CSV/TSV with a step column, or nanoGPT output); repeatable\n"
     "  --log-same-run      the logs come from the run the dump was captured in: only then can a diverging\n"
-    "                      loss support the evidence map's loss link (fig1)\n"
+    "                      loss support the evidence map's loss link (fig1). Known without it when the first\n"
+    "                      log is the log.csv of the train run folder holding the dump\n"
     "  --dump FILE         the dump for the figures that need raw tensors (default: as summary.json names it)\n"
     "  --no-html           do not write the HTML\n"
     "  --dpi N             resolution of the embedded figures (integer 50..600, default 150)\n"
@@ -45,7 +46,7 @@ int tsc_cmd_report(int argc, char **argv) {
     if (ol < 5 || strcmp(out + ol - 4, ".pdf") != 0) return tsc_cli_usage_error(cmd, "-o %s: must end in .pdf", out);
     tsc_figure_src_t *src;
     if (tsc_figure_src_open_logs(dir, logs.v, logs.n, &src) != TSC_OK) return tsc_cli_fail(cmd, "%s", tsc_error_last());
-    tsc_figure_src_set_same_run(src, same_run);
+    if (same_run) tsc_figure_src_set_same_run(src, 1); /* else as the source found it (log beside its dump) */
     if (!quiet) fprintf(stderr, "report: %s -> %s (%d logs, figures at %g dpi%s)\n", dir, out, logs.n, o.fig_dpi,
                         o.html ? ", with HTML" : "");
     tsc_report_info_t info;

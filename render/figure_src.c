@@ -131,6 +131,23 @@ tsc_status_t tsc_figure_src_add_log(tsc_figure_src_t *s, tsc_log_t *lg) {
     return TSC_OK;
 }
 
+/* Whether the first log is the log.csv of the `tilescope train` run folder the dump was captured into:
+ * the dump summary.json names (a capture.h5, flight.h5 or their manifests, as the trainer writes them)
+ * and the log lie in the same folder, named as given, with the run's run.cfg beside the log. The paths
+ * are compared as text: nothing the summary names is opened. */
+static int log_beside_dump(const tsc_figure_src_t *s) {
+    const char *dump = tsc_jv_str(s->summary, "dump");
+    if (!dump || s->n_logs < 1 || !s->logs[0]->path[0]) return 0;
+    const char *lp = s->logs[0]->path, *ls = strrchr(lp, '/'), *ds = strrchr(dump, '/');
+    size_t ld = ls ? (size_t)(ls - lp) : 0, dd = ds ? (size_t)(ds - dump) : 0;
+    if (strcmp(ls ? ls + 1 : lp, "log.csv") != 0 || ld != dd || strncmp(lp, dump, ld) != 0) return 0;
+    const char *dn = ds ? ds + 1 : dump;
+    if (strncmp(dn, "capture", 7) != 0 && strncmp(dn, "flight", 6) != 0) return 0;
+    char cfg[1100];
+    if ((size_t)snprintf(cfg, sizeof cfg, "%.*s%srun.cfg", (int)ld, lp, ld ? "/" : "") >= sizeof cfg) return 0;
+    return access(cfg, R_OK) == 0;
+}
+
 tsc_status_t tsc_figure_src_open_logs(const char *dir, const char *const *specs, int n, tsc_figure_src_t **out) {
     if (!out) return tsc_error_set(TSC_ERR_ARG, "tsc_figure_src_open_logs: NULL argument");
     *out = NULL;
@@ -141,6 +158,7 @@ tsc_status_t tsc_figure_src_open_logs(const char *dir, const char *const *specs,
         tsc_log_t *lg;
         if ((st = tsc_log_read_spec(specs[k], &lg)) == TSC_OK) st = tsc_figure_src_add_log(*out, lg);
     }
+    if (st == TSC_OK) (*out)->logs_same_run = log_beside_dump(*out);
     if (st != TSC_OK && *out) {
         tsc_figure_src_close(*out);
         *out = NULL;

@@ -59,7 +59,9 @@ TSC_API const tsc_jv_t *tsc_figure_src_summary(const tsc_figure_src_t *s);
 TSC_API const char *tsc_figure_src_dir(const tsc_figure_src_t *s);
 TSC_API int tsc_figure_src_n_logs(const tsc_figure_src_t *s);
 /* The user says the logs come from the run the dump was captured in (`--log-same-run`): only then
- * can a diverging loss support the evidence map's last link. */
+ * can a diverging loss support the evidence map's last link. tsc_figure_src_open_logs sets it
+ * itself when the first log is the log.csv of the `tilescope train` run folder the dump (as
+ * summary.json names it: capture*.h5 or flight*.h5) was captured into, run.cfg beside it. */
 TSC_API void tsc_figure_src_set_same_run(tsc_figure_src_t *s, int same_run);
 TSC_API const tsc_log_t *tsc_figure_src_log(const tsc_figure_src_t *s, int i);
 /* How log i's loss (its per-iteration training loss, else validation loss, else any value) covers

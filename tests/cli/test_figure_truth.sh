@@ -101,6 +101,16 @@ grep -q "6. Loss (not supported): .*diverges.*not known to be the dump's run" e.
 ! grep -q "6. Loss (not supported)" e.cap && ok || bad "covering log of the same run not supported: $(cat e.cap)"
 "$T" figure fig1 --from an --log r=late.csv --log-same-run -o e.png 2> err | tr '\n' ' ' > e.cap || bad "fig1: $(cat err)"
 grep -q "6. Loss (not supported): .*do not cover the analysed steps" e.cap && ok || bad "late log: $(cat e.cap)"
+# known without the flag: the log.csv of the train run folder (run.cfg beside it) the dump was captured into
+mkdir -p run1 && cp cover.csv run1/log.csv && : > run1/run.cfg
+"$PY" -c "
+import json; s = json.load(open('an/summary.json')); s['dump'] = 'run1/capture.h5'; json.dump(s, open('an/summary.json', 'w'))"
+"$T" figure fig1 --from an --log r=run1/log.csv -o e.png 2> err | tr '\n' ' ' > e.cap || bad "fig1: $(cat err)"
+! grep -q "6. Loss (not supported)" e.cap && ok || bad "the run folder's own log.csv is not known to be the dump's run: $(cat e.cap)"
+rm run1/run.cfg  # a log.csv beside the dump but no train run folder: the flag is needed again
+"$T" figure fig1 --from an --log r=run1/log.csv -o e.png 2> err | tr '\n' ' ' > e.cap || bad "fig1: $(cat err)"
+grep -q "not known to be the dump's run" e.cap && ok || bad "a folder without run.cfg taken for the dump's run: $(cat e.cap)"
+cp orig.json an/summary.json
 
 # the report: no citation of a file that does not ship, no folder path in a caption
 "$T" report an -o r.pdf --dpi 50 -q > /dev/null 2> err || bad "report: $(cat err)"
