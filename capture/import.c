@@ -191,6 +191,32 @@ static tsc_status_t host_shape(const tsc_tensor_file_t *f, const placed_t *p, in
     return TSC_OK;
 }
 
+/* Whether every q, k, v, o and do fits the first q and k under a layout: [B, H, T, D] (B, T, D of q;
+ * H of q for q, o, do and of k for k, v). *bad: the first placed tensor that does not. */
+static int layout_fits(const tsc_tensor_file_t *f, const placed_t *pl, int n, const placed_t *qp, const placed_t *kp,
+                       int bthd, int *bad) {
+    uint64_t qd[TSC_TENSOR_RANK_MAX], kd[TSC_TENSOR_RANK_MAX], d[TSC_TENSOR_RANK_MAX];
+    int r;
+    if (host_shape(f, qp, bthd, qd, &r) || r != 4 || (kp && (host_shape(f, kp, bthd, kd, &r) || r != 4))) {
+        tsc_error_clear();
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        if (pl[i].name > 4) continue;
+        if (host_shape(f, &pl[i], bthd, d, &r) || r != 4) {
+            tsc_error_clear();
+            *bad = i;
+            return 0;
+        }
+        const uint64_t h = pl[i].name == 1 || pl[i].name == 2 ? (kp ? kd[1] : qd[1]) : qd[1];
+        if (d[0] != qd[0] || d[1] != h || d[2] != qd[2] || d[3] != qd[3]) {
+            *bad = i;
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* The dump's metadata from the tensors: q of the first (step, layer) with one, its k, the first x. */
 static tsc_status_t geometry(const tsc_tensor_file_t *f, const placed_t *pl, int n, const tsc_import_opts_t *o,
                             tsc_dump_meta_t *m) {
@@ -206,6 +232,23 @@ static tsc_status_t geometry(const tsc_tensor_file_t *f, const placed_t *pl, int
     }
     for (int i = 0; i < n && qp; i++)
         if (pl[i].name == NM_K && pl[i].step == qp->step && pl[i].layer == qp->layer) kp = &pl[i];
+    int bad = -1;
+    if (qp && !layout_fits(f, pl, n, qp, kp, o->layout_bthd, &bad) && bad >= 0) {
+        /* read in the layout given, the tensors disagree: say which, and the layout under which they agree */
+        const tsc_tensor_info_t *bt = tsc_tensor_file_info(f, pl[bad].tensor), *qt = tsc_tensor_file_info(f, qp->tensor);
+        char q2[TSC_IMPORT_QUOTE_MAX], sb[96] = "", sq[96] = "";
+        int other = -1;
+        for (int k = 0, w = 0; k < bt->rank; k++) w += snprintf(sb + w, sizeof sb - (size_t)w, "%s%llu", k ? ", " : "", (unsigned long long)bt->dims[k]);
+        for (int k = 0, w = 0; k < qt->rank; k++) w += snprintf(sq + w, sizeof sq - (size_t)w, "%s%llu", k ? ", " : "", (unsigned long long)qt->dims[k]);
+        return tsc_error_set(TSC_ERR_SHAPE, "%s: tensor %s (-> step %lld layer %d %s) is [%s] and q %s is [%s]: read as %s "
+                             "they disagree%s", tsc_tensor_file_path(f), tsc_import_quote(bt->name, q), pl[bad].step,
+                             pl[bad].layer, names[pl[bad].name], sb, tsc_import_quote(qt->name, q2), sq,
+                             o->layout_bthd ? "[B, T, H, D] (--layout bthd)" : "[B, H, T, D] (the default layout)",
+                             layout_fits(f, pl, n, qp, kp, !o->layout_bthd, &other)
+                                 ? (o->layout_bthd ? "; they fit [B, H, T, D]: drop --layout bthd"
+                                                   : "; they fit [B, T, H, D]: give --layout bthd")
+                                 : "");
+    }
     uint64_t qd[TSC_TENSOR_RANK_MAX], kd[TSC_TENSOR_RANK_MAX], xd[TSC_TENSOR_RANK_MAX];
     int kr = 0, xr = 0;
     tsc_status_t st = host_shape(f, qp, o->layout_bthd, qd, &rank);

@@ -54,7 +54,7 @@ static void print_result(const char *file, const char *out, const tsc_import_res
     printf("], layers [");
     for (int i = 0; i < r->n_layers; i++) printf("%s%d", i ? ", " : "", r->layers[i]);
     printf("]");
-    if (r->n_skipped) printf("; skipped %d tensors no map selects: ", r->n_skipped);
+    if (r->n_skipped) printf("; skipped %d tensor%s no map selects: ", r->n_skipped, TSC_CLI_S(r->n_skipped));
     for (int i = 0; i < r->n_skipped && i < 8; i++) {
         if (i) printf(", ");
         print_name(r->skipped[i]);

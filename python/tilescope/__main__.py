@@ -57,7 +57,8 @@ def main(argv=None):
         return 1
     print("import: %s -> %s: %d datasets, steps %s, layers %s%s" % (
         _printable(a.file), _printable(r["path"]), r["datasets"], r["steps"], r["layers"],
-        "; skipped %d tensors no map selects: %s" % (len(r["skipped"]), ", ".join(map(_printable, r["skipped"][:8])))
+        "; skipped %d tensor%s no map selects: %s" % (len(r["skipped"]), "" if len(r["skipped"]) == 1 else "s",
+                                                      ", ".join(map(_printable, r["skipped"][:8])))
         if r["skipped"] else ""))
     return 0
 

@@ -50,6 +50,9 @@ torch.save({"blocks": [{"q": q, "k": k, "v": k}], "lr": torch.tensor(3)}, "a.pt"
 want["pt/q"] = bits(q.transpose(1, 2).contiguous()); want["pt/k"] = bits(k.transpose(1, 2).contiguous())
 qn = rng.standard_normal((B, H, T, D)).astype(np.float32); np.savez("a.npz", query=qn); np.save("q.npy", qn); want["npz/q"] = qn
 np.savez("bits.npz", **{k.replace("/", "_"): v for k, v in want.items()})
+# GQA saved [B, T, H, D] (4 query heads, 2 kv heads, T 32): read [B, H, T, D], k's T is not q's
+np.savez("bthd.npz", q=rng.standard_normal((1, 32, 4, 16)).astype(np.float32),
+         k=rng.standard_normal((1, 32, 2, 16)).astype(np.float32), v=rng.standard_normal((1, 32, 2, 16)).astype(np.float32))
 # malformed files
 small = {k: v for k, v in st.items() if k.startswith("model.0.")}
 open("len.safetensors", "wb").write(struct.pack("<Q", 1 << 40) + b"{}")
@@ -66,11 +69,11 @@ PY
 [ -f bits.npz ] && ok || bad "the test's writer failed"
 
 run0 "$TSC" import a.safetensors -o st.h5 --map 'model.{layer}.{name}' --step 5 --policy bf16-fa2
-grep -q "import: a.safetensors -> st.h5: 10 datasets, steps \[5\], layers \[0, 2\]; skipped 1 tensors no map selects: embed" out && ok ||
+grep -q "import: a.safetensors -> st.h5: 10 datasets, steps \[5\], layers \[0, 2\]; skipped 1 tensor no map selects: embed" out && ok ||
   bad "the summary line: $(cat out)"
 run0 "${pyenv[@]}" "$py" -m tilescope import a.safetensors -o st_py.h5 --map 'model.{layer}.{name}' --step 5 --policy bf16-fa2
 run0 "${pyenv[@]}" "$TSC" import a.pt -o pt.h5 --map 'blocks.{layer}.{name}' --layout bthd
-grep -q "skipped 1 tensors no map selects: lr" out && ok || bad "a.pt: $(cat out)"
+grep -q "skipped 1 tensor no map selects: lr" out && ok || bad "a.pt: $(cat out)"
 run0 "${pyenv[@]}" "$TSC" import a.npz -o npz.h5 --map 'query=q'
 run0 "$TSC" import q.npy -o npy.h5
 "$py" - <<'PY' && ok || bad "the dumps' bits differ from the files'"
@@ -106,6 +109,10 @@ done
 expect 1 "No such file" "$TSC" import missing.safetensors -o bad.h5
 expect 1 "unknown file type" "$TSC" import a.txt -o bad.h5
 expect 1 "no tensor maps to q" "$TSC" import a.safetensors -o bad.h5 --map 'nothing.{name}'
+# a [B, T, H, D] file without --layout: the tensors named, the layout suggested, no internal path shown
+expect 1 "tensor 'k' (-> step 0 layer 0 k) is [1, 32, 2, 16] and q 'q' is [1, 32, 4, 16]: read as [B, H, T, D] (the default layout) they disagree; they fit [B, T, H, D]: give --layout bthd" "$TSC" import bthd.npz -o bad.h5
+! grep -q "capture" err && ok || bad "the error shows an internal path: $(cat err)"
+run0 "$TSC" import bthd.npz -o bthd.h5 --layout bthd
 [ ! -e bad.h5 ] && ok || bad "a failed import left bad.h5"
 expect 2 "where to?" "$TSC" import a.safetensors
 expect 2 "bhtd or bthd" "$TSC" import a.safetensors -o x.h5 --layout tbhd
