@@ -2,12 +2,16 @@
 """Train a small transformer on CPU under BF16 autocast, capture its attention, diagnose, report.
 
     PYTHONPATH=python TILESCOPE_LIB=build python3 examples/torch_capture.py -o torch-out
-    python3 examples/torch_capture.py --model llama -o torch-out-llama    # RoPE, RMSNorm, GQA
+    python3 examples/torch_capture.py --model llama -o torch-out-llama    # RoPE, RMSNorm, GQA, SwiGLU, SDPA
+    python3 examples/torch_capture.py --model llama --attn tilescope --policy bf16-fa2 -o torch-out-fa2
 
 The text is the King James Bible when Debian's bible-kjv is installed (`bible 'gen1:1-rev22:21'`),
 else --text FILE, else this repository's own documentation. The nanoGPT-style model uses eager
-attention (captured from c_attn / c_proj, recorded as bf16-eager-cpu); the Llama-style model calls
-tilescope.torch.attention under --policy (the kernel under study). Writes
+attention (captured from c_attn / c_proj, recorded as bf16-eager-cpu); the Llama-style model is written
+as people write one (RMSNorm, RoPE, grouped-query heads repeated by repeat_kv, a SwiGLU MLP) and calls
+F.scaled_dot_product_attention (recorded as bf16-sdpa-math; on torch 1.13 importing tilescope.torch
+provides it), or with --attn tilescope, tilescope.torch.attention under --policy (the kernel under
+study). Writes
 OUT/run.h5, OUT/diag/ (diagnose) and OUT/report.pdf (+ .html).
 """
 import argparse
@@ -80,9 +84,9 @@ def rope(x, base=10000.0):
 class LlamaAttn(nn.Module):
     """HF-Llama-style attention: q/k/v/o projections, RoPE, grouped-query heads."""
 
-    def __init__(self, C, H, Hkv, policy):
+    def __init__(self, C, H, Hkv, attn, policy):
         super().__init__()
-        self.num_heads, self.num_key_value_heads, self.head_dim, self.policy = H, Hkv, C // H, policy
+        self.num_heads, self.num_key_value_heads, self.head_dim, self.attn, self.policy = H, Hkv, C // H, attn, policy
         D = C // H
         self.q_proj, self.k_proj = nn.Linear(C, H * D, bias=False), nn.Linear(C, Hkv * D, bias=False)
         self.v_proj, self.o_proj = nn.Linear(C, Hkv * D, bias=False), nn.Linear(H * D, C, bias=False)
@@ -93,12 +97,28 @@ class LlamaAttn(nn.Module):
         q = rope(self.q_proj(x).view(B, T, H, D).transpose(1, 2))
         k = rope(self.k_proj(x).view(B, T, Hkv, D).transpose(1, 2))
         v = self.v_proj(x).view(B, T, Hkv, D).transpose(1, 2)
-        o = tt.attention(q, k, v, causal=True, policy=self.policy)
+        if self.attn == "tilescope":  # the kernel under study, grouped-query heads without repeating k, v
+            o = tt.attention(q, k, v, causal=True, policy=self.policy)
+        else:  # HF's repeat_kv: each kv head repeated over its group of query heads, then SDPA
+            k, v = (t.repeat_interleave(H // Hkv, dim=1) for t in (k, v))
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.o_proj(o.transpose(1, 2).reshape(B, T, H * D))
 
 
+class SwiGLU(nn.Module):
+    """Llama's MLP: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, C, F_):
+        super().__init__()
+        self.gate_proj, self.up_proj = nn.Linear(C, F_, bias=False), nn.Linear(C, F_, bias=False)
+        self.down_proj = nn.Linear(F_, C, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
 class Model(nn.Module):
-    def __init__(self, kind, V, C, H, L, T, policy):
+    def __init__(self, kind, V, C, H, L, T, attn, policy):
         super().__init__()
         self.tok, self.pos = nn.Embedding(V, C), nn.Embedding(T, C) if kind == "nanogpt" else None
         if kind == "nanogpt":
@@ -106,8 +126,11 @@ class Model(nn.Module):
             self.attn = nn.ModuleList([NanoAttn(C, H) for _ in range(L)])
         else:
             self.norms = nn.ModuleList([RMSNorm(C) for _ in range(2 * L)])
-            self.attn = nn.ModuleList([LlamaAttn(C, H, max(1, H // 2), policy) for _ in range(L)])
-        self.mlp = nn.ModuleList([nn.Sequential(nn.Linear(C, 4 * C), nn.GELU(), nn.Linear(4 * C, C)) for _ in range(L)])
+            self.attn = nn.ModuleList([LlamaAttn(C, H, max(1, H // 2), attn, policy) for _ in range(L)])
+        if kind == "nanogpt":
+            self.mlp = nn.ModuleList([nn.Sequential(nn.Linear(C, 4 * C), nn.GELU(), nn.Linear(4 * C, C)) for _ in range(L)])
+        else:  # 8/3 C hidden, as Llama sizes SwiGLU to match a 4 C GELU MLP's parameters
+            self.mlp = nn.ModuleList([SwiGLU(C, 8 * C // 3) for _ in range(L)])
         self.head = nn.Linear(C, V, bias=False)
 
     def forward(self, idx):
@@ -140,7 +163,9 @@ def main():
     ap.add_argument("--text")
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--select", help="sampling spec (default: every 20th step from 20, layer 1)")
-    ap.add_argument("--policy", default="bf16-torch", help="the Llama model's attention policy")
+    ap.add_argument("--attn", choices=("sdpa", "tilescope"), default="sdpa",
+                    help="the Llama model's attention: F.scaled_dot_product_attention, or tilescope.torch.attention")
+    ap.add_argument("--policy", default="bf16-torch", help="the policy of --attn tilescope (the kernel under study)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     text, source = load_text(a.text)
@@ -149,7 +174,7 @@ def main():
     print("text: %s, %d characters, vocabulary %d" % (source, len(text), len(chars)))
     torch.manual_seed(0)
     B, T, C, H, L = 8, 64, 64, 4, 2
-    model = Model(a.model, len(chars), C, H, L, T, a.policy)
+    model = Model(a.model, len(chars), C, H, L, T, a.attn, a.policy)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     dump = os.path.join(a.out, "run.h5")
     for stale in (dump, dump + ".capture"):

@@ -1,10 +1,11 @@
 # ctest-labels: slow (over 5 s on 2 cores)
 """examples/torch_capture.py end to end: a nanoGPT-style model (eager attention under CPU BF16
-autocast) and a Llama-style one (RoPE, RMSNorm, GQA, tilescope.torch.attention under bf16-torch)
-trained a few steps, captured, diagnosed and reported. The dump's recorded policy is the kernel
-that ran: diagnose uses it, and its replay reproduces the captured O on >= 99.9% of elements for
-the eager attention (bf16-eager-cpu's documented agreement with torch, docs/PRESETS.md) and on
-every element for the drop-in (which is that replay)."""
+autocast) and a Llama-style one (RoPE, RMSNorm, GQA, SwiGLU) calling SDPA after repeat_kv as people
+write it, and again calling tilescope.torch.attention under bf16-torch, each trained a few steps,
+captured, diagnosed and reported. The dump's recorded policy is the kernel that ran: diagnose uses
+it, and its replay reproduces the captured O on >= 99.9% of elements for the eager attention
+(bf16-eager-cpu's documented agreement with torch, docs/PRESETS.md) and for SDPA (bf16-sdpa-math,
+the repeated kv heads stored once), and on every element for the drop-in (which is that replay)."""
 import json
 import os
 import subprocess
@@ -30,10 +31,13 @@ if not modelled:
     print("note: " + ref.NOT_MODELLED % probe + "; the nanogpt replay share is reported, not bounded")
 example = os.path.join(os.environ["TSC_SRC"], "examples", "torch_capture.py")
 with tempfile.TemporaryDirectory(prefix="tsc-example-") as tmp:
-    for model, policy, share in (("nanogpt", "bf16-eager-cpu", 0.999 if modelled else 0.0), ("llama", "bf16-torch", 1.0)):
-        out = os.path.join(tmp, model)
+    # the Llama model as people write it (SwiGLU, repeat_kv, SDPA), and with the kernel under study
+    for model, extra, policy, share in (("nanogpt", [], "bf16-eager-cpu", 0.999 if modelled else 0.0),
+                                        ("llama", [], "bf16-sdpa-math", 0.999),
+                                        ("llama", ["--attn", "tilescope"], "bf16-torch", 1.0)):
+        out = os.path.join(tmp, model + "-".join([""] + extra[1:]))
         r = subprocess.run([sys.executable, example, "--model", model, "-o", out, "--steps", "21",
-                            "--select", "steps=10:21:10,layers=1"], capture_output=True, text=True)
+                            "--select", "steps=10:21:10,layers=1"] + extra, capture_output=True, text=True)
         c.check(r.returncode == 0, "%s: the example ran: %s" % (model, r.stderr[-2000:]))
         print(r.stdout)
         if r.returncode:
