@@ -1,4 +1,5 @@
 /* cmd_figure.c: `tilescope figure figN [--from DIR] [--log NAME=FILE ...] -o FILE` (render/tsc_figure.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,8 @@ const char tsc_usage_figure[] =
     "  --width IN, --height IN   figure size in inches (numbers; default per figure, 3.25 x 2.6)\n"
     "  --dpi N             PNG resolution (integer 30..1200, default 300)\n"
     "  --font PT           base text size in points (number 7..20, default 8)\n"
+    "  --log-y             fig2, fig10: a logarithmic loss axis (default linear; fig7 is log-log)\n"
+    "  --ylim LO:HI        fig2, fig7, fig10: the loss axis' limits, e.g. 2:6 (default: the data's range)\n"
     "  --ulp               fig5c: the mean error in ULPs of each element (default: value units, as a ULP\n"
     "                      mean is dominated by near-zero outputs)\n"
     "  --json              print {id, file, caption, layer, head, step, marks} as JSON (marks: what the figure\n"
@@ -62,7 +65,7 @@ void tsc_cli_warn_log_cover(const char *cmd, const tsc_figure_src_t *src) {
 int tsc_cmd_figure(int argc, char **argv) {
     if (argc > 0 && (strcmp(argv[0], "attn") == 0 || strcmp(argv[0], "attn-grid") == 0))
         return tsc_cmd_figure_attn(argc - 1, argv + 1, strcmp(argv[0], "attn-grid") == 0);
-    const char *cmd = "figure", *fig = NULL, *dir = NULL, *out = NULL, *logv[TSC_CLI_LIST_MAX];
+    const char *cmd = "figure", *fig = NULL, *dir = NULL, *out = NULL, *ylim = NULL, *logv[TSC_CLI_LIST_MAX];
     tsc_cli_list_t logs = TSC_CLI_LIST(logv);
     int json = 0, same_run = 0, list = 0, rc;
     tsc_figure_opts_t o;
@@ -84,6 +87,8 @@ int tsc_cmd_figure(int argc, char **argv) {
                                     {"--font", NULL, TSC_CLI_DOUBLE, &o.font_pt, 7, 20},
                                     {"--json", NULL, TSC_CLI_ON, &json, 0, 0},
                                     {"--ulp", NULL, TSC_CLI_ON, &o.ulp, 0, 0},
+                                    {"--log-y", NULL, TSC_CLI_ON, &o.log_y, 0, 0},
+                                    {"--ylim", NULL, TSC_CLI_STR, &ylim, 0, 0},
                                     {"--list", NULL, TSC_CLI_ON, &list, 0, 0}};
     if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, &fig))) return rc;
     if (list) {
@@ -93,6 +98,15 @@ int tsc_cmd_figure(int argc, char **argv) {
         return 0;
     }
     if (!fig) return tsc_cli_usage_error(cmd, "which figure? (FIG, e.g. fig3; --list shows them)");
+    if (ylim) {
+        char *end = NULL, *mid = NULL;
+        o.ylo = strtod(ylim, &mid);
+        if (mid != ylim && *mid == ':') o.yhi = strtod(mid + 1, &end);
+        if (mid == ylim || *mid != ':' || end == mid + 1 || *end || !isfinite(o.ylo) || !isfinite(o.yhi) || !(o.yhi > o.ylo))
+            return tsc_cli_usage_error(cmd, "--ylim expects LO:HI with LO < HI (e.g. 2:6), found '%s'", ylim);
+        if (o.log_y && !(o.ylo > 0))
+            return tsc_cli_usage_error(cmd, "--ylim %s with --log-y: a logarithmic axis needs LO > 0", ylim);
+    }
     if (!tsc_figure_canonical(fig)) return tsc_cli_usage_error(cmd, "unknown figure '%s' (--list shows them)", fig);
     int logs_only = !strcmp(tsc_figure_canonical(fig), "fig2") || !strcmp(tsc_figure_canonical(fig), "fig7") ||
                     !strcmp(tsc_figure_canonical(fig), "fig10");

@@ -274,23 +274,25 @@ static tsc_status_t fig10(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
         ser[k + i] = ser[i];
         ser[k + i].y = sm[i];
         ser[k + i].color = run_color[i % 8];
-        snprintf(names[i], sizeof names[i], "%.60s (EMA, half-life %g steps)", ser[i].name, h);
+        snprintf(names[i], sizeof names[i], "%.60s", ser[i].name);
+        ser[k + i].dash = 1 + i % 5; /* runs told apart without colour too */
         cap_printf(info, "%s'%s' smoothed with half-life %g steps (lag about %g steps)", i ? "; " : ". ",
                    ser[i].name, h, round(h / log(2)));
         ser[k + i].name = names[i];
         faint_color(run_color[i % 8], faint[i]);
         ser[i].color = faint[i];
-        ser[i].name = i == 0 ? "every logged value (faint)" : NULL;
+        ser[i].name = NULL; /* the caption says what the faint lines are; the bold ones carry the run's name */
         xlo = fmin(xlo, ser[i].x[0]), xhi = fmax(xhi, ser[i].x[ser[i].n - 1]);
     }
     if (st == TSC_OK) {
         tsc_plot_opts_t po;
         plot_defaults(&po, o, info);
-        po.title = "training loss of each run", po.xlabel = "step", po.ylabel = "training loss", po.logy = 1;
+        po.title = "training loss of each run", po.xlabel = "step", po.ylabel = "training loss";
+        po.logy = o->log_y, po.ymin = o->ylo, po.ymax = o->yhi, po.end_labels = 1;
         if (xhi > xlo) po.xmin = xlo, po.xmax = xhi;
         po.max_points = (size_t)-1; /* every point, faint; no min-max envelope */
         cap_printf(info, ". Faint: every logged value; bold: bias-corrected EMA over steps (each point's weight "
-                         "halves every half-life).");
+                         "halves every half-life); %s loss axis.", o->log_y ? "logarithmic" : "linear");
         st = emit_plot(out, &po, ser, 2 * k);
     }
     for (int i = 0; i < k; i++) free(sm[i]);
@@ -321,7 +323,9 @@ static tsc_status_t fig_logs(tsc_figure_src_t *s, const tsc_figure_opts_t *o, co
         po.title = is7 ? "validation loss (log-log)" : "validation loss";
         po.xlabel = "step";
         po.ylabel = "validation loss";
-        po.logy = 1;
+        po.logy = is7 || o->log_y, po.ymin = o->ylo, po.ymax = o->yhi;
+        po.end_labels = 1; /* each run named at its curve's end: no key over the curves */
+        for (int i = 0; i < k; i++) ser[i].dash = 1 + i % 5;
         if (is7) {
             po.logx = 1;
             /* step 0 has no place on a log axis */
@@ -333,7 +337,7 @@ static tsc_status_t fig_logs(tsc_figure_src_t *s, const tsc_figure_opts_t *o, co
                 ser[i].n = m;
             }
         }
-        cap_printf(info, is7 ? ". Log-log axes; steps <= 0 omitted." : ".");
+        cap_printf(info, is7 ? ". Log-log axes; steps <= 0 omitted." : o->log_y ? "; logarithmic loss axis." : "; linear loss axis.");
         st = emit_plot(out, &po, ser, k);
     }
     for (int i = 0; i < 2 * k; i++) free(bufs[i]);

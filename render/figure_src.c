@@ -199,6 +199,7 @@ void tsc_figure_opts_init(tsc_figure_opts_t *o) {
     o->layer = o->head = o->batch = o->token = o->feature = -1;
     o->dpi = 300;
     o->font_pt = 8;
+    o->ylo = o->yhi = NAN;
 }
 
 /* ---------------------------------------------------------------- analysis.h5 */

@@ -130,7 +130,8 @@ static void data_envelope(sb_t *b, const tsc_plot_series_t *s, int k, size_t bin
  * significant digits as the step needs, written as an explicit list; the range is padded a little
  * (so a value at an end, such as key 0, is not hidden under the axis) and fixed, so no tick falls
  * outside the data's span rounded to the step. Labels equal after printing are never emitted. */
-static void axis_tics(sb_t *b, const char *ax, double lo, double hi, int k, int integer, int set_lo, int set_hi) {
+static void axis_tics(sb_t *b, const char *ax, double lo, double hi, int k, int integer, int set_lo, int set_hi,
+                      double range[2]) {
     if (!(hi >= lo) || !isfinite(lo) || !isfinite(hi)) return;
     if (hi == lo) { double d = lo ? fabs(lo) * 0.5 : 1; lo -= d, hi += d; }
     if (k < 2) k = 2;
@@ -149,6 +150,7 @@ static void axis_tics(sb_t *b, const char *ax, double lo, double hi, int k, int 
     double pad = 0.02 * (hi - lo);
     if (integer && pad < 0.5 && hi - lo < 20) pad = 0.5 * fmin(1.0, (hi - lo) / 4 + 0.25);
     double rlo = set_lo ? lo : lo - pad, rhi = set_hi ? hi : hi + pad;
+    if (range) range[0] = rlo, range[1] = rhi;
     sb_printf(b, "set %srange [%.10g:%.10g]\nset %stics (", ax, rlo, rhi, ax);
     char prev[48] = "", lab[48];
     int first = 1;
@@ -179,8 +181,8 @@ static void data_range(const tsc_plot_series_t *s, int n, char which, double *lo
     }
 }
 
-/* The ticks of every linear axis (axis_tics). */
-static void all_tics(sb_t *b, const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, int n_bars) {
+/* The ticks of every linear axis (axis_tics); yr: the left y axis' range as set (NaN when not set here). */
+static void all_tics(sb_t *b, const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, int n_bars, double yr[2]) {
     double lo, hi;
     int integer;
     double wpt = o->width_in * 72 * 0.75, hpt = o->height_in * 72 * 0.55;
@@ -193,7 +195,7 @@ static void all_tics(sb_t *b, const tsc_plot_opts_t *o, const tsc_plot_series_t 
         snprintf(c, sizeof c, "%g", hi);
         size_t chars = strlen(a) > strlen(c) ? strlen(a) : strlen(c);
         double label_pt = (double)chars * 0.62 * o->font_pt + 2.0 * o->font_pt;
-        axis_tics(b, "x", lo, hi, (int)(wpt / label_pt), integer, isfinite(o->xmin), isfinite(o->xmax));
+        axis_tics(b, "x", lo, hi, (int)(wpt / label_pt), integer, isfinite(o->xmin), isfinite(o->xmax), NULL);
     }
     for (int ax = 0; ax < 2; ax++) {
         if (ax ? o->logy2 : o->logy) continue;
@@ -204,7 +206,7 @@ static void all_tics(sb_t *b, const tsc_plot_opts_t *o, const tsc_plot_series_t 
         if (!ax && isfinite(o->ymin)) lo = o->ymin;
         if (!ax && isfinite(o->ymax)) hi = o->ymax;
         axis_tics(b, ax ? "y2" : "y", lo, hi, (int)(hpt / (1.6 * o->font_pt)) + 1, integer,
-                  bars_from_zero || (!ax && isfinite(o->ymin)), !ax && isfinite(o->ymax));
+                  bars_from_zero || (!ax && isfinite(o->ymin)), !ax && isfinite(o->ymax), ax ? NULL : yr);
     }
 }
 
@@ -218,9 +220,53 @@ static const char *style_with(tsc_plot_style_t st) {
     }
 }
 
+/* The last finite point's y of series q (NaN when none). */
+static double last_y(const tsc_plot_series_t *q) {
+    for (size_t i = q->n; i-- > 0;)
+        if (isfinite(q->y[i]) && isfinite(sx(q, i))) return q->y[i];
+    return NAN;
+}
+
+/* opts.end_labels: each named left-axis series' name right of the plot, level with its last point
+ * (graph coordinates from the y range yr, log when logy), in its colour; sorted by height and nudged
+ * apart by a line of text, kept within the plot's height; the right margin made wide enough. */
+static void end_labels(sb_t *b, const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const double yr[2],
+                       const char *const *col) {
+    int idx[64], m = 0;
+    double g[64];
+    size_t chars = 0;
+    for (int k = 0; k < n && m < 64; k++) {
+        double y = last_y(&s[k]);
+        if (!s[k].name || !*s[k].name || s[k].y2 || !isfinite(y) || !(yr[1] > yr[0])) continue;
+        if (o->logy && (!(y > 0) || !(yr[0] > 0))) continue;
+        g[m] = o->logy ? (log(y) - log(yr[0])) / (log(yr[1]) - log(yr[0])) : (y - yr[0]) / (yr[1] - yr[0]);
+        idx[m++] = k;
+        size_t c = strlen(s[k].name);
+        if (c > chars) chars = c;
+    }
+    if (!m) return;
+    for (int i = 1; i < m; i++) /* insertion sort by height */
+        for (int j = i; j > 0 && g[j] < g[j - 1]; j--) {
+            double t = g[j]; g[j] = g[j - 1], g[j - 1] = t;
+            int u = idx[j]; idx[j] = idx[j - 1], idx[j - 1] = u;
+        }
+    const double sep = 1.15 * o->font_pt / (o->height_in * 72 * 0.6); /* a line of text, in graph units */
+    for (int i = 1; i < m; i++) if (g[i] < g[i - 1] + sep) g[i] = g[i - 1] + sep;
+    if (g[m - 1] > 1) { g[m - 1] = 1; for (int i = m - 1; i-- > 0;) if (g[i] > g[i + 1] - sep) g[i] = g[i + 1] - sep; }
+    if (chars > 40) chars = 40;
+    double right = 1 - ((double)chars * 0.58 * o->font_pt + 1.2 * o->font_pt) / (o->width_in * 72);
+    sb_printf(b, "set rmargin at screen %.4f\n", right < 0.55 ? 0.55 : right);
+    for (int i = 0; i < m; i++) {
+        char *t = tsc_plot_quote(s[idx[i]].name);
+        if (!t) { b->nomem = 1; return; }
+        sb_printf(b, "set label %s at graph 1.02, graph %.4f left tc rgb '%s' front\n", t, g[i], col[idx[i]]);
+        free(t);
+    }
+}
+
 /* The script's terminal, output, labels, axes and ranges. out_path NULL: gnuplot's stdout. */
 static void script_setup(sb_t *b, const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const char *out_path,
-                         tsc_image_format_t fmt, const char *font, int n_bars, int any_y2) {
+                         tsc_image_format_t fmt, const char *font, int n_bars, int any_y2, const char *const *col) {
     sb_printf(b, "# tilescope plot script (data inline)\nreset\nset encoding utf8\n");
     /* Terminal sizes and font scales: gnuplot's cairo terminals take font sizes at 96 dpi, so
      * pdfcairo needs fontscale 0.75 and pngcairo dpi/96 for the text to measure font_pt points
@@ -247,7 +293,8 @@ static void script_setup(sb_t *b, const tsc_plot_opts_t *o, const tsc_plot_serie
     sb_printf(b, "set grid lc rgb '#d0d0d0' lw 0.5\nset border lw 0.8\nset tics nomirror out scale 0.5\n");
     /* Below the plot by default: a key inside may hide the part of a curve that matters (the
      * explosion at the end of a loss curve). */
-    sb_printf(b, "set key %s samplen 2 spacing 1.0\n", o->key_inside ? "inside top right opaque" : "below center horizontal");
+    if (o->end_labels) sb_printf(b, "unset key\n");
+    else sb_printf(b, "set key %s samplen 2 spacing 1.0\n", o->key_inside ? "inside top right opaque" : "below center horizontal");
     if (o->logx) sb_printf(b, "set logscale x\nset format x '%%g'\n");
     if (o->logy) sb_printf(b, "set logscale y\nset format y '%%g'\n");
     if (any_y2) {
@@ -260,11 +307,26 @@ static void script_setup(sb_t *b, const tsc_plot_opts_t *o, const tsc_plot_serie
         if (isfinite(o->xmax)) snprintf(hi, sizeof hi, "%.10g", o->xmax);
         sb_printf(b, "set xrange [%s:%s]\n", lo, hi);
     }
-    if (o->logy && (isfinite(o->ymin) || isfinite(o->ymax))) {
-        char lo[40] = "*", hi[40] = "*";
-        if (isfinite(o->ymin)) snprintf(lo, sizeof lo, "%.10g", o->ymin);
-        if (isfinite(o->ymax)) snprintf(hi, sizeof hi, "%.10g", o->ymax);
-        sb_printf(b, "set yrange [%s:%s]\n", lo, hi);
+    double yr[2] = {NAN, NAN};
+    if (o->logy && (isfinite(o->ymin) || isfinite(o->ymax) || o->end_labels)) {
+        /* end labels need the range: the data's positive values widened by 10%, unless given */
+        double lo = INFINITY, hi = -INFINITY;
+        for (int k = 0; k < n; k++)
+            for (size_t i = 0; !s[k].y2 && i < s[k].n; i++)
+                if (isfinite(s[k].y[i]) && s[k].y[i] > 0) lo = fmin(lo, s[k].y[i]), hi = fmax(hi, s[k].y[i]);
+        if (isfinite(o->ymin)) lo = o->ymin;
+        if (isfinite(o->ymax)) hi = o->ymax;
+        if (o->end_labels && isfinite(lo) && isfinite(hi) && hi < 20 * lo) {
+            /* less than about a decade: gnuplot's decade ticks would leave the axis bare; linear ones */
+            axis_tics(b, "y", lo, hi, (int)(o->height_in * 72 * 0.55 / (1.6 * o->font_pt)) + 1, 0, isfinite(o->ymin),
+                      isfinite(o->ymax), yr);
+        } else {
+            yr[0] = isfinite(o->ymin) ? o->ymin : lo / 1.1, yr[1] = isfinite(o->ymax) ? o->ymax : hi * 1.1;
+            char a[40] = "*", c[40] = "*";
+            if (isfinite(yr[0])) snprintf(a, sizeof a, "%.10g", yr[0]);
+            if (isfinite(yr[1])) snprintf(c, sizeof c, "%.10g", yr[1]);
+            sb_printf(b, "set yrange [%s:%s]\n", a, c);
+        }
     }
     if (o->categories && o->n_categories) {
         sb_printf(b, "set xtics (");
@@ -281,7 +343,8 @@ static void script_setup(sb_t *b, const tsc_plot_opts_t *o, const tsc_plot_serie
     if (n_bars) {
         sb_printf(b, "set style fill solid 0.85 border lc rgb '#303030'\nset boxwidth %g absolute\n", 0.8 / n_bars);
     }
-    all_tics(b, o, s, n, n_bars);
+    all_tics(b, o, s, n, n_bars, yr);
+    if (o->end_labels) end_labels(b, o, s, n, yr, col);
 }
 
 tsc_status_t tsc_plot_script(const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const char *out_path,
@@ -321,7 +384,11 @@ tsc_status_t tsc_plot_script(const tsc_plot_opts_t *o, const tsc_plot_series_t *
 
     sb_t b;
     tsc_strbuf_init(&b);
-    script_setup(&b, o, s, n, out_path, fmt, font, n_bars, any_y2);
+    const char **col = malloc((size_t)n * sizeof *col); /* each series' colour, as the plot command draws it */
+    if (!col) { tsc_strbuf_free(&b); return tsc_error_set(TSC_ERR_NOMEM, "plot: out of memory"); }
+    for (int k = 0; k < n; k++) col[k] = s[k].color ? s[k].color : palette[(size_t)k % (sizeof palette / sizeof palette[0])];
+    script_setup(&b, o, s, n, out_path, fmt, font, n_bars, any_y2, col);
+    free(col);
 
     /* Data blocks. */
     int bar_i = 0, any_env = 0, any_ema = 0;

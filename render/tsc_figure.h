@@ -78,6 +78,8 @@ typedef struct {
     double dpi;              /* PNG resolution (300) */
     double font_pt;          /* base text size (8) */
     int ulp;                 /* fig5c: the mean error in ULPs of each element instead of value units (0) */
+    int log_y;               /* fig2, fig10: a logarithmic loss axis (0: linear; fig7 is always log-log) */
+    double ylo, yhi;         /* fig2, fig7, fig10: the loss axis' limits (NaN: the data's range) */
 } tsc_figure_opts_t;
 
 TSC_API void tsc_figure_opts_init(tsc_figure_opts_t *o);

@@ -74,6 +74,9 @@ typedef struct {
     const char *const *categories;        /* [n_categories] bar labels at x = 0, 1, ... or NULL */
     size_t n_categories;
     int key_inside;                       /* key inside the plot (top right) instead of below it (0) */
+    int end_labels;                       /* 1: no key; each named left-axis series is labelled in its colour
+                                             right of the plot, level with its last finite point, labels
+                                             nudged apart so none overprints another (curves of runs) (0) */
     const char *font_family;              /* ("DejaVu Sans") */
     const char *gnuplot;                  /* program to run ("gnuplot", found on PATH) */
 } tsc_plot_opts_t;

@@ -31,6 +31,12 @@ for f in fig1 fig2 fig3 fig4 fig5a fig5b fig5c fig6a fig6b fig6c fig7 fig8 fig9 
         bad "$f failed: $(cat "$f.err")"
     fi
 done
+# the loss figures: a linear axis unless --log-y, --ylim LO:HI checked (fig7 is log-log by design)
+grep -q "linear loss axis" fig2.cap && grep -q "linear loss axis" fig10.cap && ok || bad "fig2/fig10 not linear by default: $(cat fig2.cap)"
+"$T" figure fig2 --log bf16=a.csv --log-y --ylim 4:12 -o ly.png > ly.cap 2>&1 && grep -q "logarithmic loss axis" ly.cap && ok ||
+    bad "fig2 --log-y --ylim: $(cat ly.cap)"
+expect 2 "--ylim expects LO:HI with LO < HI" "$T" figure fig2 --log bf16=a.csv --ylim 6:2 -o bad.png
+expect 2 "a logarithmic axis needs LO > 0" "$T" figure fig2 --log bf16=a.csv --log-y --ylim 0:2 -o bad.png
 # fig3's largest W^Q norm is a planted head (1 or 3 in the tiny shape, docs/FORMAT.md 1.6)
 grep -Eq "Largest: head (1|3) " fig3.cap && ok || bad "fig3 caption: $(cat fig3.cap)"
 

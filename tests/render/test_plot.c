@@ -352,8 +352,52 @@ static void test_ticks_and_styles(void) {
     free(script);
 }
 
+/* end_labels: no key; a label per named series right of the plot, in its colour, level with its last
+ * finite point in graph units of the range the script sets, in that order from the bottom, and at
+ * least a line of text apart; a log axis narrower than a decade gets ticks. */
+static void test_end_labels(void) {
+    static double x[4] = {0, 1, 2, 3}, a[4] = {5, 4, 3.5, 3.0}, b[4] = {5, 4, 3.05, NAN}, c[4] = {5, 5, 5.5, 6};
+    tsc_plot_series_t s[4] = {{.name = "low", .x = x, .y = a, .n = 4}, {.name = "near", .x = x, .y = b, .n = 4},
+                              {.name = "high", .x = x, .y = c, .n = 4, .color = "#123456"}, {.x = x, .y = a, .n = 4}};
+    for (int logy = 0; logy < 2; logy++) {
+        tsc_plot_opts_t o;
+        tsc_plot_opts_init(&o);
+        o.end_labels = 1, o.logy = logy;
+        char *script = NULL;
+        CHECK(tsc_plot_script(&o, s, 4, "o.png", TSC_IMG_AUTO, &script) == TSC_OK);
+        if (!script) continue;
+        CHECK(strstr(script, "\nunset key\n") && !strstr(script, "\nset key"));
+        double lo = NAN, hi = NAN, g[3] = {NAN, NAN, NAN};
+        const char *r = strstr(script, "set yrange [");
+        if (r) sscanf(r + 12, "%lf:%lf", &lo, &hi);
+        CHECKF(lo < 3.0 && hi > 6 && lo > 0, "logy %d: y range [%g, %g]", logy, lo, hi);
+        const char *names[3] = {"low", "near", "high"}, *cols[3] = {"#", "#", "#123456"};
+        for (int i = 0; i < 3; i++) {
+            char want[64], col[16] = "";
+            snprintf(want, sizeof want, "set label '%s' at graph 1.02, graph ", names[i]);
+            const char *p = strstr(script, want);
+            CHECKF(p != NULL, "logy %d: no label '%s'", logy, names[i]);
+            if (p) sscanf(p + strlen(want), "%lf left tc rgb '%15[^']'", &g[i], col);
+            CHECKF(!strncmp(col, cols[i], strlen(cols[i])), "logy %d: '%s' in colour '%s'", logy, names[i], col);
+        }
+        CHECK(!strstr(script, "set label '' ")); /* the unnamed series has none */
+        double y3 = logy ? (log(3.0) - log(lo)) / (log(hi) - log(lo)) : (3.0 - lo) / (hi - lo);
+        double y6 = logy ? (log(6.0) - log(lo)) / (log(hi) - log(lo)) : (6.0 - lo) / (hi - lo);
+        const double sep = 1.15 * o.font_pt / (o.height_in * 72 * 0.6);
+        CHECKF(fabs(g[0] - y3) < 1e-3, "logy %d: 'low' at graph %g, its end at %g", logy, g[0], y3);
+        CHECKF(g[1] >= g[0] + sep - 1e-3 && g[1] < g[0] + 2 * sep, "logy %d: 'near' (3.05, nudged) at %g, 'low' at %g", logy, g[1], g[0]);
+        CHECKF(fabs(g[2] - y6) < 1e-3, "logy %d: 'high' at graph %g, its end at %g", logy, g[2], y6);
+        char lab[64][48];
+        double val[64];
+        int n = tick_list(script, "y", lab, val, 64);
+        CHECKF(n >= 3, "logy %d: %d y ticks on a range of [%g, %g]", logy, n, lo, hi);
+        free(script);
+    }
+}
+
 int main(void) {
     make_data();
+    test_end_labels();
     test_quote();
     test_script();
     test_envelope();
