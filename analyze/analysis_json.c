@@ -3,6 +3,7 @@
 
 #include "an_internal.h"
 #include "tsc_analysis.h"
+#include "tsc_info.h"
 
 #define ERR_F(m, k) TSC_JSON_FIELD(tsc_err_summary_t, m, k)
 static const tsc_json_field_t err_fields[] = {
@@ -130,20 +131,7 @@ static void geometry_json(const tsc_analysis_t *a, tsc_json_t *j) {
     if (a->n_ranks) { /* a run of many ranks: which rank holds which rows and heads */
         tsc_json_key(j, "ranks");
         tsc_json_array_begin(j);
-        for (int i = 0; i < a->n_ranks; i++) {
-            const tsc_dump_rank_t *r = &a->ranks[i];
-            tsc_json_object_begin(j);
-            tsc_json_kv_int(j, "rank", r->rank);
-            tsc_json_kv_string(j, "file", r->file);
-            tsc_json_kv_int(j, "dp_rank", r->dp_rank);
-            tsc_json_kv_int(j, "tp_rank", r->tp_rank);
-            tsc_json_kv_int(j, "pp_rank", r->pp_rank);
-            tsc_json_kv_int(j, "batch0", r->batch0);
-            tsc_json_kv_int(j, "batch_n", r->batch_n);
-            tsc_json_kv_int(j, "head0", r->head0);
-            tsc_json_kv_int(j, "head_n", r->head_n);
-            tsc_json_object_end(j);
-        }
+        for (int i = 0; i < a->n_ranks; i++) tsc_dump_rank_json(&a->ranks[i], 0, j);
         tsc_json_array_end(j);
     }
 

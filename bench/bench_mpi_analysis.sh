@@ -48,8 +48,7 @@ for i in $(seq 1 "$RUNS"); do
     done
 done
 echo "load average (end): $(cut -d' ' -f1-3 /proc/loadavg) (limit $(bench_load_limit), $(nproc) CPUs)"
-stats() { sort -n "$tmp/$1" | awk '{v[NR] = $1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
-    printf "%.2f %.2f %.2f", m, v[1], v[NR]}'; }
+stats() { bench_stats "$tmp/$1"; }
 read -r p pl ph <<< "$(stats plain)"
 read -r m1 m1l m1h <<< "$(stats mpi1)"
 read -r m2 m2l m2h <<< "$(stats mpi2)"

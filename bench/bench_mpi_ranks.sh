@@ -51,8 +51,7 @@ for i in $(seq 1 "$RUNS"); do
     mpi2 c2 "$tmp/c.h5"
 done
 bench_load end
-stats() { sort -n "$tmp/$1" | awk '{v[NR] = $1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
-    printf "%.2f %.2f %.2f", m, v[1], v[NR]}'; }
+stats() { bench_stats "$tmp/$1"; }
 read -r a al ah <<< "$(stats a1)"
 read -r b bl bh <<< "$(stats b1)"
 read -r c cl ch <<< "$(stats c1)"

@@ -49,8 +49,7 @@ for i in $(seq 1 "$RUNS"); do
     done
 done
 echo "load average (end): $(cut -d' ' -f1-3 /proc/loadavg) (limit $(bench_load_limit), $(nproc) CPUs)"
-stats() { sort -n "$tmp/$1" | awk '{v[NR] = $1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
-    printf "%.2f %.2f %.2f", m, v[1], v[NR]}'; }
+stats() { bench_stats "$tmp/$1"; }
 read -r a al ah <<< "$(stats g1)"
 read -r b bl bh <<< "$(stats g2)"
 read -r c cl ch <<< "$(stats mpi2)"

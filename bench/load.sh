@@ -4,6 +4,7 @@
 # start exceeds the limit: $TSC_BENCH_MAX_LOAD, else 0.75 x the online CPUs (1.5 on 2 cores).
 #   bench_load WHEN   prints "load average (WHEN): ..."; sets BENCH_BUSY=1 when above the limit
 #   bench_settle [S]  waits up to S seconds (default 60) for the load to fall to the limit
+#   bench_stats FILE  "median min max" (%.2f) of the numbers in FILE, one a line
 bench_load_limit() {
     awk -v e="${TSC_BENCH_MAX_LOAD:-}" -v n="$(nproc)" 'BEGIN { printf "%.2f\n", e != "" ? e + 0 : 0.75 * n }'
 }
@@ -21,3 +22,7 @@ bench_settle() {
 }
 # What a benchmark prints instead of a ratio on a busy machine.
 BENCH_NOT_CLAIMED="not claimed: machine busy at the start (load average above the limit)"
+bench_stats() {
+    sort -n "$1" | awk '{v[NR] = $1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
+        printf "%.2f %.2f %.2f", m, v[1], v[NR]}'
+}

@@ -232,6 +232,21 @@ static void layers_json(const tsc_info_t *in, tsc_json_t *j) {
     tsc_json_array_end(j);
 }
 
+void tsc_dump_rank_json(const tsc_dump_rank_t *r, int with_bytes, tsc_json_t *j) {
+    tsc_json_object_begin(j);
+    tsc_json_kv_int(j, "rank", r->rank);
+    tsc_json_kv_string(j, "file", r->file);
+    tsc_json_kv_int(j, "dp_rank", r->dp_rank);
+    tsc_json_kv_int(j, "tp_rank", r->tp_rank);
+    tsc_json_kv_int(j, "pp_rank", r->pp_rank);
+    tsc_json_kv_int(j, "batch0", r->batch0);
+    tsc_json_kv_int(j, "batch_n", r->batch_n);
+    tsc_json_kv_int(j, "head0", r->head0);
+    tsc_json_kv_int(j, "head_n", r->head_n);
+    if (with_bytes) tsc_json_kv_int(j, "size_bytes", (int64_t)r->bytes);
+    tsc_json_object_end(j);
+}
+
 void tsc_info_json(const tsc_info_t *in, tsc_json_t *j) {
     tsc_json_object_begin(j);
     tsc_json_kv_string(j, "path", in->path);
@@ -251,19 +266,7 @@ void tsc_info_json(const tsc_info_t *in, tsc_json_t *j) {
     tsc_json_key(j, "ranks");
     tsc_json_array_begin(j);
     for (int i = 0; i < in->n_ranks; i++) {
-        const tsc_dump_rank_t *r = &in->ranks[i];
-        tsc_json_object_begin(j);
-        tsc_json_kv_int(j, "rank", r->rank);
-        tsc_json_kv_string(j, "file", r->file);
-        tsc_json_kv_int(j, "dp_rank", r->dp_rank);
-        tsc_json_kv_int(j, "tp_rank", r->tp_rank);
-        tsc_json_kv_int(j, "pp_rank", r->pp_rank);
-        tsc_json_kv_int(j, "batch0", r->batch0);
-        tsc_json_kv_int(j, "batch_n", r->batch_n);
-        tsc_json_kv_int(j, "head0", r->head0);
-        tsc_json_kv_int(j, "head_n", r->head_n);
-        tsc_json_kv_int(j, "size_bytes", (int64_t)r->bytes);
-        tsc_json_object_end(j);
+        tsc_dump_rank_json(&in->ranks[i], 1, j);
     }
     tsc_json_array_end(j);
     tsc_json_key(j, "planted");

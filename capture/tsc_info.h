@@ -96,6 +96,9 @@ typedef struct {
 TSC_API tsc_status_t tsc_info_read(const char *path, const tsc_select_t *sel, int deep, tsc_info_t **out);
 /* The result as one JSON object (keys above). */
 TSC_API void tsc_info_json(const tsc_info_t *in, tsc_json_t *j);
+/* One rank of a run as a JSON object (info's and summary.json's "ranks" entries): rank, file, dp/tp/pp
+ * rank, batch0, batch_n, head0, head_n, and with_bytes the file's size_bytes. */
+TSC_API void tsc_dump_rank_json(const tsc_dump_rank_t *r, int with_bytes, tsc_json_t *j);
 TSC_API void tsc_info_free(tsc_info_t *in);
 
 #ifdef __cplusplus
