@@ -203,24 +203,43 @@ static tsc_status_t emit_heat(const fig_out_t *out, const tsc_heatmap_opts_t *ho
 /* Log series for figs 2, 7, 10, 13: each log's loss column (tsc_log_loss_column: val = 1 the
  * validation loss, 0 the per-iteration training loss); returns the number of series made (arrays
  * owned by bufs). */
-static int log_series(const tsc_figure_src_t *s, int val, tsc_plot_series_t *ser, double **bufs, tsc_figure_info_t *info) {
+/* The series of every log's loss column (val: validation, else training), at most TSC_FIG_MAX_LOGS; bufs
+ * [2k], [2k+1] their x and y (the caller frees), nm their names. A W&B export of several runs ("<run> -
+ * val/loss" columns) gives one series per run, named "<run>" (or "<log>: <run>" among several logs),
+ * unless a column was chosen (FILE:COLUMN). */
+static int log_series(const tsc_figure_src_t *s, int val, tsc_plot_series_t *ser, double **bufs, char (*nm)[96],
+                      tsc_figure_info_t *info) {
     int k = 0;
-    for (int i = 0; i < s->n_logs; i++) {
+    for (int i = 0; i < s->n_logs && k < TSC_FIG_MAX_LOGS; i++) {
         const tsc_log_t *lg = s->logs[i];
-        int c = tsc_log_loss_column(lg, val);
-        if (c < 0) continue;
-        double *x = malloc(lg->n_rows * sizeof *x), *y = malloc(lg->n_rows * sizeof *y);
-        if (!x || !y) { free(x); free(y); continue; }
-        size_t n = tsc_log_series(lg, c, x, y);
-        if (!n) { free(x); free(y); continue; }
-        bufs[2 * k] = x, bufs[2 * k + 1] = y;
-        memset(&ser[k], 0, sizeof ser[k]);
-        ser[k].name = lg->name, ser[k].x = x, ser[k].y = y, ser[k].n = n, ser[k].style = TSC_PLOT_LINES;
-        /* runs of one experiment can coincide: a dash type per run lets the curves under the last one
-         * show through its gaps, so overlapping runs read as overlapping, not as missing */
-        ser[k].dash = k == 0 ? 1 : 2 + (k - 1) % 4;
-        cap_printf(info, "%s'%s' = column %s of %s (%zu points)", k ? "; " : "", lg->name, lg->cols[c], tsc_fig_base(lg->path), n);
-        k++;
+        int c0 = tsc_log_loss_column(lg, val);
+        if (c0 < 0) continue;
+        const char *dash = strstr(lg->cols[c0], " - ");
+        int runs = lg->pick < 0 && dash; /* the export's runs: the columns ending as c0 does after "<run>" */
+        for (int c = c0; c < lg->n_cols && k < TSC_FIG_MAX_LOGS; c++) {
+            if (c != c0) {
+                const char *d = runs ? strstr(lg->cols[c], " - ") : NULL;
+                if (!d || strcmp(d, dash) != 0) continue;
+            }
+            double *x = malloc(lg->n_rows * sizeof *x), *y = malloc(lg->n_rows * sizeof *y);
+            if (!x || !y) { free(x); free(y); continue; }
+            size_t n = tsc_log_series(lg, c, x, y);
+            if (!n) { free(x); free(y); continue; }
+            bufs[2 * k] = x, bufs[2 * k + 1] = y;
+            if (runs) {
+                int rl = (int)(strstr(lg->cols[c], " - ") - lg->cols[c]);
+                if (s->n_logs > 1) snprintf(nm[k], sizeof nm[k], "%.40s: %.*s", lg->name, rl > 50 ? 50 : rl, lg->cols[c]);
+                else snprintf(nm[k], sizeof nm[k], "%.*s", rl > 90 ? 90 : rl, lg->cols[c]);
+            } else snprintf(nm[k], sizeof nm[k], "%s", lg->name);
+            memset(&ser[k], 0, sizeof ser[k]);
+            ser[k].name = nm[k], ser[k].x = x, ser[k].y = y, ser[k].n = n, ser[k].style = TSC_PLOT_LINES;
+            /* runs of one experiment can coincide: a dash type per run lets the curves under the last one
+             * show through its gaps, so overlapping runs read as overlapping, not as missing */
+            ser[k].dash = k == 0 ? 1 : 2 + (k - 1) % 4;
+            cap_printf(info, "%s'%s' = column %s of %s (%zu points)", k ? "; " : "", nm[k], lg->cols[c],
+                       tsc_fig_base(lg->path), n);
+            k++;
+        }
     }
     return k;
 }
@@ -259,7 +278,8 @@ static tsc_status_t fig10(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     double *bufs[2 * TSC_FIG_MAX_LOGS] = {0}, *sm[TSC_FIG_MAX_LOGS] = {0};
     char faint[TSC_FIG_MAX_LOGS][24], names[TSC_FIG_MAX_LOGS][128];
     snprintf(info->caption, sizeof info->caption, "fig10: training loss vs step: ");
-    int k = log_series(s, 0, ser, bufs, info);
+    char lnames[TSC_FIG_MAX_LOGS][96];
+    int k = log_series(s, 0, ser, bufs, lnames, info);
     if (k == 0) return no_loss_column(s, "fig10", 0);
     tsc_status_t st = TSC_OK;
     double xlo = INFINITY, xhi = -INFINITY;
@@ -313,7 +333,8 @@ static tsc_status_t fig_logs(tsc_figure_src_t *s, const tsc_figure_opts_t *o, co
     tsc_plot_opts_t po;
     plot_defaults(&po, o, info);
     snprintf(info->caption, sizeof info->caption, "%s: validation loss vs step: ", id);
-    int k = log_series(s, 1, ser, bufs, info);
+    char lnames[TSC_FIG_MAX_LOGS][96];
+    int k = log_series(s, 1, ser, bufs, lnames, info);
     tsc_status_t st = TSC_OK;
     if (k == 0)
         st = no_loss_column(s, id, 1);
@@ -1203,7 +1224,8 @@ static tsc_status_t fig13(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const
     tsc_plot_series_t ser[1 + TSC_FIG_MAX_LOGS];
     double *bufs[2 * TSC_FIG_MAX_LOGS] = {0};
     snprintf(info->caption, sizeof info->caption, "fig13: ");
-    int k = log_series(s, 1, ser, bufs, info);
+    char lnames[TSC_FIG_MAX_LOGS][96];
+    int k = log_series(s, 1, ser, bufs, lnames, info);
     char cname[64];
     snprintf(cname, sizeof cname, "tied rows, layer %d%s", sel->layer, k ? " (right axis)" : "");
     ser[k] = (tsc_plot_series_t){.name = cname, .x = c.steps, .y = cnt, .n = (size_t)c.S,

@@ -37,6 +37,13 @@ grep -q "linear loss axis" fig2.cap && grep -q "linear loss axis" fig10.cap && o
     bad "fig2 --log-y --ylim: $(cat ly.cap)"
 expect 2 "--ylim expects LO:HI with LO < HI" "$T" figure fig2 --log bf16=a.csv --ylim 6:2 -o bad.png
 expect 2 "a logarithmic axis needs LO > 0" "$T" figure fig2 --log bf16=a.csv --log-y --ylim 0:2 -o bad.png
+# a W&B export of two runs draws both, each named by its run; a chosen column draws that one
+printf '"Step","runA - val/loss","runA - val/loss__MIN","runA - val/loss__MAX","runB - val/loss"\n0,5,5,5,5.1\n100,4,4,4,4.2\n200,3,3,3,3.5\n' > wb.csv
+"$T" figure fig2 --log wb=wb.csv -o wb.png > wb.cap 2>&1 &&
+    grep -q "'runA' = column runA - val/loss of wb.csv (3 points); 'runB' = column runB - val/loss of wb.csv (3 points);" wb.cap &&
+    ok || bad "a two-run W&B export: $(cat wb.cap)"
+"$T" figure fig2 --log 'wb=wb.csv:runB - val/loss' -o wb.png > wb.cap 2>&1 && grep -q "'wb' = column runB - val/loss" wb.cap &&
+    ! grep -q runA wb.cap && ok || bad "a chosen W&B column: $(cat wb.cap)"
 # fig3's largest W^Q norm is a planted head (1 or 3 in the tiny shape, docs/FORMAT.md 1.6)
 grep -Eq "Largest: head (1|3) " fig3.cap && ok || bad "fig3 caption: $(cat fig3.cap)"
 
