@@ -436,18 +436,22 @@ static void bits_json(tsc_json_t *j, const char *key, uint64_t u, const char *fm
     tsc_json_kv_string(j, key, s);
 }
 
+/* The keys that name a record: step, layer, dataset, head. */
+static void rec_id_json(tsc_json_t *j, const tsc_diff_rec_t *x) {
+    tsc_json_kv_int(j, "step", x->step);
+    tsc_json_kv_int(j, "layer", x->layer);
+    tsc_json_kv_string(j, "dataset", x->name);
+    tsc_json_kv_int(j, "head", x->head);
+}
+
 static void rec_ref_json(tsc_json_t *j, const char *key, const tsc_diff_t *r, long i) {
     tsc_json_key(j, key);
     if (i < 0) {
         tsc_json_null(j);
         return;
     }
-    const tsc_diff_rec_t *x = &r->recs[i];
     tsc_json_object_begin(j);
-    tsc_json_kv_int(j, "step", x->step);
-    tsc_json_kv_int(j, "layer", x->layer);
-    tsc_json_kv_string(j, "dataset", x->name);
-    tsc_json_kv_int(j, "head", x->head);
+    rec_id_json(j, &r->recs[i]);
     tsc_json_object_end(j);
 }
 
@@ -537,10 +541,7 @@ void tsc_diff_json(const tsc_diff_t *r, tsc_json_t *j) {
     for (size_t i = 0; i < r->n_recs; i++) {
         const tsc_diff_rec_t *x = &r->recs[i];
         tsc_json_object_begin(j);
-        tsc_json_kv_int(j, "step", x->step);
-        tsc_json_kv_int(j, "layer", x->layer);
-        tsc_json_kv_string(j, "dataset", x->name);
-        tsc_json_kv_int(j, "head", x->head);
+        rec_id_json(j, x);
         tsc_json_kv_string(j, "dtype_a", x->fmt_a);
         tsc_json_kv_string(j, "dtype_b", x->fmt_b);
         tsc_json_kv_bool(j, "agrees", x->agrees);

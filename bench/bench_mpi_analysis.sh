@@ -17,12 +17,10 @@ TSC=${1:-$here/../build/tilescope}
 RUNS=${2:-5}
 CMD=${3:-diagnose}
 . "$here/load.sh"
-command -v mpirun >/dev/null || { echo "mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"; exit 1; }
+bench_mpi_env || exit 1
 "$TSC" mpi-info >/dev/null || exit 1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
 ID=0123456789abcdef0123456789abcdef
 "$TSC" synth -q -o "$tmp/run.h5" --shape gpt2-small --layers 0:4 --seq-len 256 --batch 8 --ranks 8 || exit 1
 echo "$CMD on MPI processes: GPT-2-small shape, 4 layers, T = 256, 8 rank dumps of 1 row each; $(nproc) CPUs"

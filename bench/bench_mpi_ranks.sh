@@ -19,12 +19,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 TSC=${1:-$here/../build/tilescope}
 RUNS=${2:-3}
 . "$here/load.sh"
-command -v mpirun >/dev/null || { echo "mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"; exit 1; }
+bench_mpi_env || exit 1
 "$TSC" mpi-info >/dev/null || exit 1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
 S=(--shape gpt2-small --layers 0:4 --seq-len 256)
 "$TSC" synth -q -o "$tmp/a.h5" "${S[@]}" --batch 8 --ranks 8 || exit 1
 "$TSC" synth -q -o "$tmp/b.h5" "${S[@]}" --batch 32 --ranks 8 || exit 1

@@ -19,11 +19,9 @@ TSC=${1:-$here/../build/tilescope}
 RUNS=${2:-5}
 STEPS=${3:-20}
 . "$here/load.sh"
-command -v mpirun >/dev/null || { echo "mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"; exit 1; }
+bench_mpi_env || exit 1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
 A=(--model gpt2-mini --batch 8 --steps "$STEPS" --val-every 100000 --stats-every 100000 --ckpt-every 100000 -q)
 echo "train on MPI processes: gpt2-mini, batch 8, $STEPS steps; $(nproc) CPUs"
 echo "load average (start): $(cut -d' ' -f1-3 /proc/loadavg) (limit $(bench_load_limit), $(nproc) CPUs)"

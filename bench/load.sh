@@ -5,6 +5,8 @@
 #   bench_load WHEN   prints "load average (WHEN): ..."; sets BENCH_BUSY=1 when above the limit
 #   bench_settle [S]  waits up to S seconds (default 60) for the load to fall to the limit
 #   bench_stats FILE  "median min max" (%.2f) of the numbers in FILE, one a line
+#   bench_mpi_env     mpirun present (else says how to install it, status 1); the environment of one
+#                     node's runs: as root allowed, shared memory and self transports only
 bench_load_limit() {
     awk -v e="${TSC_BENCH_MAX_LOAD:-}" -v n="$(nproc)" 'BEGIN { printf "%.2f\n", e != "" ? e + 0 : 0.75 * n }'
 }
@@ -25,4 +27,9 @@ BENCH_NOT_CLAIMED="not claimed: machine busy at the start (load average above th
 bench_stats() {
     sort -n "$1" | awk '{v[NR] = $1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
         printf "%.2f %.2f %.2f", m, v[1], v[NR]}'
+}
+bench_mpi_env() {
+    command -v mpirun >/dev/null || { echo "mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"; return 1; }
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+    export OMPI_MCA_btl_vader_single_copy_mechanism=none
 }

@@ -22,7 +22,7 @@
 static const char *const names[] = {"q", "k", "v", "o", "do", "lse", "x", "w_q", "w_k", "w_v", "w_o"};
 static const int name_try[] = {5, 7, 8, 9, 10, 4, 0, 1, 2, 3, 6};
 #define N_NAMES 11
-enum { NM_Q = 0, NM_K = 1, NM_X = 6 };
+enum { NM_Q = 0, NM_K = 1, NM_V = 2, NM_X = 6 };
 static const char *const default_maps[] = {"{name}", "step_{step}/layer_{layer}/{name}", "layer{layer}.{name}",
                                            "layers.{layer}.{name}"};
 /* Backtracking steps one name may cost a map ("*a*a*" against a long hostile name). */
@@ -208,7 +208,7 @@ static int layout_fits(const tsc_tensor_file_t *f, const placed_t *pl, int n, co
             *bad = i;
             return 0;
         }
-        const uint64_t h = pl[i].name == 1 || pl[i].name == 2 ? (kp ? kd[1] : qd[1]) : qd[1];
+        const uint64_t h = pl[i].name == NM_K || pl[i].name == NM_V ? (kp ? kd[1] : qd[1]) : qd[1];
         if (d[0] != qd[0] || d[1] != h || d[2] != qd[2] || d[3] != qd[3]) {
             *bad = i;
             return 0;

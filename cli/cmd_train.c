@@ -256,7 +256,7 @@ int tsc_cmd_train(int argc, char **argv) {
     if (resume && (out || fork)) return tsc_cli_usage_error(cmd, "--resume RUN continues RUN in place: no -o or --fork");
     if (!out == !resume) return tsc_cli_usage_error(cmd, "give -o RUN (a new run) or --resume RUN");
     if ((rc = only_flags(cmd, argc, argv, resume ? "--resume" : fork ? "--fork" : NULL))) return rc;
-    print_ctx_t pc = {quiet, 10, 0, 0, 0, 0};
+    print_ctx_t pc = {.quiet = quiet, .every = 10};
     char note[160];
     if ((rc = tsc_cli_comm_start(cmd))) return rc;
     const tsc_comm_t *comm = tsc_cli_comm();
