@@ -80,6 +80,53 @@ static void mark_records(const an_run_t *R, const int64_t *pf) {
     }
 }
 
+/* a->pooled: each (layer, head) over its records, from the pooled feature arrays p (see
+ * tsc_head_pooled_t for each number's definition). */
+static tsc_status_t pool_heads(const an_run_t *R, const pooled_t *p) {
+    tsc_analysis_t *a = R->a;
+    size_t nh = (size_t)R->nh, D = (size_t)R->D, n = (size_t)R->nL * nh;
+    if (!(a->pooled = calloc(n ? n : 1, sizeof *a->pooled)))
+        return tsc_error_set(TSC_ERR_NOMEM, "analysis: no memory for the pooled heads [%zu]", n);
+    a->n_pooled = n;
+    for (size_t li = 0; li < (size_t)R->nL; li++)
+        for (size_t hi = 0; hi < nh; hi++) {
+            tsc_head_pooled_t *q = &a->pooled[li * nh + hi];
+            q->layer = R->layers[li], q->head = R->hs[hi], q->top_feature = -1;
+            q->top_feature_mean_ulp = q->o_signed_mean = q->accum_gain = NAN;
+            double best_p = 2.0, best_abs = -1.0;
+            for (size_t f = 0; f < D; f++) {
+                size_t x = (li * nh + hi) * D + f;
+                q->n_features_flagged += p->pf[x] != 0;
+                if (!isfinite(p->pm[x])) continue;
+                if (p->pp[x] < best_p || (p->pp[x] == best_p && fabs(p->pm[x]) > best_abs))
+                    best_p = p->pp[x], best_abs = fabs(p->pm[x]), q->top_feature = (int)f,
+                    q->top_feature_mean_ulp = p->pm[x];
+            }
+            q->flagged = q->n_features_flagged > 0;
+            double osum = 0.0, on = 0.0, e2 = 0.0, t2 = 0.0;
+            for (size_t i = 0; i < a->n_heads; i++) {
+                const tsc_head_result_t *r = &a->heads[i];
+                if (r->layer != q->layer || r->head != q->head) continue;
+                q->n_steps++;
+                if (r->skipped) {
+                    q->n_skipped++;
+                    continue;
+                }
+                q->delta_biased_steps += r->delta_biased;
+                q->delta_cumsum += r->delta_sum; /* the last step's running sum (an_output.c), which comes later */
+                q->rows_multi_max += r->rows_multi_max;
+                osum += r->o_err.signed_mean * (double)r->o_err.n, on += (double)r->o_err.n;
+                if (isfinite(r->rank1_accum_gain) && r->rank1_accum_gain > 0) {
+                    double t = r->dwq_err_fro / r->rank1_accum_gain;
+                    e2 += r->dwq_err_fro * r->dwq_err_fro, t2 += t * t;
+                }
+            }
+            if (on > 0) q->o_signed_mean = osum / on;
+            if (t2 > 0) q->accum_gain = sqrt(e2 / t2);
+        }
+    return TSC_OK;
+}
+
 tsc_status_t an_flags_pool(const an_run_t *R, const an_pool_t *pool, hid_t fid) {
     tsc_analysis_t *a = R->a;
     size_t nh = (size_t)R->nh, D = (size_t)R->D, nP = (size_t)R->nL * nh * D;
@@ -98,9 +145,14 @@ tsc_status_t an_flags_pool(const an_run_t *R, const an_pool_t *pool, hid_t fid) 
         p.pf[x] = tsc_stats_flag(p.pp[x], a->n_feature_tests, p.pm[x], mc->n_pos + mc->n_neg, &a->rule);
     }
     mark_records(R, p.pf);
+    tsc_status_t st = pool_heads(R, &p);
+    if (st != TSC_OK) {
+        pooled_free(&p);
+        return st;
+    }
     hid_t g;
     uint64_t d3[3] = {(uint64_t)R->nL, nh, D};
-    tsc_status_t st = tsc_h5_group_create(fid, "cumulative", &g);
+    st = tsc_h5_group_create(fid, "cumulative", &g);
     if (st == TSC_OK) {
         const an_array_t a[] = {{"feature_bias_ulp", 3, d3, p.pm, NULL, "layer,head,feature", "ulp"},
                                 {"feature_p", 3, d3, p.pp, NULL, "layer,head,feature", "probability"},

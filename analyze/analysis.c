@@ -36,10 +36,17 @@ void tsc_analysis_free(tsc_analysis_t *a) {
     free(a->heads);
     free(a->layers);
     free(a->feature_flags);
+    free(a->pooled);
     free(a->dump_path);
     free(a->selection);
     free(a->ranks);
     free(a);
+}
+
+const tsc_head_pooled_t *tsc_analysis_pooled(const tsc_analysis_t *a, int layer, int head) {
+    for (size_t i = 0; a && i < a->n_pooled; i++)
+        if (a->pooled[i].layer == layer && a->pooled[i].head == head) return &a->pooled[i];
+    return NULL;
 }
 
 static void *xcalloc(size_t n, size_t sz, int *bad) {

@@ -192,11 +192,28 @@ static void norms_json(tsc_json_t *j, const char *key, const double w[4]) {
     tsc_json_object_end(j);
 }
 
-/* "heads" and "layers". */
+/* "heads", "per_head" and "layers". */
 static void layers_json(const tsc_analysis_t *a, tsc_json_t *j) {
     tsc_json_key(j, "heads");
     tsc_json_array_begin(j);
     for (size_t i = 0; i < a->n_heads; i++) head_json(j, &a->heads[i]);
+    tsc_json_array_end(j);
+
+#define POOL_F(m, k) TSC_JSON_FIELD(tsc_head_pooled_t, m, k)
+    static const tsc_json_field_t pf[] = {
+        POOL_F(layer, "layer"), POOL_F(head, "head"), POOL_F(n_steps, "steps"), POOL_F(n_skipped, "skipped_steps"),
+        TSC_JSON_BOOL(tsc_head_pooled_t, flagged, "flagged"), POOL_F(n_features_flagged, "features_flagged"),
+        POOL_F(delta_biased_steps, "delta_biased_steps"), POOL_F(delta_cumsum, "delta_cumsum"),
+        POOL_F(top_feature, "top_feature"), POOL_F(top_feature_mean_ulp, "top_feature_mean_ulp"),
+        POOL_F(o_signed_mean, "o_signed_mean"), POOL_F(rows_multi_max, "rows_multi_max"),
+        POOL_F(accum_gain, "accum_gain")};
+    tsc_json_key(j, "per_head");
+    tsc_json_array_begin(j);
+    for (size_t i = 0; i < a->n_pooled; i++) {
+        tsc_json_object_begin(j);
+        tsc_json_kv_fields(j, &a->pooled[i], pf, TSC_JSON_NFIELDS(pf));
+        tsc_json_object_end(j);
+    }
     tsc_json_array_end(j);
 
 #define LAYER_F(m, k) TSC_JSON_FIELD(tsc_layer_result_t, m, k)

@@ -650,18 +650,6 @@ static void verdict(const tsc_analysis_t *a, tsc_diag_head_t *dh) {
     dh->delta_p = rec ? rec->delta_err.p_sign : NAN;
     dh->mean_cos = rec ? rec->rank1_mean_cos : NAN;
     dh->top_energy = rec ? rec->rank1_top_energy : NAN;
-    /* pooled over the head's analysed steps: sqrt(sum_s |E_s|^2 / sum_s sum_T |term|^2), the
-     * energy-weighted mean of the per-step gain^2 (one step's gain is noisy: 1.5 to 4.3 across the
-     * steps of one planted head) */
-    double e2 = 0.0, t2 = 0.0;
-    for (size_t i = 0; i < a->n_heads; i++) {
-        const tsc_head_result_t *h = &a->heads[i];
-        if (h->layer != dh->layer || h->head != dh->head || !isfinite(h->rank1_accum_gain) || !(h->rank1_accum_gain > 0))
-            continue;
-        e2 += h->dwq_err_fro * h->dwq_err_fro;
-        t2 += (h->dwq_err_fro / h->rank1_accum_gain) * (h->dwq_err_fro / h->rank1_accum_gain);
-    }
-    dh->accum_gain = t2 > 0 ? sqrt(e2 / t2) : NAN;
     int biased = dh->flagged || dh->delta_biased;
     /* Similar directions (docs/MECHANISM.md §4 (3)): over all tokens, the signed rank-1 terms add up to at
      * least TSC_DIAG_ACCUM_GAIN times what the same terms give with independent random signs
@@ -726,7 +714,8 @@ static tsc_status_t at_risk(tsc_diagnosis_t *dg) {
             dh->head = x->head;
             dh->step = x->step;
             dh->culprit_ratio = dh->stable_ratio = dh->delta_src_ratio = dh->dpp_ratio = dh->fp32o_ratio = NAN;
-            dh->feature_mean_ulp = NAN;
+            dh->feature_mean_ulp = dh->accum_gain = NAN;
+            dh->top_feature = -1;
             for (int b = 0; b < TSC_DIAG_MAX_BETAS; b++) dh->beta_ratio[b] = NAN;
             snprintf(dh->culprit, sizeof dh->culprit, "none");
         }
@@ -735,9 +724,10 @@ static tsc_status_t at_risk(tsc_diagnosis_t *dg) {
     }
     for (size_t k = 0; k < dg->n; k++) {
         tsc_diag_head_t *dh = &dg->heads[k];
-        for (size_t i = 0; i < a->n_heads; i++)
-            if (a->heads[i].layer == dh->layer && a->heads[i].head == dh->head && !a->heads[i].skipped)
-                dh->delta_cumsum = a->heads[i].delta_cumsum;
+        const tsc_head_pooled_t *q = tsc_analysis_pooled(a, dh->layer, dh->head);
+        if (q) /* the analysis' pooled numbers, so that every page prints the same ones */
+            dh->delta_cumsum = q->delta_cumsum, dh->top_feature = q->top_feature,
+            dh->feature_mean_ulp = q->top_feature_mean_ulp, dh->accum_gain = q->accum_gain;
         dh->risk = fabs(dh->delta_cumsum);
     }
     if (dg->n > 1) qsort(dg->heads, dg->n, sizeof *dg->heads, by_risk);
@@ -832,13 +822,6 @@ static tsc_status_t examine_all(tsc_diagnosis_t *dg, const char *dump_path, cons
 #endif
         hst[k] = examine(&rs[tid], a, P, opts, dh);
         if (hst[k] != TSC_OK) snprintf(hmsg[k], sizeof hmsg[k], "%s", tsc_error_last());
-        /* the pooled mean error of the first flagged feature */
-        if (hst[k] == TSC_OK && dh->n_features > 0) {
-            for (size_t i = 0; i < a->n_heads; i++)
-                if (a->heads[i].layer == dh->layer && a->heads[i].head == dh->head && !a->heads[i].skipped &&
-                    a->heads[i].top_feature == dh->features[0])
-                    dh->feature_mean_ulp = a->heads[i].top_feature_mean_ulp;
-        }
 #pragma omp critical(tsc_diagnose_progress)
         tsc_progress_tick(opts->an.progress, ++n_done);
     }
@@ -886,39 +869,44 @@ static tsc_status_t examine_all(tsc_diagnosis_t *dg, const char *dump_path, cons
 }
 
 /* The analysis results the examination reads (the head records, the feature flags, the steps, the
- * policies), from rank 0 to the other processes, which get them as a partial tsc_analysis_t. */
+ * pooled heads, the policies), from rank 0 to the other processes, which get them as a partial tsc_analysis_t. */
 static tsc_status_t share_analysis(const tsc_comm_t *c, tsc_analysis_t **ap) {
     typedef struct {
-        uint64_t n_heads, n_steps, D;
+        uint64_t n_heads, n_steps, D, n_pooled;
         char hp[TSC_POLICY_STR_MAX], lp[TSC_POLICY_STR_MAX];
     } hdr_t;
     tsc_analysis_t *a = *ap;
     void *buf = NULL;
     size_t n = 0;
     if (c->rank == 0) {
-        hdr_t h = {a->n_heads, (uint64_t)a->n_steps, (uint64_t)a->D, "", ""};
+        hdr_t h = {a->n_heads, (uint64_t)a->n_steps, (uint64_t)a->D, a->n_pooled, "", ""};
         memcpy(h.hp, a->hp, sizeof h.hp), memcpy(h.lp, a->lp, sizeof h.lp);
-        size_t nh = a->n_heads * sizeof *a->heads, nf = a->n_heads * (size_t)a->D + 1, ns = (size_t)a->n_steps * sizeof *a->steps;
-        n = sizeof h + nh + nf + ns;
+        size_t nh = a->n_heads * sizeof *a->heads, nf = a->n_heads * (size_t)a->D + 1, ns = (size_t)a->n_steps * sizeof *a->steps,
+               np = a->n_pooled * sizeof *a->pooled;
+        n = sizeof h + nh + nf + ns + np;
         if (!(buf = malloc(n))) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
         unsigned char *p = buf;
         memcpy(p, &h, sizeof h), memcpy(p + sizeof h, a->heads, nh), memcpy(p + sizeof h + nh, a->feature_flags, nf);
         memcpy(p + sizeof h + nh + nf, a->steps, ns);
+        if (np) memcpy(p + sizeof h + nh + nf + ns, a->pooled, np);
     }
     tsc_status_t st = tsc_comm_bcast_alloc(c, 0, &buf, &n);
     if (st == TSC_OK && c->rank != 0) {
         hdr_t h;
         const unsigned char *p = buf;
         memcpy(&h, p, sizeof h);
-        size_t nh = h.n_heads * sizeof *a->heads, nf = h.n_heads * h.D + 1, ns = h.n_steps * sizeof(long long);
+        size_t nh = h.n_heads * sizeof *a->heads, nf = h.n_heads * h.D + 1, ns = h.n_steps * sizeof(long long),
+               np = h.n_pooled * sizeof *a->pooled;
         if (!(a = *ap = calloc(1, sizeof *a)) || !(a->heads = malloc(nh ? nh : 1)) || !(a->feature_flags = malloc(nf)) ||
-            !(a->steps = malloc(ns ? ns : 1)))
+            !(a->steps = malloc(ns ? ns : 1)) || !(a->pooled = malloc(np ? np : 1)))
             st = tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
         else {
             a->n_heads = h.n_heads, a->n_steps = (int)h.n_steps, a->D = (int)h.D;
             memcpy(a->hp, h.hp, sizeof a->hp), memcpy(a->lp, h.lp, sizeof a->lp);
             memcpy(a->heads, p + sizeof h, nh), memcpy(a->feature_flags, p + sizeof h + nh, nf);
             memcpy(a->steps, p + sizeof h + nh + nf, ns);
+            a->n_pooled = h.n_pooled;
+            if (np) memcpy(a->pooled, p + sizeof h + nh + nf + ns, np);
         }
     }
     free(buf);
@@ -1043,7 +1031,7 @@ const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, siz
         return buf;
     }
     char feats[128] = "all", gain[48] = "";
-    if (isfinite(h->accum_gain)) snprintf(gain, sizeof gain, " (accumulation gain %.1f)", h->accum_gain);
+    if (isfinite(h->accum_gain)) snprintf(gain, sizeof gain, " (accumulation gain %.2f)", h->accum_gain);
     if (h->n_features > 0) {
         size_t n = 0;
         for (int f = 0; f < h->n_features && n < sizeof feats - 8; f++)
@@ -1206,6 +1194,7 @@ static void diag_json(void *ctx, tsc_json_t *j) {
         int64_t fl[TSC_ANALYSIS_MAX_FLAGGED];
         for (int f = 0; f < h->n_features; f++) fl[f] = h->features[f];
         tsc_json_kv_ints(j, "features", fl, (size_t)h->n_features);
+        tsc_json_kv_int(j, "top_feature", h->top_feature);
         tsc_json_kv_number(j, "feature_mean_ulp", h->feature_mean_ulp);
         tsc_json_kv_number(j, "bias_lp", h->bias_lp);
         stage_list(j, "substitutions", h->n_subst, h->subst_stage, h->subst_name, h->subst_ratio);

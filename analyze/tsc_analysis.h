@@ -132,6 +132,27 @@ typedef struct {
                                                    they all add up in one direction; NaN without x */
 } tsc_head_result_t;
 
+/* One (layer, head) pooled over the analysed steps and batch rows: the one definition of each per-head
+ * number that the report, figure 1, diagnose and compare print (summary.json "per_head"). */
+typedef struct {
+    int layer, head;
+    int n_steps;                 /* analysed steps with a record of this head */
+    int n_skipped;               /* of them, skipped for NaN/Inf inputs */
+    int flagged;                 /* >= 1 feature flagged by the pooled rule (tsc_stats_flag) */
+    int n_features_flagged;
+    int delta_biased_steps;      /* records whose delta_lp - delta_hp is biased (delta_biased) */
+    double delta_cumsum;         /* sum over the analysed steps, rows and tokens of delta_lp - delta_hp */
+    int top_feature;             /* the feature of smallest pooled p of its delta contribution, then largest
+                                    |pooled mean ULP|: the pooled counterpart of a record's top_feature */
+    double top_feature_mean_ulp; /* its mean (O_lp - O_hp)/ulp over every row of every step: the number the
+                                    flag rule's min_ulp compares */
+    double o_signed_mean;        /* mean O_lp - O_hp in value units over all elements of all steps (a mean
+                                    in ULPs is dominated by outputs near 0, where an ULP is tiny) */
+    int64_t rows_multi_max;      /* rows with >= 2 entries at the row max, summed over the steps */
+    double accum_gain;           /* sqrt(sum_s dwq_err_fro_s^2 / sum_s sum_T |term|^2): the energy-weighted mean
+                                    of the records' rank1_accum_gain^2 (one step's gain is noisy); NaN without x */
+} tsc_head_pooled_t;
+
 /* Spectral norms of one (step, layer). NaN where the weight is absent. */
 typedef struct {
     long long step;
@@ -174,6 +195,8 @@ typedef struct {
                                               NaN/Inf inputs, a policy with an FP64 stage) */
     long long lp_fit_step;
     tsc_fit_cmp_t lp_fit_o;
+    size_t n_pooled;
+    tsc_head_pooled_t *pooled;             /* [n_pooled] in (layer, head) order */
     int n_ranks;                           /* the dump is a run of many ranks (tsc_dump_n_ranks): its */
     tsc_dump_rank_t *ranks;                /* [n_ranks] rank table, summary.json's "ranks"; else 0, NULL */
 } tsc_analysis_t;
@@ -186,6 +209,8 @@ typedef struct {
 TSC_API tsc_status_t tsc_analysis_run(const char *dump_path, const char *out_dir, const tsc_analysis_opts_t *opts,
                               tsc_analysis_t **out);
 TSC_API void tsc_analysis_free(tsc_analysis_t *a);
+/* The pooled record of (layer, head), NULL when the analysis has none. */
+TSC_API const tsc_head_pooled_t *tsc_analysis_pooled(const tsc_analysis_t *a, int layer, int head);
 
 /* Writes the summary (keys documented in docs/FORMAT.md §3) into j as one object. */
 TSC_API void tsc_analysis_summary_json(const tsc_analysis_t *a, tsc_json_t *j);

@@ -115,7 +115,8 @@ typedef struct {
     int features[TSC_ANALYSIS_MAX_FLAGGED]; /* the first flagged features (pooled), or none: all were used */
     int n_features_summed;             /* features B sums over: every flagged one (n_features lists at most
                                           TSC_ANALYSIS_MAX_FLAGGED of them), or all head_dim when none is */
-    double feature_mean_ulp;           /* pooled mean O error of the first flagged feature (ULPs) */
+    int top_feature;                   /* the head's pooled top feature (tsc_head_pooled_t), -1: none */
+    double feature_mean_ulp;           /* its pooled mean O error (ULPs) */
     double bias_lp;                    /* B(lp) over the replayed steps */
     int flagged, delta_biased;
     int n_subst;
@@ -139,7 +140,7 @@ typedef struct {
     char stage_note[200];              /* the culprit stage set, in the tool's stage names (appendix) */
     char verdict[32];                  /* "accumulates", "biased", "biased (no x)", "not biased" */
     double mean_cos, top_energy;       /* from the analysis (NaN without x) */
-    double accum_gain;                 /* rank1_accum_gain pooled over the head's steps (NaN without x) */
+    double accum_gain;                 /* tsc_head_pooled_t.accum_gain (NaN without x) */
     char recommendation[480];
     /* the single largest rounding event at the examined step (flagged features, every row) */
     int ev_found;

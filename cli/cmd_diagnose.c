@@ -134,10 +134,10 @@ int tsc_cmd_diagnose(int argc, char **argv) {
     const int poor = dg->fit_checked && tsc_fit_warning(dg->fit.identical) != NULL && !o_is_wide(dump, dg->fit_step);
     if (!json) {
         const tsc_analysis_t *a = dg->an;
-        printf("diagnose %s: hp %s, lp %s; %zu head record%s over %d step%s; %zu at-risk layer/head%s "
+        printf("diagnose %s: hp %s, lp %s; %zu head record%s over %d step%s; %zu of %zu heads at risk "
                "(flags: Bonferroni t-test of delta contributions, family-wise false-positive bound %g, |bias| >= %g ulp)\n",
                dump, a->hp, a->lp, a->n_heads, TSC_CLI_S(a->n_heads), a->n_steps, TSC_CLI_S(a->n_steps), dg->n,
-               TSC_CLI_S(dg->n), a->rule.alpha, a->rule.min_ulp);
+               a->n_pooled, a->rule.alpha, a->rule.min_ulp);
         if (strcmp(a->lp_source, "--lp") != 0 && strcmp(a->lp_source, "the dump's policy") != 0)
             printf("lp: %s\n", a->lp_source);
         char line[2048], ev[2048];

@@ -31,21 +31,41 @@ static void addf(char *buf, size_t cap, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* The verdict line: the diagnosis of the shown head, else how many head records were flagged, else
+tsc_fig_counts_t tsc_fig_head_counts(const tsc_jv_t *sm) {
+    tsc_fig_counts_t n = {-1, -1, -1, -1};
+    const tsc_jv_t *ph = tsc_jv_get(sm, "per_head");
+    if (!ph) return n;
+    n.heads = (int)ph->n, n.flagged = n.records = n.delta_biased_records = 0;
+    for (size_t i = 0; i < ph->n; i++) {
+        n.flagged += tsc_jv_num(ph->items[i], "flagged") == 1;
+        n.records += (int)tsc_jv_num(ph->items[i], "steps");
+        n.delta_biased_records += (int)tsc_jv_num(ph->items[i], "delta_biased_steps");
+    }
+    return n;
+}
+
+const tsc_jv_t *tsc_fig_pooled(const tsc_jv_t *sm, int layer, int head) {
+    const tsc_jv_t *ph = tsc_jv_get(sm, "per_head");
+    for (size_t i = 0; ph && i < ph->n; i++)
+        if (tsc_jv_num(ph->items[i], "layer") == layer && tsc_jv_num(ph->items[i], "head") == head) return ph->items[i];
+    return NULL;
+}
+
+/* The verdict line: the diagnosis of the shown head, else how many heads were flagged, else
  * that none was. */
 static void set_verdict(const tsc_jv_t *sm, const tsc_jv_t *top, const tsc_fig_sel_t *sel, char *verdict,
                         size_t vcap) {
-    double n_flag = tsc_jv_num(sm, "n_flagged_heads");
+    tsc_fig_counts_t n = tsc_fig_head_counts(sm);
     if (top)
         snprintf(verdict, vcap, "Verdict for layer %d head %d (step %lld): %s. %s", sel->layer, sel->head, sel->step,
                  tsc_jv_str(top, "verdict") ? tsc_jv_str(top, "verdict") : "?",
                  tsc_jv_str(top, "recommendation") ? tsc_jv_str(top, "recommendation") : "");
-    else if (n_flag > 0)
-        snprintf(verdict, vcap, "%g flagged head records (analysis only: run `tilescope diagnose` for the verdict); "
-                                "shown: layer %d head %d, step %lld.", n_flag, sel->layer, sel->head, sel->step);
+    else if (n.flagged > 0)
+        snprintf(verdict, vcap, "%d of %d heads flagged (analysis only: run `tilescope diagnose` for the verdict); "
+                                "shown: layer %d head %d, step %lld.", n.flagged, n.heads, sel->layer, sel->head, sel->step);
     else
         snprintf(verdict, vcap, "No biased head found (flag rule: family-wise false-positive bound %g); shown: layer %d "
-                                "head %d.", tsc_jv_num(sm, "flag_rule.alpha"), sel->layer, sel->head);
+                                "head %d, step %lld.", tsc_jv_num(sm, "flag_rule.alpha"), sel->layer, sel->head, sel->step);
 }
 
 /* Link 1: a traced rounding event, else the census of rounding-up events; the rows with ties. */
@@ -71,26 +91,29 @@ static void node_rounding(node_t *n, const tsc_jv_t *top, const tsc_jv_t *rec, c
                                                 : "no evidence: no rounding event traced (run tilescope diagnose)");
     }
     if (rec && tsc_jv_num(rec, "ties.rows_multi_max") >= 0)
-        addf(n->body, sizeof n->body, "\nrows with >= 2 maxima: %g of %g", tsc_jv_num(rec, "ties.rows_multi_max"),
-             tsc_jv_num(rec, "rows"));
+        addf(n->body, sizeof n->body, "\nrows with >= 2 maxima at step %lld: %g of %g", sel->step,
+             tsc_jv_num(rec, "ties.rows_multi_max"), tsc_jv_num(rec, "rows"));
 }
 
-/* Link 2: delta_lp - delta_hp biased in a flagged head. Returns the accumulated sum shown. */
-static double node_delta(node_t *n, const tsc_jv_t *sm, const tsc_jv_t *top, const tsc_jv_t *rec) {
-    double n_flag = tsc_jv_num(sm, "n_flagged_heads");
-    double cum = top ? tsc_jv_num(top, "delta_cumsum") : (rec ? tsc_jv_num(rec, "delta.cumsum") : NAN);
-    int biased = 0;
-    const tsc_jv_t *hs = tsc_jv_get(sm, "heads");
-    for (size_t i = 0; hs && i < hs->n; i++) biased += tsc_jv_num(hs->items[i], "delta_biased") == 1;
-    if (n_flag > 0 || biased > 0) {
+/* Link 2: delta_lp - delta_hp biased in a flagged head: the head counts, then the shown head's pooled
+ * top feature and accumulated sum (summary.json "per_head", the numbers the report's tables print).
+ * Returns the accumulated sum shown. */
+static double node_delta(node_t *n, const tsc_jv_t *sm, const tsc_jv_t *top, const tsc_jv_t *rec,
+                         const tsc_fig_sel_t *sel) {
+    tsc_fig_counts_t c = tsc_fig_head_counts(sm);
+    const tsc_jv_t *q = tsc_fig_pooled(sm, sel->layer, sel->head);
+    double cum = q ? tsc_jv_num(q, "delta_cumsum") : top ? tsc_jv_num(top, "delta_cumsum")
+                                                         : (rec ? tsc_jv_num(rec, "delta.cumsum") : NAN);
+    if (c.flagged > 0 || c.delta_biased_records > 0) {
         n->evidence = 2;
-        addf(n->body, sizeof n->body, "flagged head records: %g; delta-biased: %d\n", n_flag, biased);
-        if (rec)
-            addf(n->body, sizeof n->body, "feature %g: %.3g ULP mean O error\n", tsc_jv_num(rec, "features.top"),
-                 tsc_jv_num(rec, "features.top_mean_ulp"));
+        addf(n->body, sizeof n->body, "%d of %d heads flagged; delta biased in %d of %d (step, head) records\n",
+             c.flagged, c.heads, c.delta_biased_records, c.records);
+        if (q)
+            addf(n->body, sizeof n->body, "head %d, top feature %g: %+.3g ULP mean O error over %g steps\n", sel->head,
+                 tsc_jv_num(q, "top_feature"), tsc_jv_num(q, "top_feature_mean_ulp"), tsc_jv_num(q, "steps"));
         addf(n->body, sizeof n->body, "sum of delta_lp - delta_hp, accumulated: %+.3g", cum);
     } else {
-        n->evidence = hs && hs->n ? 1 : 0;
+        n->evidence = c.heads > 0 ? 1 : 0;
         addf(n->body, sizeof n->body, "%s: delta_lp - delta_hp not biased in any head (accumulated %+.3g)",
              n->evidence ? "measured" : "no evidence", cum);
     }
@@ -108,10 +131,13 @@ static void node_rank1(node_t *nd, const tsc_jv_t *sm, const tsc_jv_t *top, cons
         double mc = tsc_jv_num(rec, "rank1.mean_cos");
         int similar = tsc_fig_ev_similar(mc) == 2;
         nd[2].evidence = tsc_fig_ev_similar(mc);
-        addf(nd[2].body, sizeof nd[2].body, "%g terms of tied rows: mean cosine %.3f (%s %.2f)\naccumulation gain "
-             "%.2f (all tokens)\ntop energy %.3f, eff. rank %.3g", tsc_jv_num(rec, "rank1.terms"), mc,
-             similar ? "similar: >=" : "not similar: <", TSC_FIG_SIMILAR_COS, tsc_jv_num(rec, "rank1.accum_gain"),
-             tsc_jv_num(rec, "rank1.top_energy"), tsc_jv_num(rec, "rank1.eff_rank"));
+        const tsc_jv_t *q = tsc_fig_pooled(sm, sel->layer, sel->head);
+        addf(nd[2].body, sizeof nd[2].body, "step %lld: %g terms of tied rows: mean cosine %.3f (%s %.2f)\ntop energy "
+             "%.3f, eff. rank %.3g", sel->step, tsc_jv_num(rec, "rank1.terms"), mc, similar ? "similar: >=" : "not similar: <",
+             TSC_FIG_SIMILAR_COS, tsc_jv_num(rec, "rank1.top_energy"), tsc_jv_num(rec, "rank1.eff_rank"));
+        if (q && isfinite(tsc_jv_num(q, "accum_gain")))
+            addf(nd[2].body, sizeof nd[2].body, "\naccumulation gain %.2f (all tokens, %g steps)",
+                 tsc_jv_num(q, "accum_gain"), tsc_jv_num(q, "steps"));
         nd[3].evidence = !isfinite(tsc_jv_num(rec, "rank1.dwq_err_fro")) ? 0 : similar && nd[1].evidence == 2 ? 2 : 1;
         addf(nd[3].body, sizeof nd[3].body, "|dW^Q error|_F at step %lld: %.3g\ncoefficient accumulated over %g steps: "
              "%+.3g", sel->step, tsc_jv_num(rec, "rank1.dwq_err_fro"), tsc_jv_num(sm, "computed_over.steps"), cum);
@@ -222,7 +248,7 @@ static void build_nodes(const tsc_figure_src_t *s, node_t *nd, char *verdict, si
     for (int i = 0; i < N_NODES; i++) nd[i].title = titles[i];
     set_verdict(sm, top, &sel, verdict, vcap);
     node_rounding(&nd[0], top, rec, &sel, tsc_jv_get(sm, "diagnosis") != NULL);
-    double cum = node_delta(&nd[1], sm, top, rec);
+    double cum = node_delta(&nd[1], sm, top, rec, &sel);
     node_rank1(nd, sm, top, rec, &sel, cum);
     node_wq_norm(&nd[4], s, &sel);
     node_loss(&nd[5], s);

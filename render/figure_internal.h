@@ -30,6 +30,16 @@ struct tsc_figure_src {
 int tsc_fig_ev_similar(double mean_cos);
 int tsc_fig_ev_loss(int diverges, int covers, int same_run);
 
+/* The head counts every page prints, from summary.json's "per_head" (one entry per analysed
+ * (layer, head), pooled over the steps): heads analysed, flagged by the pooled feature rule, and the
+ * (step, head) records whose delta is biased. All -1 for a summary without "per_head". */
+typedef struct {
+    int heads, flagged, records, delta_biased_records;
+} tsc_fig_counts_t;
+tsc_fig_counts_t tsc_fig_head_counts(const tsc_jv_t *summary);
+/* The pooled record of (layer, head) in summary.json's "per_head", NULL when absent. */
+const tsc_jv_t *tsc_fig_pooled(const tsc_jv_t *summary, int layer, int head);
+
 typedef struct {
     long long step;
     int layer, head, batch, token, feature;

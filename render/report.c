@@ -124,23 +124,24 @@ static size_t next_new_head(const tsc_jv_t *arr, size_t i) {
 }
 
 /* Fills row k (r: its cells) of a table from the (layer, head) whose first record is arr->items[i]. */
-typedef void (*head_row_fn)(const tsc_jv_t *arr, size_t i, int k, char **r);
+typedef void (*head_row_fn)(const tsc_jv_t *arr, size_t i, int k, char **r, const tsc_jv_t *sm);
 
-/* A table with a row per (layer, head) of arr's records, w cells a row, each row filled by fill;
- * the rows into *nrows. NULL when out of memory. */
-static char **head_table(const tsc_jv_t *arr, int w, head_row_fn fill, int *nrows) {
+/* A table with a row per (layer, head) of arr's records, w cells a row, each row filled by fill
+ * (which may read the rest of the summary sm); the rows into *nrows. NULL when out of memory. */
+static char **head_table(const tsc_jv_t *arr, int w, head_row_fn fill, const tsc_jv_t *sm, int *nrows) {
     size_t n = arr ? arr->n : 0;
     char **c = calloc((n ? n : 1) * (size_t)w, sizeof *c);
     if (!c) return NULL;
     int k = 0;
     for (size_t i = next_new_head(arr, 0); i < n; i = next_new_head(arr, i + 1), k++)
-        fill(arr, i, k, c + (size_t)k * w);
+        fill(arr, i, k, c + (size_t)k * w, sm);
     *nrows = k;
     return c;
 }
 
 /* A row of the analysis-only at-risk table: a flagged (layer, head). */
-static void flagged_row(const tsc_jv_t *arr, size_t i, int k, char **r) {
+static void flagged_row(const tsc_jv_t *arr, size_t i, int k, char **r, const tsc_jv_t *sm) {
+    (void)sm;
     const tsc_jv_t *h = arr->items[i];
     r[0] = cell("%d", k + 1);
     r[1] = cell("%g / %g", tsc_jv_num(h, "layer"), tsc_jv_num(h, "head"));
@@ -179,9 +180,9 @@ static char **at_risk_rows(const tsc_jv_t *sm, int *nrows) {
             r[1] = cell("%g / %g", tsc_jv_num(h, "layer"), tsc_jv_num(h, "head"));
             r[2] = cell("%g", tsc_jv_num(h, "step"));
             r[3] = cell("%+.3g", tsc_jv_num(h, "delta_cumsum"));
-            double fu = tsc_jv_num(h, "feature_mean_ulp");
-            r[4] = isfinite(fu) ? cell("%s (%.3g ULP)", feats[0] ? feats : "none", fu)
-                                : cell("%s", feats[0] ? feats : "none"); /* no mean where the head was not examined */
+            double fu = tsc_jv_num(h, "feature_mean_ulp"), tf = tsc_jv_num(h, "top_feature");
+            r[4] = isfinite(fu) && tf >= 0 ? cell("%s; top %g (%+.3g ULP)", feats[0] ? feats : "none", tf, fu)
+                                           : cell("%s", feats[0] ? feats : "none");
             if (!isfinite(tsc_jv_num(h, "culprit_ratio"))) {
                 r[5] = cell("not examined (beyond --max-heads)");
                 r[6] = cell("-");
@@ -193,68 +194,64 @@ static char **at_risk_rows(const tsc_jv_t *sm, int *nrows) {
             }
             double gain = tsc_jv_num(h, "accum_gain");
             const char *vd = tsc_jv_str(h, "verdict") ? tsc_jv_str(h, "verdict") : "?";
-            r[8] = isfinite(gain) ? cell("%s (gain %.1f)", vd, gain) : cell("%s", vd);
+            r[8] = isfinite(gain) ? cell("%s (gain %.2f)", vd, gain) : cell("%s", vd);
         }
         *nrows = (int)ar->n;
         return c;
     }
     /* analysis only: the flagged (layer, head)s, each once */
-    return head_table(tsc_jv_get(sm, "flagged_heads"), 9, flagged_row, nrows);
+    return head_table(tsc_jv_get(sm, "flagged_heads"), 9, flagged_row, sm, nrows);
 }
 
-/* A row of the per-(layer, head) table, pooled over the head's records (steps). */
-static void pooled_row(const tsc_jv_t *hs, size_t i, int k, char **r) {
-
-    const tsc_jv_t *h = hs->items[i];
-    double L = tsc_jv_num(h, "layer"), H = tsc_jv_num(h, "head");
-    /* the last step's record carries the running sums; count biased steps and ties over all */
-    const tsc_jv_t *last = h;
-    int biased = 0, steps = 0;
-    double ties = 0, omean = 0;
-    for (size_t j = i; j < hs->n; j++) {
-        const tsc_jv_t *g = hs->items[j];
-        if (!same_head(g, h)) continue;
-        last = g, steps++;
-        biased += tsc_jv_num(g, "delta_biased") == 1;
-        double t = tsc_jv_num(g, "ties.rows_multi_max");
-        if (isfinite(t)) ties += t;
-        double om = tsc_jv_num(g, "o.mean_ulp");
-        if (isfinite(om)) omean += om;
+/* A row of the per-(layer, head) table: the head's pooled record (summary.json "per_head"), the sink
+ * keys and a skip's reason from its last step's record. */
+static void pooled_row(const tsc_jv_t *ph, size_t i, int k, char **r, const tsc_jv_t *sm) {
+    (void)k;
+    const tsc_jv_t *q = ph->items[i], *hs = tsc_jv_get(sm, "heads"), *last = NULL;
+    for (size_t j = 0; hs && j < hs->n; j++)
+        if (same_head(hs->items[j], q)) last = hs->items[j];
+    r[0] = cell("%g / %g", tsc_jv_num(q, "layer"), tsc_jv_num(q, "head"));
+    double steps = tsc_jv_num(q, "steps"), skipped = tsc_jv_num(q, "skipped_steps");
+    if (skipped > 0 && skipped == steps) {
+        r[1] = cell("skipped: %s", last && tsc_jv_str(last, "first_nonfinite") ? tsc_jv_str(last, "first_nonfinite")
+                                                                                 : "NaN/Inf");
+        for (int c = 2; c < 8; c++) r[c] = cell("-");
+        return;
     }
-    r[0] = cell("%g / %g", L, H);
-    if (tsc_jv_num(last, "skipped") == 1) {
-        r[1] = cell("skipped: %s", tsc_jv_str(last, "first_nonfinite") ? tsc_jv_str(last, "first_nonfinite") : "NaN/Inf");
-        for (int q = 2; q < 8; q++) r[q] = cell("-");
-    } else {
-        r[1] = cell("%s", yesno(tsc_jv_num(last, "flagged")));
-        r[2] = cell("%d of %d", biased, steps);
-        r[3] = cell("%+.3g", tsc_jv_num(last, "delta.cumsum"));
-        r[4] = cell("%+.3g", steps ? omean / steps : NAN);
-        r[5] = cell("%g (%+.3g ULP)", tsc_jv_num(last, "features.top"), tsc_jv_num(last, "features.top_mean_ulp"));
-        r[6] = cell("%g", ties);
-        const tsc_jv_t *sk = tsc_jv_path(last, "ties.sinks_flagged");
-        char sinks[64] = "";
-        for (size_t q = 0; sk && q < sk->n; q++)
-            snprintf(sinks + strlen(sinks), sizeof sinks - strlen(sinks), "%s%g", q ? "," : "", sk->items[q]->num);
-        r[7] = cell("%s", sinks[0] ? sinks : "none");
-    }
+    r[1] = cell("%s", yesno(tsc_jv_num(q, "flagged")));
+    r[2] = skipped > 0 ? cell("%g of %g (%g skipped)", tsc_jv_num(q, "delta_biased_steps"), steps - skipped, skipped)
+                       : cell("%g of %g", tsc_jv_num(q, "delta_biased_steps"), steps);
+    r[3] = cell("%+.3g", tsc_jv_num(q, "delta_cumsum"));
+    r[4] = cell("%+.3g", tsc_jv_num(q, "o_signed_mean"));
+    r[5] = cell("%g (%+.3g ULP)", tsc_jv_num(q, "top_feature"), tsc_jv_num(q, "top_feature_mean_ulp"));
+    r[6] = cell("%g", tsc_jv_num(q, "rows_multi_max"));
+    const tsc_jv_t *sk = last ? tsc_jv_path(last, "ties.sinks_flagged") : NULL;
+    char sinks[64] = "";
+    for (size_t c = 0; sk && c < sk->n; c++)
+        snprintf(sinks + strlen(sinks), sizeof sinks - strlen(sinks), "%s%g", c ? "," : "", sk->items[c]->num);
+    r[7] = cell("%s", sinks[0] ? sinks : "none");
 }
 
 /* Per (layer, head), pooled over steps: [n][8]. */
 static char **head_rows(const tsc_jv_t *sm, int *nrows) {
     *nrows = 0;
-    return head_table(tsc_jv_get(sm, "heads"), 8, pooled_row, nrows);
+    return head_table(tsc_jv_get(sm, "per_head"), 8, pooled_row, sm, nrows);
 }
 
-/* Writes a file atomically from memory. */
-
 /* ---------------------------------------------------------------- the report's content */
+
+#define MIT_COLS 6  /* the fixes' table: layer / head, up to 4 fixes, the recommended one */
+#define BETA_COLS 7 /* the beta sweep's table */
 
 /* Everything the report says, built once for both outputs. */
 typedef struct {
     tsc_rp_fig_t figs[MAX_FIGS];
     int nf;
-    char verdict[1024], meta[2048], event[2048], mitig[8192], stages[2048];
+    char verdict[1024], meta[2048], event[2048], mitig[1024], stages[2048];
+    char **mit_cells, **beta_cells;      /* the fixes' table [n_mit][mit_ncol], the beta sweep [n_beta][BETA_COLS] */
+    int n_mit, mit_ncol, n_beta;
+    const char *mit_hdr[MIT_COLS];
+    char mit_hdr_buf[MIT_COLS][160], beta_title[256], sweep[2048];
     char ranks[8192];  /* a run of many ranks: where each at-risk head's bias comes from; "" otherwise */
     char fit[TSC_POLICY_STR_MAX + 128], fit_warn[256];  /* the diagnosed policy's fit; "" without one */
     char check[384];   /* the consistency check's line (summary.json diagnosis.check); "" without one */
@@ -275,6 +272,8 @@ static void content_free(content_t *c) {
     tsc_strbuf_free(&c->repro);
     if (c->ar_cells) free_cells(c->ar_cells, (size_t)c->n_ar * 9);
     if (c->hd_cells) free_cells(c->hd_cells, (size_t)c->n_hd * 8);
+    if (c->mit_cells) free_cells(c->mit_cells, (size_t)c->n_mit * c->mit_ncol);
+    if (c->beta_cells) free_cells(c->beta_cells, (size_t)c->n_beta * BETA_COLS);
     free(c);
 }
 
@@ -307,16 +306,20 @@ static void collect_figures(tsc_figure_src_t *src, const tsc_figure_opts_t *fo, 
     }
 }
 
+/* The verdict: how many of the analysed (layer, head)s are at risk (flagged by the pooled feature rule, or
+ * with delta biased in a step: the at-risk table's rows), and the top one's verdict. */
 static void verdict_text(const tsc_jv_t *sm, const tsc_jv_t *top, char *verdict, size_t cap) {
-    double n_flag = tsc_jv_num(sm, "n_flagged_heads");
+    tsc_fig_counts_t n = tsc_fig_head_counts(sm);
+    char of[32] = "";
+    if (n.heads > 0) snprintf(of, sizeof of, " of %d", n.heads);
     if (top)
-        snprintf(verdict, cap, "%g layer/head(s) at risk. Top: layer %g head %g: %s. Recommendation: %s",
-                 tsc_jv_num(sm, "diagnosis.n_at_risk"), tsc_jv_num(top, "layer"), tsc_jv_num(top, "head"),
+        snprintf(verdict, cap, "%g%s heads at risk. Top: layer %g head %g: %s. Recommendation: %s",
+                 tsc_jv_num(sm, "diagnosis.n_at_risk"), of, tsc_jv_num(top, "layer"), tsc_jv_num(top, "head"),
                  tsc_jv_str(top, "verdict") ? tsc_jv_str(top, "verdict") : "?",
                  tsc_jv_str(top, "recommendation") ? tsc_jv_str(top, "recommendation") : "-");
-    else if (n_flag > 0)
-        snprintf(verdict, cap, "%g flagged head records (analysis only; run `tilescope diagnose` for the "
-                               "verdict, culprit stage and mitigation).", n_flag);
+    else if (n.flagged > 0 || (n.heads < 0 && tsc_jv_num(sm, "n_flagged_heads") > 0))
+        snprintf(verdict, cap, "%d%s heads flagged (analysis only; run `tilescope diagnose` for the "
+                               "verdict, culprit stage and mitigation).", n.heads < 0 ? (int)tsc_jv_num(sm, "n_flagged_heads") : n.flagged, of);
     else
         snprintf(verdict, cap, "No biased head: nothing at risk under the flag rule (family-wise "
                                "false-positive bound %g).", tsc_jv_num(sm, "flag_rule.alpha"));
@@ -398,40 +401,74 @@ static void addf_buf(char *buf, size_t cap, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* What to switch on, per examined head: each practitioner's fix with its signed effect, then what
- * each beta of the sweep did (summary.json diagnosis.at_risk[].fixes, .beta_sweep). */
-static void mitig_text(const tsc_jv_t *sm, const char *dir, char *mitig, size_t cap) {
+/* What to switch on, per examined head: the intro (or why nothing was measured), then the fixes' table
+ * (a row per examined head, a column per fix, summary.json diagnosis.at_risk[].fixes) and the top
+ * head's beta sweep (.beta_sweep), each cell the signed bias left. */
+static void mitig_text(const tsc_jv_t *sm, const char *dir, content_t *c) {
     const tsc_jv_t *ar = tsc_jv_path(sm, "diagnosis.at_risk");
+    size_t cap = sizeof c->mitig;
     if (ar && !ar->n) {
-        snprintf(mitig, cap, "Not measured: the diagnosis found no head at risk, so no fix was replayed.");
+        snprintf(c->mitig, cap, "Not measured: the diagnosis found no head at risk, so no fix was replayed.");
         return;
     }
     if (!ar) {
-        snprintf(mitig, cap, "Not measured: this analysis has no diagnosis. `tilescope diagnose DUMP -o %s` "
-                             "replays the stabilised policy (+stable) and a beta sweep.", dir);
+        snprintf(c->mitig, cap, "Not measured: this analysis has no diagnosis. `tilescope diagnose DUMP -o %s` "
+                                "replays the stabilised policy (+stable) and a beta sweep.", dir);
         return;
     }
-    snprintf(mitig, cap, "Each fix was replayed on the head's tie rows. Bias left: +100%% = no effect, 0%% = removed, "
-                         "negative = the bias reversed sign (e.g. -40%%: reversed, at 40%% of its size). 'O' fixes are "
-                         "measured on the O error of the flagged features, 'delta' fixes on sum(delta - delta_hp).\n");
-    for (size_t i = 0; i < ar->n && i < 12; i++) {
-        const tsc_jv_t *h = ar->items[i], *fx = tsc_jv_get(h, "fixes"), *bs = tsc_jv_get(h, "beta_sweep");
-        if (!fx || !fx->n) {
-            addf_buf(mitig, cap, "layer %g head %g: not examined (beyond --max-heads)\n", tsc_jv_num(h, "layer"),
-                     tsc_jv_num(h, "head"));
-            continue;
-        }
-        addf_buf(mitig, cap, "layer %g head %g: %s\n", tsc_jv_num(h, "layer"), tsc_jv_num(h, "head"),
-                 str_of(h, "recommendation"));
-        for (size_t k = 0; k < fx->n; k++)
-            addf_buf(mitig, cap, "  %s, %s (%s): %+.0f%% left%s\n", str_of(fx->items[k], "fix"),
-                     str_of(fx->items[k], "where"), str_of(fx->items[k], "measure"),
-                     pct(tsc_jv_num(fx->items[k], "bias_ratio")), tsc_jv_num(fx->items[k], "removes") == 1 ? ", removes it" : "");
-        for (size_t k = 0; bs && k < bs->n && i == 0; k++) /* the top head's sweep in detail */
-            addf_buf(mitig, cap, "  %s; bias left %+.0f%%\n", str_of(bs->items[k], "what"),
-                     pct(tsc_jv_num(bs->items[k], "bias_ratio")));
+    snprintf(c->mitig, cap, "Each fix was replayed on the head's tie rows; each cell is the bias left: +100%% = no "
+                            "effect, 0%% = removed, negative = the bias reversed sign (e.g. -40%%: reversed, at 40%% of "
+                            "its size); * marks a fix that removes it. 'O' fixes are measured on the O error of the flagged "
+                            "features, 'delta' fixes on sum(delta - delta_hp).");
+    /* the columns: the fixes of the first examined head (every head is replayed with the same ones) */
+    const tsc_jv_t *cols = NULL;
+    for (size_t i = 0; i < ar->n && !cols; i++)
+        if (tsc_jv_get(ar->items[i], "fixes") && tsc_jv_get(ar->items[i], "fixes")->n) cols = tsc_jv_get(ar->items[i], "fixes");
+    int nfix = cols ? (int)(cols->n < MIT_COLS - 2 ? cols->n : MIT_COLS - 2) : 0;
+    c->mit_hdr[0] = "layer / head";
+    for (int k = 0; k < nfix; k++) {
+        snprintf(c->mit_hdr_buf[k], sizeof c->mit_hdr_buf[k], "%s (%s; %s)", str_of(cols->items[k], "fix"),
+                 str_of(cols->items[k], "where"), str_of(cols->items[k], "measure"));
+        c->mit_hdr[k + 1] = c->mit_hdr_buf[k];
     }
-    addf_buf(mitig, cap, "The beta sweep, over the examined heads: %s (docs/MECHANISM.md section 6)\n",
+    c->mit_hdr[nfix + 1] = "recommended";
+    c->mit_ncol = nfix + 2;
+    if (!(c->mit_cells = calloc(ar->n * (size_t)c->mit_ncol, sizeof *c->mit_cells))) return;
+    for (size_t i = 0; i < ar->n; i++) {
+        const tsc_jv_t *h = ar->items[i], *fx = tsc_jv_get(h, "fixes");
+        char **r = c->mit_cells + i * (size_t)c->mit_ncol;
+        r[0] = cell("%g / %g", tsc_jv_num(h, "layer"), tsc_jv_num(h, "head"));
+        for (int k = 0; k < nfix; k++) {
+            const tsc_jv_t *f = NULL;
+            for (size_t q = 0; fx && q < fx->n && !f; q++)
+                if (!strcmp(str_of(fx->items[q], "fix"), str_of(cols->items[k], "fix"))) f = fx->items[q];
+            r[k + 1] = f ? cell("%+.0f%%%s", pct(tsc_jv_num(f, "bias_ratio")), tsc_jv_num(f, "removes") == 1 ? " *" : "")
+                         : cell("not examined");
+        }
+        r[nfix + 1] = fx && fx->n ? first_fix(h) : cell("not examined (beyond --max-heads)");
+    }
+    c->n_mit = (int)ar->n;
+    /* the top head's beta sweep */
+    const tsc_jv_t *bs = tsc_jv_get(ar->items[0], "beta_sweep");
+    if (bs && bs->n && (c->beta_cells = calloc(bs->n * BETA_COLS, sizeof *c->beta_cells))) {
+        for (size_t k = 0; k < bs->n; k++) {
+            const tsc_jv_t *b = bs->items[k];
+            char **r = c->beta_cells + k * BETA_COLS;
+            r[0] = cell("%g%s", tsc_jv_num(b, "beta"), tsc_jv_num(b, "in_studied_range") == 1 ? "" : " (outside 2-8)");
+            r[1] = cell("%+.0f%%", pct(tsc_jv_num(b, "bias_ratio")));
+            r[2] = cell("%.0f%%", 100 * tsc_jv_num(b, "frac_fix"));
+            r[3] = cell("%.0f%%", 100 * tsc_jv_num(b, "frac_fallback"));
+            r[4] = cell("%.0f%%", 100 * tsc_jv_num(b, "frac_split"));
+            r[5] = cell("%.0f%%", 100 * tsc_jv_num(b, "frac_floor"));
+            r[6] = cell("%g", tsc_jv_num(b, "exparg_ulp"));
+        }
+        c->n_beta = (int)bs->n;
+        snprintf(c->beta_title, sizeof c->beta_title, "The beta sweep at layer %g head %g, over its %g tie rows "
+                 "(row maxima %g..%g):", tsc_jv_num(ar->items[0], "layer"), tsc_jv_num(ar->items[0], "head"),
+                 tsc_jv_num(bs->items[0], "n_tie_rows"), tsc_jv_num(bs->items[0], "r_m_min"),
+                 tsc_jv_num(bs->items[0], "r_m_max"));
+    }
+    snprintf(c->sweep, sizeof c->sweep, "The beta sweep, over the examined heads: %s (docs/MECHANISM.md section 6)",
              str_or(sm, "diagnosis.sweep_explanation", "-"));
 }
 
@@ -638,7 +675,7 @@ static tsc_status_t build_content(tsc_figure_src_t *src, const tsc_figure_opts_t
     meta_text(sm, dir, c->meta, sizeof c->meta);
     c->has_event = event_text(c->top, tsc_jv_int(c->top, "step", 0), c->event, sizeof c->event);
     c->diagnosed = tsc_jv_path(sm, "diagnosis.at_risk") != NULL;
-    mitig_text(sm, dir, c->mitig, sizeof c->mitig);
+    mitig_text(sm, dir, c);
     stage_text(sm, c->stages, sizeof c->stages);
     ranks_text(src, sm, c->ranks, sizeof c->ranks);
     repro_text(src, o, pdf_path, c);
@@ -677,13 +714,24 @@ static void add_figure(tsc_rdoc_t *d, const tsc_rp_fig_t *f, double w_pt, double
 }
 
 static const char *const ar_hdr[9] = {"#", "layer / head", "step", "accumulated sum of delta_lp - delta_hp",
-                                      "flagged features (mean O error)", "recommended fix (bias left)",
+                                      "flagged features; top feature (mean O error)", "recommended fix (bias left)",
                                       "delta from FP32 O: bias left", "+stable (beta 2): bias left", "verdict"};
 static const double ar_w[9] = {0.05, 0.09, 0.06, 0.13, 0.15, 0.18, 0.11, 0.09, 0.14};
 static const char *const hd_hdr[8] = {"layer / head", "flagged", "delta-biased steps", "accumulated sum of delta diff",
-                                      "mean O error [ULP]", "top feature (mean ULP)", "rows with >= 2 maxima",
+                                      "mean O error (value units)", "top feature (mean ULP)", "rows with >= 2 maxima",
                                       "sink keys"};
 static const double hd_w[8] = {0.10, 0.08, 0.11, 0.15, 0.12, 0.18, 0.13, 0.13};
+
+/* The fixes' table by its number of fix columns (0..4), and the beta sweep's. */
+static const double mit_w[MIT_COLS - 1][MIT_COLS] = {{0.3, 0.7},
+                                                     {0.12, 0.4, 0.48},
+                                                     {0.12, 0.25, 0.25, 0.38},
+                                                     {0.1, 0.19, 0.19, 0.19, 0.33},
+                                                     {0.09, 0.155, 0.155, 0.155, 0.155, 0.29}};
+static const char *const beta_hdr[BETA_COLS] = {"beta", "bias left", "tie rows with m = beta*r_m",
+                                                "fallback m = r_m + 1", "maxima in different key tiles (no fix)",
+                                                "1e-10 row-sum floor moved l", "exp argument spacing"};
+static const double beta_w[BETA_COLS] = {0.14, 0.1, 0.16, 0.14, 0.18, 0.16, 0.12};
 
 /* The verdict, the at-risk table, the evidence map and the per-head table. */
 static void doc_front(tsc_rdoc_t *d, const content_t *c) {
@@ -742,8 +790,14 @@ static void doc_back(tsc_rdoc_t *d, const content_t *c) {
         tsc_rblock_t *b = tsc_rdoc_add(d, TSC_RB_HTML);
         if (b) b->only = 2, b->text = "<p>No rounding event was traced: run <code>tilescope diagnose</code> on the dump.</p>\n";
     }
-    add_heading(d, "Measured effect of the mitigation", c->mitig, SANS, BODY_PT, 0);
-    add_para(d, 0, SANS, BODY_PT, 0, c->mitig, 8, TSC_RH_PRE);
+    add_heading(d, "Measured effect of the mitigation", c->mitig, SANS, BODY_PT, c->n_mit ? 40 : 0);
+    add_para(d, 0, SANS, BODY_PT, 0, c->mitig, 6, TSC_RH_P);
+    if (c->n_mit) add_table(d, c->mit_ncol, mit_w[c->mit_ncol - 2], c->mit_hdr, c->mit_cells, c->n_mit);
+    if (c->n_beta) {
+        add_para(d, 0, SANS, BODY_PT, 0, c->beta_title, 4, TSC_RH_P);
+        add_table(d, BETA_COLS, beta_w, beta_hdr, c->beta_cells, c->n_beta);
+    }
+    if (c->n_mit) add_para(d, 0, SANS, BODY_PT, 0, c->sweep, 8, TSC_RH_P);
     add_heading(d, "Commands that reproduce every number", tsc_strbuf_str(&c->repro), MONO, SMALL_PT, 0);
     add_para(d, 0, MONO, SMALL_PT, 0, tsc_strbuf_str(&c->repro), 8, TSC_RH_PRE);
     if (c->n_ar) {

@@ -85,7 +85,9 @@ static void heading(pdf_t *p, const tsc_rblock_t *b) {
     if (b->keep_pt < 0) need(p, 60);
     else {
         double keep = b->keep_extra + (b->keep_text ? text_h(p, b->keep_font, b->keep_pt, 0, b->keep_text) : 0);
-        need(p, 30 + (keep < PAGE_H / 3 ? keep : PAGE_H / 3));
+        /* a paragraph is never split, so the heading goes with all of it (up to a whole page) */
+        double page = PAGE_H - 2 * MARGIN - 30;
+        need(p, 30 + (keep < page ? keep : page));
     }
     if (p->stop) return;
     p->y += 6;

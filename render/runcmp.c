@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "tsc_escape.h"
+#include "tsc_fit.h"
 #include "tsc_file.h"
 #include "tsc_json.h"
 #include "tsc_plot.h"
@@ -63,9 +64,12 @@ static head_t *find_head(head_t *h, int n, int layer, int head) {
     return NULL;
 }
 
-/* One entry per (layer, head) of a summary: the bias at its last step, the flags over its steps. */
+/* One entry per (layer, head) of a summary: its pooled record ("per_head": the numbers the report
+ * prints), else, from a summary written before it, the bias at its last step and the flags over its
+ * steps. */
 static tsc_status_t collect(const tsc_figure_src_t *s, head_t **out, int *n) {
-    const tsc_jv_t *sm = tsc_figure_src_summary(s), *hs = tsc_jv_get(sm, "heads");
+    const tsc_jv_t *sm = tsc_figure_src_summary(s), *hs = tsc_jv_get(sm, "per_head");
+    if (!hs) hs = tsc_jv_get(sm, "heads");
     *out = NULL, *n = 0;
     if (!hs || hs->type != TSC_JV_ARRAY || hs->n == 0)
         return tsc_error_set(TSC_ERR_MISSING, "%s/summary.json lists no heads", tsc_figure_src_dir(s));
@@ -78,7 +82,7 @@ static tsc_status_t collect(const tsc_figure_src_t *s, head_t **out, int *n) {
         head_t *e = find_head(h, *n, layer, head);
         if (!e) e = &h[(*n)++], e->layer = layer, e->head = head, e->step = -1;
         if (tsc_jv_num(r, "flagged") == 1) e->flags |= F_FLAGGED;
-        if (step >= e->step) e->step = step, e->bias = tsc_jv_num(r, "delta.cumsum");
+        if (step >= e->step) e->step = step, e->bias = tsc_jv_num(r, tsc_jv_get(r, "delta_cumsum") ? "delta_cumsum" : "delta.cumsum");
     }
     const tsc_jv_t *ar = tsc_jv_path(sm, "diagnosis.at_risk");
     for (size_t i = 0; ar && i < ar->n; i++) {
@@ -87,6 +91,41 @@ static tsc_status_t collect(const tsc_figure_src_t *s, head_t **out, int *n) {
     }
     *out = h;
     return TSC_OK;
+}
+
+/* One side's trust in its own numbers: the fit of its lp replay to the captured O and its warning (below
+ * 99%), the consistency check, the skipped heads; into fit/warn ("" where the summary has none). */
+typedef struct {
+    char fit[TSC_POLICY_STR_MAX + 160], warn[512];
+    double identical;  /* NaN without a fit */
+} side_t;
+
+static void side_of(const tsc_figure_src_t *s, side_t *d) {
+    const tsc_jv_t *sm = tsc_figure_src_summary(s), *f = tsc_jv_path(sm, "diagnosis.fit"),
+                   *k = tsc_jv_path(sm, "diagnosis.check");
+    d->fit[0] = d->warn[0] = 0;
+    d->identical = NAN;
+    if (f && tsc_jv_num(f, "checked") == 1) {
+        d->identical = tsc_jv_num(f, "o_identical");
+        tsc_fit_sentence(tsc_jv_str(f, "policy") ? tsc_jv_str(f, "policy") : "?", 1, d->identical, d->fit, sizeof d->fit);
+        const char *w = tsc_fit_warning(d->identical);
+        if (w) snprintf(d->warn, sizeof d->warn, "%s", strncmp(w, "warning: ", 9) ? w : w + 9);
+    } else {
+        snprintf(d->fit, sizeof d->fit, "no fit measured (an analysis without diagnose: `tilescope diagnose` measures it)");
+    }
+    size_t n = strlen(d->warn);
+    if (k && tsc_jv_num(k, "checked") == 1 && tsc_jv_num(k, "consistent") != 1 && n < sizeof d->warn - 2)
+        n += (size_t)snprintf(d->warn + n, sizeof d->warn - n, "%sO and LSE inconsistent: %.200s", n ? "; " : "",
+                              tsc_jv_str(k, "sentence") ? tsc_jv_str(k, "sentence") : "?");
+    double sk = tsc_jv_num(sm, "n_skipped_heads");
+    if (sk > 0 && n < sizeof d->warn - 2)
+        snprintf(d->warn + n, sizeof d->warn - n, "%s%g head records skipped for NaN/Inf inputs", n ? "; " : "", sk);
+}
+
+/* A flag that disappeared while the bias grew: the flag is a per-feature test (its p-value and the
+ * min_ulp floor), not a threshold on this bias, so a vanished flag is no all-clear. */
+static int gone_but_larger(const match_t *m) {
+    return (m->fa & F_FLAGGED) && !(m->fb & F_FLAGGED) && fabs(m->b) > fabs(m->a);
 }
 
 static const char *flag_text(int f) {
@@ -127,6 +166,11 @@ static tsc_status_t write_json(const tsc_figure_src_t *a, const tsc_figure_src_t
         tsc_json_kv_string(&j, "dir", tsc_figure_src_dir(src[k]));
         tsc_json_kv_string(&j, "lp", tsc_jv_str(tsc_figure_src_summary(src[k]), "lp"));
         tsc_json_kv_string(&j, "hp", tsc_jv_str(tsc_figure_src_summary(src[k]), "hp"));
+        side_t sd;
+        side_of(src[k], &sd);
+        tsc_json_kv_number(&j, "fit_o_identical", sd.identical);
+        tsc_json_kv_string(&j, "fit", sd.fit);
+        tsc_json_kv_string(&j, "warning", sd.warn[0] ? sd.warn : NULL);
         tsc_json_object_end(&j);
     }
     tsc_json_key(&j, "heads");
@@ -141,6 +185,7 @@ static tsc_status_t write_json(const tsc_figure_src_t *a, const tsc_figure_src_t
         tsc_json_kv_string(&j, "flags_a", flag_text(m[i].fa));
         tsc_json_kv_string(&j, "flags_b", flag_text(m[i].fb));
         tsc_json_kv_string(&j, "flags_change", flag_change(m[i].fa, m[i].fb));
+        tsc_json_kv_bool(&j, "flag_gone_bias_larger", gone_but_larger(&m[i]));
         tsc_json_object_end(&j);
     }
     tsc_json_array_end(&j);
@@ -172,17 +217,38 @@ static tsc_status_t write_md(const tsc_figure_src_t *a, const tsc_figure_src_t *
             (const char *[]){o->label_a, tsc_figure_src_dir(a), tsc_jv_str(sa, "lp"), tsc_jv_str(sa, "hp")});
     md_line(&t, "- B = %s: %s (lp %s, hp %s)\n", 4,
             (const char *[]){o->label_b, tsc_figure_src_dir(b), tsc_jv_str(sb, "lp"), tsc_jv_str(sb, "hp")});
+    const tsc_figure_src_t *src[2] = {a, b};
+    const char *side[2] = {"A", "B"};
+    for (int k = 0; k < 2; k++) {
+        side_t sd;
+        side_of(src[k], &sd);
+        tsc_strbuf_printf(&t, "- %s fit: ", side[k]);
+        md_line(&t, "%s\n", 1, (const char *[]){sd.fit});
+        if (sd.warn[0]) {
+            tsc_strbuf_printf(&t, "- **%s warning: ", side[k]);
+            md_line(&t, "%s**\n", 1, (const char *[]){sd.warn});
+        }
+    }
     tsc_strbuf_printf(&t, "- %d heads in both; %d only in A, %d only in B; flags appeared on %d heads, disappeared "
-                          "from %d\n\n", info->n_matched, info->n_only_a, info->n_only_b, info->n_appeared, info->n_gone);
+                          "from %d\n", info->n_matched, info->n_only_a, info->n_only_b, info->n_appeared, info->n_gone);
+    int larger = 0;
+    for (int i = 0; i < n; i++) larger += gone_but_larger(&m[i]);
+    if (larger)
+        tsc_strbuf_printf(&t, "- **%d head%s lost %s flag while %s |bias| grew** (marked ! below): the flag is a "
+                              "per-feature test (its p-value and the min_ulp floor), not a threshold on this bias, so a "
+                              "vanished flag is no all-clear\n", larger, larger == 1 ? "" : "s", larger == 1 ? "its" : "their",
+                          larger == 1 ? "its" : "their");
+    tsc_strbuf_printf(&t, "\n");
     tsc_strbuf_printf(&t, "Bias: the accumulated sum over tokens and steps of delta_lp - delta_hp (summary.json "
-                          "`delta.cumsum` at the head's last analysed step). Flagged: a feature's bias passed the "
+                          "`per_head` `delta_cumsum`). Flagged: a feature's bias passed the "
                           "test of summary.json's flag_rule; at risk: ranked by the diagnosis.\n\n");
     int rows = n < o->max_rows ? n : o->max_rows;
     tsc_strbuf_printf(&t, "| layer | head | bias A | bias B | change (B - A) | flags A | flags B | flags |\n"
                           "|---:|---:|---:|---:|---:|---|---|---|\n");
     for (int i = 0; i < rows; i++)
-        tsc_strbuf_printf(&t, "| %d | %d | %.6g | %.6g | %+.6g | %s | %s | %s |\n", m[i].layer, m[i].head, m[i].a, m[i].b,
-                          m[i].b - m[i].a, flag_text(m[i].fa), flag_text(m[i].fb), flag_change(m[i].fa, m[i].fb));
+        tsc_strbuf_printf(&t, "| %d | %d | %.6g | %.6g | %+.6g | %s | %s | %s%s |\n", m[i].layer, m[i].head, m[i].a, m[i].b,
+                          m[i].b - m[i].a, flag_text(m[i].fa), flag_text(m[i].fb), flag_change(m[i].fa, m[i].fb),
+                          gone_but_larger(&m[i]) ? " !" : "");
     if (rows < n)
         tsc_strbuf_printf(&t, "\n%d more heads changed less; compare.json lists every head.\n", n - rows);
     tsc_status_t st = t.nomem ? tsc_error_set(TSC_ERR_NOMEM, "compare: out of memory") : tsc_out_write_all(path, t.p, t.len);

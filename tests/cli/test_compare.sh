@@ -36,7 +36,8 @@ assert zlib.crc32(b[12:29]) == struct.unpack('>I', b[29:33])[0]
 PYEOF
 done
 
-# 2. the table against the two summaries: bias = delta.cumsum of the head's last step record,
+# 2. the table against the two summaries: bias = delta.cumsum of the head's last step record (which the
+#    pooled per_head record must equal),
 #    change = B - A, flags = flagged at any step / at risk in the diagnosis
 "$PY" - a/summary.json b/summary.json cmp/compare.md cmp/compare.json <<'PYEOF' > check.txt 2>&1 && ok || bad "table vs summaries: $(cat check.txt)"
 import json, math, sys
@@ -82,6 +83,39 @@ for h in j['heads']:
     assert h['change'] == B[k]['bias'] - A[k]['bias'], k
 print('ok')
 PYEOF
+
+# 2b. each side carries its fit and its warnings: b's replay does not reproduce the dump's O (its fit is below
+#     99%), so compare.md says so in bold and compare.json has b's warning; a has none
+"$PY" - a/summary.json b/summary.json cmp/compare.md cmp/compare.json <<'PYEOF' > fit.txt 2>&1 && ok || bad "fits: $(cat fit.txt)"
+import json, sys
+sa, sb = (json.load(open(p))['diagnosis']['fit'] for p in sys.argv[1:3])
+md, j = open(sys.argv[3]).read(), json.load(open(sys.argv[4]))
+assert sa['o_identical'] >= 0.99 > sb['o_identical'], (sa['o_identical'], sb['o_identical'])
+assert j['a']['fit_o_identical'] == sa['o_identical'] and j['b']['fit_o_identical'] == sb['o_identical']
+assert j['a']['warning'] is None and j['b']['warning'], (j['a']['warning'], j['b']['warning'])
+assert '- **B warning: ' in md and '- **A warning' not in md, md
+assert '- A fit: %s\n' % sa['sentence'] in md and '- B fit: %s\n' % sb['sentence'] in md, md
+assert '- **B warning: below 99%' in md, md
+print('ok')
+PYEOF
+
+# 2c. a flag that disappeared beside a larger |bias| is called out: c is a's summary with one flagged head's
+#     flag removed and its bias doubled (what a noisier run with fewer rows can give)
+rm -rf c && cp -r a c && rm -f c/.tilescope.lock
+"$PY" - a/summary.json c/summary.json <<'PYEOF' > edit.txt 2>&1 || { echo "edit failed: $(cat edit.txt)"; exit 1; }
+import json, sys
+s = json.load(open(sys.argv[1]))
+h = next(h for h in s['per_head'] if h['flagged'])
+h['flagged'], h['delta_cumsum'] = False, 2 * h['delta_cumsum']
+s.pop('diagnosis')
+json.dump(s, open(sys.argv[2], 'w'))
+print(h['layer'], h['head'])
+PYEOF
+"$T" compare a c -o cmp4 -q > /dev/null 2>&1 && ok || bad "compare a c failed"
+read -r L H < edit.txt
+grep -q "^- \*\*1 head lost its flag while its |bias| grew\*\*" cmp4/compare.md && ok || bad "no vanished-flag note: $(cat cmp4/compare.md)"
+grep -q "^| $L | $H | .* !  *|$" cmp4/compare.md && ok || bad "head $L/$H not marked: $(cat cmp4/compare.md)"
+[ "$(grep -c ' ! *|$' cmp4/compare.md)" = 1 ] && ok || bad "only head $L/$H should be marked"
 
 # 3. incompatible shapes: refused, naming both folders, no output folder left
 "$T" synth -o g.h5 --shape llama-gqa --steps 0 --layers 1 --quiet || { echo "synth llama-gqa failed"; exit 1; }

@@ -49,6 +49,13 @@ static int render_fixture_write(const char *dir, int extra_heads) {
     for (int i = 0; i < extra_heads; i++)
         fprintf(f, ",\n  {\"step\": 0, \"layer\": %d, \"head\": %d, \"flagged\": false, \"delta\": {\"cumsum\": 0.125}}",
                 1 + i / 8, i % 8);
+    /* the pooled records the analysis writes beside them, one per (layer, head) */
+    fputs("],\n \"per_head\": [{\"layer\": 0, \"head\": 0, \"steps\": 1, \"flagged\": false, \"delta_biased_steps\": 0,"
+          " \"delta_cumsum\": 0.5},\n  {\"layer\": 0, \"head\": 1, \"steps\": 1, \"flagged\": false,"
+          " \"delta_biased_steps\": 0, \"delta_cumsum\": -0.25}", f);
+    for (int i = 0; i < extra_heads; i++)
+        fprintf(f, ",\n  {\"layer\": %d, \"head\": %d, \"steps\": 1, \"flagged\": false, \"delta_biased_steps\": 0, "
+                   "\"delta_cumsum\": 0.125}", 1 + i / 8, i % 8);
     fputs("]}\n", f);
     return fclose(f);
 }
