@@ -299,10 +299,12 @@ tsc_status_t tsc_repro_outcome_md(const tsc_repro_outcome_t *oc, const tsc_repro
                           "steps of sum_T(delta_lp - delta_hp) of the head with the largest magnitude (positive is "
                           "the paper's direction). Heads and layers are 0-based.\n\n", tsc_strbuf_str(&table));
     tsc_strbuf_free(&table);
-    double nf = tsc_jv_num(doc->diagnosis, "n_flagged_heads");
+    /* the report's count: the at-risk heads of the analysed (layer, head)s */
+    double nr = tsc_jv_num(doc->diagnosis, "diagnosis.n_at_risk");
+    const tsc_jv_t *ph = tsc_jv_get(doc->diagnosis, "per_head");
     const char *fit = tsc_jv_str(doc->diagnosis, "diagnosis.fit.sentence");
-    tsc_strbuf_printf(sb, "## Diagnosis of lp's capture (%s/diagnose/)\n\n%s; %.0f at-risk layer/heads flagged.\n", dir,
-                      fit ? fit : "no fit", isfinite(nf) ? nf : 0);
+    tsc_strbuf_printf(sb, "## Diagnosis of lp's capture (%s/diagnose/)\n\n%s; %.0f of %zu heads at risk.\n", dir,
+                      fit ? fit : "no fit", isfinite(nr) ? nr : 0, ph ? ph->n : 0);
     flight_note(doc->flight_dir, sb);
     for (size_t i = 0; i < oc->n; i++)
         if (oc->rows[i].role == TSC_REPRO_LP && oc->rows[i].diverged_at >= 0 && doc->flight_dir && doc->ckpt_kept)

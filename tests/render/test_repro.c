@@ -80,7 +80,8 @@ static void write_file(const char *dir, const char *name, const char *text) {
 /* lp's diagnosis: layer 1 last analysed at step 3, where head 0 has the largest |cumsum|; a larger one at
  * an earlier step and one in layer 0 must not be taken. */
 static const char summary[] =
-    "{\"n_flagged_heads\": 2, \"diagnosis\": {\"fit\": {\"sentence\": \"replay under p reproduces 100%\"}},\n"
+    "{\"per_head\": [{\"layer\": 0, \"head\": 0}, {\"layer\": 0, \"head\": 1}, {\"layer\": 1, \"head\": 0}],\n"
+    " \"diagnosis\": {\"n_at_risk\": 2, \"fit\": {\"sentence\": \"replay under p reproduces 100%\"}},\n"
     " \"heads\": [{\"layer\": 1, \"head\": 0, \"step\": 0, \"delta\": {\"cumsum\": 0.5}},\n"
     "            {\"layer\": 1, \"head\": 1, \"step\": 3, \"delta\": {\"cumsum\": 0.001}},\n"
     "            {\"layer\": 1, \"head\": 0, \"step\": 3, \"delta\": {\"cumsum\": -0.002}},\n"
@@ -153,7 +154,7 @@ static void test_outcome(const char *dir) {
                            "batch 4 x 32 tokens, 30 steps per run, peak learning rate 1e-3, warm-up 5 steps, seed 7.";
         CHECK(strncmp(md, head, strlen(head)) == 0);
         CHECK(strstr(md, "\nNot measured:\n\n- hp: ") != NULL);
-        CHECK(strstr(md, "replay under p reproduces 100%; 2 at-risk layer/heads flagged.\n"));
+        CHECK(strstr(md, "replay under p reproduces 100%; 2 of 3 heads at risk.\n"));
         char want[800];
         snprintf(want, sizeof want, "The flight recorder fired and wrote %s/flight_a.h5, %s/flight_b.h5 (", dir, dir);
         CHECKF(strstr(md, want) != NULL, "no '%s'", want);
