@@ -200,6 +200,16 @@ tsc_status_t tsc_capture_put(tsc_capture_t *s, int layer, const char *name, tsc_
     TSC_H5_SCOPED(tsc_status_t, capture_put(s, layer, name, fmt, rank, dims, data));
 }
 
+static tsc_status_t capture_put_tokens(tsc_capture_t *s, const int64_t *ids, const char *const *text) {
+    if (s->cur_step < 0) return tsc_error_set(TSC_ERR_ARG, "capture %s: tokens outside a step", s->path);
+    if (!s->active) return TSC_OK;
+    return tsc_dump_writer_put_tokens(s->w, s->cur_step, ids, text);
+}
+
+tsc_status_t tsc_capture_put_tokens(tsc_capture_t *s, const int64_t *ids, const char *const *text) {
+    TSC_H5_SCOPED(tsc_status_t, capture_put_tokens(s, ids, text));
+}
+
 static tsc_status_t capture_step_end(tsc_capture_t *s) {
     if (s->cur_step < 0) return tsc_error_set(TSC_ERR_ARG, "capture %s: step_end without step_begin", s->path);
     long long step = s->cur_step;

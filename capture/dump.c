@@ -520,7 +520,8 @@ static tsc_status_t walk_dataset(walk_t *w, hid_t g, const char *name) {
 static herr_t walk_cb(hid_t g, const char *name, const H5L_info_t *info, void *op) {
     walk_t *w = op;
     (void)info;
-    if (w->depth == 2 || (w->depth == 1 && is_format_name(name))) {
+    if (w->depth == 2 || (w->depth == 1 && is_format_name(name)) ||
+        (w->depth == 0 && (!strcmp(name, "tokens") || !strcmp(name, "token_text")))) {
         w->st = walk_dataset(w, g, name);
         return w->st == TSC_OK ? 0 : -1;
     }
@@ -1299,6 +1300,15 @@ static int dump_validate(tsc_dump_t *d, int deep, tsc_dump_report_fn fn, void *c
         if (st == TSC_OK) st = tsc_dump_layers(d, step, layers, n_layers_cap, &nl);
         if (st != TSC_OK) { report(fn, ctx, 2, &errors, "step %lld: %s", step, tsc_error_last()); continue; }
         if (nl == 0) report(fn, ctx, 1, &errors, "step %lld holds no layer", step);
+        int tok = tsc_dump_has_tokens(d, step);
+        if (tok && m->batch > 0 && m->seq_len > 0) { /* the optional tokens: shape and type, row 0 read */
+            int64_t *ids = malloc(sizeof *ids * (size_t)m->seq_len);
+            char(*tx)[TSC_DUMP_TOKEN_TEXT_CAP] = tok == 2 ? malloc(sizeof *tx * (size_t)m->seq_len) : NULL;
+            if (!ids || (tok == 2 && !tx)) report(fn, ctx, 2, &errors, "step %lld: out of memory for its tokens", step);
+            else if (tsc_dump_read_tokens(d, step, 0, ids, tx) != TSC_OK)
+                report(fn, ctx, 2, &errors, "step %lld: %s", step, tsc_error_last());
+            free(ids), free(tx);
+        }
         if (nl > n_layers_cap) nl = n_layers_cap; /* the file changed between the two listings */
         for (int li = 0; li < nl; li++) {
             int layer = layers[li];
@@ -1683,4 +1693,227 @@ static void dump_writer_abort(tsc_dump_writer_t *w) {
 
 void tsc_dump_writer_abort(tsc_dump_writer_t *w) {
     TSC_H5_SCOPED_VOID(dump_writer_abort(w));
+}
+
+/* ---- tokens (docs/FORMAT.md §1.3, step datasets) ---------------------------------------------- */
+
+/* The bytes of s kept in a token text slot: at most TSC_DUMP_TOKEN_BYTES, cut before a UTF-8
+ * sequence that would not fit whole. */
+static size_t token_cut(const char *s) {
+    size_t n = strnlen(s, TSC_DUMP_TOKEN_BYTES + 1);
+    if (n <= TSC_DUMP_TOKEN_BYTES) return n;
+    n = TSC_DUMP_TOKEN_BYTES;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--; /* s[n] continues a sequence: cut before it */
+    return n;
+}
+
+static tsc_status_t dump_writer_put_tokens(tsc_dump_writer_t *w, long long step, const int64_t *ids,
+                                           const char *const *text) {
+    if (step < 0 || !ids) return tsc_error_set(TSC_ERR_ARG, "%s: tokens: step %lld or ids missing", w->f.path, step);
+    tsc_status_t st = writer_close_ds(w);
+    if (st != TSC_OK) return st;
+    char gp[64];
+    snprintf(gp, sizeof gp, "step_%08lld", step);
+    hid_t g;
+    if ((st = tsc_h5_group_create(w->f.fid, gp, &g)) != TSC_OK) return st;
+    if (H5Lexists(g, "tokens", H5P_DEFAULT) > 0) {
+        H5Gclose(g);
+        return tsc_error_set(TSC_ERR_ARG, "%s: step %lld: tokens written twice", w->f.path, step);
+    }
+    const size_t B = (size_t)w->meta.batch, T = (size_t)w->meta.seq_len;
+    hsize_t dims[2] = {B, T};
+    hid_t sp = H5Screate_simple(2, dims, NULL), ds = H5I_INVALID_HID, ty = H5I_INVALID_HID;
+    char *buf = NULL;
+    ds = sp >= 0 ? H5Dcreate2(g, "tokens", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : H5I_INVALID_HID;
+    if (ds < 0 || H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, ids) < 0)
+        st = tsc_error_set(TSC_ERR_IO, "%s: writing step %lld's tokens failed (disk full?)", w->f.path, step);
+    if (st == TSC_OK) st = tsc_h5_attr_write_str(ds, "dims", "batch,token");
+    if (st == TSC_OK) st = tsc_h5_attr_write_str(ds, "units", "token id");
+    if (ds >= 0) H5Dclose(ds);
+    ds = H5I_INVALID_HID;
+    if (st == TSC_OK && text) {
+        if (!(buf = calloc(B * T, TSC_DUMP_TOKEN_BYTES)))
+            st = tsc_error_set(TSC_ERR_NOMEM, "%s: no memory for step %lld's token text", w->f.path, step);
+        for (size_t i = 0; st == TSC_OK && i < B * T; i++)
+            if (text[i]) memcpy(buf + i * TSC_DUMP_TOKEN_BYTES, text[i], token_cut(text[i]));
+        if (st == TSC_OK) {
+            ty = H5Tcopy(H5T_C_S1);
+            if (ty < 0 || H5Tset_size(ty, TSC_DUMP_TOKEN_BYTES) < 0 || H5Tset_strpad(ty, H5T_STR_NULLPAD) < 0 ||
+                H5Tset_cset(ty, H5T_CSET_UTF8) < 0 ||
+                (ds = H5Dcreate2(g, "token_text", ty, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)) < 0 ||
+                H5Dwrite(ds, ty, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
+                st = tsc_error_set(TSC_ERR_IO, "%s: writing step %lld's token text failed (disk full?)", w->f.path, step);
+        }
+        if (st == TSC_OK) st = tsc_h5_attr_write_str(ds, "dims", "batch,token");
+        if (ds >= 0) H5Dclose(ds);
+        if (ty >= 0) H5Tclose(ty);
+    }
+    free(buf);
+    if (sp >= 0) H5Sclose(sp);
+    H5Gclose(g);
+    return st;
+}
+
+tsc_status_t tsc_dump_writer_put_tokens(tsc_dump_writer_t *w, long long step, const int64_t *ids,
+                                        const char *const *text) {
+    TSC_H5_SCOPED(tsc_status_t, dump_writer_put_tokens(w, step, ids, text));
+}
+
+/* Appends the display form of one stored token text (n bytes) to out (cap TSC_DUMP_TOKEN_TEXT_CAP):
+ * valid UTF-8 as it is, a control character as \n, \t, \r or \xNN, a byte that is not UTF-8 as
+ * \xNN. */
+static void token_display(const unsigned char *s, size_t n, char *out) {
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 5 < TSC_DUMP_TOKEN_TEXT_CAP;) {
+        unsigned c = s[i];
+        size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        int ok = len > 0 && i + len <= n && !(len == 2 && c < 0xC2) && !(len == 4 && c > 0xF4);
+        for (size_t k = 1; ok && k < len; k++) ok = (s[i + k] & 0xC0) == 0x80;
+        if (ok && len == 3) { /* no overlong form, no surrogate */
+            unsigned c1 = s[i + 1];
+            ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0);
+        }
+        if (ok && len == 4) ok = !(c == 0xF0 && s[i + 1] < 0x90) && !(c == 0xF4 && s[i + 1] >= 0x90);
+        if (ok && len == 1 && (c < 0x20 || c == 0x7F)) {
+            o += (size_t)snprintf(out + o, TSC_DUMP_TOKEN_TEXT_CAP - o,
+                                  c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : "\\x%02X", c);
+            i++;
+        } else if (ok) {
+            memcpy(out + o, s + i, len);
+            o += len, i += len;
+        } else {
+            o += (size_t)snprintf(out + o, TSC_DUMP_TOKEN_TEXT_CAP - o, "\\x%02X", c);
+            i++;
+        }
+    }
+    out[o] = 0;
+}
+
+/* step_S/<name> of the open step file, checked as every dataset a reader opens is (links, storage),
+ * and of shape [B, T]. */
+static tsc_status_t tokens_open(tsc_dump_t *d, hid_t fid, long long step, const char *name, hid_t *out) {
+    char p[64];
+    snprintf(p, sizeof p, "step_%08lld/%s", step, name);
+    *out = H5I_INVALID_HID;
+    if (!tsc_h5_exists(fid, p)) return tsc_error_set(TSC_ERR_MISSING, "%s: step %lld has no %s", d->path, step, name);
+    tsc_status_t st = tsc_h5_check_link(fid, p);
+    if (st != TSC_OK) return st;
+    hid_t ds = H5Dopen2(fid, p, tsc_h5_dapl());
+    if (ds < 0) return tsc_error_set(TSC_ERR_FORMAT, "%s: %s is not a readable dataset", d->path, p);
+    uint64_t stored;
+    if ((st = tsc_h5_check_dataset_stored(ds, &stored)) != TSC_OK) {
+        H5Dclose(ds);
+        return st;
+    }
+    hid_t sp = H5Dget_space(ds);
+    hsize_t dims[2] = {0, 0};
+    int rank = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    if (rank == 2) H5Sget_simple_extent_dims(sp, dims, NULL);
+    if (sp >= 0) H5Sclose(sp);
+    if (rank != 2 || dims[0] != (hsize_t)d->meta.batch || dims[1] != (hsize_t)d->meta.seq_len) {
+        H5Dclose(ds);
+        return tsc_error_set(TSC_ERR_SHAPE, "%s: %s must have shape [%d, %d] (batch, seq_len)%s", d->path, p,
+                             d->meta.batch, d->meta.seq_len, rank == 2 ? "" : ": it is not 2-dimensional");
+    }
+    *out = ds;
+    return TSC_OK;
+}
+
+/* Row b of the open [B, T] dataset ds into buf, read as memory type mt. */
+static herr_t tokens_row(hid_t ds, hid_t mt, int b, hsize_t T, void *buf) {
+    hid_t fs = H5Dget_space(ds), ms = H5Screate_simple(1, &T, NULL);
+    hsize_t start[2] = {(hsize_t)b, 0}, count[2] = {1, T};
+    herr_t e = fs >= 0 && ms >= 0 ? H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) : -1;
+    if (e >= 0) e = H5Dread(ds, mt, ms, fs, H5P_DEFAULT, buf);
+    if (fs >= 0) H5Sclose(fs);
+    if (ms >= 0) H5Sclose(ms);
+    return e;
+}
+
+static tsc_status_t dump_read_tokens(tsc_dump_t *d, long long step, int b, int64_t *ids,
+                                     char (*text)[TSC_DUMP_TOKEN_TEXT_CAP]) {
+    if (b < 0 || b >= d->meta.batch)
+        return tsc_error_set(TSC_ERR_ARG, "%s: batch row %d is outside 0..%d", d->path, b, d->meta.batch - 1);
+    hid_t fid;
+    tsc_status_t st = step_file(d, step, &fid);
+    if (st != TSC_OK) return st;
+    const hsize_t T = (hsize_t)d->meta.seq_len;
+    hid_t ds;
+    if (ids) {
+        if ((st = tokens_open(d, fid, step, "tokens", &ds)) != TSC_OK) return st;
+        hid_t ft = H5Dget_type(ds);
+        int is_int = ft >= 0 && H5Tget_class(ft) == H5T_INTEGER;
+        if (ft >= 0) H5Tclose(ft);
+        if (!is_int) st = tsc_error_set(TSC_ERR_FORMAT, "%s: step_%08lld/tokens must hold integers", d->path, step);
+        else if (tokens_row(ds, H5T_NATIVE_INT64, b, T, ids) < 0)
+            st = tsc_error_set(TSC_ERR_FORMAT, "%s: step_%08lld/tokens is unreadable (corrupt file)", d->path, step);
+        H5Dclose(ds);
+        if (st != TSC_OK) return st;
+    }
+    if (!text) return TSC_OK;
+    if ((st = tokens_open(d, fid, step, "token_text", &ds)) != TSC_OK) return st;
+    hid_t ft = H5Dget_type(ds), mt = H5I_INVALID_HID;
+    size_t sz = ft >= 0 ? H5Tget_size(ft) : 0;
+    unsigned char *raw = NULL;
+    if (ft < 0 || H5Tget_class(ft) != H5T_STRING || H5Tis_variable_str(ft) > 0 || sz < 1 || sz > TSC_DUMP_TOKEN_BYTES)
+        st = tsc_error_set(TSC_ERR_FORMAT, "%s: step_%08lld/token_text must hold fixed-length strings of 1 to %d bytes "
+                           "(numpy 'S%d' of UTF-8; variable-length strings are not read)", d->path, step,
+                           TSC_DUMP_TOKEN_BYTES, TSC_DUMP_TOKEN_BYTES);
+    else if (!(raw = malloc((size_t)T * sz)))
+        st = tsc_error_set(TSC_ERR_NOMEM, "%s: no memory for step %lld's token text", d->path, step);
+    else if ((mt = H5Tcopy(ft)) < 0 || tokens_row(ds, mt, b, T, raw) < 0)
+        st = tsc_error_set(TSC_ERR_FORMAT, "%s: step_%08lld/token_text is unreadable (corrupt file)", d->path, step);
+    for (hsize_t t = 0; st == TSC_OK && t < T; t++) {
+        const unsigned char *s = raw + t * sz;
+        size_t n = strnlen((const char *)s, sz);
+        while (n > 0 && s[n - 1] == ' ' && H5Tget_strpad(ft) == H5T_STR_SPACEPAD) n--;
+        token_display(s, n, text[t]);
+    }
+    free(raw);
+    if (mt >= 0) H5Tclose(mt);
+    if (ft >= 0) H5Tclose(ft);
+    H5Dclose(ds);
+    return st;
+}
+
+static int dump_has_tokens(tsc_dump_t *d, long long step) {
+    hid_t fid;
+    if (step_file(d, step, &fid) != TSC_OK) {
+        tsc_error_clear();
+        return 0;
+    }
+    char p[64];
+    snprintf(p, sizeof p, "step_%08lld/tokens", step);
+    if (!tsc_h5_exists(fid, p)) return 0;
+    snprintf(p, sizeof p, "step_%08lld/token_text", step);
+    return tsc_h5_exists(fid, p) ? 2 : 1;
+}
+
+/* A run of many ranks: the dump holding batch row b of the step (the rank of its first layer's q). */
+static tsc_dump_t *tokens_rank(tsc_dump_t *d, long long step, int b, int *lb) {
+    int layers[1], n = 0;
+    if (tsc_mview_layers(d->mv, step, layers, 1, &n) != TSC_OK || n < 1) return NULL;
+    int lh;
+    return tsc_mview_pick(d->mv, step, layers[0], "q", b, 0, lb, &lh);
+}
+
+tsc_status_t tsc_dump_read_tokens(tsc_dump_t *d, long long step, int b, int64_t *ids,
+                                  char (*text)[TSC_DUMP_TOKEN_TEXT_CAP]) {
+    if (d->mv) {
+        int lb = 0;
+        tsc_dump_t *r = tsc_dump_has_step(d, step) ? tokens_rank(d, step, b, &lb) : NULL;
+        if (!r) return tsc_error_set(TSC_ERR_MISSING, "%s: step %lld, batch row %d is in no rank's dump", d->path, step, b);
+        return tsc_dump_read_tokens(r, step, lb, ids, text);
+    }
+    TSC_H5_SCOPED(tsc_status_t, dump_read_tokens(d, step, b, ids, text));
+}
+
+int tsc_dump_has_tokens(tsc_dump_t *d, long long step) {
+    if (d->mv) {
+        int lb = 0;
+        tsc_dump_t *r = tsc_dump_has_step(d, step) ? tokens_rank(d, step, 0, &lb) : NULL;
+        if (!r) tsc_error_clear();
+        return r ? tsc_dump_has_tokens(r, step) : 0;
+    }
+    TSC_H5_SCOPED(int, dump_has_tokens(d, step));
 }

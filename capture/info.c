@@ -101,6 +101,7 @@ static tsc_status_t read_step(tsc_dump_t *d, long long s, const tsc_select_t *se
     int n2 = 0;
     if (tsc_dump_layers(d, s, layers, n, &n2) != TSC_OK) n2 = 0; /* the validator reports it, as above */
     st->n_layers_all = n < n2 ? n : n2;
+    st->tokens = tsc_dump_has_tokens(d, s);
     tsc_status_t rc = TSC_OK;
     for (int li = 0; li < st->n_layers_all && rc == TSC_OK; li++) {
         if (sel && !tsc_select_set_has(&sel->layers, layers[li])) continue;
@@ -222,6 +223,7 @@ static void layers_json(const tsc_info_t *in, tsc_json_t *j) {
             tsc_json_object_begin(j);
             tsc_json_kv_int(j, "step", in->listed[i].step);
             tsc_json_kv_int(j, "layer", L->layer);
+            tsc_json_kv_string(j, "step_tokens", in->listed[i].tokens == 2 ? "ids and text" : in->listed[i].tokens ? "ids" : NULL);
             tsc_json_key(j, "datasets");
             tsc_json_array_begin(j);
             for (int k = 0; k < L->n_datasets; k++)

@@ -85,6 +85,10 @@ TSC_API tsc_status_t tsc_capture_step_begin(tsc_capture_t *s, long long step);
 TSC_API tsc_status_t tsc_capture_put(tsc_capture_t *s, int layer, const char *name, tsc_format_t fmt,
                              int rank, const uint64_t *dims, const void *data);
 
+/* Hands over the step's input tokens (optional): ids [B*T] and their text (NULL, or [B*T] UTF-8
+ * strings), as tsc_dump_writer_put_tokens; a step not kept makes it a no-op. */
+TSC_API tsc_status_t tsc_capture_put_tokens(tsc_capture_t *s, const int64_t *ids, const char *const *text);
+
 /* Finishes the step: marks it complete, closes its file and renames it into place. After this
  * returns TSC_OK the step survives a SIGKILL of the process. */
 TSC_API tsc_status_t tsc_capture_step_end(tsc_capture_t *s);

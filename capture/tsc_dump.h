@@ -163,6 +163,20 @@ TSC_API tsc_status_t tsc_dump_read_raw(tsc_dump_t *d, long long step, int layer,
 /* Elements of one slice read by tsc_dump_read (T*D, T, T*C, out*in, ...). 0 when absent. */
 TSC_API uint64_t tsc_dump_slice_elems(tsc_dump_t *d, long long step, int layer, const char *name);
 
+/* The optional tokens of a step (docs/FORMAT.md §1.3, step datasets): the input token ids of each
+ * batch row (step_S/tokens, int64 [B, T]) and, when the writer knew them, their text
+ * (step_S/token_text, fixed-length UTF-8 strings [B, T] of at most TSC_DUMP_TOKEN_BYTES bytes).
+ * tsc_dump_has_tokens: 0 none, 1 ids, 2 ids and text. tsc_dump_read_tokens reads batch row b:
+ * ids [T] and/or text [T] (either may be NULL), each text in display form: valid UTF-8 as stored,
+ * a control character as \n, \t, \r or \xNN, a byte that is not UTF-8 as \xNN (so it can be
+ * shown as it is; HTML still needs escaping). Errors: TSC_ERR_MISSING (no tokens or no text),
+ * TSC_ERR_SHAPE, TSC_ERR_FORMAT (not integers, not fixed-length strings, unreadable), TSC_ERR_ARG. */
+#define TSC_DUMP_TOKEN_BYTES 32
+#define TSC_DUMP_TOKEN_TEXT_CAP (4 * TSC_DUMP_TOKEN_BYTES + 1)
+TSC_API int tsc_dump_has_tokens(tsc_dump_t *d, long long step);
+TSC_API tsc_status_t tsc_dump_read_tokens(tsc_dump_t *d, long long step, int b, int64_t *ids,
+                                          char (*text)[TSC_DUMP_TOKEN_TEXT_CAP]);
+
 /* A run of many ranks (a manifest or a folder of rank dumps, docs/FORMAT.md §1.8) opened as one
  * dump: its ranks, in rank order. tsc_dump_n_ranks is 0 for a dump of one file or session. */
 typedef struct {
@@ -235,6 +249,11 @@ TSC_API tsc_status_t tsc_dump_writer_put_head(tsc_dump_writer_t *w, long long st
 /* Writes a root attribute (integer list / string) beyond the metadata (e.g. planted_heads). */
 TSC_API tsc_status_t tsc_dump_writer_attr_longs(tsc_dump_writer_t *w, const char *name, const long *v, size_t n);
 TSC_API tsc_status_t tsc_dump_writer_attr_str(tsc_dump_writer_t *w, const char *name, const char *value);
+/* Writes step's tokens: ids [B*T] (batch row major), text NULL or [B*T] NUL-terminated UTF-8
+ * strings (NULL entries: empty), each kept to TSC_DUMP_TOKEN_BYTES bytes, cut at a character
+ * boundary. Once per step; before tsc_dump_writer_step_done. */
+TSC_API tsc_status_t tsc_dump_writer_put_tokens(tsc_dump_writer_t *w, long long step, const int64_t *ids,
+                                                const char *const *text);
 /* Marks step complete (attribute complete = 1 on its group, written after its datasets). */
 TSC_API tsc_status_t tsc_dump_writer_step_done(tsc_dump_writer_t *w, long long step);
 /* Flushes the file to disk (H5Fflush). */

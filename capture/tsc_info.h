@@ -52,6 +52,7 @@ typedef struct {
     int n_layers_all;                /* layers the step holds (before the layer filter) */
     int n_layers;                    /* the selected ones, listed below */
     tsc_info_layer_t *layers;
+    int tokens;                      /* the step's tokens: 0 none, 1 ids, 2 ids and text (tsc_dump_has_tokens) */
 } tsc_info_step_t;
 
 typedef struct {

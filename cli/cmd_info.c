@@ -91,6 +91,8 @@ static void layer_line(const tsc_info_layer_t *l, tsc_strbuf_t *line) {
 
 /* The lines of one step; consecutive layers with identical datasets collapse ("layers 0-3:"). */
 static void step_block(const tsc_info_step_t *st, tsc_strbuf_t *block) {
+    if (st->tokens)
+        tsc_strbuf_printf(block, "    tokens: %s\n", st->tokens == 2 ? "ids and text (tokens, token_text)" : "ids (tokens)");
     tsc_strbuf_t line, prev;
     tsc_strbuf_init(&line);
     tsc_strbuf_init(&prev);

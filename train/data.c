@@ -47,6 +47,7 @@ struct tsc_data {
     mapping_t map[2];
     stream_t split[2];  /* TSC_SPLIT_TRAIN, TSC_SPLIT_VAL */
     int vocab;
+    int byte_level;  /* plain text: a token is a byte (tsc_data_byte_level) */
     char desc[512];  /* "NAME: ..." (tsc_data_describe) */
     int name_len;    /* NAME's length in desc, for messages */
 };
@@ -246,6 +247,7 @@ static tsc_status_t open_file(tsc_data_t *d, const char *path, const char *name,
     d->split[TSC_SPLIT_TRAIN] = (stream_t){s.p, s.n - n_val, s.width};
     d->split[TSC_SPLIT_VAL] = (stream_t){s.p + (s.n - n_val) * (size_t)s.width, n_val, s.width};
     d->vocab = 1 + stream_max(&s);  /* 256 for text */
+    d->byte_level = !is_bin;
     describe(d, name, kind);
     return TSC_OK;
 }
@@ -308,6 +310,7 @@ void tsc_data_close(tsc_data_t *d) {
 }
 
 int tsc_data_vocab(const tsc_data_t *d) { return d ? d->vocab : 0; }
+int tsc_data_byte_level(const tsc_data_t *d) { return d ? d->byte_level : 0; }
 
 size_t tsc_data_n_tokens(const tsc_data_t *d, tsc_split_t split) {
     return d && (split == TSC_SPLIT_TRAIN || split == TSC_SPLIT_VAL) ? d->split[split].n : 0;

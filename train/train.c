@@ -295,10 +295,29 @@ static tsc_status_t put_layer(run_t *r, sink_t *k, int l) {
 }
 
 
+/* The captured shard's input tokens into the capture (docs/FORMAT.md §1.3): ids, and each byte as its
+ * text when the data is plain text (a token is a byte). */
+static tsc_status_t put_tokens(run_t *r) {
+    size_t n = (size_t)r->Bs * r->T;
+    const int32_t *x = r->x + (size_t)(r->j1 - 1) * n; /* the last shard's rows: the activations captured */
+    int64_t *ids = malloc(n * sizeof *ids);
+    char(*txt)[2] = tsc_data_byte_level(r->data) ? malloc(n * sizeof *txt) : NULL;
+    const char **tp = txt ? malloc(n * sizeof *tp) : NULL;
+    tsc_status_t st = ids && (!txt || tp) ? TSC_OK : tsc_error_set(TSC_ERR_NOMEM, "capture: no memory for the tokens");
+    for (size_t i = 0; st == TSC_OK && i < n; i++) {
+        ids[i] = x[i];
+        if (txt) txt[i][0] = (char)x[i], txt[i][1] = 0, tp[i] = txt[i];
+    }
+    if (st == TSC_OK) st = tsc_capture_put_tokens(r->cap, ids, tp);
+    free(ids), free(txt), free(tp);
+    return st;
+}
+
 static tsc_status_t capture_step(run_t *r, long long s) {
     if (!r->cap || !tsc_capture_wants(r->cap, s, -1)) return TSC_OK;
     sink_t k = {cap_put, r->cap, r->scratch};
     tsc_status_t st = tsc_capture_step_begin(r->cap, s);
+    if (st == TSC_OK) st = put_tokens(r);
     for (int l = 0; l < r->L && st == TSC_OK; l++)
         if (tsc_capture_wants(r->cap, s, l)) st = put_layer(r, &k, l);
     if (st == TSC_OK) st = tsc_capture_step_end(r->cap);

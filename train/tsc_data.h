@@ -55,6 +55,8 @@ TSC_API void tsc_data_close(tsc_data_t *d);
 /* Vocabulary size: 256 for text, else 1 + the largest token of either split (at least 256 is
  * not assumed). */
 TSC_API int tsc_data_vocab(const tsc_data_t *d);
+/* 1 when a token is a byte of text (a plain-text source): its text is that byte. */
+TSC_API int tsc_data_byte_level(const tsc_data_t *d);
 TSC_API size_t tsc_data_n_tokens(const tsc_data_t *d, tsc_split_t split);
 /* What was opened, one line ("kjv: 4.30M tokens (byte-level, vocabulary 256), 3.87M train / 429.8k val"). */
 TSC_API const char *tsc_data_describe(const tsc_data_t *d);
