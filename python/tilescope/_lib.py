@@ -132,6 +132,7 @@ def _declare(lib):
         "tsc_capture_step_begin": (c_int, [c_vp, c_ll]),
         "tsc_capture_put": (c_int, [c_vp, c_int, c_cp, c_int, c_int, c_u64p, c_vp]),
         "tsc_capture_step_end": (c_int, [c_vp]), "tsc_capture_n_steps": (c_int, [c_vp]),
+        "tsc_capture_put_tokens": (c_int, [c_vp, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(c_cp)]),
         "tsc_capture_close": (c_int, [c_vp]),
         "tsc_capture_parallel": (c_int, [c_vp, c_int, c_int, c_int, c_int, c_int, c_int]),
         "tsc_manifest_write": (c_int, [c_cp, ctypes.POINTER(c_cp), c_int]),

@@ -132,6 +132,25 @@ class Capture:
         del owner  # kept alive until the library has copied it
         _lib.check(st, "%s: layer %d %s" % (self.path, layer, name))
 
+    def put_tokens(self, ids, text=None):
+        """Hands over the open step's input tokens: ids, B x T integers (a nested list, numpy array or
+        torch tensor), and optionally their text, B x T strings (or bytes; None: no text). Each text
+        keeps at most 32 bytes of UTF-8 (docs/FORMAT.md §1.3)."""
+        self._live()
+        m = self._meta
+        flat = [int(i) for row in (ids.tolist() if hasattr(ids, "tolist") else ids) for i in row]
+        if len(flat) != m.batch * m.seq_len:
+            raise _lib.TilescopeError("%s: tokens: %d ids, the metadata implies batch %d x seq_len %d"
+                                      % (self.path, len(flat), m.batch, m.seq_len))
+        c_ids = (ctypes.c_int64 * len(flat))(*flat)
+        c_text = None
+        if text is not None:
+            words = [w if isinstance(w, bytes) else str(w).encode("utf-8", "replace") for row in text for w in row]
+            if len(words) != len(flat):
+                raise _lib.TilescopeError("%s: tokens: %d texts for %d ids" % (self.path, len(words), len(flat)))
+            c_text = (ctypes.c_char_p * len(words))(*words)
+        _lib.check(_lib.lib().tsc_capture_put_tokens(self._h, c_ids, c_text), "%s: tokens" % self.path)
+
     def parallel(self, dp=None, tp=(0, 1), pp=(0, 1)):
         """Records this rank's parallel coordinates, each a (rank, size) pair: data-, tensor- and
         pipeline-parallel (dp default: (rank, world_size / (tp size x pp size))). Before the first

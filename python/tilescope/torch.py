@@ -383,7 +383,11 @@ class capture:
     (default: every module of a layout in STYLES, in model.named_modules() order); projections:
     the submodule names of another layout, dict(q=..., k=..., v=..., o=...) or dict(qkv=..., o=...,
     split="concat" or "per-head"), tried before STYLES; weights / x: record W_q, W_k, W_v, W_o and
-    x (default True); deflate, store, keep_session as for tilescope.Capture.
+    x (default True); deflate, store, keep_session as for tilescope.Capture. The step's tokens: the
+    model's input ids (its forward's first argument when it is a B x T integer tensor, or
+    capture.tokens(ids)) are recorded with each sampled step, and their text when tokenizer is given
+    (an object with decode([id]), e.g. a Hugging Face tokenizer, or a callable id -> str):
+    `tilescope view` and `figure attn` label the patterns with them.
 
     Under torch.distributed (docs/DISTRIBUTED.md): every rank writes its own dump (rank_path) with
     its rank, world size and parallel coordinates, parallel=dict(tp=(rank, size), pp=(rank, size),
@@ -392,8 +396,10 @@ class capture:
     over every rank's dump. Every rank must close its capture (the with-block does)."""
 
     def __init__(self, model, path, select=None, policy=None, modules=None, weights=True, x=True,
-                 deflate=0, store=None, keep_session=False, projections=None, parallel=None, manifest=""):
+                 deflate=0, store=None, keep_session=False, projections=None, parallel=None, manifest="",
+                 tokenizer=None):
         self.model = model
+        self._tokenizer, self._token_text, self._tokens = tokenizer, {}, None
         self.rank, self.world_size = _dist()
         self.path = rank_path(path, self.rank, self.world_size)
         self._rank_paths = [rank_path(path, r, self.world_size) for r in range(self.world_size)]
@@ -528,6 +534,29 @@ class capture:
     def _model_pre(self, module, args):
         if not self._manual and module.training and torch.is_grad_enabled():
             self._begin(self._step + 1)
+        a = args[0] if args else None
+        if (self._want_step and torch.is_grad_enabled() and torch.is_tensor(a) and a.dim() == 2
+                and not a.is_floating_point() and not a.is_complex()):
+            self._tokens = a.detach().to("cpu", copy=True)  # the model's input ids: the step's tokens
+
+    def tokens(self, ids):
+        """Records the current step's input token ids (B x T), for a model whose forward does not take
+        them as its first positional argument (where they are recorded by themselves)."""
+        self._tokens = ids.detach().to("cpu", copy=True) if torch.is_tensor(ids) else torch.tensor(ids)
+
+    def _text(self, ids):
+        """The tokenizer's text of each id (cached): tokenizer.decode([id]) for a Hugging Face or
+        tiktoken-like tokenizer, else tokenizer(id); None without a tokenizer."""
+        tk = self._tokenizer
+        if tk is None:
+            return None
+        out = []
+        for row in ids.tolist():
+            for i in row:
+                if i not in self._token_text:
+                    self._token_text[i] = tk.decode([i]) if hasattr(tk, "decode") else tk(i)
+            out.append([self._token_text[i] for i in row])
+        return out
 
     def _layer_wanted(self, layer):
         """Sampled step and layer, in a forward that builds a graph (evaluation under no_grad is
@@ -718,6 +747,7 @@ class capture:
                             "recorded; an SDPA reached another way (torch._C._nn, a compiled or scripted module, a name "
                             "bound in a module outside those packages) is not: call tilescope.torch."
                             "scaled_dot_product_attention or F.scaled_dot_product_attention there" % self._step)
+        tokens, self._tokens = self._tokens, None
         if not pending or self._step < 0:
             return
         layers = {}
@@ -729,7 +759,7 @@ class capture:
             if self._thread is None:  # started by the first sampled step: none before costs anything
                 self._thread = threading.Thread(target=self._writer, name="tilescope-capture", daemon=True)
                 self._thread.start()
-            self._q.put((self._step, layers))
+            self._q.put((self._step, layers, tokens))
 
     def _layer_tensors(self, layer, slot):
         call, proj, info = slot["call"], slot["proj"], slot["info"]
@@ -796,11 +826,18 @@ class capture:
             try:
                 if item is None:
                     return
-                step, layers = item
+                step, layers, tokens = item
                 if self._cap is None:
                     continue
                 try:
                     with self._cap.step(step):
+                        m = self._cap.meta
+                        if tokens is not None and tuple(tokens.shape) == (m["batch"], m["seq_len"]):
+                            self._cap.put_tokens(tokens, self._text(tokens))
+                        elif tokens is not None:
+                            self._warn_once("tokshape", "the model's input %s is not batch x seq_len (%d x %d): "
+                                            "no tokens recorded (capture.tokens(ids) records them)"
+                                            % (tuple(tokens.shape), m["batch"], m["seq_len"]))
                         for layer, tensors in layers.items():
                             for name, (tensor, ev) in tensors.items():
                                 if ev is not None:

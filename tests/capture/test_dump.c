@@ -301,6 +301,81 @@ static void tiles(void) {
     tsc_dump_close(d);
 }
 
+/* A step's tokens: ids and text round trip; the text comes back in display form (control characters
+ * and bytes that are not UTF-8 as escapes), cut to 32 bytes at a character boundary; files whose
+ * tokens have the wrong shape or variable-length strings are refused by the reader and the validator. */
+static void tokens(void) {
+    tsc_dump_meta_t m = geometry(2, 1, 1, 4, 2, 2);
+    char p[300];
+    snprintf(p, sizeof p, "%s/tokens.h5", dir);
+    tsc_dump_writer_t *w;
+    CHECK(tsc_dump_writer_open(&w, p, &m, NULL) == TSC_OK);
+    if (!w) return;
+    float z[8] = {0};
+    uint64_t dq[4] = {2, 1, 4, 2};
+    const int64_t ids[8] = {5, 70000, -1, 0, 9, 8, 7, 6};
+    /* 31 ASCII bytes then a 4-byte emoji: byte 32 falls inside it, so the cut keeps the 31 */
+    const char *long_text = "0123456789012345678901234567890\xF0\x9F\x98\x80tail";
+    const char *text[8] = {"a", "\xC3\xA9t\xC3\xA9", "\n", NULL, long_text, "\xFFx", "</script>", "tab\there"};
+    for (long long st = 0; st < 2; st++)
+        for (const char *const *nm = (const char *const[]){"q", "k", "v", NULL}; *nm; nm++)
+            CHECK(tsc_dump_writer_put(w, st, 0, *nm, 4, dq, TSC_FMT_FP32, z, TSC_FMT_BF16) == TSC_OK);
+    CHECK(tsc_dump_writer_put_tokens(w, 0, ids, text) == TSC_OK);
+    CHECK(tsc_dump_writer_put_tokens(w, 0, ids, NULL) == TSC_ERR_ARG); /* once per step */
+    CHECK(tsc_dump_writer_put_tokens(w, 1, ids, NULL) == TSC_OK); /* ids only */
+    CHECK(tsc_dump_writer_step_done(w, 0) == TSC_OK);
+    CHECK(tsc_dump_writer_step_done(w, 1) == TSC_OK);
+    CHECK(tsc_dump_writer_close(w) == TSC_OK);
+    tsc_dump_t *d;
+    CHECK(tsc_dump_open(&d, p) == TSC_OK);
+    if (!d) return;
+    CHECK_EQ_INT(tsc_dump_has_tokens(d, 0), 2);
+    CHECK_EQ_INT(tsc_dump_has_tokens(d, 1), 1);
+    int64_t got[4];
+    char tx[4][TSC_DUMP_TOKEN_TEXT_CAP];
+    CHECK(tsc_dump_read_tokens(d, 0, 0, got, tx) == TSC_OK);
+    CHECK(got[0] == 5 && got[1] == 70000 && got[2] == -1 && got[3] == 0);
+    CHECK_STREQ(tx[0], "a");
+    CHECK_STREQ(tx[1], "\xC3\xA9t\xC3\xA9"); /* UTF-8 as stored */
+    CHECK_STREQ(tx[2], "\\n");                  /* a newline shown as backslash n */
+    CHECK_STREQ(tx[3], "");                      /* no text given */
+    CHECK(tsc_dump_read_tokens(d, 0, 1, got, tx) == TSC_OK);
+    CHECK(got[0] == 9 && got[3] == 6);
+    CHECK_STREQ(tx[0], "0123456789012345678901234567890"); /* the emoji would not fit whole */
+    CHECK_STREQ(tx[1], "\\xFFx");                           /* not UTF-8: an escape */
+    CHECK_STREQ(tx[2], "</script>");                         /* as stored: escaping is the page's job */
+    CHECK_STREQ(tx[3], "tab\\there");
+    CHECK(tsc_dump_read_tokens(d, 1, 0, got, NULL) == TSC_OK && got[1] == 70000);
+    CHECK(tsc_dump_read_tokens(d, 1, 0, NULL, tx) == TSC_ERR_MISSING);
+    CHECK(tsc_dump_read_tokens(d, 0, 2, got, NULL) == TSC_ERR_ARG); /* batch row 2 of 2 */
+    CHECK_EQ_INT(tsc_dump_validate(d, 1, NULL, NULL), 0);
+    tsc_dump_close(d);
+
+    /* written by another program: tokens of the wrong shape, text as variable-length strings */
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    CHECK(f >= 0);
+    H5Ldelete(f, "step_00000000/tokens", H5P_DEFAULT);
+    H5Ldelete(f, "step_00000000/token_text", H5P_DEFAULT);
+    hsize_t bad[2] = {2, 3}, good[2] = {2, 4};
+    hid_t sp = H5Screate_simple(2, bad, NULL);
+    hid_t ds = H5Dcreate2(f, "step_00000000/tokens", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dclose(ds), H5Sclose(sp);
+    sp = H5Screate_simple(2, good, NULL);
+    hid_t vt = H5Tcopy(H5T_C_S1);
+    H5Tset_size(vt, H5T_VARIABLE);
+    ds = H5Dcreate2(f, "step_00000001/token_text", vt, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dclose(ds), H5Tclose(vt), H5Sclose(sp);
+    H5Fclose(f);
+    CHECK(tsc_dump_open(&d, p) == TSC_OK);
+    if (!d) return;
+    CHECK(tsc_dump_read_tokens(d, 0, 0, got, NULL) == TSC_ERR_SHAPE);
+    CHECK(strstr(tsc_error_last(), "step_00000000/tokens must have shape [2, 4]") != NULL);
+    CHECK(tsc_dump_read_tokens(d, 1, 0, NULL, tx) == TSC_ERR_FORMAT);
+    CHECK(strstr(tsc_error_last(), "variable-length strings are not read") != NULL);
+    CHECK_EQ_INT(tsc_dump_validate(d, 0, NULL, NULL), 2); /* one error per step */
+    tsc_dump_close(d);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "tsc_test_dump_XXXXXX");
     if (!mkdtemp(dir)) return 1;
@@ -317,6 +392,7 @@ int main(void) {
     errors();
     convert_on_write();
     tiles();
+    tokens();
     tsc_test_rmtree(dir);
     return tsc_test_done();
 }

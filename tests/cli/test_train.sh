@@ -31,6 +31,21 @@ print("o", o_c.shape, "identical:", np.array_equal(o_c.view(np.uint32), o_r.view
 sys.exit(0 if o_c.shape == (8, 2, 32, 16) and np.array_equal(o_c.view(np.uint32), o_r.view(np.uint32))
          and np.array_equal(l_c.view(np.uint32), l_r.view(np.uint32)) else 1)
 PY
+# the captured step's tokens: the batch's bytes (ids) and, byte-level, each byte as its text; the rows are the
+# Bible's text (letters, spaces, punctuation), and info lists them
+"$py" - <<'PY' && ok || bad "captured tokens"
+import h5py, numpy as np, sys
+d = h5py.File("run/capture.h5", "r")
+g = d["step_00000003"]
+ids, txt = np.asarray(g["tokens"]), np.asarray(g["token_text"])
+assert ids.shape == (8, 32) and txt.shape == (8, 32) and txt.dtype == np.dtype("S32"), (ids.shape, txt.dtype)
+assert ((ids >= 0) & (ids < 256)).all()
+assert all(txt[b, t] == bytes([ids[b, t]]) for b in range(8) for t in range(32))
+text = bytes(ids[0].astype(np.uint8)).decode("ascii")
+assert sum(c.isalpha() or c in " ,.;:\n" for c in text) >= 28, text
+print("row 0:", repr(text))
+PY
+grep -q "tokens: ids and text" info.txt && ok || bad "info does not list the tokens: $(cat info.txt)"
 head -1 run/log.csv | grep -q "^step,lr,train_loss,val_loss,grad_norm,max_logit_0,max_logit_1,tied_rows_0,tied_rows_1,wq_sn_0,wq_sn_1$" \
   && ok || bad "log.csv header: $(head -1 run/log.csv)"
 "$TSC" figure fig2 --log tiny=run/log.csv -o val.png >/dev/null 2>err && [ -s val.png ] && ok || bad "figure fig2 --log failed: $(head -3 err)"

@@ -160,6 +160,7 @@ def weights(mod):
     return dict(w_q=mod.q_proj.weight, w_k=mod.k_proj.weight, w_v=mod.v_proj.weight, w_o=mod.o_proj.weight)
 
 
+IDS_SEEN = {}  # (dump, step): the input ids of a sampled step
 HOOKS_ON_SKIPPED = []  # (dump, step, hooks) of steps the spec skips that still had hooks on the attention modules
 
 
@@ -184,6 +185,7 @@ def train(model, attn_mods, path, select, n_steps, steps_sampled, layers_sel, au
             if step not in steps_sampled and hooked:
                 HOOKS_ON_SKIPPED.append((path, step, hooked))
             if step in steps_sampled:
+                IDS_SEEN[(path, step)] = idx.clone()
                 for layer in layers_sel:
                     m = attn_mods[layer]
                     t = {n: v.detach().clone() for n, v in m.last.items()}
@@ -280,6 +282,30 @@ with tempfile.TemporaryDirectory(prefix="tsc-hooks-") as tmp:
     seen = train(m, m.layers, p, "steps=1,layers=0,1", 3, {1}, [0, 1], autocast=True)
     verify("Llama SDPA bf16", p, seen, {1}, [0, 1], "" if NATIVE_SDPA else "bf16-sdpa-math", "sdpa", Hkv_expect=2)
     check(F.scaled_dot_product_attention.__name__ != "_sdpa_wrapper", "SDPA is restored after the capture")
+
+    # the step's tokens: the model's input ids at each sampled step, and a tokenizer's text of each; a
+    # tokenizer object with decode([id]) (Hugging Face, tiktoken) or a callable; none without one
+    import h5py
+    class Tok:
+        def decode(self, ids):
+            return "<%d>" % ids[0] if ids[0] % 7 else "\u00e9\n%d" % ids[0]  # UTF-8 and a newline too
+    for tok, fmt in ((Tok(), None), (lambda i: "w%d" % i, "w%d"), (None, None)):
+        m = NanoGPT(L=1)
+        p = os.path.join(tmp, "tokens.h5")
+        seen = train(m, m.blocks, p, "steps=1,3,layers=0", 4, {1, 3}, [0], tokenizer=tok)
+        with h5py.File(p, "r") as f:
+            for st in (1, 3):
+                g = f["step_%08d" % st]
+                ids = np.asarray(g["tokens"])
+                check(np.array_equal(ids, IDS_SEEN[(p, st)].numpy()), "tokens of step %d are the model's input ids" % st)
+                if tok is None:
+                    check("token_text" not in g, "no tokenizer: ids only")
+                    continue
+                want = [[(fmt % i if fmt else Tok().decode([i])).encode() for i in row] for row in ids.tolist()]
+                check(np.asarray(g["token_text"]).tolist() == want, "token text of step %d from the tokenizer" % st)
+        d = tilescope.Dump(p)
+        check(d.steps == [1, 3], "steps with tokens")
+        os.remove(p)
 
     # an explicit policy overrides the inference
     m = NanoGPT(L=1)
