@@ -220,25 +220,45 @@ static const char *style_with(tsc_plot_style_t st) {
     }
 }
 
-/* The last finite point's y of series q (NaN when none). */
-static double last_y(const tsc_plot_series_t *q) {
+/* The last finite point's y of series q (NaN when none); its x into *x when x is not NULL. */
+static double last_y_at(const tsc_plot_series_t *q, double *x) {
     for (size_t i = q->n; i-- > 0;)
-        if (isfinite(q->y[i]) && isfinite(sx(q, i))) return q->y[i];
+        if (isfinite(q->y[i]) && isfinite(sx(q, i))) {
+            if (x) *x = sx(q, i);
+            return q->y[i];
+        }
     return NAN;
 }
 
 /* opts.end_labels: each named left-axis series' name right of the plot, level with its last point
  * (graph coordinates from the y range yr, log when logy), in its colour; sorted by height and nudged
- * apart by a line of text, kept within the plot's height; the right margin made wide enough. */
+ * apart by a line of text, kept within the plot's height; the right margin made wide enough. A series
+ * that ends well before the others (a run stopped early, e.g. at a divergence) is named where it ends,
+ * with a cross there, so its label does not sit level with a point at the right edge it never reached. */
 static void end_labels(sb_t *b, const tsc_plot_opts_t *o, const tsc_plot_series_t *s, int n, const double yr[2],
                        const char *const *col) {
     int idx[64], m = 0;
-    double g[64];
+    double g[64], xmin = INFINITY, xmax = -INFINITY;
     size_t chars = 0;
+    for (int k = 0; k < n; k++)
+        for (size_t i = 0; !s[k].y2 && i < s[k].n; i++)
+            if (isfinite(s[k].y[i]) && isfinite(sx(&s[k], i))) {
+                double x = sx(&s[k], i);
+                if (x < xmin) xmin = x;
+                if (x > xmax) xmax = x;
+            }
     for (int k = 0; k < n && m < 64; k++) {
-        double y = last_y(&s[k]);
+        double xe = NAN, y = last_y_at(&s[k], &xe);
         if (!s[k].name || !*s[k].name || s[k].y2 || !isfinite(y) || !(yr[1] > yr[0])) continue;
         if (o->logy && (!(y > 0) || !(yr[0] > 0))) continue;
+        if (xmax > xmin && xe < xmax - 0.05 * (xmax - xmin) && y >= yr[0] && y <= yr[1]) {
+            char *t = tsc_plot_quote(s[k].name);
+            if (!t) { b->nomem = 1; return; }
+            sb_printf(b, "set label %s at first %.17g, first %.17g left offset char 0.6,0.5 tc rgb '%s' point pt 2 "
+                         "ps 0.8 lc rgb '%s' front\n", t, xe, y, col[k], col[k]);
+            free(t);
+            continue;
+        }
         g[m] = o->logy ? (log(y) - log(yr[0])) / (log(yr[1]) - log(yr[0])) : (y - yr[0]) / (yr[1] - yr[0]);
         idx[m++] = k;
         size_t c = strlen(s[k].name);

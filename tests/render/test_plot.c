@@ -354,19 +354,26 @@ static void test_ticks_and_styles(void) {
 
 /* end_labels: no key; a label per named series right of the plot, in its colour, level with its last
  * finite point in graph units of the range the script sets, in that order from the bottom, and at
- * least a line of text apart; a log axis narrower than a decade gets ticks. */
+ * least a line of text apart; a series that ends early is named at its end; a log axis narrower than
+ * a decade gets ticks. */
 static void test_end_labels(void) {
-    static double x[4] = {0, 1, 2, 3}, a[4] = {5, 4, 3.5, 3.0}, b[4] = {5, 4, 3.05, NAN}, c[4] = {5, 5, 5.5, 6};
-    tsc_plot_series_t s[4] = {{.name = "low", .x = x, .y = a, .n = 4}, {.name = "near", .x = x, .y = b, .n = 4},
-                              {.name = "high", .x = x, .y = c, .n = 4, .color = "#123456"}, {.x = x, .y = a, .n = 4}};
+    static double x[4] = {0, 1, 2, 3}, a[4] = {5, 4, 3.5, 3.0}, b[4] = {5, 4, 3.2, 3.05}, c[4] = {5, 5, 5.5, 6},
+                  d[4] = {5, 4.5, NAN, NAN};
+    tsc_plot_series_t s[5] = {{.name = "low", .x = x, .y = a, .n = 4}, {.name = "near", .x = x, .y = b, .n = 4},
+                              {.name = "high", .x = x, .y = c, .n = 4, .color = "#123456"}, {.x = x, .y = a, .n = 4},
+                              {.name = "short", .x = x, .y = d, .n = 4, .color = "#654321"}};
     for (int logy = 0; logy < 2; logy++) {
         tsc_plot_opts_t o;
         tsc_plot_opts_init(&o);
         o.end_labels = 1, o.logy = logy;
         char *script = NULL;
-        CHECK(tsc_plot_script(&o, s, 4, "o.png", TSC_IMG_AUTO, &script) == TSC_OK);
+        CHECK(tsc_plot_script(&o, s, 5, "o.png", TSC_IMG_AUTO, &script) == TSC_OK);
         if (!script) continue;
         CHECK(strstr(script, "\nunset key\n") && !strstr(script, "\nset key"));
+        /* a series that stops early (at x = 1 of 0..3) is named where it ends, with a cross there */
+        CHECKF(strstr(script, "set label 'short' at first 1, first 4.5 left offset char 0.6,0.5 tc rgb '#654321' "
+                              "point pt 2 ps 0.8 lc rgb '#654321' front\n") != NULL, "logy %d: 'short' not at its end", logy);
+        CHECK(!strstr(script, "set label 'short' at graph"));
         double lo = NAN, hi = NAN, g[3] = {NAN, NAN, NAN};
         const char *r = strstr(script, "set yrange [");
         if (r) sscanf(r + 12, "%lf:%lf", &lo, &hi);
