@@ -61,6 +61,9 @@ struct tsc_flight {
     int n_dumps, stopped;
     int sig_served;
     int sig_agreed;           /* with opts.comm: the signal a process of the job caught (0: none) */
+    int64_t *tok;             /* [n_slots][B*T] each slot's input tokens (tsc_flight_put_tokens), or NULL */
+    unsigned char *tok_has;   /* [n_slots] the slot's step handed its tokens over */
+    int tok_bytes_text;       /* the tokens are bytes of text: each is written with its byte as text */
 };
 
 /* ---- signals: the handler only sets a flag ---------------------------------------------------- */
@@ -185,6 +188,20 @@ static tsc_status_t name_free(const char *name) {
     return tsc_out_check(name);
 }
 
+/* A slot's tokens into the open step of cap, with each byte as its text when they are bytes of text. */
+static tsc_status_t put_slot_tokens(tsc_flight_t *fr, tsc_capture_t *cap, int slot) {
+    size_t n = (size_t)fr->meta.batch * (size_t)fr->meta.seq_len;
+    const int64_t *ids = fr->tok + (size_t)slot * n;
+    if (!fr->tok_bytes_text) return tsc_capture_put_tokens(cap, ids, NULL);
+    char(*txt)[2] = malloc(n * sizeof *txt);
+    const char **tp = malloc(n * sizeof *tp);
+    tsc_status_t st = txt && tp ? TSC_OK : tsc_error_set(TSC_ERR_NOMEM, "flight recorder %s: out of memory", fr->path);
+    for (size_t i = 0; st == TSC_OK && i < n; i++) txt[i][0] = (char)ids[i], txt[i][1] = 0, tp[i] = txt[i];
+    if (st == TSC_OK) st = tsc_capture_put_tokens(cap, ids, tp);
+    free(txt), free(tp);
+    return st;
+}
+
 /* The ring's steps, oldest first, through one capture session. A step that fails is dropped
  * and the others still go in; the first error is returned. */
 static tsc_status_t write_steps(tsc_flight_t *fr, tsc_capture_t *cap) {
@@ -223,6 +240,7 @@ static tsc_status_t write_steps(tsc_flight_t *fr, tsc_capture_t *cap) {
             const flight_entry_t *t = &fr->ent[e];
             if (pres[e]) st = tsc_capture_put(cap, t->layer, t->name, t->fmt, t->rank, t->dims, base + t->offset);
         }
+        if (st == TSC_OK && fr->tok_has && fr->tok_has[slot]) st = put_slot_tokens(fr, cap, slot);
         if (st == TSC_OK) st = tsc_capture_step_end(cap);
         if (st != TSC_OK && first == TSC_OK) first = st;
     }
@@ -373,6 +391,7 @@ static void drop_open_step(tsc_flight_t *fr) {
     } else {
         memset(fr->present + (size_t)fr->head * fr->n_ent, 0, (size_t)fr->n_ent);
     }
+    if (fr->tok_has) fr->tok_has[fr->head] = 0;
     fr->tensor_bad = 0;
 }
 
@@ -385,6 +404,7 @@ tsc_status_t tsc_flight_step_begin(tsc_flight_t *fr, long long step) {
         return tsc_error_set(TSC_ERR_ARG, "flight recorder %s: step %lld does not follow step %lld", fr->path, step,
                              fr->last_step);
     fr->cur_step = fr->last_step = step;
+    if (fr->tok_has) fr->tok_has[fr->head] = 0; /* a step that took no slot left its tokens there */
     return st;
 }
 
@@ -640,6 +660,7 @@ static tsc_status_t record_step(tsc_flight_t *fr, long long step) {
     fr->head = (fr->head + 1) % fr->n_slots;   /* the oldest slot, or a free one */
     if (fr->count < fr->opts.n_steps) fr->count++;
     memset(fr->present + (size_t)fr->head * fr->n_ent, 0, (size_t)fr->n_ent);
+    if (fr->tok_has) fr->tok_has[fr->head] = 0;
     fr->since_fire++;
     return TSC_OK;
 }
@@ -714,6 +735,27 @@ tsc_status_t tsc_flight_close(tsc_flight_t *fr) {
     ring_free(fr);
     free(fr->present);
     free(fr->slot_step);
+    free(fr->tok), free(fr->tok_has);
     free(fr);
     return st;
+}
+
+tsc_status_t tsc_flight_put_tokens(tsc_flight_t *fr, const int64_t *ids, int bytes_as_text) {
+    if (fr->stopped) return TSC_OK;
+    if (fr->cur_step < 0) return tsc_error_set(TSC_ERR_ARG, "flight recorder %s: tokens outside a step", fr->path);
+    size_t n = (size_t)fr->meta.batch * (size_t)fr->meta.seq_len;
+    if (!fr->tok) {
+        fr->tok = malloc((size_t)fr->n_slots * n * sizeof *fr->tok);
+        fr->tok_has = calloc((size_t)fr->n_slots, 1);
+        if (!fr->tok || !fr->tok_has) {
+            free(fr->tok), free(fr->tok_has);
+            fr->tok = NULL, fr->tok_has = NULL;
+            return tsc_error_set(TSC_ERR_NOMEM, "flight recorder %s: no memory for %d steps of tokens", fr->path,
+                                 fr->n_slots);
+        }
+    }
+    memcpy(fr->tok + (size_t)fr->head * n, ids, n * sizeof *ids);
+    fr->tok_has[fr->head] = 1;
+    fr->tok_bytes_text = bytes_as_text;
+    return TSC_OK;
 }

@@ -118,6 +118,10 @@ TSC_API int tsc_flight_wants(const tsc_flight_t *fr, int layer);
 TSC_API tsc_status_t tsc_flight_put(tsc_flight_t *fr, int layer, const char *name, tsc_format_t fmt, int rank,
                             const uint64_t *dims, const void *data);
 
+/* Hands over the open step's input tokens, ids [B*T] (copied): a dump writes them with the step
+ * (docs/FORMAT.md §1.3), each id's byte as its text when bytes_as_text (a byte-level vocabulary). */
+TSC_API tsc_status_t tsc_flight_put_tokens(tsc_flight_t *fr, const int64_t *ids, int bytes_as_text);
+
 /* Ends the step begun, records it in the ring, enters loss and grad_norm (pass 0 for a
  * series not tracked) and checks the triggers; *fired (may be NULL) is 1 when a dump was
  * written by this call. The first step with tensors fixes the ring (TSC_ERR_ARG over max_bytes:

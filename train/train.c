@@ -295,20 +295,21 @@ static tsc_status_t put_layer(run_t *r, sink_t *k, int l) {
 }
 
 
-/* The captured shard's input tokens into the capture (docs/FORMAT.md §1.3): ids, and each byte as its
- * text when the data is plain text (a token is a byte). */
-static tsc_status_t put_tokens(run_t *r) {
+/* The recorded shard's input tokens (docs/FORMAT.md §1.3) into the capture (cap) or the flight
+ * recorder: ids, and each byte as its text when the data is plain text (a token is a byte). */
+static tsc_status_t put_tokens(run_t *r, tsc_capture_t *cap, tsc_flight_t *fl) {
     size_t n = (size_t)r->Bs * r->T;
-    const int32_t *x = r->x + (size_t)(r->j1 - 1) * n; /* the last shard's rows: the activations captured */
+    const int32_t *x = r->x + (size_t)(r->j1 - 1) * n; /* the last shard's rows: the activations recorded */
+    const int bytes = tsc_data_byte_level(r->data);
     int64_t *ids = malloc(n * sizeof *ids);
-    char(*txt)[2] = tsc_data_byte_level(r->data) ? malloc(n * sizeof *txt) : NULL;
+    char(*txt)[2] = cap && bytes ? malloc(n * sizeof *txt) : NULL;
     const char **tp = txt ? malloc(n * sizeof *tp) : NULL;
-    tsc_status_t st = ids && (!txt || tp) ? TSC_OK : tsc_error_set(TSC_ERR_NOMEM, "capture: no memory for the tokens");
+    tsc_status_t st = ids && (!cap || !bytes || tp) ? TSC_OK : tsc_error_set(TSC_ERR_NOMEM, "train: no memory for the tokens");
     for (size_t i = 0; st == TSC_OK && i < n; i++) {
         ids[i] = x[i];
         if (txt) txt[i][0] = (char)x[i], txt[i][1] = 0, tp[i] = txt[i];
     }
-    if (st == TSC_OK) st = tsc_capture_put_tokens(r->cap, ids, tp);
+    if (st == TSC_OK) st = cap ? tsc_capture_put_tokens(cap, ids, tp) : tsc_flight_put_tokens(fl, ids, bytes);
     free(ids), free(txt), free(tp);
     return st;
 }
@@ -317,7 +318,7 @@ static tsc_status_t capture_step(run_t *r, long long s) {
     if (!r->cap || !tsc_capture_wants(r->cap, s, -1)) return TSC_OK;
     sink_t k = {cap_put, r->cap, r->scratch};
     tsc_status_t st = tsc_capture_step_begin(r->cap, s);
-    if (st == TSC_OK) st = put_tokens(r);
+    if (st == TSC_OK) st = put_tokens(r, r->cap, NULL);
     for (int l = 0; l < r->L && st == TSC_OK; l++)
         if (tsc_capture_wants(r->cap, s, l)) st = put_layer(r, &k, l);
     if (st == TSC_OK) st = tsc_capture_step_end(r->cap);
@@ -332,6 +333,7 @@ static tsc_status_t flight_step(run_t *r, long long s, double loss, double gn, c
     sink_t k = {flight_put, r->flight, r->scratch};
     int stopped = tsc_flight_stopped(r->flight);
     tsc_status_t st = stopped ? TSC_OK : tsc_flight_step_begin(r->flight, s);
+    if (st == TSC_OK && !stopped) st = put_tokens(r, NULL, r->flight);
     for (int l = 0; l < r->L && st == TSC_OK && !stopped; l++)
         if (tsc_flight_wants(r->flight, l)) st = put_layer(r, &k, l);
     int fired = 0;

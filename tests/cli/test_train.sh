@@ -63,6 +63,17 @@ import json, sys
 j = json.load(open("info.json")); print("flight dump steps", j["steps"])
 sys.exit(0 if j["steps"] == [28, 29, 30, 31] else 1)
 PY
+# the recorder kept each step's tokens with its tensors (each step its own batch), each byte with its text
+"$py" - <<'PY' && ok || bad "the flight dump's tokens"
+import h5py, numpy as np
+f = h5py.File("spike/flight.h5", "r")
+for st in (28, 29, 30, 31):
+    g = f["step_%08d" % st]
+    ids, txt = np.asarray(g["tokens"]), np.asarray(g["token_text"])
+    assert ids.shape == (8, 32) and all(txt[b, t] == bytes([ids[b, t]]) for b in range(8) for t in range(32)), st
+assert not np.array_equal(np.asarray(f["step_00000030/tokens"]), np.asarray(f["step_00000031/tokens"]))
+print("flight tokens ok")
+PY
 "$TSC" diagnose spike/flight.h5 -o diag -q >/dev/null 2>err && [ -s diag/summary.json ] && ok || bad "diagnose on the flight dump failed: $(head -3 err)"
 
 # Bad input.
