@@ -25,7 +25,12 @@ one = h5py.File(sys.argv[1], "r")
 ranks = [h5py.File(p, "r") for p in sys.argv[2:]]
 assert [int(f.attrs["rank"]) for f in ranks] == [0, 1]
 n = 0
-for layer in one["step_00000000"]:
+# the step's tokens: each process's rows of the whole batch's
+for name in ("tokens", "token_text"):
+    whole = one["step_00000000"][name][...]
+    parts = np.concatenate([f["step_00000000"][name][...] for f in ranks], axis=0)
+    assert parts.shape == whole.shape == (6, 32) and (parts == whole).all(), name
+for layer in (g for g in one["step_00000000"] if g.startswith("layer_")):
     for name in ("q", "k", "v", "o", "lse", "x", "do"):
         whole = one["step_00000000"][layer][name][...]
         parts = np.concatenate([f["step_00000000"][layer][name][...] for f in ranks], axis=0)
