@@ -101,7 +101,7 @@ static void SFX(hctx_init)(SFX(hctx_t) *cx, const tsc_policy_t *pol, const tsc_a
     cx->poff = (R)pol->p_offset;
     cx->c2 = (R)1.44269504f;
     cx->ltile = pol->exp >= TSC_EXP_EXP2_TRITON;
-    if (pol->exp == TSC_EXP_EXP2_TRITON) { /* qk_scale = sm_scale; qk_scale *= 1.44269504, in FP32 */
+    if (pol->exp == TSC_EXP_EXP2_TRITON || pol->exp == TSC_EXP_EXP2_MEMEFF) { /* σ = R(R_FP32(α)·R_FP32(log2 e)) */
         const R a = (R)(float)dims->scale;
         cx->sig = a * cx->c2;
     }
@@ -692,7 +692,7 @@ static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
         c = EXPR(SFX(rnd)(m_old - mn, &st[TSC_STAGE_EXPARG]));
     } else if (cx->expm == TSC_EXP_EXP2_SCALED || cx->expm == TSC_EXP_EXP2_PRESCALED) {
         c = EXP2R(SFX(rnd)(m_old - mn, &st[TSC_STAGE_EXPARG])); /* exp2(m_i - m_ij) */
-    } else if (cx->expm == TSC_EXP_EXP2_TRITON) { /* exp2(m_i - m_ij), both maxima scaled */
+    } else if (cx->expm == TSC_EXP_EXP2_TRITON || cx->expm == TSC_EXP_EXP2_MEMEFF) { /* both maxima scaled */
         const R a = m_old * cx->sig, b = mn * cx->sig;
         c = EXP2R(SFX(rnd)(a - b, &st[TSC_STAGE_EXPARG]));
     } else { /* exp2((m_old − m_new)·σ); +lazy-rescale keeps m_old while that argument is >= −thr */
@@ -717,7 +717,9 @@ static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
         for (int d = 0; d < D; d++) oacc[d] = SFX(rnd)(c * oacc[d], &st[TSC_STAGE_OACC]);
         R sum = 0;
         for (int jj = 0; jj < n; jj++) sum = SFX(rnd)(sum + pb[jj], &st[TSC_STAGE_ACC]);
-        bk->l[r] = SFX(rnd)(FMA(bk->l[r], c, sum), &st[TSC_STAGE_L]);
+        if (cx->expm == TSC_EXP_EXP2_MEMEFF) /* s_prime *= m_prime_exp; then + the tile's total */
+            bk->l[r] = SFX(rnd)(SFX(rnd)(c * bk->l[r], &st[TSC_STAGE_L_RESCALE]) + sum, &st[TSC_STAGE_L]);
+        else bk->l[r] = SFX(rnd)(FMA(bk->l[r], c, sum), &st[TSC_STAGE_L]);
     } else if (pol->fused) {
         for (int d = 0; d < D; d++) oacc[d] = SFX(rnd)(c * oacc[d], &st[TSC_STAGE_OACC]);
         bk->l[r] = SFX(rnd)(c * bk->l[r], &st[TSC_STAGE_L_RESCALE]); /* the keys' terms follow */
@@ -899,6 +901,9 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
                 } else if (cx->expm == TSC_EXP_EXP2_SCALED || cx->expm == TSC_EXP_EXP2_PRESCALED) {
                     const R l2 = (R)log2((double)bk.l[r]), e2 = bk.m[r] + l2; /* m_i + log2(l_i) */
                     lv = SFX(rnd)(e2 * (R)0.693147180559945309417, &st[TSC_STAGE_LSE]);  /* in natural units */
+                } else if (cx->expm == TSC_EXP_EXP2_MEMEFF) { /* mi / kLog2e + log(s_prime), mi = R(m'·σ) */
+                    const R mi = bk.m[r] * cx->sig, a = mi / (R)1.4426950408889634074f;
+                    lv = SFX(rnd)(a + LOGR(bk.l[r]), &st[TSC_STAGE_LSE]);
                 } else {
                     lv = SFX(rnd)(FMA(bk.m[r], cx->alpha_f, LOGR(bk.l[r] * (R)ldexp(1.0, -pol->p_offset))),
                                   &st[TSC_STAGE_LSE]);

@@ -113,6 +113,10 @@ static const preset_row_t presets[] = {
     {TSC_PRESET_BF16_FLEX_PRESCALE, "bf16-flex-prescale",
      "torch FlexAttention with PRESCALE_QK: q * SM_SCALE * RCP_LN2 rounded to BF16 (forward only)", F32, build_kernel,
      BF, BF, 1},
+    {TSC_PRESET_BF16_SDPA_MEM_EFFICIENT, "bf16-sdpa-mem-efficient",
+     "PyTorch's SDPA mem-efficient backend (CUTLASS kernel from xformers), BF16, head dim <= 64: scores scaled by a "
+     "rounded product, exp2 1 at the max",
+     F32, build_kernel, BF, BF, 1},
 };
 #undef BF
 #undef HF
@@ -257,6 +261,10 @@ static void preset_kernel(tsc_policy_t *p, tsc_preset_t which, tsc_format_t lp, 
     /* key-tile widths, head dim 128 without a causal mask: FA3's tile_size_fwd_sm90 (BF16 176, FP8 224);
      * FA2 and FA4 128 */
     if (which == TSC_PRESET_BF16_FA3) p->block_k = 176;
+    if (which == TSC_PRESET_BF16_SDPA_MEM_EFFICIENT) { /* kQueriesPerBlock = kKeysPerBlock = 64, O kept in registers */
+        p->exp = TSC_EXP_EXP2_MEMEFF;
+        p->block_q = p->block_k = 64;
+    }
     if (which == TSC_PRESET_FP8_FA3_SCALED) {
         p->p_offset = 8;
         p->block_k = 224;
@@ -368,14 +376,14 @@ tsc_status_t tsc_policy_validate(const tsc_policy_t *p) {
         return tsc_error_set(TSC_ERR_ARG, "policy: softmax %d, ds-scale %d, scale %d, norm %d or gqa-sum %d "
                              "out of range", (int)p->softmax, (int)p->ds_scale, (int)p->scale, (int)p->norm,
                              (int)p->gqa_sum);
-    if ((unsigned)p->exp > TSC_EXP_EXP2_PRESCALED)
+    if ((unsigned)p->exp > TSC_EXP_EXP2_MEMEFF)
         return tsc_error_set(TSC_ERR_ARG, "policy: exp mode %d out of range", (int)p->exp);
     if (p->exp != TSC_EXP_E && (p->softmax != TSC_SOFTMAX_ONLINE || p->scale != TSC_SCALE_S))
         return tsc_error_set(TSC_ERR_ARG, "policy: the +exp:exp2-* modes model FlashAttention-style kernels: "
                              "they need the online softmax and +scale:s");
     if (p->exp >= TSC_EXP_EXP2_TRITON && (p->p_offset || p->lazy_thr != 0 || p->poly_freq || !p->fused))
-        return tsc_error_set(TSC_ERR_ARG, "policy: +exp:exp2-triton, exp2-scaled and exp2-prescaled accumulate O-bar "
-                             "fused and take no +p-offset, +lazy-rescale or +exp2-poly");
+        return tsc_error_set(TSC_ERR_ARG, "policy: +exp:exp2-triton, exp2-scaled, exp2-prescaled and exp2-memeff "
+                             "accumulate O-bar fused and take no +p-offset, +lazy-rescale or +exp2-poly");
     if (p->exp == TSC_EXP_E && (p->p_offset || p->lazy_thr != 0 || p->poly_freq))
         return tsc_error_set(TSC_ERR_ARG, "policy: +p-offset, +lazy-rescale and +exp2-poly belong to the exp2 kernels: "
                              "add +exp:exp2-fma (or exp2-mul)");
@@ -755,7 +763,8 @@ static tsc_status_t print_poly(const modifier_t *m, tsc_strbuf_t *sb, const tsc_
 }
 
 static const char *const delta_names[] = {"lp-delta", "hp-delta", "dpp-delta"};
-static const char *const exp_names[] = {"e", "exp2-fma", "exp2-mul", "exp2-triton", "exp2-scaled", "exp2-prescaled"};
+static const char *const exp_names[] = {"e",           "exp2-fma",       "exp2-mul",   "exp2-triton",
+                                        "exp2-scaled", "exp2-prescaled", "exp2-memeff"};
 static const char *const fused_names[] = {"unfused", "fused"};
 static const char *const softmax_names[] = {"online", "materialized"};
 static const char *const ds_scale_names[] = {"last", "first", "rounded"};
@@ -784,7 +793,7 @@ static const modifier_t modifiers[] = {
     ENUM_ROW("scale", scale, scale_names, 0, "alpha on the scores, the same with alpha rounded to the scores' format first, or sqrt(alpha) on Q and on K (tsc_scale_t)"),
     ENUM_ROW("norm", norm, norm_names, 0, "P-bar / l or P-bar * (1/l) (materialized softmax), O-bar / l or O-bar * (1/l) (online)"),
     ENUM_ROW("gqa-sum", gqa_sum, gqa_names, 0, "GQA: the group's rounded dK, dV summed then rounded, or rounded after each head's add, or summed unrounded then rounded once (SDPA's enable_gqa)"),
-    ENUM_ROW("exp", exp, exp_names, 0, "exp(S - m) with S = alpha*QK^T, or the CUDA kernels' exp2 with alpha*log2(e) folded into one FFMA, or into a rounded product, or the Triton tutorial's, FlexAttention's or FlexAttention's PRESCALE_QK form (tsc_exp_t, tsc_attention.h)"),
+    ENUM_ROW("exp", exp, exp_names, 0, "exp(S - m) with S = alpha*QK^T, or the CUDA kernels' exp2 with alpha*log2(e) folded into one FFMA, or into a rounded product, or the Triton tutorial's, FlexAttention's, FlexAttention's PRESCALE_QK or PyTorch's mem-efficient kernel's form (tsc_exp_t, tsc_attention.h)"),
     OWN_ROW("p-offset", "+p-offset:N", parse_p_offset, print_p_offset,
             "exp2 kernels: the row max maps to 2^N before P-bar is rounded (FP8 kernels: 8); log l is taken of l*2^-N"),
     OWN_ROW("lazy-rescale", "+lazy-rescale:thr=X", parse_lazy, print_lazy,

@@ -79,7 +79,11 @@
  *                     c = exp2(R_EXPARG(m_old − m_new)); LSE = R_LSE(R(m + log2 ℓ)·ln 2)
  *   +exp:exp2-prescaled the same with Q replaced on entry by R_Q(R(R(Q·α)·1.44269504)) and S = S' (forward and δ
  *                     only: gradients are refused)
- *   backward: exp2-triton as exp2-fma; the two Flex modes P_j = exp2(R_EXPARG_BWD(S_j − R(LSE·log2 e))).
+ *   +exp:exp2-memeff  (PyTorch's mem-efficient kernel) σ as exp2-triton; every P̄_j = exp2(R_EXPARG(R(S'_j·σ) −
+ *                     R(m'·σ))); c as exp2-triton; ℓ = R_L(R_L_RESCALE(ℓ·c) + Σ_tile R_PBAR_L(P̄_j));
+ *                     LSE = R_LSE(R(R(m'·σ)/R_FP32(log2 e)) + log ℓ)
+ *   backward: exp2-triton as exp2-fma; the two Flex modes P_j = exp2(R_EXPARG_BWD(S_j − R(LSE·log2 e)));
+ *   exp2-memeff as exp2-mul.
  * Algorithm 3's ε and gap are in units of α·QKᵀ: the exp2 modes use ε/α and gap/α on S' (ε·log2 e, gap·log2 e for
  * the Flex modes). +norm:recip on an
  * online policy makes O = R_O(Ō·(1/ℓ)) (the CUDA kernels' inv_sum). The exp2 modes need the online softmax and

@@ -140,7 +140,10 @@ typedef enum {
     TSC_EXP_EXP2_TRITON, /* the Triton tutorial: exp2-fma off the diagonal, exp2-mul on the diagonal tiles
                        * (causal), the rescale from the scaled maxima, ℓ = fma(ℓ, c, tile sum) */
     TSC_EXP_EXP2_SCALED, /* FlexAttention: S = R(R(S'·α)·log2e'), exp2(R(S − m)), ℓ = fma(ℓ, c, tile sum) */
-    TSC_EXP_EXP2_PRESCALED /* FlexAttention's PRESCALE_QK: Q rounded to its format after ·α·log2e', S = S' */
+    TSC_EXP_EXP2_PRESCALED, /* FlexAttention's PRESCALE_QK: Q rounded to its format after ·α·log2e', S = S' */
+    TSC_EXP_EXP2_MEMEFF /* PyTorch's mem-efficient kernel (xformers CUTLASS): every score R(S'·σ), exp2 of its
+                       * difference to the scaled max (1 at the max), ℓ = R(R(ℓ·c) + tile sum), LSE from the
+                       * scaled max: R(R(m/log2e') + log ℓ) */
 } tsc_exp_t;
 
 /* The presets: the kernels people run (docs/PRESETS.md has the sources of each model). */
@@ -167,6 +170,7 @@ typedef enum {
     TSC_PRESET_E5M2_TRITON,      /* the same with FP8 (E5M2) inputs: P̄ converted to E5M2 */
     TSC_PRESET_BF16_FLEX,        /* torch FlexAttention: SM_SCALE then RCP_LN2, two roundings */
     TSC_PRESET_BF16_FLEX_PRESCALE, /* FlexAttention with PRESCALE_QK: Q rounded after scaling */
+    TSC_PRESET_BF16_SDPA_MEM_EFFICIENT, /* PyTorch's SDPA mem-efficient kernel (CUTLASS, from xformers), head dim <= 64 */
     TSC_PRESET_COUNT
 } tsc_preset_t;
 

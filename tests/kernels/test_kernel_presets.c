@@ -9,6 +9,8 @@
  *  - flash-attn 4 (flash_attn/cute/softmax.py: update_row_max, apply_exp2_convert; utils.py: ex2_emulation_2):
  *    the row max kept while (old − new)·σ >= −8, the emulated exp2 on the columns the schedule picks;
  *  - the Triton tutorial (06-fused-attention.py) and FlexAttention's template (common.py.jinja), both scalings: O;
+ *  - PyTorch's mem-efficient kernel (mem_eff_attention/kernel_forward.h iterative_softmax, the epilogue's
+ *    normalisation, the LSE of step 7): O and LSE;
  *  - the emulated exp2 itself, over FP32 inputs of [−127, 16] (every 11th bit pattern, plus both ends),
  *    against the kernel's own sequence: an add rounding toward −inf, then round-to-nearest steps. */
 #include <fenv.h>
@@ -272,6 +274,83 @@ static void ref_triton(int kind, const float *q, const float *kk, const float *v
     free(S), free(acc), free(qp);
 }
 
+/* PyTorch's mem-efficient kernel (aten/src/ATen/native/transformers/cuda/mem_eff_attention/kernel_forward.h:
+ * iterative_softmax: frag = frag * (scaling * kLog2e) with kLog2e a float; mi = the row max of the scaled
+ * scores; when it grew, out_rescale = exp2f(m_prime - mi), s_prime *= it, the O fragment *= it; frag =
+ * exp2f(frag - mi); s_prime += the tile's total of the FP32 values; the P V GEMM takes them converted to the
+ * input type and accumulates into the O fragment; epilogue/epilogue_rescale_output.h: O = (1 / s_prime) * accum; step 7:
+ * lse = mi / kLog2e + log(s_prime)). q [T, D]... as ref_forward; causal keys of row t: 0..t. */
+static void ref_memeff(const float *q, const float *kk, const float *v, int T, int D, int Bc, float scale, float *o,
+                       float *lse) {
+    const float kLog2e = 1.4426950408889634074f, sig = scale * kLog2e;
+    float *S = malloc(sizeof(float) * (size_t)Bc), *acc = malloc(sizeof(float) * (size_t)D);
+    for (int t = 0; t < T; t++) {
+        float mi = -INFINITY, s_prime = 0;
+        for (int d = 0; d < D; d++) acc[d] = 0;
+        for (int j0 = 0; j0 <= t; j0 += Bc) {
+            const int n = t + 1 - j0 < Bc ? t + 1 - j0 : Bc;
+            float mx = mi;
+            for (int j = 0; j < n; j++) {
+                float s = 0;
+                for (int d = 0; d < D; d++) s = fmaf(q[(size_t)t * D + d], kk[(size_t)(j0 + j) * D + d], s);
+                S[j] = s * sig;
+                mx = S[j] > mx ? S[j] : mx;
+            }
+            if (mi < mx) { /* changed: m_prime < mi */
+                const float r = (float)exp2((double)(mi - mx));
+                s_prime = s_prime * r;
+                for (int d = 0; d < D; d++) acc[d] = acc[d] * r;
+            }
+            mi = mx;
+            float total = 0;
+            for (int j = 0; j < n; j++) {
+                S[j] = (float)exp2((double)(S[j] - mi));
+                total = total + S[j];
+            }
+            s_prime = s_prime + total;
+            for (int j = 0; j < n; j++) {
+                const float pb = tsc_round_f32(S[j], TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
+                for (int d = 0; d < D; d++) acc[d] = fmaf(pb, v[(size_t)(j0 + j) * D + d], acc[d]);
+            }
+        }
+        const float alpha = 1.0f / s_prime;
+        for (int d = 0; d < D; d++)
+            o[(size_t)t * D + d] = tsc_round_f32(alpha * acc[d], TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
+        lse[t] = mi / kLog2e + tsc_attn_logf(s_prime);
+    }
+    free(S), free(acc);
+}
+
+/* Policy pol (tiles of 16) against ref_memeff on a causal head; O and LSE elements that differ. */
+static size_t compare_memeff(const char *pol, int T, int D) {
+    const float scale = 0.125f;
+    const size_t n = (size_t)T * D;
+    float *q = malloc(4 * n), *kk = malloc(4 * n), *v = malloc(4 * n), *o = malloc(4 * n), *ro = malloc(4 * n);
+    float *lse = malloc(4 * (size_t)T), *rlse = malloc(4 * (size_t)T);
+    for (size_t i = 0; i < n; i++) {
+        q[i] = tsc_round_f32((float)(2 * nrand()), TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
+        kk[i] = tsc_round_f32((float)(2 * nrand()), TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
+        v[i] = tsc_round_f32((float)nrand(), TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
+    }
+    for (int j = 0; j < T; j++) kk[(size_t)j * D] = tsc_round_f32(kk[(size_t)j * D] + 0.05f * (float)j, TSC_FMT_BF16,
+                                                                 TSC_ROUND_NEAREST_EVEN, NULL); /* the max grows */
+    tsc_policy_t p;
+    size_t diff = (size_t)-1;
+    if (tsc_policy_parse(pol, &p) == TSC_OK) {
+        tsc_attn_dims_t d = {1, 1, 1, T, D, 1, scale};
+        tsc_attn_io_t io = {.dtype = TSC_ATTN_F32, .q = q, .k = kk, .v = v, .o = o, .lse = lse};
+        CHECKF(tsc_attn_run(&p, &d, &io, NULL, 0) == TSC_OK, "%s", tsc_error_last());
+        ref_memeff(q, kk, v, T, D, 16, scale, ro, rlse);
+        diff = 0;
+        for (size_t i = 0; i < n; i++) diff += bits(o[i]) != bits(ro[i]);
+        for (int t = 0; t < T; t++) diff += bits(lse[t]) != bits(rlse[t]);
+    } else {
+        CHECKF(0, "%s", tsc_error_last());
+    }
+    free(q), free(kk), free(v), free(o), free(ro), free(lse), free(rlse);
+    return diff;
+}
+
 /* Policy pol against ref_triton(kind) on a causal head; the count of O elements that differ. */
 static size_t compare_triton(const char *pol, int kind, int T, int D, int Br, int Bc, tsc_format_t in) {
     const float scale = 0.125f;
@@ -344,6 +423,12 @@ int main(void) {
     CHECK_EQ_INT(compare_triton("bf16-flex+tile:q=32,k=16", 1, 90, 16, 32, 16, TSC_FMT_BF16), 0);
     rng_state = 6;
     CHECK_EQ_INT(compare_triton("bf16-flex-prescale+tile:q=32,k=16", 2, 90, 16, 32, 16, TSC_FMT_BF16), 0);
+    rng_state = 7;
+    CHECK_EQ_INT(compare_memeff("bf16-sdpa-mem-efficient+tile:q=16,k=16", 90, 16), 0);
+    rng_state = 7; /* the vendored FA2 (also a rounded product) is another kernel: its LSE and rescale differ */
+    differ = compare_memeff("bf16-sdpa-flash+tile:q=16,k=16", 90, 16);
+    CHECKF(differ > 0 && differ != (size_t)-1, "sdpa-flash reproduced the mem-efficient kernel (%zu differ)", differ);
+    printf("sdpa-flash vs the mem-efficient reference: %zu of %d O and LSE values differ\n", differ, 90 * 17);
     {
         tsc_policy_t p;
         float x[64] = {0}, y[64], g[64];
