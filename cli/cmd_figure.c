@@ -13,7 +13,9 @@ const char tsc_usage_figure[] =
     "       tilescope figure fig2|fig7|fig10 --log NAME=FILE[:COLUMN] ... -o FILE\n"
     "       tilescope figure --list\n"
     "       tilescope figure attn|attn-grid SOURCE --layer L [--head H|all] [--step S] [--batch B]\n"
-    "              [--rows A:B] [--policy P] -o FILE   (attention patterns of a dump; docs/VIEW.md)\n"
+    "              [--rows A:B] [--policy P] -o FILE   (attention patterns of a dump, labelled with its\n"
+    "              tokens when it holds them; docs/VIEW.md)\n"
+    "       tilescope figure attn|attn-grid --from DIR --layer L ... -o FILE   (the same, of an analysis folder)\n"
     "Draws one of the paper's figures (docs/MECHANISM.md section 7) from an analysis folder (DIR/summary.json and\n"
     "DIR/analysis.h5, written by `tilescope analyze` or `tilescope diagnose`) and training logs. The output\n"
     "type follows the extension of FILE: .png, .svg or .pdf. Prints the figure's caption (what was\n"
@@ -93,7 +95,7 @@ int tsc_cmd_figure(int argc, char **argv) {
     if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, &fig))) return rc;
     if (list) {
         for (int k = 0; k < tsc_figure_count(); k++) printf("  %-6s %s\n", tsc_figure_id(k), tsc_figure_describe(k));
-        printf("  attn   one head's attention pattern P from a dump (figure attn SOURCE --layer L --head H; docs/VIEW.md)\n"
+        printf("  attn   one head's attention pattern P from a dump (figure attn SOURCE|--from DIR --layer L --head H; docs/VIEW.md)\n"
                "  attn-grid  every head of a layer, one row per GQA group (figure attn-grid SOURCE --layer L)\n");
         return 0;
     }

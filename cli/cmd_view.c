@@ -3,21 +3,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "tsc_attn_view.h"
 #include "tsc_escape.h"
 #include "tsc_json.h"
+#include "tsc_select.h"
 
 static const char usage_attn[] =
     "usage: tilescope figure attn SOURCE --layer L --head H [options] -o FILE\n"
+    "       tilescope figure attn --from DIR --layer L --head H [options] -o FILE\n"
     "       tilescope figure attn-grid SOURCE --layer L [options] -o FILE   (= attn --head all)\n"
     "The attention probabilities P = softmax(S) of one head (or every head of a layer, one grid row per\n"
     "kv group under GQA), recomputed from the dump's q and k; log colour scale, causal mask hatched grey,\n"
     "tied rows (>= 2 keys within eps of the row max) marked red at the right, sink keys (>= 10% of all\n"
     "rows' P, >= 2x uniform) marked orange on top (docs/VIEW.md). SOURCE: a dump or an analysis folder\n"
-    "(then its per-head tie and sink counts are printed under a one-head figure).\n"
+    "(then its per-head tie and sink counts are printed under a one-head figure). When the dump holds the\n"
+    "step's input tokens, rows and keys are labelled with them (every one when they fit, else every\n"
+    "few as \"i: token\"; token ids as \"id N\").\n"
     "  -o, --out FILE      output .png, .svg or .pdf (required)\n"
+    "  --from DIR          the analysis (or capture-session) folder, as SOURCE is (instead of SOURCE)\n"
     "  --layer L           layer, 0-based (required)\n"
     "  --head H|all        query head, 0-based, or all (default all)\n"
     "  --step S            step (default: the dump's first)\n"
@@ -28,15 +34,17 @@ static const char usage_attn[] =
     "  --tie-eps E         eps of a tie (default 1e-3)\n"
     "  --dump FILE         the dump when SOURCE is an analysis folder (default: the one it names)\n"
     "  --width IN, --height IN, --dpi N, --font PT   size (inches), PNG resolution, text size\n"
-    "  --json              print what was drawn (tied rows, sinks, plot box in pixels) as JSON\n"
+    "  --json              print what was drawn (tied rows, sinks, plot box in pixels, the tokens and\n"
+    "                      labels, the title's layout) as JSON\n"
     "Exit: 0 written, 1 the job failed, 2 usage error.\n";
 
 const char tsc_usage_view[] =
     "usage: tilescope view SOURCE -o view.html [options]\n"
     "Writes one self-contained offline HTML file (no network, no external script) to browse the\n"
-    "attention patterns of a dump by step, layer and head: click a head to show its pattern, zoom\n"
-    "into rows and keys, read the head's ties, sinks and (with an analysis folder as SOURCE) its bias,\n"
-    "flags and spectral norm (docs/VIEW.md).\n"
+    "attention patterns of a dump by step, batch row, layer and head: click a head to show its pattern,\n"
+    "zoom into rows and keys, read the head's ties, sinks and (with an analysis folder as SOURCE) its\n"
+    "bias, flags and spectral norm (docs/VIEW.md). When the dump holds the steps' input tokens, hovering\n"
+    "a cell names its row's and key's tokens and a zoom labels the axes with them.\n"
     "  -o, --out FILE      output .html (required)\n"
     "  --steps SET         steps to include (\"0,2\", \"0:4\"; default the first 4)\n"
     "  --max-steps N       steps included by default (4)\n"
@@ -44,6 +52,8 @@ const char tsc_usage_view[] =
     "  --max-mb MB         size budget of the file (default 20): full-resolution patterns are added,\n"
     "                      heads with ties or sinks first, while the file stays below it\n"
     "  --batch B           batch row (default 0)\n"
+    "  --batches SET       batch rows to include, switched in the page (\"0,1\", \"0:4\", all; default\n"
+    "                      the --batch row); the size budget covers every row's patterns\n"
     "  --policy P          round S under policy P (default: the analysis' lp, else the dump's\n"
     "                      recorded policy, else the best fit of its O, else bf16-fa2)\n"
     "  --dump FILE         the dump when SOURCE is an analysis folder\n"
@@ -67,12 +77,13 @@ static int parse_rows(const char *s, int *a, int *b) {
 }
 
 int tsc_cmd_figure_attn(int argc, char **argv, int grid) {
-    const char *cmd = "figure", *src = NULL, *out = NULL, *head = NULL, *rows = NULL;
+    const char *cmd = "figure", *src = NULL, *from = NULL, *out = NULL, *head = NULL, *rows = NULL;
     int json = 0, rc;
     tsc_attn_fig_opts_t o;
     tsc_attn_fig_opts_init(&o);
     o.batch = 0;
     const tsc_cli_flag_t flags[] = {{"--out", "-o", TSC_CLI_STR, &out, 0, 0},
+                                    {"--from", NULL, TSC_CLI_STR, &from, 0, 0},
                                     {"--layer", NULL, TSC_CLI_INT, &o.layer, 0, 100000000},
                                     {"--head", NULL, TSC_CLI_STR, &head, 0, 0},
                                     {"--step", NULL, TSC_CLI_LLONG, &o.step, 0, 99999999},
@@ -87,7 +98,15 @@ int tsc_cmd_figure_attn(int argc, char **argv, int grid) {
                                     {"--font", NULL, TSC_CLI_DOUBLE, &o.font_pt, 7, 20},
                                     {"--json", NULL, TSC_CLI_ON, &json, 0, 0}};
     if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, &src))) return rc;
-    if (!src) return attn_usage("which dump or analysis folder? (SOURCE)", NULL);
+    /* --from DIR: the folder, as every other figure takes it; the same source as SOURCE naming it */
+    if (from && src) return attn_usage("give SOURCE or --from DIR, not both: ", src);
+    if (from) {
+        struct stat sb;
+        if (stat(from, &sb) == 0 && !S_ISDIR(sb.st_mode))
+            return attn_usage("--from expects a folder (an analysis folder); give a dump file as SOURCE: ", from);
+        src = from;
+    }
+    if (!src) return attn_usage("which dump or analysis folder? (SOURCE, or --from DIR)", NULL);
     if (!out) return attn_usage("-o FILE is required", NULL);
     if (o.layer < 0) return attn_usage("--layer L is required", NULL);
     if (head && strcmp(head, "all") != 0) {
@@ -121,7 +140,7 @@ int tsc_cmd_figure_attn(int argc, char **argv, int grid) {
 
 int tsc_cmd_view(int argc, char **argv) {
     const char *cmd = "view", *src = NULL, *out = NULL;
-    int rc;
+    int rc, batch = -1;
     tsc_view_opts_t o;
     tsc_view_opts_init(&o);
     const tsc_cli_flag_t flags[] = {{"--out", "-o", TSC_CLI_STR, &out, 0, 0},
@@ -129,10 +148,20 @@ int tsc_cmd_view(int argc, char **argv) {
                                     {"--max-steps", NULL, TSC_CLI_INT, &o.max_steps, 1, 100000},
                                     {"--overview", NULL, TSC_CLI_INT, &o.overview, 16, 1024},
                                     {"--max-mb", NULL, TSC_CLI_DOUBLE, &o.max_mb, 0.01, 4096},
-                                    {"--batch", NULL, TSC_CLI_INT, &o.batch, 0, 100000000},
+                                    {"--batch", NULL, TSC_CLI_INT, &batch, 0, 100000000},
+                                    {"--batches", NULL, TSC_CLI_STR, &o.batches, 0, 0},
                                     {"--policy", NULL, TSC_CLI_STR, &o.policy, 0, 0},
                                     {"--dump", NULL, TSC_CLI_STR, &o.dump, 0, 0}};
     if ((rc = tsc_cli_args(cmd, argc, argv, flags, TSC_CLI_NFLAGS(flags), NULL, NULL, 0, &src))) return rc;
+    if (batch >= 0 && o.batches)
+        return tsc_cli_usage_error(cmd, "--batch %d and --batches %s: give one of them", batch, o.batches);
+    if (batch >= 0) o.batch = batch;
+    if (o.batches) {
+        tsc_select_set_t set;
+        if (tsc_select_set_parse(&set, o.batches) != TSC_OK)
+            return tsc_cli_usage_error(cmd, "--batches expects a set of batch rows (\"0,1\", \"0:4\", all): %s",
+                                       tsc_error_last());
+    }
     if (!src) return tsc_cli_usage_error(cmd, "which dump or analysis folder? (SOURCE)");
     if (!out) return tsc_cli_usage_error(cmd, "-o FILE.html is required");
     o.source = src;
@@ -146,9 +175,10 @@ int tsc_cmd_view(int argc, char **argv) {
         tsc_strbuf_free(&e);
         return rc;
     }
-    printf("%s: %d step%s x %d layer%s x %d head%s (%d at full resolution), %.1f MB\n", tsc_esc_term_str(&e, out),
-           info.n_steps, TSC_CLI_S(info.n_steps), info.n_layers, TSC_CLI_S(info.n_layers), info.n_heads,
-           TSC_CLI_S(info.n_heads), info.n_full, (double)info.bytes / 1e6);
+    printf("%s: %d step%s x %d batch row%s x %d layer%s x %d head%s (%d at full resolution)%s, %.1f MB\n",
+           tsc_esc_term_str(&e, out), info.n_steps, TSC_CLI_S(info.n_steps), info.n_batches, TSC_CLI_S(info.n_batches),
+           info.n_layers, TSC_CLI_S(info.n_layers), info.n_heads, TSC_CLI_S(info.n_heads), info.n_full,
+           info.n_tokens ? ", with the input tokens" : "", (double)info.bytes / 1e6);
     tsc_strbuf_free(&e);
     if (info.n_skipped)
         fprintf(stderr, "tilescope view: %d heads left out: their q or k holds NaN/Inf (not captured)\n", info.n_skipped);

@@ -29,4 +29,23 @@ tsc_status_t attn_scores_policy(const tsc_figure_src_t *an, tsc_dump_t *d, const
 /* summary.json's record of (step, layer, head), or NULL (no analysis folder, head not analysed). */
 const tsc_jv_t *attn_src_record(const attn_src_t *s, long long step, int layer, int head);
 
+/* The input tokens of one (step, batch row), when the dump has them (tsc_dump.h): kind 0 none,
+ * 1 ids only, 2 ids and text (display form). A step whose tokens cannot be read counts as having
+ * none (the patterns are drawn all the same). */
+typedef struct {
+    int kind, T;
+    int64_t *ids;                             /* [T] (kind >= 1) */
+    char (*text)[TSC_DUMP_TOKEN_TEXT_CAP];    /* [T] (kind 2) */
+} attn_tokens_t;
+
+/* Reads them (kind 0 and nothing allocated when there are none); TSC_ERR_NOMEM only. */
+tsc_status_t attn_tokens_read(tsc_dump_t *d, long long step, int b, attn_tokens_t *t);
+void attn_tokens_free(attn_tokens_t *t);
+/* Token i as text to show, into buf (cap >= 16): kind 2 its text in display form with the
+ * characters that would reorder or break a line of text around it (bidi controls, line and
+ * paragraph separators, C1 controls) as \uXXXX; kind 1 "id N"; kind 0 "". */
+void attn_token_text(const attn_tokens_t *t, int i, char *buf, size_t cap);
+/* The layers step holds, as "0, 3, 5-7" (at most cap bytes); "none" when it holds none. */
+void attn_step_layers(tsc_dump_t *d, long long step, char *buf, size_t cap);
+
 #endif

@@ -43,7 +43,7 @@ typedef struct {
     int row0, row1;          /* rows [row0, row1) (-1, -1: all); causal: keys [0, row1) are shown */
     const char *policy;      /* S rounded under this policy; NULL: the dump's (above) */
     double tie_eps;          /* 0: TSC_ATTN_MAP_TIE_EPS */
-    double width_in, height_in; /* 0: 3.25 x 3.2 (one head), 6.5 wide (grid) */
+    double width_in, height_in; /* 0: 3.25 x 3.4 (one head; larger with token labels), 6.5 wide (grid) */
     double dpi;              /* 300 */
     double font_pt;          /* 8 */
 } tsc_attn_fig_opts_t;
@@ -51,11 +51,17 @@ typedef struct {
 TSC_API void tsc_attn_fig_opts_init(tsc_attn_fig_opts_t *o);
 
 /* Draws the figure into path (PNG, SVG or PDF by fmt or the extension), written atomically.
- * desc (may be NULL) receives one JSON object: file, caption, step, layer, batch, rows [a, b),
- * image size in pixels (PNG), and per head: head, kv_head, tied_rows (row indices), sinks (key
- * indices), the plot box {x, y, w, h} in pixels at dpi, and the pooling. Errors: TSC_ERR_ARG (bad
- * options: the message lists the dump's steps, layers and heads), those of tsc_attn_map_compute,
- * the reader of summary.json, and the output's. */
+ * desc (may be NULL) receives one JSON object: file, title, subtitle, step, layer, batch, rows [a, b),
+ * image size in pixels (PNG), the boxes of the title, subtitle and heatmap in pixels (layout), and
+ * per head: head, kv_head, tied_rows (row indices), sinks (key indices), the plot box {x, y, w, h}
+ * in pixels at dpi, and the pooling. When the step holds tokens: tokens ("text" or "ids"), the
+ * token of each shown row and key (row_tokens, key_tokens) and the labels drawn with their boxes
+ * (row_labels, key_labels). Rows and keys are labelled with their tokens (every one when they fit,
+ * else every few as "i: token"); with no size given, a one-head figure of at most 48 rows grows
+ * until each has its label. Errors: TSC_ERR_ARG (bad options: the message lists the dump's steps,
+ * layers and heads), TSC_ERR_MISSING (a layer the step does not hold: the message lists the layers
+ * captured at that step), those of tsc_attn_map_compute, the reader of summary.json, and the
+ * output's. */
 TSC_API tsc_status_t tsc_attn_figure_write(const tsc_attn_fig_opts_t *o, const char *path, tsc_image_format_t fmt,
                                            tsc_json_t *desc);
 
@@ -68,13 +74,17 @@ typedef struct {
     int overview;            /* edge of each head's overview image in cells (max pooling), 128 */
     double max_mb;           /* size budget of the HTML in MB (20): full-resolution patterns are embedded,
                                 most interesting heads first, while the file stays below it */
-    int batch;               /* batch row (0) */
+    int batch;               /* batch row (0) when batches is NULL */
+    const char *batches;     /* selection of batch rows ("0,1", "0:4", "all"); NULL: batch alone. Every
+                                (step, batch row, layer, head) has its pattern; the budget covers them all */
 } tsc_view_opts_t;
 
 TSC_API void tsc_view_opts_init(tsc_view_opts_t *o);
 
 typedef struct {
     int n_steps, n_layers, n_heads;   /* patterns embedded (heads = per layer) */
+    int n_batches;                    /* batch rows, each with every step's patterns */
+    int n_tokens;                     /* (step, batch row)s whose input tokens the page shows */
     int n_full;                       /* patterns embedded at full resolution */
     int n_skipped;                    /* (step, layer, head)s left out: q or k holds NaN/Inf (a head
                                          the capture did not keep reads as NaN) */
@@ -82,7 +92,8 @@ typedef struct {
 } tsc_view_info_t;
 
 /* Writes one self-contained HTML file (inline script and style, patterns as embedded PNG data)
- * to path, atomically. info may be NULL. Errors as tsc_attn_figure_write; TSC_ERR_UNSUPPORTED when
+ * to path, atomically. When the dump holds a step's input tokens (tsc_dump.h), the page labels the
+ * pattern's axes with them and names them on hover (text when present, else ids). info may be NULL. Errors as tsc_attn_figure_write; TSC_ERR_UNSUPPORTED when
  * even the overviews do not fit max_mb (the message says which option to change). */
 TSC_API tsc_status_t tsc_view_write(const tsc_view_opts_t *o, const char *path, tsc_view_info_t *info);
 

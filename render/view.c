@@ -28,7 +28,7 @@ void tsc_view_opts_init(tsc_view_opts_t *o) {
 
 typedef struct {
     long long step;
-    int layer, head, kv, ov_f;
+    int b, layer, head, kv, ov_f;
     char *ov, *full;           /* data URLs (full: NULL until added) */
     int n_tied, n_sinks;
     int32_t *tied;             /* [n_tied] rows */
@@ -37,11 +37,21 @@ typedef struct {
     double score;              /* order of full-resolution embedding */
 } vhead_t;
 
+/* The input tokens of one (step, batch row), embedded once in the page. */
+typedef struct {
+    long long step;
+    int b;
+    attn_tokens_t t;
+} vtok_t;
+
 typedef struct {
     const tsc_view_opts_t *o;
     attn_src_t src;
     vhead_t *h;
     int n, cap, n_steps, n_layers, n_skipped;
+    int *batches, n_batches;   /* the batch rows shown */
+    vtok_t *tok;               /* [n_steps * n_batches] at most */
+    int n_tok;
 } view_t;
 
 /* The level of P on the page's log scale: 1 + round(254 · (log10 P − log10 P_MIN) / −log10 P_MIN). */
@@ -84,7 +94,7 @@ static tsc_status_t encode(const tsc_attn_map_t *m, char **url) {
     return st;
 }
 
-static tsc_status_t add_head(view_t *v, const tsc_attn_map_t *m) {
+static tsc_status_t add_head(view_t *v, const tsc_attn_map_t *m, int b) {
     if (v->n == v->cap) {
         int cap = v->cap ? 2 * v->cap : 64;
         vhead_t *nh = realloc(v->h, sizeof *nh * (size_t)cap);
@@ -94,7 +104,7 @@ static tsc_status_t add_head(view_t *v, const tsc_attn_map_t *m) {
     vhead_t *h = &v->h[v->n];
     memset(h, 0, sizeof *h);
     h->ov_f = m->pool;
-    h->step = m->step, h->layer = m->layer, h->head = m->head, h->kv = m->kv_head;
+    h->step = m->step, h->b = b, h->layer = m->layer, h->head = m->head, h->kv = m->kv_head;
     h->tied = malloc(sizeof(int32_t) * (size_t)(m->n_tied_rows + 1));
     h->sinks = malloc(sizeof(int) * (size_t)(m->n_sinks + 1));
     h->sink_share = malloc(sizeof(double) * (size_t)(m->n_sinks + 1));
@@ -113,6 +123,8 @@ static void view_free(view_t *v) {
     for (int i = 0; i < v->n; i++) free(v->h[i].ov), free(v->h[i].full), free(v->h[i].tied), free(v->h[i].sinks),
                                    free(v->h[i].sink_share);
     free(v->h);
+    for (int i = 0; i < v->n_tok; i++) attn_tokens_free(&v->tok[i].t);
+    free(v->tok), free(v->batches);
     attn_src_close(&v->src);
 }
 
@@ -136,32 +148,63 @@ static tsc_status_t pick_steps(view_t *v, long long *steps, int *n) {
     return TSC_OK;
 }
 
-/* Every (step, layer, head): the map, its overview and numbers. */
+/* The batch rows shown: the selection (--batches), else the one row (--batch). */
+static tsc_status_t pick_batches(view_t *v) {
+    const int B = tsc_dump_meta(v->src.d)->batch;
+    tsc_select_set_t set;
+    tsc_select_set_all(&set);
+    if (v->o->batches && tsc_select_set_parse(&set, v->o->batches) != TSC_OK)
+        return tsc_error_wrap(TSC_ERR_ARG, "--batches: ");
+    v->batches = malloc(sizeof(int) * (size_t)(B + 1));
+    if (!v->batches) return tsc_error_set(TSC_ERR_NOMEM, "view: out of memory");
+    v->n_batches = 0;
+    for (int b = 0; b < B; b++)
+        if (v->o->batches ? tsc_select_set_has(&set, b) : b == v->o->batch) v->batches[v->n_batches++] = b;
+    if (v->n_batches == 0) {
+        char what[96];
+        if (v->o->batches) snprintf(what, sizeof what, "--batches %.40s selects no batch row of", v->o->batches);
+        else snprintf(what, sizeof what, "batch row %d is not in", v->o->batch);
+        return tsc_error_set(TSC_ERR_ARG, "view: %s %s (it has batch rows 0-%d)", what, tsc_dump_path(v->src.d), B - 1);
+    }
+    return TSC_OK;
+}
+
+/* Every (step, batch row, layer, head): the map, its overview and numbers; and each (step, batch
+ * row)'s tokens. */
 static tsc_status_t collect(view_t *v) {
     const tsc_dump_meta_t *mt = tsc_dump_meta(v->src.d);
     int ns = tsc_dump_n_steps(v->src.d);
     long long *steps = malloc(sizeof(long long) * (size_t)(ns + 1));
     int *layers = malloc(sizeof(int) * (size_t)(mt->n_layer + 1));
     tsc_status_t st = steps && layers ? pick_steps(v, steps, &v->n_steps) : tsc_error_set(TSC_ERR_NOMEM, "view: out of memory");
+    if (st == TSC_OK) st = pick_batches(v);
+    if (st == TSC_OK && !(v->tok = calloc((size_t)v->n_steps * (size_t)v->n_batches, sizeof *v->tok)))
+        st = tsc_error_set(TSC_ERR_NOMEM, "view: out of memory");
     for (int si = 0; st == TSC_OK && si < v->n_steps; si++) {
         int nl = 0;
         st = tsc_dump_layers(v->src.d, steps[si], layers, mt->n_layer, &nl);
         if (nl > v->n_layers) v->n_layers = nl;
-        for (int li = 0; st == TSC_OK && li < nl && li < mt->n_layer; li++)
-            for (int h = 0; st == TSC_OK && h < mt->n_head; h++) {
-                tsc_attn_map_t m;
-                tsc_attn_map_keep_t ov = {.row0 = 0, .row1 = 0, .pool = (mt->seq_len + v->o->overview - 1) / v->o->overview};
-                st = tsc_attn_map_compute_kept(v->src.d, steps[si], layers[li], h, v->o->batch, v->src.policy, 0, &ov,
-                                               &m);
-                if (st == TSC_ERR_NONFINITE) { /* a head the capture did not keep (NaN) has no tile */
-                    tsc_error_clear();
-                    st = TSC_OK;
-                    v->n_skipped++;
-                } else if (st == TSC_OK) {
-                    st = add_head(v, &m);
+        for (int bi = 0; st == TSC_OK && bi < v->n_batches; bi++) {
+            const int b = v->batches[bi];
+            vtok_t *t = &v->tok[v->n_tok];
+            st = attn_tokens_read(v->src.d, steps[si], b, &t->t);
+            if (st == TSC_OK && t->t.kind > 0) t->step = steps[si], t->b = b, v->n_tok++;
+            for (int li = 0; st == TSC_OK && li < nl && li < mt->n_layer; li++)
+                for (int h = 0; st == TSC_OK && h < mt->n_head; h++) {
+                    tsc_attn_map_t m;
+                    tsc_attn_map_keep_t ov = {.row0 = 0, .row1 = 0,
+                                              .pool = (mt->seq_len + v->o->overview - 1) / v->o->overview};
+                    st = tsc_attn_map_compute_kept(v->src.d, steps[si], layers[li], h, b, v->src.policy, 0, &ov, &m);
+                    if (st == TSC_ERR_NONFINITE) { /* a head the capture did not keep (NaN) has no tile */
+                        tsc_error_clear();
+                        st = TSC_OK;
+                        v->n_skipped++;
+                    } else if (st == TSC_OK) {
+                        st = add_head(v, &m, b);
+                    }
+                    tsc_attn_map_free(&m);
                 }
-                tsc_attn_map_free(&m);
-            }
+        }
     }
     free(steps), free(layers);
     return st;
@@ -219,6 +262,7 @@ static void head_numbers(const view_t *v, const vhead_t *h, tsc_json_t *j) {
 static void head_json(const view_t *v, const vhead_t *h, tsc_json_t *j) {
     tsc_json_object_begin(j);
     tsc_json_kv_int(j, "s", h->step);
+    tsc_json_kv_int(j, "b", h->b);
     tsc_json_kv_int(j, "l", h->layer);
     tsc_json_kv_int(j, "h", h->head);
     tsc_json_kv_int(j, "kv", h->kv);
@@ -257,7 +301,10 @@ static void meta_json(const view_t *v, tsc_json_t *j) {
     tsc_json_kv_int(j, "H", mt->n_head);
     tsc_json_kv_int(j, "Hkv", mt->n_kv_head);
     tsc_json_kv_int(j, "causal", mt->causal);
-    tsc_json_kv_int(j, "batch", v->o->batch);
+    tsc_json_key(j, "batches");
+    tsc_json_array_begin(j);
+    for (int i = 0; i < v->n_batches; i++) tsc_json_int(j, v->batches[i]);
+    tsc_json_array_end(j);
     tsc_json_kv_number(j, "pmin", TSC_ATTN_P_MIN);
     tsc_json_kv_number(j, "tie_eps", TSC_ATTN_MAP_TIE_EPS);
     tsc_json_kv_number(j, "sink_share", TSC_ATTN_MAP_SINK_SHARE);
@@ -270,6 +317,30 @@ static void meta_json(const view_t *v, tsc_json_t *j) {
     tsc_json_array_end(j);
 }
 
+/* Each (step, batch row)'s tokens, once: the text in display form (tsc_dump.h; characters that
+ * reorder text as \uXXXX) when the dump has it, else the ids. Strings from the file: the page sets
+ * them as text only (textContent, fillText). */
+static void tokens_json(const view_t *v, tsc_json_t *j) {
+    char t[TSC_DUMP_TOKEN_TEXT_CAP + 64];
+    tsc_json_key(j, "tokens");
+    tsc_json_array_begin(j);
+    for (int i = 0; i < v->n_tok; i++) {
+        const vtok_t *k = &v->tok[i];
+        tsc_json_object_begin(j);
+        tsc_json_kv_int(j, "s", k->step);
+        tsc_json_kv_int(j, "b", k->b);
+        tsc_json_key(j, k->t.kind == 2 ? "text" : "ids");
+        tsc_json_array_begin(j);
+        for (int x = 0; x < k->t.T; x++) {
+            if (k->t.kind == 2) attn_token_text(&k->t, x, t, sizeof t), tsc_json_string(j, t);
+            else tsc_json_int(j, k->t.ids[x]);
+        }
+        tsc_json_array_end(j);
+        tsc_json_object_end(j);
+    }
+    tsc_json_array_end(j);
+}
+
 /* The page: head, data, tail. The data is JSON inside a <script> element, written by the one writer of
  * script data (tsc_esc_script_json: < > & as \u escapes), so no string from the dump (its file name,
  * the analysis folder's name) can end the element or hide its end ("</script>", "<!--<script>"). */
@@ -278,6 +349,7 @@ static tsc_status_t page(const view_t *v, tsc_strbuf_t *out) {
     tsc_json_init(&j);
     tsc_json_object_begin(&j);
     meta_json(v, &j);
+    tokens_json(v, &j);
     tsc_json_key(&j, "heads");
     tsc_json_array_begin(&j);
     for (int i = 0; i < v->n; i++) head_json(v, &v->h[i], &j);
@@ -321,7 +393,7 @@ static tsc_status_t add_full(view_t *v, size_t base, int *n_full) {
         }
         if (!fits) break;
         tsc_attn_map_t m;
-        st = tsc_attn_map_compute(v->src.d, h->step, h->layer, h->head, v->o->batch, v->src.policy, 0, &m);
+        st = tsc_attn_map_compute(v->src.d, h->step, h->layer, h->head, h->b, v->src.policy, 0, &m);
         char *url = NULL;
         if (st == TSC_OK) st = encode(&m, &url);
         tsc_attn_map_free(&m);
@@ -364,6 +436,7 @@ tsc_status_t tsc_view_write(const tsc_view_opts_t *o, const char *path, tsc_view
     if (st == TSC_OK && info) {
         const tsc_dump_meta_t *mt = tsc_dump_meta(v.src.d);
         info->n_steps = v.n_steps, info->n_layers = v.n_layers, info->n_heads = mt->n_head;
+        info->n_batches = v.n_batches, info->n_tokens = v.n_tok;
         info->n_full = n_full, info->bytes = html.len, info->n_skipped = v.n_skipped;
     }
     tsc_strbuf_free(&html);

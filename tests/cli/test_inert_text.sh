@@ -56,7 +56,7 @@ if [ -n "$BROWSER" ]; then
     grep -qF '<div id="src">dump x&lt;!--&lt;script&gt;&lt;img id=pwned src=x onerror=document.title=' $page.dom && ok ||
       bad "$page: the source line is not filled in: $(grep -o '<div id="src">[^<]*' $page.dom)"
     [ "$(grep -o 'class="tile' $page.dom | wc -l)" -ge 4 ] && ok || bad "$page: no head tiles drawn"
-    grep -qF "<div id=\"title\">step 0, layer " $page.dom && ok || bad "$page: no head shown"
+    grep -qF "<div id=\"title\">step 0, batch row 0, layer " $page.dom && ok || bad "$page: no head shown"
     grep -q '<title>tilescope view</title>' $page.dom && ! grep -q 'id="pwned"' $page.dom && ok ||
       bad "$page: the payload ran or made an element"
   done

@@ -14,23 +14,32 @@ it with #selftest=..., whose harness clicks a head's tile with a real click even
 the DOM which head is shown, the level of P at one cell and the canvas pixel there. The level must
 be the one computed here from the dump for that head (and differ from every other head's), with no
 console error; a second page with a broken pattern image must report its error.
+
+Tokens and batch rows: a second dump (2 batch rows that differ, integer q and k again) holds its
+step's input tokens, row 1's hostile (the end of a script element, markup with event handlers,
+quotes, a 4-byte emoji, a newline). The page of both rows (--batches 0,1) carries each row's tokens
+once, none of their markup raw. The self-test clicks a head, picks batch row 1 in the menu as a user
+would and moves the mouse onto a cell: the level there must be row 1's (not row 0's), the hover text
+"row I '<token>' -> key J '<token>': P ~ x" with row 1's tokens and that P, the axis labels row 1's
+tokens; nothing from the tokens runs (the document title stays, no element from their markup, no
+console error). The size budget holds across batch rows: every (batch row, head) has its overview,
+full patterns are added within --max-mb.
 """
+import html as htmlmod
 import json
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
-import zlib
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
-from tsc_testlib import Checks  # noqa: E402
+from tsc_testlib import Checks, read_png  # noqa: E402
 from write_dump import write_dump  # noqa: E402
 
 TSC = os.environ["TSC"]
@@ -72,41 +81,6 @@ def expected(q, k, h):
 def level(p):
     t = np.clip((np.log10(np.maximum(p, 1e-300)) + 6) / 6, 0, 1)
     return np.where(p > 0, 1 + np.rint(254 * t), 1).astype(int)
-
-
-def read_png(path):
-    """RGB rows of an 8-bit RGB or RGBA PNG (the five filters), numpy [h, w, 3]."""
-    data = open(path, "rb").read()
-    pos, idat, w = 8, b"", 0
-    while pos < len(data):
-        n, typ = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + n]
-        if typ == b"IHDR":
-            w, h, depth, ctype = struct.unpack(">IIBB", body[:10])
-            assert depth == 8 and ctype in (2, 6), (depth, ctype)
-            bpp = 3 if ctype == 2 else 4
-        elif typ == b"IDAT":
-            idat += body
-        pos += 12 + n
-    raw, stride = zlib.decompress(idat), w * bpp
-    out, prev = np.zeros((h, stride), np.uint8), np.zeros(stride, np.int32)
-    for y in range(h):
-        f, line = raw[y * (stride + 1)], np.frombuffer(raw, np.uint8, stride, y * (stride + 1) + 1).astype(np.int32)
-        cur = np.zeros(stride, np.int32)
-        for x in range(stride):
-            a = cur[x - bpp] if x >= bpp else 0
-            b, cc = prev[x], prev[x - bpp] if x >= bpp else 0
-            if f == 0: pr = 0
-            elif f == 1: pr = a
-            elif f == 2: pr = b
-            elif f == 3: pr = (a + b) // 2
-            else:
-                pp = a + b - cc
-                pa, pb, pc = abs(pp - a), abs(pp - b), abs(pp - cc)
-                pr = a if pa <= pb and pa <= pc else b if pb <= pc else cc
-            cur[x] = (line[x] + pr) & 255
-        out[y], prev = cur, cur
-    return out.reshape(h, w, bpp)[:, :, :3].astype(int)
 
 
 def is_grey(px):
@@ -185,7 +159,7 @@ def run_page(browser, html, spec, tmp):
                         "file://%s#selftest=%s" % (html, spec)], capture_output=True, text=True, timeout=180, env=env)
     m = re.search(r'<pre id="selftest"[^>]*>([^<]*)</pre>', r.stdout)
     console = [ln for ln in r.stderr.splitlines() if "CONSOLE" in ln]
-    return (json.loads(m.group(1).replace("&quot;", '"')) if m and m.group(1) else None), console, r
+    return (json.loads(htmlmod.unescape(m.group(1))) if m and m.group(1) else None), console, r
 
 
 def check_view(tmp, dump, q, k):
@@ -233,7 +207,7 @@ def check_view(tmp, dump, q, k):
             continue
         c.check(got.get("errors") == [] and not [x for x in console if "rror" in x],
                 "%s: no console error (%s %s)" % (spec, got.get("errors"), console))
-        c.check(got.get("shown") == "0/0/2" and got.get("selected") == 2, "%s: head 2 is shown: %s" % (spec, got))
+        c.check(got.get("shown") == "0/0/0/2" and got.get("selected") == 2, "%s: head 2 is shown: %s" % (spec, got))
         c.check(got.get("f") == f, "%s: full resolution (%s)" % (spec, got.get("f")))
         c.check(abs(got.get("level", -99) - lv[2][i, j]) <= 1 and others[i, j] >= 3,
                 "%s: level at (%d, %d) is head 2's %d (got %s; other heads differ by >= %d)" %
@@ -276,6 +250,124 @@ def check_analysis_folder(tmp):
     c.check(r.returncode == 0 and json.loads(r.stdout)["dump"] == "tiny.h5", "figure attn of an analysis folder")
 
 
+# Batch row 1's tokens: hostile ones at odd positions, in turn; row 0's are words.
+HOSTILE = ["</script>", "<img src=x onerror=alert(1)>", "\U0001F600", "\n", "say \"hi\" 'x'",
+           "<svg onload=document.title=1>"]
+TB, TT, TH = 2, 40, 2
+
+
+def token(b, i):
+    return " a%d" % i if b == 0 else HOSTILE[(i // 2) % len(HOSTILE)] if i % 2 else "b%d" % i
+
+
+def shown_token(t):
+    """The display form (a newline as the two characters \\n)."""
+    return t.replace("\n", "\\n")
+
+
+def axis_label(t):
+    c_ = list(shown_token(t).replace(" ", "\u2423"))
+    return "".join(c_[:12]) + "\u2026" if len(c_) > 12 else "".join(c_)
+
+
+def make_token_dump(path):
+    rng = np.random.default_rng(11)
+    q = rng.integers(-2, 3, size=(TB, TH, TT, D)).astype(np.float32)
+    k = rng.integers(-2, 3, size=(TB, TH, TT, D)).astype(np.float32)
+    v = rng.standard_normal((TB, TH, TT, D)).astype(np.float32)
+    z = np.zeros((TB, TH, TT, D), np.float32)
+    write_dump(path, {0: {0: {"q": q, "k": k, "v": v, "o": z, "do": z}}}, causal=True, softmax_scale=ALPHA,
+               dtype="fp32", policy="fp32")
+    import h5py
+    with h5py.File(path, "a") as f:
+        g = f["step_00000000"]
+        g.create_dataset("tokens", data=np.arange(TB * TT, dtype=np.int64).reshape(TB, TT))
+        g.create_dataset("token_text", data=np.array([[token(b, i).encode() for i in range(TT)] for b in range(TB)],
+                                                     dtype="S32"))
+    return q, k
+
+
+def token_levels(q, k, b, h):
+    s = ALPHA * q[b, h].astype(np.float64) @ k[b, h].astype(np.float64).T
+    vis = np.tril(np.ones((TT, TT), bool))
+    s = np.where(vis, s, -np.inf)
+    p = np.where(vis, np.exp(s - s.max(axis=1, keepdims=True)), 0)
+    return level(p / p.sum(axis=1, keepdims=True))
+
+
+def check_tokens_view(tmp, browser):
+    dump, html = os.path.join(tmp, "tok.h5"), os.path.join(tmp, "tok.html")
+    q, k = make_token_dump(dump)
+    r = subprocess.run([TSC, "view", dump, "--batches", "0,1", "-o", html], capture_output=True, text=True)
+    if not c.check(r.returncode == 0 and "2 batch rows" in r.stdout and "input tokens" in r.stdout,
+                   "view --batches 0,1 of a dump with tokens: %s %s" % (r.stdout, r.stderr)):
+        return
+    text = open(html, encoding="utf-8").read()
+    data = json.loads(re.search(r'<script id="data" type="application/json">\n(.*?)</script>', text, re.S).group(1))
+    c.check(data["meta"]["batches"] == [0, 1] and sorted({(h["b"], h["h"]) for h in data["heads"]}) ==
+            [(0, 0), (0, 1), (1, 0), (1, 1)], "every (batch row, head) has its pattern")
+    toks = {(t["s"], t["b"]): t.get("text") for t in data["tokens"]}
+    c.check(toks == {(0, b): [shown_token(token(b, i)) for i in range(TT)] for b in range(TB)},
+            "each (step, batch row)'s tokens once, in display form")
+    c.check(text.count("</script>") == 2 and "<img src=x" not in text and "<svg onload" not in text,
+            "no token's markup is in the page raw")
+    # the cell of head 1 where batch rows 0 and 1 differ most, its row token "</script>", key token the
+    # emoji or the newline
+    lv = [token_levels(q, k, b, 1) for b in range(TB)]
+    cells = [(abs(int(lv[1][i, j]) - int(lv[0][i, j])), i, j) for i in range(TT) for j in range(i + 1)
+             if token(1, i) == "</script>" and token(1, j) in ("\U0001F600", "\n")]
+    diff, i, j = max(cells)
+    c.check(diff >= 3, "the rows' levels differ at (%d, %d) by %d" % (i, j, diff))
+    for spec, b in (("0,0,1,%d,%d" % (i, j), 0), ("0,0,1,%d,%d,b1" % (i, j), 1), ("0,0,1,%d,%d,zoom,b1" % (i, j), 1)):
+        got, console, r = run_page(browser, html, spec, tmp)
+        if not c.check(got is not None, "%s: the harness wrote its record (rc %d, %s)" % (spec, r.returncode,
+                                                                                        r.stderr[-800:])):
+            continue
+        c.check(got.get("errors") == [] and not [x for x in console if "rror" in x],
+                "%s: no error (%s %s)" % (spec, got.get("errors"), console))
+        c.check(got.get("shown") == "0/%d/0/1" % b and got.get("batch") == b and got.get("selected") == 1,
+                "%s: batch row %d's head 1 is shown: %s" % (spec, b, got.get("shown")))
+        c.check(got.get("level") == lv[b][i, j] and got.get("pixel") == got.get("colour"),
+                "%s: the level at (%d, %d) is row %d's %d (got %s; row %d's is %d)" % (
+                    spec, i, j, b, lv[b][i, j], got.get("level"), 1 - b, lv[1 - b][i, j]))
+        want = "row %d '%s' \u2192 key %d '%s': P \u2248 " % (i, shown_token(token(b, i)), j, shown_token(token(b, j)))
+        hv = got.get("hover", "")
+        pv = 10 ** (-6 * (1 - (lv[b][i, j] - 1) / 254))
+        c.check(hv.startswith(want) and abs(float(hv[len(want):]) / pv - 1) < 0.01,
+                "%s: hover %r, expected %r%.3g" % (spec, hv, want, pv))
+        rows, keys = dict(map(tuple, got.get("rows", []))), dict(map(tuple, got.get("keys", [])))
+        lo = max(0, i - 8) if "zoom" in spec else 0
+        c.check(sorted(rows) == list(range(lo, min(TT, i + 8) if "zoom" in spec else TT)) and
+                rows.get(i) == axis_label(token(b, i)) and keys.get(j) == axis_label(token(b, j)),
+                "%s: the axes labelled with row %d's tokens (row %d: %r, key %d: %r)" % (
+                    spec, b, i, rows.get(i), j, keys.get(j)))
+        c.check(got.get("doctitle") == "tilescope view" and "batch row %d" % b in got.get("title", ""),
+                "%s: nothing from the tokens ran (title %r)" % (spec, got.get("doctitle")))
+        dom = r.stdout
+        c.check(not re.search(r"<img[^>]*src=.?x", dom) and "<svg" not in dom, "%s: no element from the tokens" % spec)
+    # the budget across batch rows: overviews of every (batch row, head), full patterns within --max-mb
+    r = subprocess.run([TSC, "view", dump, "--batches", "all", "--overview", "16", "--max-mb", "0.01", "-o",
+                        os.path.join(tmp, "x.html")], capture_output=True, text=True)
+    m = re.search(r"--max-mb ([0-9.]+) or more", r.stderr)
+    if c.check(r.returncode == 1 and m, "a budget below the overviews: %s" % r.stderr.strip()):
+        base = float(m.group(1))
+        budget = base + 0.6 * (os.path.getsize(html) / 1e6 - base)
+        small = os.path.join(tmp, "tok_small.html")
+        r = subprocess.run([TSC, "view", dump, "--batches", "all", "--overview", "16", "--max-mb", "%.6f" % budget,
+                            "-o", small], capture_output=True, text=True)
+        if c.check(r.returncode == 0, "view within %.4f MB: %s" % (budget, r.stderr)):
+            d2 = json.loads(re.search(r'<script id="data" type="application/json">\n(.*?)</script>',
+                                      open(small, encoding="utf-8").read(), re.S).group(1))
+            full = [h["full"] is not None for h in d2["heads"]]
+            c.check(os.path.getsize(small) <= budget * 1e6 and len(d2["heads"]) == 4 and
+                    all(h["ovf"] == 3 for h in d2["heads"]) and 0 < sum(full) < 4 and len(d2["tokens"]) == 2,
+                    "within the budget: 4 overviews (40 -> 14, pooled 3x3), %d of 4 full patterns, the tokens" % sum(full))
+    r = subprocess.run([TSC, "view", dump, "--batches", "2:4", "-o", os.path.join(tmp, "y.html")], capture_output=True,
+                       text=True)
+    c.check(r.returncode == 1 and "selects no batch row" in r.stderr and "batch rows 0-1" in r.stderr,
+            "--batches of no row names the rows: %s" % r.stderr.strip())
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="tsc_attn_view_")
     try:
@@ -284,6 +376,7 @@ def main():
         check_figure(tmp, dump, q, k)
         check_analysis_folder(tmp)
         check_view(tmp, dump, q, k)
+        check_tokens_view(tmp, chromium())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()
