@@ -311,7 +311,7 @@ static void tokens(void) {
     tsc_dump_writer_t *w;
     CHECK(tsc_dump_writer_open(&w, p, &m, NULL) == TSC_OK);
     if (!w) return;
-    float z[8] = {0};
+    float z[16] = {0}; /* [2, 1, 4, 2] */
     uint64_t dq[4] = {2, 1, 4, 2};
     const int64_t ids[8] = {5, 70000, -1, 0, 9, 8, 7, 6};
     /* 31 ASCII bytes then a 4-byte emoji: byte 32 falls inside it, so the cut keeps the 31 */
