@@ -31,6 +31,26 @@ void tsc_attn_map_choices(tsc_dump_t *d, char *buf, size_t cap) {
                  mt->n_layer - 1, mt->n_head - 1, mt->n_kv_head, mt->batch - 1);
 }
 
+void tsc_attn_map_step_layers(tsc_dump_t *d, long long step, char *buf, size_t cap) {
+    const int nl_max = tsc_dump_meta(d)->n_layer;
+    int *ls = malloc(sizeof(int) * (size_t)(nl_max + 1)), n = 0;
+    size_t len = 0;
+    buf[0] = '\0';
+    if (ls && tsc_dump_layers(d, step, ls, nl_max, &n) == TSC_OK) {
+        if (n > nl_max) n = nl_max;
+        for (int i = 0; i < n && len + 24 < cap;) {
+            int j = i;
+            while (j + 1 < n && ls[j + 1] == ls[j] + 1) j++;
+            if (j > i) len += (size_t)snprintf(buf + len, cap - len, "%s%d-%d", len ? ", " : "", ls[i], ls[j]);
+            else len += (size_t)snprintf(buf + len, cap - len, "%s%d", len ? ", " : "", ls[i]);
+            i = j + 1;
+        }
+    }
+    tsc_error_clear();
+    free(ls);
+    if (!buf[0]) snprintf(buf, cap, "none");
+}
+
 /* P, the tie counts and the column masses of row i, from its scores sr [T] (−inf where masked);
  * P goes into the kept part of m->p (tsc_attn_map_t). */
 static void map_row(tsc_attn_map_t *m, const double *sr, int i) {
@@ -109,8 +129,12 @@ static tsc_status_t check_args(tsc_dump_t *d, long long step, int layer, int hea
     const char *path = tsc_dump_path(d);
     if (!tsc_dump_has_step(d, step))
         return tsc_error_set(TSC_ERR_MISSING, "%s has no step %lld (it has %s)", path, step, ch);
-    if (layer < 0 || layer >= mt->n_layer || !tsc_dump_has_layer(d, step, layer))
-        return tsc_error_set(TSC_ERR_MISSING, "%s: step %lld has no layer %d (the dump has %s)", path, step, layer, ch);
+    if (layer < 0 || layer >= mt->n_layer || !tsc_dump_has_layer(d, step, layer)) {
+        char ls[256];
+        tsc_attn_map_step_layers(d, step, ls, sizeof ls);
+        return tsc_error_set(TSC_ERR_MISSING, "%s: step %lld has no layer %d: the layers captured at that step are %s",
+                             path, step, layer, ls);
+    }
     if (head < 0 || head >= mt->n_head)
         return tsc_error_set(TSC_ERR_ARG, "%s: head %d out of range (the dump has %s)", path, head, ch);
     if (batch < 0 || batch >= mt->batch)

@@ -90,6 +90,9 @@ TSC_API void tsc_attn_map_free(tsc_attn_map_t *m);
 /* The step, layer, head and batch choices of a dump as one line for messages ("steps 0, 1, 2;
  * layers 0-3; heads 0-7 (2 kv heads); batch rows 0-0"), into buf. */
 TSC_API void tsc_attn_map_choices(tsc_dump_t *d, char *buf, size_t cap);
+/* The layers step holds (a capture may keep a few of the model's), as "0, 3, 5-7", into buf (at most cap
+ * bytes); "none" when it holds none or cannot be read. */
+TSC_API void tsc_attn_map_step_layers(tsc_dump_t *d, long long step, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

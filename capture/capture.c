@@ -210,6 +210,17 @@ tsc_status_t tsc_capture_put_tokens(tsc_capture_t *s, const int64_t *ids, const 
     TSC_H5_SCOPED(tsc_status_t, capture_put_tokens(s, ids, text));
 }
 
+tsc_status_t tsc_capture_put_byte_tokens(tsc_capture_t *s, const int64_t *ids) {
+    const size_t n = (size_t)s->meta.batch * (size_t)s->meta.seq_len;
+    char(*txt)[2] = malloc(n * sizeof *txt);
+    const char **tp = malloc(n * sizeof *tp);
+    tsc_status_t st = txt && tp ? TSC_OK : tsc_error_set(TSC_ERR_NOMEM, "capture %s: no memory for the tokens", s->path);
+    for (size_t i = 0; st == TSC_OK && i < n; i++) txt[i][0] = (char)ids[i], txt[i][1] = 0, tp[i] = txt[i];
+    if (st == TSC_OK) st = tsc_capture_put_tokens(s, ids, tp);
+    free(txt), free(tp);
+    return st;
+}
+
 static tsc_status_t capture_step_end(tsc_capture_t *s) {
     if (s->cur_step < 0) return tsc_error_set(TSC_ERR_ARG, "capture %s: step_end without step_begin", s->path);
     long long step = s->cur_step;

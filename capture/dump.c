@@ -1759,9 +1759,16 @@ tsc_status_t tsc_dump_writer_put_tokens(tsc_dump_writer_t *w, long long step, co
     TSC_H5_SCOPED(tsc_status_t, dump_writer_put_tokens(w, step, ids, text));
 }
 
+/* Characters that reorder or break the text around them when shown: C1 controls, the bidi controls
+ * and marks, the line and paragraph separators. */
+static int token_hidden_char(unsigned cp) {
+    return (cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F || cp == 0x2028 ||
+           cp == 0x2029 || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
 /* Appends the display form of one stored token text (n bytes) to out (cap TSC_DUMP_TOKEN_TEXT_CAP):
- * valid UTF-8 as it is, a control character as \n, \t, \r or \xNN, a byte that is not UTF-8 as
- * \xNN. */
+ * valid UTF-8 as it is, a C0 control character as \n, \t, \r or \xNN, a byte that is not UTF-8 as
+ * \xNN, a character token_hidden_char names as \uXXXX. */
 static void token_display(const unsigned char *s, size_t n, char *out) {
     size_t o = 0;
     for (size_t i = 0; i < n && o + 5 < TSC_DUMP_TOKEN_TEXT_CAP;) {
@@ -1779,8 +1786,11 @@ static void token_display(const unsigned char *s, size_t n, char *out) {
                                   c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : "\\x%02X", c);
             i++;
         } else if (ok) {
-            memcpy(out + o, s + i, len);
-            o += len, i += len;
+            unsigned cp = len == 1 ? c : c & (0x7F >> len);
+            for (size_t k = 1; k < len; k++) cp = cp << 6 | (s[i + k] & 0x3F);
+            if (token_hidden_char(cp)) o += (size_t)snprintf(out + o, TSC_DUMP_TOKEN_TEXT_CAP - o, "\\u%04X", cp);
+            else memcpy(out + o, s + i, len), o += len;
+            i += len;
         } else {
             o += (size_t)snprintf(out + o, TSC_DUMP_TOKEN_TEXT_CAP - o, "\\x%02X", c);
             i++;

@@ -188,20 +188,6 @@ static tsc_status_t name_free(const char *name) {
     return tsc_out_check(name);
 }
 
-/* A slot's tokens into the open step of cap, with each byte as its text when they are bytes of text. */
-static tsc_status_t put_slot_tokens(tsc_flight_t *fr, tsc_capture_t *cap, int slot) {
-    size_t n = (size_t)fr->meta.batch * (size_t)fr->meta.seq_len;
-    const int64_t *ids = fr->tok + (size_t)slot * n;
-    if (!fr->tok_bytes_text) return tsc_capture_put_tokens(cap, ids, NULL);
-    char(*txt)[2] = malloc(n * sizeof *txt);
-    const char **tp = malloc(n * sizeof *tp);
-    tsc_status_t st = txt && tp ? TSC_OK : tsc_error_set(TSC_ERR_NOMEM, "flight recorder %s: out of memory", fr->path);
-    for (size_t i = 0; st == TSC_OK && i < n; i++) txt[i][0] = (char)ids[i], txt[i][1] = 0, tp[i] = txt[i];
-    if (st == TSC_OK) st = tsc_capture_put_tokens(cap, ids, tp);
-    free(txt), free(tp);
-    return st;
-}
-
 /* The ring's steps, oldest first, through one capture session. A step that fails is dropped
  * and the others still go in; the first error is returned. */
 static tsc_status_t write_steps(tsc_flight_t *fr, tsc_capture_t *cap) {
@@ -240,7 +226,10 @@ static tsc_status_t write_steps(tsc_flight_t *fr, tsc_capture_t *cap) {
             const flight_entry_t *t = &fr->ent[e];
             if (pres[e]) st = tsc_capture_put(cap, t->layer, t->name, t->fmt, t->rank, t->dims, base + t->offset);
         }
-        if (st == TSC_OK && fr->tok_has && fr->tok_has[slot]) st = put_slot_tokens(fr, cap, slot);
+        if (st == TSC_OK && fr->tok_has && fr->tok_has[slot]) {
+            const int64_t *ids = fr->tok + (size_t)slot * (size_t)fr->meta.batch * (size_t)fr->meta.seq_len;
+            st = fr->tok_bytes_text ? tsc_capture_put_byte_tokens(cap, ids) : tsc_capture_put_tokens(cap, ids, NULL);
+        }
         if (st == TSC_OK) st = tsc_capture_step_end(cap);
         if (st != TSC_OK && first == TSC_OK) first = st;
     }

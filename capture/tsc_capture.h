@@ -88,6 +88,8 @@ TSC_API tsc_status_t tsc_capture_put(tsc_capture_t *s, int layer, const char *na
 /* Hands over the step's input tokens (optional): ids [B*T] and their text (NULL, or [B*T] UTF-8
  * strings), as tsc_dump_writer_put_tokens; a step not kept makes it a no-op. */
 TSC_API tsc_status_t tsc_capture_put_tokens(tsc_capture_t *s, const int64_t *ids, const char *const *text);
+/* The same for a byte-level vocabulary (a plain-text source): each id's byte as its text. */
+TSC_API tsc_status_t tsc_capture_put_byte_tokens(tsc_capture_t *s, const int64_t *ids);
 
 /* Finishes the step: marks it complete, closes its file and renames it into place. After this
  * returns TSC_OK the step survives a SIGKILL of the process. */

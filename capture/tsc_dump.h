@@ -168,8 +168,9 @@ TSC_API uint64_t tsc_dump_slice_elems(tsc_dump_t *d, long long step, int layer, 
  * (step_S/token_text, fixed-length UTF-8 strings [B, T] of at most TSC_DUMP_TOKEN_BYTES bytes).
  * tsc_dump_has_tokens: 0 none, 1 ids, 2 ids and text. tsc_dump_read_tokens reads batch row b:
  * ids [T] and/or text [T] (either may be NULL), each text in display form: valid UTF-8 as stored,
- * a control character as \n, \t, \r or \xNN, a byte that is not UTF-8 as \xNN (so it can be
- * shown as it is; HTML still needs escaping). Errors: TSC_ERR_MISSING (no tokens or no text),
+ * a control character as \n, \t, \r or \xNN, a byte that is not UTF-8 as \xNN, a character that
+ * reorders or breaks the text around it (C1 controls, bidi controls and marks, U+2028, U+2029) as
+ * \uXXXX (so it can be shown as it is; HTML still needs escaping). Errors: TSC_ERR_MISSING (no tokens or no text),
  * TSC_ERR_SHAPE, TSC_ERR_FORMAT (not integers, not fixed-length strings, unreadable), TSC_ERR_ARG. */
 #define TSC_DUMP_TOKEN_BYTES 32
 #define TSC_DUMP_TOKEN_TEXT_CAP (4 * TSC_DUMP_TOKEN_BYTES + 1)

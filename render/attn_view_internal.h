@@ -41,11 +41,9 @@ typedef struct {
 /* Reads them (kind 0 and nothing allocated when there are none); TSC_ERR_NOMEM only. */
 tsc_status_t attn_tokens_read(tsc_dump_t *d, long long step, int b, attn_tokens_t *t);
 void attn_tokens_free(attn_tokens_t *t);
-/* Token i as text to show, into buf (cap >= 16): kind 2 its text in display form with the
- * characters that would reorder or break a line of text around it (bidi controls, line and
- * paragraph separators, C1 controls) as \uXXXX; kind 1 "id N"; kind 0 "". */
+/* Token i as text to show, into buf (cap >= 16): kind 2 its text in the dump's display form
+ * (tsc_dump_read_tokens: escapes for controls, bidi controls and line separators), cut to cap;
+ * kind 1 "id N"; kind 0 "". */
 void attn_token_text(const attn_tokens_t *t, int i, char *buf, size_t cap);
-/* The layers step holds, as "0, 3, 5-7" (at most cap bytes); "none" when it holds none. */
-void attn_step_layers(tsc_dump_t *d, long long step, char *buf, size_t cap);
 
 #endif

@@ -125,12 +125,6 @@ tsc_status_t attn_tokens_read(tsc_dump_t *d, long long step, int b, attn_tokens_
     return TSC_OK;
 }
 
-/* Characters that reorder or break the text around them: shown as \uXXXX. */
-static int token_hidden_char(unsigned cp) {
-    return (cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F || cp == 0x2028 ||
-           cp == 0x2029 || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
-}
-
 void attn_token_text(const attn_tokens_t *t, int i, char *buf, size_t cap) {
     buf[0] = '\0';
     if (!t || t->kind <= 0 || i < 0 || i >= t->T || cap < 16) return;
@@ -138,44 +132,9 @@ void attn_token_text(const attn_tokens_t *t, int i, char *buf, size_t cap) {
         snprintf(buf, cap, "id %lld", (long long)t->ids[i]);
         return;
     }
-    const unsigned char *s = (const unsigned char *)t->text[i];
-    size_t o = 0;
-    for (size_t k = 0; s[k] && o + 8 < cap;) { /* the display form is valid UTF-8 */
-        unsigned c = s[k], cp = c;
-        size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
-        for (size_t m = 1; m < len; m++) {
-            if (!s[k + m]) { len = m; break; }
-            cp = cp << 6 | (s[k + m] & 0x3F);
-        }
-        if (len == 2) cp &= 0x7FF;
-        else if (len == 3) cp &= 0xFFFF;
-        else if (len == 4) cp &= 0x1FFFFF;
-        if (token_hidden_char(cp)) o += (size_t)snprintf(buf + o, cap - o, "\\u%04X", cp);
-        else memcpy(buf + o, s + k, len), o += len;
-        k += len;
-    }
-    buf[o] = '\0';
+    snprintf(buf, cap, "%s", t->text[i]); /* the display form (tsc_dump_read_tokens) */
 }
 
-void attn_step_layers(tsc_dump_t *d, long long step, char *buf, size_t cap) {
-    const int nl_max = tsc_dump_meta(d)->n_layer;
-    int *ls = malloc(sizeof(int) * (size_t)(nl_max + 1)), n = 0;
-    size_t len = 0;
-    buf[0] = '\0';
-    if (ls && tsc_dump_layers(d, step, ls, nl_max, &n) == TSC_OK) {
-        if (n > nl_max) n = nl_max;
-        for (int i = 0; i < n && len + 24 < cap;) {
-            int j = i;
-            while (j + 1 < n && ls[j + 1] == ls[j] + 1) j++;
-            if (j > i) len += (size_t)snprintf(buf + len, cap - len, "%s%d-%d", len ? ", " : "", ls[i], ls[j]);
-            else len += (size_t)snprintf(buf + len, cap - len, "%s%d", len ? ", " : "", ls[i]);
-            i = j + 1;
-        }
-    }
-    tsc_error_clear();
-    free(ls);
-    if (!buf[0]) snprintf(buf, cap, "none");
-}
 
 /* ---------------------------------------------------------------- the figure */
 
@@ -240,7 +199,7 @@ static tsc_status_t fig_maps(attn_fig_t *f) {
     tsc_attn_map_choices(f->src.d, ch, sizeof ch);
     f->step = o->step >= 0 ? o->step : tsc_dump_n_steps(f->src.d) > 0 ? tsc_dump_step_at(f->src.d, 0) : 0;
     const int has_step = tsc_dump_has_step(f->src.d, f->step);
-    if (has_step) attn_step_layers(f->src.d, f->step, ls, sizeof ls);
+    if (has_step) tsc_attn_map_step_layers(f->src.d, f->step, ls, sizeof ls);
     if (o->layer < 0) {
         if (has_step) return tsc_error_set(TSC_ERR_ARG, "which layer? (--layer L; step %lld of the dump holds layers %s)",
                                            f->step, ls);

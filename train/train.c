@@ -302,15 +302,11 @@ static tsc_status_t put_tokens(run_t *r, tsc_capture_t *cap, tsc_flight_t *fl) {
     const int32_t *x = r->x + (size_t)(r->j1 - 1) * n; /* the last shard's rows: the activations recorded */
     const int bytes = tsc_data_byte_level(r->data);
     int64_t *ids = malloc(n * sizeof *ids);
-    char(*txt)[2] = cap && bytes ? malloc(n * sizeof *txt) : NULL;
-    const char **tp = txt ? malloc(n * sizeof *tp) : NULL;
-    tsc_status_t st = ids && (!cap || !bytes || tp) ? TSC_OK : tsc_error_set(TSC_ERR_NOMEM, "train: no memory for the tokens");
-    for (size_t i = 0; st == TSC_OK && i < n; i++) {
-        ids[i] = x[i];
-        if (txt) txt[i][0] = (char)x[i], txt[i][1] = 0, tp[i] = txt[i];
-    }
-    if (st == TSC_OK) st = cap ? tsc_capture_put_tokens(cap, ids, tp) : tsc_flight_put_tokens(fl, ids, bytes);
-    free(ids), free(txt), free(tp);
+    if (!ids) return tsc_error_set(TSC_ERR_NOMEM, "train: no memory for the tokens");
+    for (size_t i = 0; i < n; i++) ids[i] = x[i];
+    tsc_status_t st = fl ? tsc_flight_put_tokens(fl, ids, bytes)
+                         : bytes ? tsc_capture_put_byte_tokens(cap, ids) : tsc_capture_put_tokens(cap, ids, NULL);
+    free(ids);
     return st;
 }
 

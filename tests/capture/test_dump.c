@@ -301,8 +301,8 @@ static void tiles(void) {
     tsc_dump_close(d);
 }
 
-/* A step's tokens: ids and text round trip; the text comes back in display form (control characters
- * and bytes that are not UTF-8 as escapes), cut to 32 bytes at a character boundary; files whose
+/* A step's tokens: ids and text round trip; the text comes back in display form (control characters,
+ * bidi controls and bytes that are not UTF-8 as escapes), cut to 32 bytes at a character boundary; files whose
  * tokens have the wrong shape or variable-length strings are refused by the reader and the validator. */
 static void tokens(void) {
     tsc_dump_meta_t m = geometry(2, 1, 1, 4, 2, 2);
@@ -316,7 +316,7 @@ static void tokens(void) {
     const int64_t ids[8] = {5, 70000, -1, 0, 9, 8, 7, 6};
     /* 31 ASCII bytes then a 4-byte emoji: byte 32 falls inside it, so the cut keeps the 31 */
     const char *long_text = "0123456789012345678901234567890\xF0\x9F\x98\x80tail";
-    const char *text[8] = {"a", "\xC3\xA9t\xC3\xA9", "\n", NULL, long_text, "\xFFx", "</script>", "tab\there"};
+    const char *text[8] = {"a", "\xC3\xA9t\xC3\xA9", "\n", NULL, long_text, "\xFFx\xE2\x80\xAE", "</script>", "tab\there\xC2\x85"};
     for (long long st = 0; st < 2; st++)
         for (const char *const *nm = (const char *const[]){"q", "k", "v", NULL}; *nm; nm++)
             CHECK(tsc_dump_writer_put(w, st, 0, *nm, 4, dq, TSC_FMT_FP32, z, TSC_FMT_BF16) == TSC_OK);
@@ -342,9 +342,9 @@ static void tokens(void) {
     CHECK(tsc_dump_read_tokens(d, 0, 1, got, tx) == TSC_OK);
     CHECK(got[0] == 9 && got[3] == 6);
     CHECK_STREQ(tx[0], "0123456789012345678901234567890"); /* the emoji would not fit whole */
-    CHECK_STREQ(tx[1], "\\xFFx");                           /* not UTF-8: an escape */
+    CHECK_STREQ(tx[1], "\\xFFx\\u202E"); /* not UTF-8: an escape; the right-to-left override too */
     CHECK_STREQ(tx[2], "</script>");                         /* as stored: escaping is the page's job */
-    CHECK_STREQ(tx[3], "tab\\there");
+    CHECK_STREQ(tx[3], "tab\\there\\u0085"); /* a C1 control (NEL) */
     CHECK(tsc_dump_read_tokens(d, 1, 0, got, NULL) == TSC_OK && got[1] == 70000);
     CHECK(tsc_dump_read_tokens(d, 1, 0, NULL, tx) == TSC_ERR_MISSING);
     CHECK(tsc_dump_read_tokens(d, 0, 2, got, NULL) == TSC_ERR_ARG); /* batch row 2 of 2 */
