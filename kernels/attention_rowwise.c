@@ -59,6 +59,9 @@ tsc_status_t tsc_rw_policy(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
     if (pol->gqa_sum == TSC_GQA_SUM_WIDE)
         return tsc_error_set(TSC_ERR_UNSUPPORTED, "attention: the GPU kernels round each head's dK, dV before the GQA "
                              "sum (+gqa-sum:wide is a CPU-reference policy)");
+    if (pol->sum_order != TSC_SUM_SEQ)
+        return tsc_error_set(TSC_ERR_UNSUPPORTED, "attention: the GPU kernels sum rows in key order "
+                             "(+sum:aten8 and +sum:aten16 are CPU-reference policies)");
     out->gqa_each = pol->gqa_sum == TSC_GQA_SUM_EACH;
     out->scale_qk = pol->scale == TSC_SCALE_QK;
     /* as the reference's head context: α in float, rounded to S / DS under +scale:s-lp */

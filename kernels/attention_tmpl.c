@@ -608,6 +608,69 @@ typedef struct {
     R *S, *PA, *PB, *OACC, *pv, *side;
 } SFX(fwork_t);
 
+/* ATen's row_sum over nu units of w lanes (unit u: x[u·w .. u·w + w)), into out[0..w): four
+ * interleaved accumulators (unit 4i + k goes to k) cascaded over four levels of 2^lp units each, the
+ * units past the last group of four into accumulator 0, then accumulators 1..3 into 0; every add
+ * rounded to ACC (tsc_attention.h, "Summation order"). w <= 16. */
+static void SFX(aten_row_sum)(const R *x, long nu, int w, rst_t *acc, R *out) {
+    R a[4][4][16];
+    memset(a, 0, sizeof a);
+    const long n4 = nu / 4;
+    int lp = 0;
+    while ((1L << lp) < n4) lp++; /* ceil(log2(n4)) */
+    lp = lp / 4 > 4 ? lp / 4 : 4;
+    const long step = 1L << lp, mask = step - 1;
+    long i = 0;
+    while (i + step <= n4) {
+        for (long j = 0; j < step; j++, i++)
+            for (int k = 0; k < 4; k++)
+                for (int l = 0; l < w; l++) a[0][k][l] = SFX(rnd)(a[0][k][l] + x[(i * 4 + k) * w + l], acc);
+        for (int j = 1; j < 4; j++) {
+            for (int k = 0; k < 4; k++)
+                for (int l = 0; l < w; l++) {
+                    a[j][k][l] = SFX(rnd)(a[j][k][l] + a[j - 1][k][l], acc);
+                    a[j - 1][k][l] = 0;
+                }
+            if (i & (mask << (j * lp))) break;
+        }
+    }
+    for (; i < n4; i++)
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < w; l++) a[0][k][l] = SFX(rnd)(a[0][k][l] + x[(i * 4 + k) * w + l], acc);
+    for (int j = 1; j < 4; j++)
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < w; l++) a[0][k][l] = SFX(rnd)(a[0][k][l] + a[j][k][l], acc);
+    for (long u = n4 * 4; u < nu; u++)
+        for (int l = 0; l < w; l++) a[0][0][l] = SFX(rnd)(a[0][0][l] + x[u * w + l], acc);
+    for (int k = 1; k < 4; k++)
+        for (int l = 0; l < w; l++) a[0][0][l] = SFX(rnd)(a[0][0][l] + a[0][k][l], acc);
+    for (int l = 0; l < w; l++) out[l] = a[0][0][l];
+}
+
+/* Σ x[0..n) in ACC in the policy's order (tsc_sum_order_t): key order, or ATen's CPU torch.sum of a
+ * contiguous row with W = 8 or 16 lanes: rows shorter than W take the scalar row_sum; longer ones
+ * the vector row_sum over n / W vectors, then the tail elements and the W lanes, in order, into a
+ * fresh sum; the result is added to the zeroed output. */
+static R SFX(sum_ordered)(const tsc_policy_t *pol, const R *x, int n, rst_t *acc) {
+    R sum = 0;
+    if (pol->sum_order == TSC_SUM_SEQ) {
+        for (int j = 0; j < n; j++) sum = SFX(rnd)(sum + x[j], acc);
+        return sum;
+    }
+    const int W = pol->sum_order == TSC_SUM_ATEN16 ? 16 : 8;
+    R lanes[16];
+    if (n < W) {
+        SFX(aten_row_sum)(x, n, 1, acc, lanes);
+        sum = lanes[0];
+    } else {
+        const int nv = n / W;
+        SFX(aten_row_sum)(x, nv, W, acc, lanes);
+        for (int j = nv * W; j < n; j++) sum = SFX(rnd)(sum + x[j], acc);
+        for (int l = 0; l < W; l++) sum = SFX(rnd)(sum + lanes[l], acc);
+    }
+    return SFX(rnd)((R)0 + sum, acc);
+}
+
 /* The materialized softmax's probability of one key from its P̄ = exp(R_EXPARG(S − m)):
  * R_P(P̄ / ℓ) or R_P(P̄ · (1/ℓ)) (the policy's norm). The forward and the backward's
  * recomputation both call this, so they agree bit for bit. */
@@ -731,8 +794,7 @@ static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
             R scaled = SFX(rnd)(c * oacc[d], &st[TSC_STAGE_OACC]);
             oacc[d] = SFX(rnd)(scaled + pv[d], &st[TSC_STAGE_OACC]);
         }
-        R sum = 0;
-        for (int jj = 0; jj < n; jj++) sum = SFX(rnd)(sum + pb[jj], &st[TSC_STAGE_ACC]);
+        R sum = SFX(sum_ordered)(pol, pb, n, &st[TSC_STAGE_ACC]);
         if (pol->torch_quirks && sum < (R)1e-10) sum = (R)1e-10;
         R scaled = SFX(rnd)(c * bk->l[r], &st[TSC_STAGE_L_RESCALE]);
         bk->l[r] = SFX(rnd)(scaled + sum, &st[TSC_STAGE_L]);
@@ -999,10 +1061,15 @@ static void SFX(bwd_head)(SFX(hctx_t) *cx, const R *q, const R *k, const R *kT, 
         const int nr = T - t0 < RB ? T - t0 : RB;
         R dl[RB];
         for (int r = 0; r < nr; r++) {
+            const R *x = dO + (size_t)(t0 + r) * D, *y = osrc ? osrc + (size_t)(t0 + r) * D : NULL;
             dl[r] = 0;
-            if (osrc)
-                for (int d = 0; d < D; d++)
-                    dl[r] = SFX(delta_add)(st, lpd, dO[(size_t)(t0 + r) * D + d], osrc[(size_t)(t0 + r) * D + d], dl[r]);
+            if (y && pol->sum_order != TSC_SUM_SEQ) { /* torch: the product tensor, then its sum */
+                rst_t *pr = lpd && !st[TSC_STAGE_DELTA_PROD].id ? &st[TSC_STAGE_DELTA_PROD] : acc;
+                for (int d = 0; d < D; d++) dq_part[d] = SFX(rnd)(x[d] * y[d], pr);
+                dl[r] = SFX(sum_ordered)(pol, dq_part, D, acc);
+            } else if (y) {
+                for (int d = 0; d < D; d++) dl[r] = SFX(delta_add)(st, lpd, x[d], y[d], dl[r]);
+            }
         }
         if (!osrc) {
             for (int jt = 0; jt < n_kt; jt++) {

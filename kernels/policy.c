@@ -372,10 +372,13 @@ tsc_status_t tsc_policy_validate(const tsc_policy_t *p) {
                              p->block_q, p->block_k);
     if ((unsigned)p->softmax > TSC_SOFTMAX_MATERIALIZED || (unsigned)p->ds_scale > TSC_DS_SCALE_ROUNDED ||
         (unsigned)p->scale > TSC_SCALE_QK || (unsigned)p->norm > TSC_SOFTMAX_NORM_RECIP ||
-        (unsigned)p->gqa_sum > TSC_GQA_SUM_WIDE)
-        return tsc_error_set(TSC_ERR_ARG, "policy: softmax %d, ds-scale %d, scale %d, norm %d or gqa-sum %d "
-                             "out of range", (int)p->softmax, (int)p->ds_scale, (int)p->scale, (int)p->norm,
-                             (int)p->gqa_sum);
+        (unsigned)p->gqa_sum > TSC_GQA_SUM_WIDE || (unsigned)p->sum_order > TSC_SUM_ATEN16)
+        return tsc_error_set(TSC_ERR_ARG, "policy: softmax %d, ds-scale %d, scale %d, norm %d, gqa-sum %d or "
+                             "sum %d out of range", (int)p->softmax, (int)p->ds_scale, (int)p->scale, (int)p->norm,
+                             (int)p->gqa_sum, (int)p->sum_order);
+    if (p->sum_order != TSC_SUM_SEQ && (p->fused || p->softmax != TSC_SOFTMAX_ONLINE))
+        return tsc_error_set(TSC_ERR_ARG, "policy: +sum:aten8 and +sum:aten16 order the torch.sum calls of PyTorch "
+                             "FlashAttention code (a tile's P-bar, dO*O): they need +unfused and the online softmax");
     if ((unsigned)p->exp > TSC_EXP_EXP2_MEMEFF)
         return tsc_error_set(TSC_ERR_ARG, "policy: exp mode %d out of range", (int)p->exp);
     if (p->exp != TSC_EXP_E && (p->softmax != TSC_SOFTMAX_ONLINE || p->scale != TSC_SCALE_S))
@@ -416,6 +419,7 @@ int tsc_policy_equal(const tsc_policy_t *a, const tsc_policy_t *b) {
         a->stable.beta != b->stable.beta || a->stable.eps != b->stable.eps ||
         a->stable.gap != b->stable.gap || a->softmax != b->softmax || a->ds_scale != b->ds_scale ||
         a->scale != b->scale || a->norm != b->norm || a->gqa_sum != b->gqa_sum || a->exp != b->exp ||
+        a->sum_order != b->sum_order ||
         a->p_offset != b->p_offset || a->lazy_thr != b->lazy_thr || a->poly_freq != b->poly_freq ||
         (a->poly_freq && (a->poly_res != b->poly_res || a->poly_start != b->poly_start)))
         return 0;
@@ -455,6 +459,7 @@ struct modifier {
 _Static_assert(sizeof(tsc_delta_src_t) == sizeof(int) && sizeof(tsc_softmax_t) == sizeof(int) &&
                sizeof(tsc_ds_scale_t) == sizeof(int) && sizeof(tsc_scale_t) == sizeof(int) &&
                sizeof(tsc_softmax_norm_t) == sizeof(int) && sizeof(tsc_gqa_sum_t) == sizeof(int) &&
+               sizeof(tsc_sum_order_t) == sizeof(int) &&
                sizeof(tsc_exp_t) == sizeof(int),
                "enum modifier fields must be int-sized");
 
@@ -771,6 +776,7 @@ static const char *const ds_scale_names[] = {"last", "first", "rounded"};
 static const char *const scale_names[] = {"s", "s-lp", "qk"};
 static const char *const norm_names[] = {"div", "recip"};
 static const char *const gqa_names[] = {"once", "each", "wide"};
+static const char *const sum_names[] = {"seq", "aten8", "aten16"};
 
 #define ENUM_ROW(nm, fld, names, bare_, d)                                                           \
     {nm, NULL, d, parse_enum, print_enum, offsetof(tsc_policy_t, fld), names,                        \
@@ -793,6 +799,7 @@ static const modifier_t modifiers[] = {
     ENUM_ROW("scale", scale, scale_names, 0, "alpha on the scores, the same with alpha rounded to the scores' format first, or sqrt(alpha) on Q and on K (tsc_scale_t)"),
     ENUM_ROW("norm", norm, norm_names, 0, "P-bar / l or P-bar * (1/l) (materialized softmax), O-bar / l or O-bar * (1/l) (online)"),
     ENUM_ROW("gqa-sum", gqa_sum, gqa_names, 0, "GQA: the group's rounded dK, dV summed then rounded, or rounded after each head's add, or summed unrounded then rounded once (SDPA's enable_gqa)"),
+    ENUM_ROW("sum", sum_order, sum_names, 0, "the order of l's FP32 tile sums of P-bar and of delta's sums of dO*O: key order, or ATen's CPU torch.sum (a cascade over 8- or 16-lane vectors: torch's AVX2 or AVX-512 kernels; +unfused online softmax only)"),
     ENUM_ROW("exp", exp, exp_names, 0, "exp(S - m) with S = alpha*QK^T, or the CUDA kernels' exp2 with alpha*log2(e) folded into one FFMA, or into a rounded product, or the Triton tutorial's, FlexAttention's, FlexAttention's PRESCALE_QK or PyTorch's mem-efficient kernel's form (tsc_exp_t, tsc_attention.h)"),
     OWN_ROW("p-offset", "+p-offset:N", parse_p_offset, print_p_offset,
             "exp2 kernels: the row max maps to 2^N before P-bar is rounded (FP8 kernels: 8); log l is taken of l*2^-N"),

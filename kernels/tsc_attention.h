@@ -53,6 +53,18 @@
  *   per-query-head results summed in ACC in head order, then R_GRAD again (+gqa-sum:once), or
  *   rounded to GRAD after each addition (+gqa-sum:each); +gqa-sum:wide skips the per-head R_GRAD of dK, dV
  *   (the compute-type values are summed in ACC in head order, then R_GRAD once).
+ * Summation order (tsc_sum_order_t). "Σ (ACC, from 0)" above is key (feature) order, one rounded add after
+ *   another (+sum:seq). +sum:aten8 and +sum:aten16 (unfused online softmax only) sum the tile's b_j into s and
+ *   the products into lp δ as ATen's CPU torch.sum adds a contiguous FP32 row x[0..n) with W = 8 or 16 lanes;
+ *   δ's products are formed first, x_d = R_DELTA_PROD(dO·O) (R_ACC when that stage is not narrower):
+ *     n < W: rowsum(x, n, 1); else L = rowsum over the n/W vectors (lane-wise adds), then
+ *            s = ((0 + x[W⌊n/W⌋]) + …) + x[n−1], then s = (s + L_0) + … + L_{W−1};  result R_ACC(0 + s).
+ *     rowsum over N units u (vectors or scalars): accumulators A_k^lev (k < 4, lev < 4) from 0; unit 4i + k
+ *       goes to A_k^0; after each group of 2^lp values of i (lp = max(4, ⌈log2⌊N/4⌋⌉ / 4)) A^lev += A^(lev−1),
+ *       A^(lev−1) = 0 for lev = 1, 2, 3 in turn, stopping after the first lev with i mod 2^(lp·(lev+1)) ≠ 0;
+ *       at the end A^0 += A^1, A^2, A^3; units 4⌊N/4⌋.. go to A_0^0; then A_0^0 += A_1^0, A_2^0, A_3^0.
+ *   Every add is rounded to ACC. (pytorch/pytorch v1.13.1, aten/src/ATen/native/cpu/SumKernel.cpp;
+ *   docs/PRESETS.md cites the lines.)
  *
  * The exponent (tsc_exp_t). Everything above is +exp:e. The CUDA kernels read from their source
  * (docs/PRESETS.md) form exp in base 2 with the scale folded in: S' = R_S(Σ_d fma q·k) is kept unscaled (S in

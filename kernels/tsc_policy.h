@@ -129,6 +129,15 @@ typedef enum {
                            * R_GRAD once (SDPA math with enable_gqa: the expansion is inside the FP32 graph) */
 } tsc_gqa_sum_t;
 
+/* The order in which a row's FP32 sums add their terms: ℓ's per-tile sum of P̄ (unfused online and
+ * materialized softmax) and δ's sum of dO·O (tsc_attention.h, "Summation order"). */
+typedef enum {
+    TSC_SUM_SEQ = 0, /* in key (feature) order, one add after another (every preset's) */
+    TSC_SUM_ATEN8,   /* ATen's CPU torch.sum of a contiguous FP32 row: a cascade over 8-lane vectors
+                      * (torch's AVX2 kernels) */
+    TSC_SUM_ATEN16   /* the same over 16-lane vectors (torch's AVX-512 kernels) */
+} tsc_sum_order_t;
+
 /* How exp's argument is formed (tsc_attention.h, "The exponent"). */
 typedef enum {
     TSC_EXP_E = 0,    /* P̄ = exp(R_EXPARG(S − m)), S = α·(Q Kᵀ): the model of every preset before the
@@ -203,6 +212,7 @@ typedef struct {
     tsc_scale_t scale;                      /* how α is applied */
     tsc_softmax_norm_t norm;                        /* materialized softmax: P̄ / ℓ or P̄ · (1/ℓ) */
     tsc_gqa_sum_t gqa_sum;                  /* GQA: the group's dK, dV summed once or per add */
+    tsc_sum_order_t sum_order;              /* the order of ℓ's tile sums and of δ's sums */
     tsc_exp_t exp;                          /* how exp's argument is formed */
     int p_offset;     /* exp2 modes: the row max maps to 2^p_offset (FP8 kernels: 8), 0 none */
     double lazy_thr;  /* exp2 modes: keep the running max while it grows by at most this many log2

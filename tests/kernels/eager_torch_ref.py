@@ -299,12 +299,19 @@ def compare(a, b):
     return 100.0 * same.mean(), 100.0 * near.mean()
 
 
-def make_inputs(B, H, Hkv, T, D, seed=0, score_std=2.5):
+def make_inputs(B, H, Hkv, T, D, seed=0, score_std=2.5, score_mean=0.0):
     rng = np.random.default_rng(seed)
     # q.k/sqrt(D) has std sq*sk for unit-normal entries: pick sq = sk = sqrt(score_std)
     sc = math.sqrt(score_std)
-    q = rb(rng.standard_normal((B, H, T, D)).astype(np.float32) * sc)
-    k = rb(rng.standard_normal((B, Hkv, T, D)).astype(np.float32) * sc)
+    q = rng.standard_normal((B, H, T, D)).astype(np.float32) * sc
+    k = rng.standard_normal((B, Hkv, T, D)).astype(np.float32) * sc
+    if score_mean:  # a shared direction u: q + a*u, k +- a*u put every score near score_mean
+        u = rng.standard_normal(D)
+        u /= np.linalg.norm(u)
+        a = math.sqrt(abs(score_mean) * math.sqrt(D))
+        q = q + (a * u).astype(np.float32)
+        k = k + (math.copysign(a, score_mean) * u).astype(np.float32)
+    q, k = rb(q), rb(k)
     v = rb(rng.standard_normal((B, Hkv, T, D)).astype(np.float32))
     dO = rb(rng.standard_normal((B, H, T, D)).astype(np.float32))
     return q, k, v, dO

@@ -454,6 +454,12 @@ int main(void) {
     CHECK(tsc_policy_parse("bf16-fa4+exp2-poly:freq=3,res=3", &p) == TSC_ERR_ARG);
     CHECK(tsc_policy_parse("bf16-flash-attn2", &p) == TSC_OK && tsc_policy_format(&p, buf, sizeof buf) == TSC_OK);
     CHECK_STREQ(buf, "bf16-flash-attn2");
+    /* +sum:aten* orders the PyTorch code's torch.sum calls: unfused online softmax only */
+    CHECK(tsc_policy_parse("bf16-fa2+sum:aten8", &p) == TSC_ERR_ARG);
+    CHECK(strstr(tsc_error_last(), "+unfused") != NULL);
+    CHECK(tsc_policy_parse("bf16-eager-cpu+sum:aten16", &p) == TSC_ERR_ARG);
+    CHECK(tsc_policy_parse("bf16-torch+sum:aten16", &p) == TSC_OK && tsc_policy_format(&p, buf, sizeof buf) == TSC_OK);
+    CHECK_STREQ(buf, "bf16-torch+sum:aten16");
     /* the GPU kernels do not model these: refused by name, never run silently as something else */
     const tsc_attn_backend_t *rw = tsc_attn_backend_get("cpu-rowwise");
     if (rw) {
@@ -463,6 +469,9 @@ int main(void) {
         CHECK(tsc_policy_parse("bf16-flash-attn2", &p) == TSC_OK);
         CHECK(tsc_attn_run_with(rw, &p, &d, &io, NULL) == TSC_ERR_UNSUPPORTED);
         CHECK(strstr(tsc_error_last(), "exp2") != NULL);
+        CHECK(tsc_policy_parse("bf16-torch+sum:aten8", &p) == TSC_OK);
+        CHECK(tsc_attn_run_with(rw, &p, &d, &io, NULL) == TSC_ERR_UNSUPPORTED);
+        CHECK(strstr(tsc_error_last(), "+sum:aten8") != NULL);
     }
     return tsc_test_done();
 }

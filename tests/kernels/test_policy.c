@@ -228,8 +228,10 @@ int main(void) {
                 for (char *save = NULL, *v = strtok_r(vals, bar && !strstr(syn, ", +") ? "|" : ", +", &save); v;
                      v = strtok_r(NULL, bar && !strstr(syn, ", +") ? "|" : ", +", &save), k++) {
                     char pol[320], canon[TSC_POLICY_STR_MAX];
-                    if (bar && !strstr(syn, ", +")) snprintf(pol, sizeof pol, "bf16-fa2+%.*s:%s", (int)(bar - syn - 1), syn + 1, v);
-                    else snprintf(pol, sizeof pol, "bf16-fa2+%s", v);
+                    /* +sum orders the PyTorch code's sums: it needs an unfused preset */
+                    const char *base = strncmp(syn, "+sum:", 5) == 0 ? "bf16-torch" : "bf16-fa2";
+                    if (bar && !strstr(syn, ", +")) snprintf(pol, sizeof pol, "%s+%.*s:%s", base, (int)(bar - syn - 1), syn + 1, v);
+                    else snprintf(pol, sizeof pol, "%s+%s", base, v);
                     tsc_policy_t a, b;
                     CHECKF(tsc_policy_parse(pol, &a) == TSC_OK, "%s (from row %s): %s", pol, syn, tsc_error_last());
                     CHECK(tsc_policy_format(&a, canon, sizeof canon) == TSC_OK);

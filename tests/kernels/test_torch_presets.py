@@ -107,7 +107,7 @@ def official_backward(q, k, v, o, lse, do, scale, bq=512, bk=512):
     return dq, dk, dv
 
 
-def official(q, k, v, do):
+def official(q, k, v, do, bk=512):
     """The official code on repeated kv heads (GQA); group gradients summed in FP32, rounded once."""
     torch.set_num_threads(1)
     q, k, v, do = (torch.from_numpy(np.ascontiguousarray(x)) for x in (q, k, v, do))
@@ -115,12 +115,34 @@ def official(q, k, v, do):
     g = H // Hkv
     k2, v2 = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
     scale = q.shape[-1] ** -0.5
-    o, lse = official_forward(q, k2, v2, scale)
-    dq, dk2, dv2 = official_backward(q, k2, v2, o, lse, do, scale)
+    o, lse = official_forward(q, k2, v2, scale, bk=bk)
+    dq, dk2, dv2 = official_backward(q, k2, v2, o, lse, do, scale, bk=bk)
     B, T, D = q.shape[0], q.shape[2], q.shape[3]
     dk = rb(dk2.view(B, Hkv, g, T, D).sum(2))
     dv = rb(dv2.view(B, Hkv, g, T, D).sum(2))
     return {n: x.numpy() for n, x in dict(o=o, dq=dq, dk=dk, dv=dv).items()}
+
+
+# The official code on the CPU (section 4 of main): the reviewer's GQA shape, the causal T = 600 shape whose
+# scores all lie near -25, and one key tile of 1100 (ATen's cascade flushes a level twice per row sum).
+# Each: (B, H, Hkv, T, D, seed, score_std, score_mean, key tile).
+CPU_CASES = [(1, 8, 2, 384, 64, 11, 2.5, 0.0, 512), (1, 4, 4, 600, 64, 32, 0.3, -25.0, 512),
+             (1, 1, 1, 1100, 32, 12, 2.5, 0.0, 1100)]
+
+
+def cpu_peer(out):
+    """Child process (ATEN_CPU_CAPABILITY set by the parent): the width of this torch's sum kernels and the
+    official code's outputs on CPU_CASES, into the npz out."""
+    import aten_sum_ref
+    res = {"lanes": np.array(aten_sum_ref.torch_sum_lanes() or 0)}
+    for i, (B, H, Hkv, T, D, seed, std, mean, bk) in enumerate(CPU_CASES):
+        q, k, v, dO = ref.make_inputs(B, H, Hkv, T, D, seed=seed, score_std=std, score_mean=mean)
+        outs = official(q, k, v, dO, bk=bk)
+        # delta as the official backward forms it, the (dO * O).sum(-1) that bf16-torch reports in FP32
+        outs["delta"] = rb(torch.from_numpy(dO) * torch.from_numpy(outs["o"])).sum(-1).numpy()
+        for n, x in outs.items():
+            res["%d_%s" % (i, n)] = x
+    np.savez(out, **res)
 
 
 def bits_equal(a, b):
@@ -185,6 +207,73 @@ def main():
         once = reference_attention("bf16-sdpa-math+gqa-sum:once", q, k, v, dO, causal=True)
         shares = row("(+gqa-sum:once)", "ATen math, enable_gqa", (B, H, Hkv, T, D), once, want, None)
         c.check(min(shares[2:]) < 90.0, "rounding each head's dK, dV first should miss (%.2f%%)" % min(shares[2:]))
+
+    # 4. The official code run on the CPU (the emulation above is that code's arithmetic in torch CPU ops): its
+    #    torch.sum calls (a tile's P-bar row sum, delta's dO*O) add in ATen's cascade order over 8 lanes (torch's
+    #    AVX2 kernels) or 16 (AVX-512, ATEN_CPU_CAPABILITY=avx512), which bf16-torch+sum:aten8|aten16 model.
+    #    bf16-torch sums in key order and misses the rows whose BF16 l that order flips (shown, not held).
+    #    First the C order itself, deep in ATen's cascade, against aten_sum_ref.py (written from ATen's source):
+    #    delta of rows with D = 20000 features (the cascade's second level flushes) and D = 40, 13 (short rows).
+    import aten_sum_ref
+    for D in (20000, 40, 13):
+        q, k, v, dO = ref.make_inputs(1, 1, 1, 3, D, seed=D)
+        for W in (8, 16):
+            got = reference_attention("bf16-torch+sum:aten%d" % W, q, k, v, dO, causal=True)
+            prod = rb(torch.from_numpy(dO) * torch.from_numpy(got["o"])).numpy()[0, 0]
+            want = np.array([aten_sum_ref.aten_sum(prod[t], W) for t in range(3)], np.float32)
+            c.check(bits_equal(got["delta"][0, 0], want) == 100.0,
+                    "+sum:aten%d delta of D = %d: %s, ATen's order gives %s" % (W, D, got["delta"][0, 0], want))
+            seq = np.float32(0)
+            for x in prod[2]:
+                seq = np.float32(seq + x)
+            if D == 20000:
+                c.check(seq != want[2], "D = 20000: key order should differ from ATen's %d-lane order" % W)
+
+    import subprocess
+    import tempfile
+    seen = set()
+    for cap in ("avx2", "avx512"):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "peer.npz")
+            env = dict(os.environ, ATEN_CPU_CAPABILITY=cap)
+            r = subprocess.run([sys.executable, os.path.abspath(__file__), "--cpu-peer", out], env=env,
+                               capture_output=True, text=True)
+            if not c.check(r.returncode == 0, "CPU peer (%s) failed: %s" % (cap, r.stderr[-2000:])):
+                continue
+            peer = dict(np.load(out))
+        W = int(peer["lanes"])
+        if not c.check(W in (8, 16), "torch.sum (ATEN_CPU_CAPABILITY=%s) is neither 8- nor 16-lane ATen cascade "
+                       "order: aten_sum_ref.py no longer describes this torch" % cap):
+            continue
+        if W in seen:  # this CPU has no AVX-512: the capability fell back to AVX2
+            print("note: ATEN_CPU_CAPABILITY=%s runs torch's %d-lane sums, already checked" % (cap, W))
+            continue
+        seen.add(W)
+        worst_seq = worst_other = 100.0
+        for i, (B, H, Hkv, T, D, seed, std, mean, bk) in enumerate(CPU_CASES):
+            q, k, v, dO = ref.make_inputs(B, H, Hkv, T, D, seed=seed, score_std=std, score_mean=mean)
+            want = {n: peer["%d_%s" % (i, n)] for n in outs + ("delta",)}
+            tile = "" if bk == 512 else "+tile:q=512,k=%d" % bk
+            label = "torch CPU sum, %d lanes" % W
+            got = reference_attention("bf16-torch+sum:aten%d%s" % (W, tile), q, k, v, dO, causal=True)
+            row("+sum:aten%d%s" % (W, tile), label, (B, H, Hkv, T, D), got, want, 99.9)
+            # delta (FP32, one sum of D products per row) tells the widths apart: on every row whose O the
+            # preset reproduces, it must equal torch's bit for bit; the other width must miss some
+            other = reference_attention("bf16-torch+sum:aten%d%s" % (24 - W, tile), q, k, v, dO, causal=True)
+            same_o = np.all(got["o"].view(np.uint32) == want["o"].view(np.uint32), axis=-1)
+            share = bits_equal(got["delta"][same_o], want["delta"][same_o])
+            wrong = bits_equal(other["delta"][same_o], want["delta"][same_o])
+            print("    delta on the %d rows with the same O: +sum:aten%d %.3f%%, +sum:aten%d %.3f%% bit-identical"
+                  % (same_o.sum(), W, share, 24 - W, wrong))
+            c.check(share == 100.0, "delta vs the %d-lane torch.sum: %.3f%% bit-identical" % (W, share))
+            worst_other = min(worst_other, wrong)
+            worst_seq = min(worst_seq, min(row("bf16-torch%s" % tile, label, (B, H, Hkv, T, D),
+                                               reference_attention("bf16-torch" + tile, q, k, v, dO, causal=True),
+                                               want, None)))
+        c.check(worst_other < 100.0, "+sum:aten%d's delta should miss the %d-lane torch.sum" % (24 - W, W))
+        c.check(worst_seq < 99.9, "key-order sums should miss the %d-lane torch.sum somewhere (worst %.3f%%)"
+                % (W, worst_seq))
+    c.check(8 in seen, "the 8-lane (AVX2) torch.sum order was not checked")
     c.finish()
 
 
@@ -206,5 +295,7 @@ def sdpa_math_gqa(q, k, v, dO, scale):
             "dv": vl.grad.float().numpy()}
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and sys.argv[1:2] == ["--cpu-peer"]:
+    cpu_peer(sys.argv[2])
+elif __name__ == "__main__":
     main()
