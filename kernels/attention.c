@@ -112,6 +112,7 @@ static inline int attn_ld(int T) {
 
 float tsc_attn_expf(float x) { return expf_f(x); }
 float tsc_attn_exp2_fa4(float x) { return exp2_poly_f(x); }
+float tsc_attn_exp_u20(float x) { return exp_u20_f(x); }
 
 const char *tsc_attn_simd_name(void) {
 #ifdef TSC_ATTN_X86

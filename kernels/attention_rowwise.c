@@ -38,6 +38,9 @@ tsc_status_t tsc_rw_policy(const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
         out->fmt[s] = (unsigned char)f;
         out->mode[s] = (unsigned char)(pol->mode[s] == TSC_ROUND_TOWARD_ZERO ? TSC_HD_RZ : TSC_HD_RNE);
     }
+    if (pol->vexp != TSC_VEXP_OFF)
+        return tsc_error_set(TSC_ERR_UNSUPPORTED, "attention: the GPU kernels do not model torch's CPU flash kernel "
+                             "(+vexp:u20x8 and +vexp:u20x16 are CPU-reference policies)");
     if (pol->exp != TSC_EXP_E || pol->norm != TSC_SOFTMAX_NORM_DIV)
         return tsc_error_set(TSC_ERR_UNSUPPORTED, "attention: the GPU kernels model exp(S - m) and O = O-bar / l "
                              "(+exp:exp2-fma, +exp:exp2-mul and +norm:recip are CPU-reference policies)");

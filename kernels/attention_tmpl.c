@@ -608,6 +608,44 @@ typedef struct {
     R *S, *PA, *PB, *OACC, *pv, *side;
 } SFX(fwork_t);
 
+/* torch's exp_u20 of one FP32 lane (tsc_attention.h, "torch's CPU flash kernel"): x clamped to
+ * [ln FLT_MIN, ln FLT_MAX] (bit patterns 0xc2aeac50, 0x42b17218), fx = floor(fma(x, log2e, 0.5)),
+ * r = fma(−fx, ln2, x), a degree-5 polynomial in r by Horner FMAs, times 2^(fx − 1) (0 below the clamp),
+ * times 2. The compares and min/max keep the vector instructions' NaN behaviour. */
+static inline float SFX(exp_u20)(float x) {
+    const float lo = tsc_f32_from_bits(0xc2aeac50u), hi = tsc_f32_from_bits(0x42b17218u);
+    const int below = x < lo;
+    float src = x < hi ? x : hi;
+    src = src > lo ? src : lo;
+    const float fx = floorf(fmaf(src, tsc_f32_from_bits(0x3fb8aa3bu), 0.5f));
+    const float r = fmaf(-fx, tsc_f32_from_bits(0x3f317218u), src);
+    float p = fmaf(r, 0.00828929059f, 0.0418978221f);
+    p = fmaf(r, p, 0.166676521f);
+    p = fmaf(r, p, 0.499991506f);
+    p = fmaf(r, p, 0.999999701f);
+    p = fmaf(r, p, 1.0f);
+    const int32_t e = (int32_t)lrintf(fx - 1.0f);
+    const float pw = below ? 0.0f : tsc_f32_from_bits((uint32_t)(e + 127) << 23);
+    return (p * pw) * 2.0f;
+}
+
+/* torch's CPU flash tile sum of x[0..n) (the unmasked keys of a tile jn wide; the masked ones are 0):
+ * lane l of W sums x[l], x[l + W], ... over the first W·⌊jn/W⌋ columns, the lanes meet in a shuffle tree
+ * (lane l + lane l^d for d = W/2 .. 1), then the tail columns are added in order; every add in ACC. */
+static R SFX(sum_vexp)(const R *x, int n, int jn, int W, rst_t *acc) {
+    R lane[16], nxt[16];
+    for (int l = 0; l < W; l++) lane[l] = 0;
+    const int nv = jn / W * W;
+    for (int j = 0; j < n && j < nv; j++) lane[j % W] = SFX(rnd)(lane[j % W] + x[j], acc);
+    for (int d = W / 2; d >= 1; d /= 2) {
+        for (int l = 0; l < W; l++) nxt[l] = SFX(rnd)(lane[l] + lane[l ^ d], acc);
+        for (int l = 0; l < W; l++) lane[l] = nxt[l];
+    }
+    R sum = lane[0];
+    for (int j = nv; j < n; j++) sum = SFX(rnd)(sum + x[j], acc);
+    return sum;
+}
+
 /* ATen's row_sum over nu units of w lanes (unit u: x[u·w .. u·w + w)), into out[0..w): four
  * interleaved accumulators (unit 4i + k goes to k) cascaded over four levels of 2^lp units each, the
  * units past the last group of four into accumulator 0, then accumulators 1..3 into 0; every add
@@ -773,6 +811,9 @@ static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
     /* the Triton tutorial's diagonal (on-band) tiles: a causal row's key tiles from its query tile's start */
     const int onband = cx->causal && j0 >= (bk->t0 + r) / cx->Br * cx->Br;
     SFX(pexp_arr)(cx, s, pa, n, mn, &st[TSC_STAGE_EXPARG], onband);
+    const int vw = pol->vexp == TSC_VEXP_U20X16 ? 16 : pol->vexp == TSC_VEXP_U20X8 ? 8 : 0;
+    for (int jj = 0; jj < n && jj < jn / (vw ? vw : 1) * vw; jj++) /* the vector columns: exp_u20 */
+        pa[jj] = (R)SFX(exp_u20)((float)SFX(rnd)(s[jj] - mn, &st[TSC_STAGE_EXPARG]));
     for (int jj = 0; jj < n; jj++) pb[jj] = pa[jj];
     SFX(rnd_arr)(pa, n, &st[TSC_STAGE_PBAR_PV]);
     SFX(rnd_arr)(pb, n, &st[TSC_STAGE_PBAR_L]);
@@ -794,10 +835,15 @@ static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
             R scaled = SFX(rnd)(c * oacc[d], &st[TSC_STAGE_OACC]);
             oacc[d] = SFX(rnd)(scaled + pv[d], &st[TSC_STAGE_OACC]);
         }
-        R sum = SFX(sum_ordered)(pol, pb, n, &st[TSC_STAGE_ACC]);
-        if (pol->torch_quirks && sum < (R)1e-10) sum = (R)1e-10;
-        R scaled = SFX(rnd)(c * bk->l[r], &st[TSC_STAGE_L_RESCALE]);
-        bk->l[r] = SFX(rnd)(scaled + sum, &st[TSC_STAGE_L]);
+        if (vw) { /* torch's CPU flash: sum + exp_tmp * sum[row], contracted to one FMA */
+            const R sum = SFX(sum_vexp)(pb, n, jn, vw, &st[TSC_STAGE_ACC]);
+            bk->l[r] = SFX(rnd)(FMA(c, bk->l[r], sum), &st[TSC_STAGE_L]);
+        } else {
+            R sum = SFX(sum_ordered)(pol, pb, n, &st[TSC_STAGE_ACC]);
+            if (pol->torch_quirks && sum < (R)1e-10) sum = (R)1e-10;
+            R scaled = SFX(rnd)(c * bk->l[r], &st[TSC_STAGE_L_RESCALE]);
+            bk->l[r] = SFX(rnd)(scaled + sum, &st[TSC_STAGE_L]);
+        }
     }
     bk->m[r] = mn;
 }

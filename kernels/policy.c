@@ -117,6 +117,9 @@ static const preset_row_t presets[] = {
      "PyTorch's SDPA mem-efficient backend (CUTLASS kernel from xformers), BF16, head dim <= 64: scores scaled by a "
      "rounded product, exp2 1 at the max",
      F32, build_kernel, BF, BF, 1},
+    {TSC_PRESET_BF16_SDPA_CPU_FLASH, "bf16-sdpa-cpu-flash",
+     "PyTorch's SDPA flash kernel on the CPU (torch 2.x, AVX-512), BF16: FP32 scores, exp_u20, FP32 sums",
+     F32, build_kernel, BF, BF, 0},
 };
 #undef BF
 #undef HF
@@ -265,6 +268,13 @@ static void preset_kernel(tsc_policy_t *p, tsc_preset_t which, tsc_format_t lp, 
         p->exp = TSC_EXP_EXP2_MEMEFF;
         p->block_q = p->block_k = 64;
     }
+    if (which == TSC_PRESET_BF16_SDPA_CPU_FLASH) { /* kvSplitSize 512; per-tile sums added afterwards */
+        p->exp = TSC_EXP_E;
+        p->vexp = TSC_VEXP_U20X16;
+        p->fused = 0;
+        p->block_q = 256;
+        p->block_k = 512;
+    }
     if (which == TSC_PRESET_FP8_FA3_SCALED) {
         p->p_offset = 8;
         p->block_k = 224;
@@ -379,6 +389,12 @@ tsc_status_t tsc_policy_validate(const tsc_policy_t *p) {
     if (p->sum_order != TSC_SUM_SEQ && (p->fused || p->softmax != TSC_SOFTMAX_ONLINE))
         return tsc_error_set(TSC_ERR_ARG, "policy: +sum:aten8 and +sum:aten16 order the torch.sum calls of PyTorch "
                              "FlashAttention code (a tile's P-bar, dO*O): they need +unfused and the online softmax");
+    if ((unsigned)p->vexp > TSC_VEXP_U20X16)
+        return tsc_error_set(TSC_ERR_ARG, "policy: vexp %d out of range", (int)p->vexp);
+    if (p->vexp != TSC_VEXP_OFF && (p->exp != TSC_EXP_E || p->fused || p->softmax != TSC_SOFTMAX_ONLINE ||
+                                    p->sum_order != TSC_SUM_SEQ || p->scale != TSC_SCALE_S))
+        return tsc_error_set(TSC_ERR_ARG, "policy: +vexp:u20x8 and +vexp:u20x16 model torch's CPU flash kernel: they "
+                             "need +exp:e, +unfused, the online softmax, +scale:s and no +sum order of their own");
     if ((unsigned)p->exp > TSC_EXP_EXP2_MEMEFF)
         return tsc_error_set(TSC_ERR_ARG, "policy: exp mode %d out of range", (int)p->exp);
     if (p->exp != TSC_EXP_E && (p->softmax != TSC_SOFTMAX_ONLINE || p->scale != TSC_SCALE_S))
@@ -419,7 +435,7 @@ int tsc_policy_equal(const tsc_policy_t *a, const tsc_policy_t *b) {
         a->stable.beta != b->stable.beta || a->stable.eps != b->stable.eps ||
         a->stable.gap != b->stable.gap || a->softmax != b->softmax || a->ds_scale != b->ds_scale ||
         a->scale != b->scale || a->norm != b->norm || a->gqa_sum != b->gqa_sum || a->exp != b->exp ||
-        a->sum_order != b->sum_order ||
+        a->sum_order != b->sum_order || a->vexp != b->vexp ||
         a->p_offset != b->p_offset || a->lazy_thr != b->lazy_thr || a->poly_freq != b->poly_freq ||
         (a->poly_freq && (a->poly_res != b->poly_res || a->poly_start != b->poly_start)))
         return 0;
@@ -459,7 +475,7 @@ struct modifier {
 _Static_assert(sizeof(tsc_delta_src_t) == sizeof(int) && sizeof(tsc_softmax_t) == sizeof(int) &&
                sizeof(tsc_ds_scale_t) == sizeof(int) && sizeof(tsc_scale_t) == sizeof(int) &&
                sizeof(tsc_softmax_norm_t) == sizeof(int) && sizeof(tsc_gqa_sum_t) == sizeof(int) &&
-               sizeof(tsc_sum_order_t) == sizeof(int) &&
+               sizeof(tsc_sum_order_t) == sizeof(int) && sizeof(tsc_vexp_t) == sizeof(int) &&
                sizeof(tsc_exp_t) == sizeof(int),
                "enum modifier fields must be int-sized");
 
@@ -777,6 +793,7 @@ static const char *const scale_names[] = {"s", "s-lp", "qk"};
 static const char *const norm_names[] = {"div", "recip"};
 static const char *const gqa_names[] = {"once", "each", "wide"};
 static const char *const sum_names[] = {"seq", "aten8", "aten16"};
+static const char *const vexp_names[] = {"off", "u20x8", "u20x16"};
 
 #define ENUM_ROW(nm, fld, names, bare_, d)                                                           \
     {nm, NULL, d, parse_enum, print_enum, offsetof(tsc_policy_t, fld), names,                        \
@@ -800,6 +817,7 @@ static const modifier_t modifiers[] = {
     ENUM_ROW("norm", norm, norm_names, 0, "P-bar / l or P-bar * (1/l) (materialized softmax), O-bar / l or O-bar * (1/l) (online)"),
     ENUM_ROW("gqa-sum", gqa_sum, gqa_names, 0, "GQA: the group's rounded dK, dV summed then rounded, or rounded after each head's add, or summed unrounded then rounded once (SDPA's enable_gqa)"),
     ENUM_ROW("sum", sum_order, sum_names, 0, "the order of l's FP32 tile sums of P-bar and of delta's sums of dO*O: key order, or ATen's CPU torch.sum (a cascade over 8- or 16-lane vectors: torch's AVX2 or AVX-512 kernels; +unfused online softmax only)"),
+    ENUM_ROW("vexp", vexp, vexp_names, 0, "torch's CPU flash kernel's exp and tile sum on 8 or 16 lanes: exp_u20 on the vector columns of a key tile, libm exp on the tail, lane sums then a shuffle tree then the tail, l = fma(c, l, sum) (+exp:e, +unfused, online softmax)"),
     ENUM_ROW("exp", exp, exp_names, 0, "exp(S - m) with S = alpha*QK^T, or the CUDA kernels' exp2 with alpha*log2(e) folded into one FFMA, or into a rounded product, or the Triton tutorial's, FlexAttention's, FlexAttention's PRESCALE_QK or PyTorch's mem-efficient kernel's form (tsc_exp_t, tsc_attention.h)"),
     OWN_ROW("p-offset", "+p-offset:N", parse_p_offset, print_p_offset,
             "exp2 kernels: the row max maps to 2^N before P-bar is rounded (FP8 kernels: 8); log l is taken of l*2^-N"),

@@ -65,6 +65,14 @@
  *       at the end A^0 += A^1, A^2, A^3; units 4⌊N/4⌋.. go to A_0^0; then A_0^0 += A_1^0, A_2^0, A_3^0.
  *   Every add is rounded to ACC. (pytorch/pytorch v1.13.1, aten/src/ATen/native/cpu/SumKernel.cpp;
  *   docs/PRESETS.md cites the lines.)
+ * torch's CPU flash kernel (+vexp:u20x8, +vexp:u20x16; W = 8 or 16 lanes; +exp:e, unfused, online softmax). For a
+ *   key tile of width jn (its unmasked keys j < n), P̄_j = exp_u20(R_EXPARG(S_j − m_new)) for j < W⌊jn/W⌋ and
+ *   exp(R_EXPARG(S_j − m_new)) for the rest; the tile sum s = the W lane sums (lane l: P̄_l + P̄_{l+W} + …, from 0)
+ *   combined by L_l = L_l + L_{l XOR d} for d = W/2, …, 1, then the tail P̄_j added in order (all in ACC);
+ *   ℓ = R_L(fma(c, ℓ, s)).  exp_u20(x) (tsc_attn_exp_u20): x clamped to [lo, hi] (bit patterns 0xc2aeac50,
+ *   0x42b17218), f = floor(fma(x, log2e, 0.5)) (log2e = 0x3fb8aa3b), r = fma(−f, ln2, x) (ln2 = 0x3f317218),
+ *   p = Horner by FMAs on 0.00828929059, 0.0418978221, 0.166676521, 0.499991506, 0.999999701, 1;
+ *   result (p · 2^(f−1)) · 2, where 2^(f−1) is the exponent field f − 1 + 127 (0 when that is 0) and 0 for x < lo.
  *
  * The exponent (tsc_exp_t). Everything above is +exp:e. The CUDA kernels read from their source
  * (docs/PRESETS.md) form exp in base 2 with the scale folded in: S' = R_S(Σ_d fma q·k) is kept unscaled (S in
@@ -365,6 +373,8 @@ TSC_API float tsc_attn_expf(float x);
 TSC_API float tsc_attn_logf(float x);
 /* FA4's emulated exp2 as +exp2-poly computes it ("The exponent" above), for tests and explain. */
 TSC_API float tsc_attn_exp2_fa4(float x);
+/* torch's exp_u20 as +vexp computes it ("torch's CPU flash kernel" above), for tests and explain. */
+TSC_API float tsc_attn_exp_u20(float x);
 
 /* Selects the SIMD path (1, default where the CPU has AVX-512F/FMA or AVX2/FMA: backend
  * "cpu-simd", the widest the CPU has) or the portable one (0: "cpu-ref") for the default backend;

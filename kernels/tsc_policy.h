@@ -138,6 +138,14 @@ typedef enum {
     TSC_SUM_ATEN16   /* the same over 16-lane vectors (torch's AVX-512 kernels) */
 } tsc_sum_order_t;
 
+/* torch's CPU flash attention exponentiates and sums a key tile in one vectorised pass
+ * (tsc_attention.h, "torch's CPU flash kernel"). */
+typedef enum {
+    TSC_VEXP_OFF = 0, /* exp(S − m) per key, the tile sum in the policy's +sum order */
+    TSC_VEXP_U20X8,   /* exp_u20 on 8-lane vectors, libm exp on the tail, lane sums then a shuffle tree (AVX2) */
+    TSC_VEXP_U20X16   /* the same on 16-lane vectors (AVX-512) */
+} tsc_vexp_t;
+
 /* How exp's argument is formed (tsc_attention.h, "The exponent"). */
 typedef enum {
     TSC_EXP_E = 0,    /* P̄ = exp(R_EXPARG(S − m)), S = α·(Q Kᵀ): the model of every preset before the
@@ -180,6 +188,7 @@ typedef enum {
     TSC_PRESET_BF16_FLEX,        /* torch FlexAttention: SM_SCALE then RCP_LN2, two roundings */
     TSC_PRESET_BF16_FLEX_PRESCALE, /* FlexAttention with PRESCALE_QK: Q rounded after scaling */
     TSC_PRESET_BF16_SDPA_MEM_EFFICIENT, /* PyTorch's SDPA mem-efficient kernel (CUTLASS, from xformers), head dim <= 64 */
+    TSC_PRESET_BF16_SDPA_CPU_FLASH, /* PyTorch's SDPA flash kernel on the CPU: exp_u20, FP32 scores and sums */
     TSC_PRESET_COUNT
 } tsc_preset_t;
 
@@ -213,6 +222,7 @@ typedef struct {
     tsc_softmax_norm_t norm;                        /* materialized softmax: P̄ / ℓ or P̄ · (1/ℓ) */
     tsc_gqa_sum_t gqa_sum;                  /* GQA: the group's dK, dV summed once or per add */
     tsc_sum_order_t sum_order;              /* the order of ℓ's tile sums and of δ's sums */
+    tsc_vexp_t vexp;                        /* torch CPU flash's vectorised exp and tile sum, or off */
     tsc_exp_t exp;                          /* how exp's argument is formed */
     int p_offset;     /* exp2 modes: the row max maps to 2^p_offset (FP8 kernels: 8), 0 none */
     double lazy_thr;  /* exp2 modes: keep the running max while it grows by at most this many log2

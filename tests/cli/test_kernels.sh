@@ -25,7 +25,7 @@ names = [k["policy"] for k in r["kernels"]]
 presets = ["fp32", "bf16-fa2", "bf16-torch", "fp16-fa2", "fp8-fa3", "fp16-torch", "bf16-eager-cpu",
            "bf16-eager-cuda", "fp16-eager-cuda", "bf16-sdpa-math", "fp16-sdpa-math", "bf16-flash-attn2",
            "bf16-sdpa-flash", "bf16-fa3", "fp8-fa3-scaled", "bf16-fa4", "fp16-triton", "e5m2-triton", "bf16-flex",
-           "bf16-flex-prescale", "bf16-sdpa-mem-efficient"]
+           "bf16-flex-prescale", "bf16-sdpa-mem-efficient", "bf16-sdpa-cpu-flash"]
 assert names == presets, names
 assert r["seq_len"] == 256 and r["head_dim"] == 64 and r["heads"] == 8 and r["causal"] and r["has_do"], r
 by = {k["policy"]: k for k in r["kernels"]}

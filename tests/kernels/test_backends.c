@@ -220,7 +220,8 @@ static const char *const policies[] = {"fp32", "bf16-fa2", "bf16-torch", "bf16-f
                                        "bf16-fa2+scale:qk+dpp-delta", "bf16-torch+scale:s-lp+gqa-sum:each+stable",
                                        "fp16-fa2+rz:pv,oacc,l+tf32:s+unfused", "bf16-torch+fused+ds-scale:rounded",
                                        "bf16-torch+e8m4:pbar-pv,pv,oacc", "bf16-fa2+e8m2:pbar-pv,dp+e8m6:o+rz:o",
-                                       "bf16-torch+e8m1:pv,oacc+rz:pv", "bf16-torch+sum:aten16+stable"};
+                                       "bf16-torch+e8m1:pv,oacc+rz:pv", "bf16-torch+sum:aten16+stable",
+                                       "bf16-sdpa-cpu-flash", "bf16-torch+vexp:u20x8+gqa-sum:each"};
 
 #define N_SHAPES (int)(sizeof shapes / sizeof *shapes)
 #define N_POLICIES (int)(sizeof policies / sizeof *policies)
@@ -235,7 +236,7 @@ static int gpu_scope(const tsc_policy_t *p) {
             return 0;
         if (p->mode[s] == TSC_ROUND_STOCHASTIC && p->fmt[s] != TSC_FMT_FP32) return 0;
     }
-    return p->softmax == TSC_SOFTMAX_ONLINE && p->sum_order == TSC_SUM_SEQ;
+    return p->softmax == TSC_SOFTMAX_ONLINE && p->sum_order == TSC_SUM_SEQ && p->vexp == TSC_VEXP_OFF;
 }
 static int gpu_arith(const tsc_attn_backend_t *be) {
     return strcmp(be->name, "cpu-rowwise") == 0 || strcmp(be->name, "cuda") == 0;

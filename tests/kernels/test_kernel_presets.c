@@ -12,7 +12,10 @@
  *  - PyTorch's mem-efficient kernel (mem_eff_attention/kernel_forward.h iterative_softmax, the epilogue's
  *    normalisation, the LSE of step 7): O and LSE;
  *  - the emulated exp2 itself, over FP32 inputs of [−127, 16] (every 11th bit pattern, plus both ends),
- *    against the kernel's own sequence: an add rounding toward −inf, then round-to-nearest steps. */
+ *    against the kernel's own sequence: an add rounding toward −inf, then round-to-nearest steps;
+ *  - PyTorch's CPU flash kernel (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp: cpu_flash_attention,
+ *    _exp_reduce_sum_fusion_kernel; vec/vec512/vec512_float.h exp_u20; vec/functional_base.h VecReduceAllSIMD): O and LSE at
+ *    16 and 8 lanes, and exp_u20 itself over FP32 inputs of [−104, 90] (every 11th bit pattern). */
 #include <fenv.h>
 #include <math.h>
 #include <stdlib.h>
@@ -85,6 +88,68 @@ static void test_emulated_exp2(void) {
     }
     CHECKF(worst < 1e-4 && worst > 1e-7, "relative error %g", worst);
     printf("emulated exp2: %zu inputs, %zu differ; relative error <= %.3g\n", n, bad, worst);
+}
+
+/* vec/vec512/vec512_float.h and vec/vec256/vec256_float.h exp_u20, read at pytorch v2.6.0: the input clamped between the patterns
+ * 0xc2aeac50 and 0x42b17218, fx = floor of fmadd(x, log2e, 0.5) (the AVX-512 form converts to an integer
+ * rounding toward −inf: here lrintf under FE_DOWNWARD), fnmadd(fx, ln2, x), Horner fmadds on 1/k! (as
+ * written in the source), then the integer (fx − 1 + 127) placed in the exponent field: ldexpf(1, fx − 1),
+ * and a field of 0 or below gives +0; times 2. Below the clamp the power is 0. */
+static void emu_u20_block(const float *x, float *out, int n) {
+    const float c5 = 0.00828929059f, c4 = 0.0418978221f, c3 = 0.166676521f, c2 = 0.499991506f, c1 = 0.999999701f;
+    const float lo = from_bits(0xc2aeac50u), hi = from_bits(0x42b17218u);
+    const float log2e = from_bits(0x3fb8aa3bu), ln2 = from_bits(0x3f317218u);
+    long fxi[EMU_BLOCK];
+    float src[EMU_BLOCK], y[EMU_BLOCK];
+    for (int i = 0; i < n; i++) src[i] = fmaxf(fminf(x[i], hi), lo); /* x is never NaN here */
+    for (int i = 0; i < n; i++) y[i] = fmaf(src[i], log2e, 0.5f);   /* to nearest */
+    const int old = fegetround();
+    fesetround(FE_DOWNWARD); /* only the conversion rounds down */
+    for (int i = 0; i < n; i++) fxi[i] = lrintf(y[i]);
+    fesetround(old);
+    for (int i = 0; i < n; i++) {
+        const float fx = (float)fxi[i], r = fmaf(-fx, ln2, src[i]);
+        const float p = fmaf(r, fmaf(r, fmaf(r, fmaf(r, fmaf(r, c5, c4), c3), c2), c1), 1.0f);
+        const float pw = (x[i] < lo || fxi[i] - 1 + 127 <= 0) ? 0.0f : ldexpf(1.0f, (int)fxi[i] - 1);
+        out[i] = (p * pw) * 2.0f;
+    }
+}
+
+static void test_exp_u20(void) {
+    float xs[EMU_BLOCK], want[EMU_BLOCK];
+    size_t n = 0, bad = 0;
+    int fill = 0;
+    /* [0, 90] and [−0, −104]: past both clamps */
+    const uint32_t ranges[2][2] = {{0x00000000u, 0x42B40000u}, {0x80000000u, 0xC2D00000u}};
+    for (int r = 0; r < 2; r++)
+        for (uint64_t u = ranges[r][0];; u += 11) {
+            if (u > ranges[r][1]) u = ranges[r][1];
+            xs[fill++] = from_bits((uint32_t)u);
+            if (fill == EMU_BLOCK || u == ranges[r][1]) {
+                emu_u20_block(xs, want, fill);
+                for (int i = 0; i < fill; i++) {
+                    const float got = tsc_attn_exp_u20(xs[i]);
+                    if (bits(got) != bits(want[i])) {
+                        if (bad < 3) fprintf(stderr, "exp_u20: x %a: got %a want %a\n", xs[i], got, want[i]);
+                        bad++;
+                    }
+                }
+                n += (size_t)fill;
+                fill = 0;
+            }
+            if (u == ranges[r][1]) break;
+        }
+    CHECKF(bad == 0, "exp_u20: %zu of %zu differ", bad, n);
+    CHECKF(n > 200000000, "only %zu inputs", n);
+    /* 1 at 0 (P̄ at the row max), and within its name's 20 ULP of exp where the result is normal */
+    CHECK(tsc_attn_exp_u20(0.0f) == 1.0f && tsc_attn_exp_u20(-INFINITY) == 0.0f);
+    double worst = 0;
+    for (float x = -80.0f; x < 80.0f; x += 0.00731f) {
+        const double e = fabs(tsc_attn_exp_u20(x) - exp((double)x)) / (exp((double)x) * 0x1p-23);
+        worst = e > worst ? e : worst;
+    }
+    CHECKF(worst > 1 && worst <= 20, "exp_u20 within %.2f ULP of exp", worst);
+    printf("exp_u20: %zu inputs, %zu differ; within %.2f FP32 ULP of exp on [-80, 80]\n", n, bad, worst);
 }
 
 /* ---- the forward of one head, written from the kernels' lines ---- */
@@ -321,6 +386,97 @@ static void ref_memeff(const float *q, const float *kk, const float *v, int T, i
     free(S), free(acc);
 }
 
+/* torch's CPU flash forward (FlashAttentionKernel.cpp at v2.6.0, cpu_flash_attention, no mask, causal), one
+ * head: query blocks of qs rows, key tiles of Bc; per tile qk = the q·k products (a sequential fmaf sum stands
+ * for the gemm), the causal columns filled with −inf, qk *= scale and the tile max (_mul_reduce_max_fusion_kernel),
+ * tmp_max = max(old, tile); _exp_reduce_sum_fusion_kernel: exp_u20(qk − max) on W-lane vectors summed per lane,
+ * vec_reduce_all's shuffle tree (lane l + lane l^d, d = W/2 .. 1), the tail with expf summed after it;
+ * exp_tmp = expf(old − max), sum = fma(exp_tmp, sum, tmp_sum) (the source line contracted), dst *= exp_tmp for
+ * tiles after the first, dst += the tile's P (BF16) · V (an FP32 sum from 0, then added); at the end
+ * out = BF16(dst · (1/sum)), lse = max + log(sum). The reference's expf and logf stand for libm's. */
+static void ref_cpu_flash(const float *q, const float *kk, const float *v, int T, int D, int qs, int Bc, int W,
+                          float scale, float *o, float *lse) {
+    float *qk = malloc(sizeof(float) * (size_t)Bc), *dst = malloc(sizeof(float) * (size_t)D);
+    float *acc = malloc(sizeof(float) * (size_t)D);
+    for (int t = 0; t < T; t++) {
+        const int m = t / qs * qs, num_keys = m + qs < T ? m + qs : T;
+        float qk_max = -INFINITY, qk_sum = 0;
+        for (int n = 0; n < num_keys; n += Bc) {
+            const int kv = Bc < T - n ? Bc : T - n;
+            float tile_max = -INFINITY;
+            for (int j = 0; j < kv; j++) {
+                float s = 0;
+                for (int d = 0; d < D; d++) s = fmaf(q[(size_t)t * D + d], kk[(size_t)(n + j) * D + d], s);
+                qk[j] = (num_keys - n <= Bc && j > t - n) ? -INFINITY : s;
+                qk[j] = qk[j] * scale;
+                tile_max = qk[j] > tile_max ? qk[j] : tile_max;
+            }
+            const float tmp_max = qk_max > tile_max ? qk_max : tile_max;
+            float lane[16] = {0}, nxt[16];
+            const int nv = W * (kv / W);
+            for (int j = 0; j < nv; j++) {
+                qk[j] = tsc_attn_exp_u20(qk[j] - tmp_max);
+                lane[j % W] += qk[j];
+            }
+            for (int d = W / 2; d >= 1; d /= 2) {
+                for (int l = 0; l < W; l++) nxt[l] = lane[l] + lane[l ^ d];
+                memcpy(lane, nxt, sizeof lane);
+            }
+            float tmp_sum = lane[0];
+            for (int j = nv; j < kv; j++) {
+                qk[j] = tsc_attn_expf(qk[j] - tmp_max);
+                tmp_sum += qk[j];
+            }
+            const float exp_tmp = tsc_attn_expf(qk_max - tmp_max);
+            qk_sum = fmaf(exp_tmp, qk_sum, tmp_sum);
+            qk_max = tmp_max;
+            for (int d = 0; d < D; d++) {
+                if (n == 0) dst[d] = 0;
+                else dst[d] = dst[d] * exp_tmp;
+                acc[d] = 0;
+            }
+            for (int j = 0; j < kv; j++) {
+                const float pb = tsc_round_f32(qk[j], TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
+                for (int d = 0; d < D; d++) acc[d] = fmaf(pb, v[(size_t)(n + j) * D + d], acc[d]);
+            }
+            for (int d = 0; d < D; d++) dst[d] = dst[d] + acc[d];
+        }
+        const float rcp = 1 / qk_sum;
+        for (int d = 0; d < D; d++)
+            o[(size_t)t * D + d] = tsc_round_f32(dst[d] * rcp, TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
+        lse[t] = qk_max + tsc_attn_logf(qk_sum);
+    }
+    free(qk), free(dst), free(acc);
+}
+
+/* Policy pol against ref_cpu_flash (W lanes) on a causal head; O and LSE elements that differ. */
+static size_t compare_cpu_flash(const char *pol, int T, int D, int W) {
+    const float scale = 1.0f / sqrtf((float)D);
+    const size_t n = (size_t)T * D;
+    float *q = malloc(4 * n), *kk = malloc(4 * n), *v = malloc(4 * n), *o = malloc(4 * n), *ro = malloc(4 * n);
+    float *lse = malloc(4 * (size_t)T), *rlse = malloc(4 * (size_t)T);
+    for (size_t i = 0; i < n; i++) {
+        q[i] = tsc_round_f32((float)(2 * nrand()), TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
+        kk[i] = tsc_round_f32((float)(2 * nrand()), TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
+        v[i] = tsc_round_f32((float)nrand(), TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
+    }
+    tsc_policy_t p;
+    size_t diff = (size_t)-1;
+    if (tsc_policy_parse(pol, &p) == TSC_OK) {
+        tsc_attn_dims_t d = {1, 1, 1, T, D, 1, 1.0 / sqrt((double)D)};
+        tsc_attn_io_t io = {.dtype = TSC_ATTN_F32, .q = q, .k = kk, .v = v, .o = o, .lse = lse};
+        CHECKF(tsc_attn_run(&p, &d, &io, NULL, 0) == TSC_OK, "%s", tsc_error_last());
+        ref_cpu_flash(q, kk, v, T, D, T >= 768 ? 256 : T >= 192 ? 64 : 32, 512, W, scale, ro, rlse);
+        diff = 0;
+        for (size_t i = 0; i < n; i++) diff += bits(o[i]) != bits(ro[i]);
+        for (int t = 0; t < T; t++) diff += bits(lse[t]) != bits(rlse[t]);
+    } else {
+        CHECKF(0, "%s", tsc_error_last());
+    }
+    free(q), free(kk), free(v), free(o), free(ro), free(lse), free(rlse);
+    return diff;
+}
+
 /* Policy pol (tiles of 16) against ref_memeff on a causal head; O and LSE elements that differ. */
 static size_t compare_memeff(const char *pol, int T, int D) {
     const float scale = 0.125f;
@@ -379,6 +535,7 @@ static size_t compare_triton(const char *pol, int kind, int T, int D, int Br, in
 
 int main(void) {
     test_emulated_exp2();
+    test_exp_u20();
     int above = 0;
     const int T = 45, D = 16;
     float *a = malloc(4 * 300 * 17), *b = malloc(4 * 300 * 17); /* O and LSE of T = 300, D = 16 */
@@ -429,6 +586,21 @@ int main(void) {
     differ = compare_memeff("bf16-sdpa-flash+tile:q=16,k=16", 90, 16);
     CHECKF(differ > 0 && differ != (size_t)-1, "sdpa-flash reproduced the mem-efficient kernel (%zu differ)", differ);
     printf("sdpa-flash vs the mem-efficient reference: %zu of %d O and LSE values differ\n", differ, 90 * 17);
+    /* torch's CPU flash: T = 603 (a 512-key tile, then 91 = 5·16 + 11 = 11·8 + 3: both widths have a tail) */
+    for (int W = 16; W >= 8; W /= 2)
+        for (int D2 = 64; D2 >= 40; D2 -= 24) {
+            char pol[96];
+            snprintf(pol, sizeof pol, "bf16-sdpa-cpu-flash%s", W == 16 ? "" : "+vexp:u20x8");
+            rng_state = 8 + (uint64_t)D2;
+            CHECKF(compare_cpu_flash(pol, 603, D2, W) == 0, "%s, D %d differs from the CPU flash reference", pol, D2);
+        }
+    rng_state = 72; /* the modifier acts: plain exp and key-order sums differ, and so do the two widths */
+    differ = compare_cpu_flash("bf16-sdpa-cpu-flash+vexp:off", 603, 64, 16);
+    CHECKF(differ > 0 && differ != (size_t)-1, "+vexp:off reproduced the exp_u20 kernel");
+    printf("sdpa-cpu-flash without exp_u20: %zu of %d O and LSE values differ from the reference\n", differ, 603 * 65);
+    rng_state = 72;
+    differ = compare_cpu_flash("bf16-sdpa-cpu-flash+vexp:u20x8", 603, 64, 16);
+    CHECKF(differ > 0 && differ != (size_t)-1, "8 lanes reproduced the 16-lane kernel");
     {
         tsc_policy_t p;
         float x[64] = {0}, y[64], g[64];
@@ -460,6 +632,11 @@ int main(void) {
     CHECK(tsc_policy_parse("bf16-eager-cpu+sum:aten16", &p) == TSC_ERR_ARG);
     CHECK(tsc_policy_parse("bf16-torch+sum:aten16", &p) == TSC_OK && tsc_policy_format(&p, buf, sizeof buf) == TSC_OK);
     CHECK_STREQ(buf, "bf16-torch+sum:aten16");
+    CHECK(tsc_policy_parse("bf16-fa2+vexp:u20x16", &p) == TSC_ERR_ARG); /* fused */
+    CHECK(strstr(tsc_error_last(), "CPU flash") != NULL);
+    CHECK(tsc_policy_parse("bf16-sdpa-cpu-flash+sum:aten16", &p) == TSC_ERR_ARG);
+    CHECK(tsc_policy_parse("bf16-torch+vexp:u20x8", &p) == TSC_OK && tsc_policy_format(&p, buf, sizeof buf) == TSC_OK);
+    CHECK_STREQ(buf, "bf16-torch+vexp:u20x8");
     /* the GPU kernels do not model these: refused by name, never run silently as something else */
     const tsc_attn_backend_t *rw = tsc_attn_backend_get("cpu-rowwise");
     if (rw) {
@@ -472,6 +649,9 @@ int main(void) {
         CHECK(tsc_policy_parse("bf16-torch+sum:aten8", &p) == TSC_OK);
         CHECK(tsc_attn_run_with(rw, &p, &d, &io, NULL) == TSC_ERR_UNSUPPORTED);
         CHECK(strstr(tsc_error_last(), "+sum:aten8") != NULL);
+        CHECK(tsc_policy_parse("bf16-sdpa-cpu-flash", &p) == TSC_OK);
+        CHECK(tsc_attn_run_with(rw, &p, &d, &io, NULL) == TSC_ERR_UNSUPPORTED);
+        CHECK(strstr(tsc_error_last(), "CPU flash") != NULL);
     }
     return tsc_test_done();
 }

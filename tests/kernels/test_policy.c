@@ -228,8 +228,8 @@ int main(void) {
                 for (char *save = NULL, *v = strtok_r(vals, bar && !strstr(syn, ", +") ? "|" : ", +", &save); v;
                      v = strtok_r(NULL, bar && !strstr(syn, ", +") ? "|" : ", +", &save), k++) {
                     char pol[320], canon[TSC_POLICY_STR_MAX];
-                    /* +sum orders the PyTorch code's sums: it needs an unfused preset */
-                    const char *base = strncmp(syn, "+sum:", 5) == 0 ? "bf16-torch" : "bf16-fa2";
+                    /* +sum and +vexp model PyTorch code's sums: they need an unfused preset */
+                    const char *base = strncmp(syn, "+sum:", 5) == 0 || strncmp(syn, "+vexp:", 6) == 0 ? "bf16-torch" : "bf16-fa2";
                     if (bar && !strstr(syn, ", +")) snprintf(pol, sizeof pol, "%s+%.*s:%s", base, (int)(bar - syn - 1), syn + 1, v);
                     else snprintf(pol, sizeof pol, "%s+%s", base, v);
                     tsc_policy_t a, b;
