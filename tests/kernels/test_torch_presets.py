@@ -41,6 +41,8 @@ from tilescope.attention import reference_attention  # noqa: E402  (the package,
 import eager_torch_ref as ref  # noqa: E402
 
 bf = torch.bfloat16
+# eager attention under CPU autocast fed FP32 tensors (docs/PRESETS.md, "FP32 leaves")
+F32_LEAVES = "bf16-eager-cpu+bf16:dq,dk,dv+fp32:grad+gqa-sum:once"
 OLD_BF16_TORCH = "bf16-torch+bf16:l-rescale,exparg-bwd+fp32:delta-prod+ds-scale:last"
 
 
@@ -194,6 +196,23 @@ def main():
         if not modelled:
             row("bf16-eager-cpu", "numpy model", (B, H, Hkv, T, D), got,
                 ref.numpy_eager(q, k, v, dO, causal, Hkv, leaves="bf16"), 99.9)
+
+    # 2b. FP32 leaves under CPU autocast (q, k, v FP32 tensors: the gradient of an FP32 tensor): each head's
+    #     matmul rounds its dQ, dK, dV to BF16, the repeat's backward sums the group in FP32 and nothing rounds
+    #     the sum. F32_LEAVES models that; bf16-eager-cpu (BF16 leaves) misses dK, dV wherever H > Hkv. With four
+    #     heads a group, the unrounded FP32 sum shows each head's matmul-order differences: 99.8% there.
+    for (B, H, Hkv, T, D, causal, seed, need) in [(1, 4, 2, 100, 64, True, 5, 99.9), (2, 4, 1, 129, 64, True, 8, 99.9),
+                                                   (1, 8, 2, 257, 32, True, 6, 99.8)]:
+        q, k, v, dO = ref.make_inputs(B, H, Hkv, T, D, seed=seed)
+        want = ref.torch_eager(q, k, v, dO, causal, Hkv, leaves="f32")
+        peer = "torch %s, f32 leaves" % torch.__version__.split("+")[0]
+        if not modelled:
+            want, peer = ref.numpy_eager(q, k, v, dO, causal, Hkv, leaves="f32"), "numpy model, f32 leaves"
+        row("+f32 leaves", peer, (B, H, Hkv, T, D), reference_attention(F32_LEAVES, q, k, v, dO, causal=causal),
+            want, need)
+        bf = row("bf16-eager-cpu", peer, (B, H, Hkv, T, D),
+                 reference_attention("bf16-eager-cpu", q, k, v, dO, causal=causal), want, None)
+        c.check(min(bf[2:]) < 50.0, "bf16-eager-cpu should miss FP32 leaves' dK, dV (%.2f%%)" % min(bf[2:]))
 
     # 3. bf16-sdpa-math with GQA: ATen's math path with enable_gqa, in torch float32 (BF16 leaves upcast, k and v
     #    repeated inside the FP32 graph, sqrt(scale) on q and on k, FP32 softmax, O and every gradient cast to BF16
