@@ -11,6 +11,7 @@
 #include <omp.h>
 #endif
 
+#include "cpu_internal.h"
 #include "replay_internal.h"
 #include "tsc_comm.h"
 #include "tsc_dump.h"
@@ -57,6 +58,7 @@ typedef struct {
     float *q, *k, *v, *out, *lse;  /* one head: [T, D] each, lse [T] */
     chk_rowres_t *rr;              /* [T] */
     double *scratch;               /* per thread: S, α·Σ|q k|, e^(S − m) [T], Ô, A, B [D] each */
+    double *kt, *vcum;             /* one head: K transposed [D, T] and Σ_{i<=j} |V[i, :]| [T, D], in double */
     int nthr;
 } chk_run_t;
 
@@ -184,25 +186,42 @@ static tsc_status_t plan_pairs(chk_run_t *R) {
 
 /* ------------------------------------------------------------------ one row */
 
-/* Checks query row t of the loaded head (docs/CHECK.md has each formula). sc: S, α·Σ|q k|, e^(S − m) [T], then Ô, A, B [D]. */
+/* Checks query row t of the loaded head (docs/CHECK.md has each formula). sc: S, α·Σ|q k|, e^(S − m) [T], then Ô, A, B [D].
+ * Its vector loops keep every lane independent (no reduction across lanes, no contraction: the file is built
+ * with -ffp-contract=off), so each clone gives the same bits. */
+TSC_SIMD_CLONES
 static void check_row(const chk_run_t *R, const chk_fmt_t *f, int t, int causal, double alpha, int has_lse, double *sc,
                       chk_rowres_t *res) {
     const int T = R->T, D = R->D, nvis = causal ? t + 1 : T;
     const float *q = R->q + (size_t)t * D;
     double *S = sc, *Sa = sc + T, *E = Sa + T, *oh = E + T, *A = oh + D, *Bv = A + D;
     double m = -INFINITY;
-    for (int j = 0; j < nvis; j++) {
-        const float *kj = R->k + (size_t)j * D;
-        double s = 0, sa = 0;
-        /* any order of the FP64 sum is the reference (its error is far below every bound) */
-#pragma omp simd reduction(+ : s, sa)
-        for (int d = 0; d < D; d++) {
-            const double x = (double)q[d] * kj[d];
-            s += x;
-            sa += fabs(x);
+    /* any order of the FP64 sum is the reference (its error is far below every bound): feature by feature
+     * over K transposed, so the keys are the vector lanes and no dot product ends in a horizontal sum */
+    for (int j = 0; j < nvis; j++) S[j] = Sa[j] = 0;
+    int d = 0;
+    for (; d + 4 <= D; d += 4) { /* four features per pass over the row: the same adds, a quarter of the loads */
+        const double q0 = q[d], q1 = q[d + 1], q2 = q[d + 2], q3 = q[d + 3];
+        const double *k0 = R->kt + (size_t)d * T, *k1 = k0 + T, *k2 = k1 + T, *k3 = k2 + T;
+#pragma omp simd
+        for (int j = 0; j < nvis; j++) {
+            const double x0 = q0 * k0[j], x1 = q1 * k1[j], x2 = q2 * k2[j], x3 = q3 * k3[j];
+            S[j] = (((S[j] + x0) + x1) + x2) + x3;
+            Sa[j] = (((Sa[j] + fabs(x0)) + fabs(x1)) + fabs(x2)) + fabs(x3);
         }
-        S[j] = alpha * s;
-        Sa[j] = alpha * sa;
+    }
+    for (; d < D; d++) {
+        const double qd = q[d], *kd = R->kt + (size_t)d * T;
+#pragma omp simd
+        for (int j = 0; j < nvis; j++) {
+            const double x = qd * kd[j];
+            S[j] += x;
+            Sa[j] += fabs(x);
+        }
+    }
+    for (int j = 0; j < nvis; j++) {
+        S[j] *= alpha;
+        Sa[j] *= alpha;
         if (S[j] > m) m = S[j];
     }
     double l = 0;
@@ -236,15 +255,17 @@ static void check_row(const chk_run_t *R, const chk_fmt_t *f, int t, int causal,
         res->lse_ratio = fabs(res->lse_err) / lam;
     }
     /* O: Ô = P V, A = P|V|, B = Σ|V| (the absolute underflow term of P's format) */
-    for (int d = 0; d < D; d++) oh[d] = A[d] = Bv[d] = 0;
+    for (int d = 0; d < D; d++) oh[d] = A[d] = 0;
     for (int j = 0; j < nvis; j++) {
         const float *vj = R->v + (size_t)j * D;
+        const double p = S[j];
+#pragma omp simd
         for (int d = 0; d < D; d++) {
-            oh[d] += S[j] * vj[d];
-            A[d] += S[j] * fabs(vj[d]);
-            Bv[d] += fabs(vj[d]);
+            oh[d] += p * vj[d];
+            A[d] += p * fabs(vj[d]);
         }
     }
+    for (int d = 0; d < D; d++) Bv[d] = R->vcum[(size_t)(nvis - 1) * D + d];
     const double beta = exp(2 * Delta) * (1 + f->u_p) * (1 + f->u_wide) * pow(1 + f->u_s, 2 * ntile + 2) - 1 +
                         (nvis + D + 8) * CHK_EPS32;
     const float *o = R->out + (size_t)t * D;
@@ -344,6 +365,11 @@ static tsc_status_t check_head(chk_run_t *R, tsc_check_head_t *h, int b, int has
         h->p_fmt = fp;
         snprintf(h->p_format, sizeof h->p_format, "%s", tsc_format_name(fp));
     }
+    for (int j = 0; j < T; j++) /* the rows' shared operands */
+        for (int d = 0; d < D; d++) {
+            R->kt[(size_t)d * T + j] = R->k[(size_t)j * D + d];
+            R->vcum[(size_t)j * D + d] = (j ? R->vcum[(size_t)(j - 1) * D + d] : 0) + fabs(R->v[(size_t)j * D + d]);
+        }
 #pragma omp parallel for schedule(dynamic, 16) num_threads(R->nthr)
     for (int t = 0; t < T; t++) {
         int thr = 0;
@@ -450,7 +476,8 @@ static tsc_status_t alloc_bufs(chk_run_t *R) {
     R->nthr = omp_get_max_threads();
 #endif
     const size_t per_thr = 3 * (size_t)R->T + 3 * (size_t)R->D;
-    const size_t bytes = (4 * R->TD + (size_t)R->T) * sizeof(float) + (size_t)R->T * sizeof(chk_rowres_t) +
+    const size_t bytes = (4 * R->TD + (size_t)R->T) * sizeof(float) + 2 * R->TD * sizeof(double) +
+                         (size_t)R->T * sizeof(chk_rowres_t) +
                          (size_t)R->nthr * per_thr * sizeof(double) +
                          (size_t)R->c->n_pairs * (size_t)R->rs.n_heads * sizeof(tsc_check_head_t);
     tsc_status_t st = tsc_mem_check(bytes, "the check's buffers (one head)");
@@ -458,8 +485,10 @@ static tsc_status_t alloc_bufs(chk_run_t *R) {
     R->q = malloc((4 * R->TD + (size_t)R->T) * sizeof(float));
     R->rr = calloc((size_t)R->T, sizeof *R->rr);
     R->scratch = malloc((size_t)R->nthr * per_thr * sizeof(double));
+    R->kt = malloc(2 * R->TD * sizeof(double));
+    R->vcum = R->kt ? R->kt + R->TD : NULL;
     R->c->heads = calloc((size_t)R->c->n_pairs * (size_t)R->rs.n_heads, sizeof *R->c->heads);
-    if (!R->q || !R->rr || !R->scratch || !R->c->heads)
+    if (!R->q || !R->rr || !R->scratch || !R->kt || !R->c->heads)
         return tsc_error_set(TSC_ERR_NOMEM, "check: out of memory for %s", R->c->dump_path);
     R->k = R->q + R->TD, R->v = R->k + R->TD, R->out = R->v + R->TD, R->lse = R->out + R->TD;
     return TSC_OK;
@@ -564,7 +593,7 @@ tsc_status_t tsc_check_run(const tsc_check_opts_t *o, tsc_check_t **out) {
     if (st == TSC_OK) st = run_all(&R);
     tsc_dump_close(R.d);
     free(R.rs.steps), free(R.rs.heads), free(R.rs.batches), free(R.rs.layers);
-    free(R.q), free(R.rr), free(R.scratch);
+    free(R.q), free(R.rr), free(R.scratch), free(R.kt);
     if (st != TSC_OK) {
         tsc_check_free(c);
         return st;

@@ -31,22 +31,33 @@ static double lanes_sum(const double s[LANES]) {
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+/* Eight lanes as one vector value: lane c of an add or multiply is the scalar operation on lane c, so
+ * the order below is the scalar one whatever registers the compiler maps it to (one AVX-512 register,
+ * two AVX2 ones, four SSE ones). */
+typedef double lanes_t __attribute__((vector_size(LANES * sizeof(double))));
+
+/* An unaligned load of eight doubles (a macro: a function returning the vector would change the ABI
+ * between the clones). */
+#define LANES_LOAD(v, p) memcpy(&(v), (p), sizeof(v))
+
 /* out[r] = a_r . b (r < 4) for rows a_r, b of length m, each in the fixed lane order: four rows
  * against one, so b is read once per four dot products. */
 TSC_SIMD_CLONES
 static void dot4(const double *restrict a0, const double *restrict a1, const double *restrict a2,
                  const double *restrict a3, const double *restrict b, size_t m, double out[4]) {
-    double s0[LANES] = {0}, s1[LANES] = {0}, s2[LANES] = {0}, s3[LANES] = {0};
+    lanes_t s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
     size_t m8 = m - m % LANES, j = 0;
-    for (; j < m8; j += LANES)
-        for (int c = 0; c < LANES; c++) {
-            double bv = b[j + c];
-            s0[c] += a0[j + c] * bv, s1[c] += a1[j + c] * bv, s2[c] += a2[j + c] * bv, s3[c] += a3[j + c] * bv;
-        }
-    double t[4] = {0, 0, 0, 0};
+    for (; j < m8; j += LANES) {
+        lanes_t bv, x0, x1, x2, x3;
+        LANES_LOAD(bv, b + j), LANES_LOAD(x0, a0 + j), LANES_LOAD(x1, a1 + j), LANES_LOAD(x2, a2 + j);
+        LANES_LOAD(x3, a3 + j);
+        s0 += x0 * bv, s1 += x1 * bv, s2 += x2 * bv, s3 += x3 * bv;
+    }
+    double t[4] = {0, 0, 0, 0}, l[4][LANES];
     for (; j < m; j++) t[0] += a0[j] * b[j], t[1] += a1[j] * b[j], t[2] += a2[j] * b[j], t[3] += a3[j] * b[j];
-    out[0] = lanes_sum(s0) + t[0], out[1] = lanes_sum(s1) + t[1], out[2] = lanes_sum(s2) + t[2],
-    out[3] = lanes_sum(s3) + t[3];
+    memcpy(l[0], &s0, sizeof s0), memcpy(l[1], &s1, sizeof s1), memcpy(l[2], &s2, sizeof s2);
+    memcpy(l[3], &s3, sizeof s3);
+    for (int r = 0; r < 4; r++) out[r] = lanes_sum(l[r]) + t[r];
 }
 
 /* g = a a^T [k, k], both triangles, for a [k, m] row-major: entry (i, j) is the dot product of
