@@ -53,30 +53,40 @@ static void emu_exp2_block(const float *x, float *out, int n) {
     }
 }
 
-static void test_emulated_exp2(void) {
+/* Every 11th FP32 bit pattern of the two ranges (both ends included) through the library's function got and
+ * the test's own block formulation emu; returns how many differ, the count into *n. */
+static size_t sweep_patterns(const uint32_t ranges[2][2], float (*got_fn)(float), void (*emu)(const float *, float *, int),
+                             const char *name, size_t *n) {
     float xs[EMU_BLOCK], want[EMU_BLOCK];
-    size_t n = 0, bad = 0;
+    size_t bad = 0;
     int fill = 0;
-    /* positive [0, 16] and negative [−0, −127] bit patterns */
-    const uint32_t ranges[2][2] = {{0x00000000u, 0x41800000u}, {0x80000000u, 0xC2FE0000u}};
+    *n = 0;
     for (int r = 0; r < 2; r++)
         for (uint64_t u = ranges[r][0];; u += 11) {
             if (u > ranges[r][1]) u = ranges[r][1];
             xs[fill++] = from_bits((uint32_t)u);
             if (fill == EMU_BLOCK || u == ranges[r][1]) {
-                emu_exp2_block(xs, want, fill);
+                emu(xs, want, fill);
                 for (int i = 0; i < fill; i++) {
-                    const float got = tsc_attn_exp2_fa4(xs[i]);
+                    const float got = got_fn(xs[i]);
                     if (bits(got) != bits(want[i])) {
-                        if (bad < 3) fprintf(stderr, "exp2 emu: x %a: got %a want %a\n", xs[i], got, want[i]);
+                        if (bad < 3) fprintf(stderr, "%s: x %a: got %a want %a\n", name, xs[i], got, want[i]);
                         bad++;
                     }
                 }
-                n += (size_t)fill;
+                *n += (size_t)fill;
                 fill = 0;
             }
             if (u == ranges[r][1]) break;
         }
+    return bad;
+}
+
+static void test_emulated_exp2(void) {
+    size_t n;
+    /* positive [0, 16] and negative [−0, −127] bit patterns */
+    const uint32_t ranges[2][2] = {{0x00000000u, 0x41800000u}, {0x80000000u, 0xC2FE0000u}};
+    const size_t bad = sweep_patterns(ranges, tsc_attn_exp2_fa4, emu_exp2_block, "exp2 emu", &n);
     CHECKF(bad == 0, "%zu of %zu differ", bad, n);
     CHECKF(n > 200000000, "only %zu inputs", n);
     /* it is an approximation of 2^x: within 1e-4 relative (the polynomial's error), exact at integers */
@@ -116,29 +126,10 @@ static void emu_u20_block(const float *x, float *out, int n) {
 }
 
 static void test_exp_u20(void) {
-    float xs[EMU_BLOCK], want[EMU_BLOCK];
-    size_t n = 0, bad = 0;
-    int fill = 0;
+    size_t n;
     /* [0, 90] and [−0, −104]: past both clamps */
     const uint32_t ranges[2][2] = {{0x00000000u, 0x42B40000u}, {0x80000000u, 0xC2D00000u}};
-    for (int r = 0; r < 2; r++)
-        for (uint64_t u = ranges[r][0];; u += 11) {
-            if (u > ranges[r][1]) u = ranges[r][1];
-            xs[fill++] = from_bits((uint32_t)u);
-            if (fill == EMU_BLOCK || u == ranges[r][1]) {
-                emu_u20_block(xs, want, fill);
-                for (int i = 0; i < fill; i++) {
-                    const float got = tsc_attn_exp_u20(xs[i]);
-                    if (bits(got) != bits(want[i])) {
-                        if (bad < 3) fprintf(stderr, "exp_u20: x %a: got %a want %a\n", xs[i], got, want[i]);
-                        bad++;
-                    }
-                }
-                n += (size_t)fill;
-                fill = 0;
-            }
-            if (u == ranges[r][1]) break;
-        }
+    const size_t bad = sweep_patterns(ranges, tsc_attn_exp_u20, emu_u20_block, "exp_u20", &n);
     CHECKF(bad == 0, "exp_u20: %zu of %zu differ", bad, n);
     CHECKF(n > 200000000, "only %zu inputs", n);
     /* 1 at 0 (P̄ at the row max), and within its name's 20 ULP of exp where the result is normal */
@@ -449,9 +440,11 @@ static void ref_cpu_flash(const float *q, const float *kk, const float *v, int T
     free(qk), free(dst), free(acc);
 }
 
-/* Policy pol against ref_cpu_flash (W lanes) on a causal head; O and LSE elements that differ. */
-static size_t compare_cpu_flash(const char *pol, int T, int D, int W) {
-    const float scale = 1.0f / sqrtf((float)D);
+/* Policy pol on a causal head of BF16 inputs against a reference of O and LSE: ref_cpu_flash with W lanes
+ * (W > 0; scale 1/sqrt(D)), else ref_memeff (tiles of 16, scale 1/8, the max growing along the keys).
+ * Returns the O and LSE elements that differ. */
+static size_t compare_o_lse(const char *pol, int T, int D, int W) {
+    const double scale = W ? 1.0 / sqrt((double)D) : 0.125;
     const size_t n = (size_t)T * D;
     float *q = malloc(4 * n), *kk = malloc(4 * n), *v = malloc(4 * n), *o = malloc(4 * n), *ro = malloc(4 * n);
     float *lse = malloc(4 * (size_t)T), *rlse = malloc(4 * (size_t)T);
@@ -460,43 +453,16 @@ static size_t compare_cpu_flash(const char *pol, int T, int D, int W) {
         kk[i] = tsc_round_f32((float)(2 * nrand()), TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
         v[i] = tsc_round_f32((float)nrand(), TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
     }
-    tsc_policy_t p;
-    size_t diff = (size_t)-1;
-    if (tsc_policy_parse(pol, &p) == TSC_OK) {
-        tsc_attn_dims_t d = {1, 1, 1, T, D, 1, 1.0 / sqrt((double)D)};
-        tsc_attn_io_t io = {.dtype = TSC_ATTN_F32, .q = q, .k = kk, .v = v, .o = o, .lse = lse};
-        CHECKF(tsc_attn_run(&p, &d, &io, NULL, 0) == TSC_OK, "%s", tsc_error_last());
-        ref_cpu_flash(q, kk, v, T, D, T >= 768 ? 256 : T >= 192 ? 64 : 32, 512, W, scale, ro, rlse);
-        diff = 0;
-        for (size_t i = 0; i < n; i++) diff += bits(o[i]) != bits(ro[i]);
-        for (int t = 0; t < T; t++) diff += bits(lse[t]) != bits(rlse[t]);
-    } else {
-        CHECKF(0, "%s", tsc_error_last());
-    }
-    free(q), free(kk), free(v), free(o), free(ro), free(lse), free(rlse);
-    return diff;
-}
-
-/* Policy pol (tiles of 16) against ref_memeff on a causal head; O and LSE elements that differ. */
-static size_t compare_memeff(const char *pol, int T, int D) {
-    const float scale = 0.125f;
-    const size_t n = (size_t)T * D;
-    float *q = malloc(4 * n), *kk = malloc(4 * n), *v = malloc(4 * n), *o = malloc(4 * n), *ro = malloc(4 * n);
-    float *lse = malloc(4 * (size_t)T), *rlse = malloc(4 * (size_t)T);
-    for (size_t i = 0; i < n; i++) {
-        q[i] = tsc_round_f32((float)(2 * nrand()), TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
-        kk[i] = tsc_round_f32((float)(2 * nrand()), TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
-        v[i] = tsc_round_f32((float)nrand(), TSC_FMT_BF16, TSC_ROUND_NEAREST_EVEN, NULL);
-    }
-    for (int j = 0; j < T; j++) kk[(size_t)j * D] = tsc_round_f32(kk[(size_t)j * D] + 0.05f * (float)j, TSC_FMT_BF16,
-                                                                 TSC_ROUND_NEAREST_EVEN, NULL); /* the max grows */
+    for (int j = 0; !W && j < T; j++) kk[(size_t)j * D] = tsc_round_f32(kk[(size_t)j * D] + 0.05f * (float)j, TSC_FMT_BF16,
+                                                                       TSC_ROUND_NEAREST_EVEN, NULL); /* the max grows */
     tsc_policy_t p;
     size_t diff = (size_t)-1;
     if (tsc_policy_parse(pol, &p) == TSC_OK) {
         tsc_attn_dims_t d = {1, 1, 1, T, D, 1, scale};
         tsc_attn_io_t io = {.dtype = TSC_ATTN_F32, .q = q, .k = kk, .v = v, .o = o, .lse = lse};
         CHECKF(tsc_attn_run(&p, &d, &io, NULL, 0) == TSC_OK, "%s", tsc_error_last());
-        ref_memeff(q, kk, v, T, D, 16, scale, ro, rlse);
+        if (W) ref_cpu_flash(q, kk, v, T, D, T >= 768 ? 256 : T >= 192 ? 64 : 32, 512, W, (float)scale, ro, rlse);
+        else ref_memeff(q, kk, v, T, D, 16, (float)scale, ro, rlse);
         diff = 0;
         for (size_t i = 0; i < n; i++) diff += bits(o[i]) != bits(ro[i]);
         for (int t = 0; t < T; t++) diff += bits(lse[t]) != bits(rlse[t]);
@@ -581,9 +547,9 @@ int main(void) {
     rng_state = 6;
     CHECK_EQ_INT(compare_triton("bf16-flex-prescale+tile:q=32,k=16", 2, 90, 16, 32, 16, TSC_FMT_BF16), 0);
     rng_state = 7;
-    CHECK_EQ_INT(compare_memeff("bf16-sdpa-mem-efficient+tile:q=16,k=16", 90, 16), 0);
+    CHECK_EQ_INT(compare_o_lse("bf16-sdpa-mem-efficient+tile:q=16,k=16", 90, 16, 0), 0);
     rng_state = 7; /* the vendored FA2 (also a rounded product) is another kernel: its LSE and rescale differ */
-    differ = compare_memeff("bf16-sdpa-flash+tile:q=16,k=16", 90, 16);
+    differ = compare_o_lse("bf16-sdpa-flash+tile:q=16,k=16", 90, 16, 0);
     CHECKF(differ > 0 && differ != (size_t)-1, "sdpa-flash reproduced the mem-efficient kernel (%zu differ)", differ);
     printf("sdpa-flash vs the mem-efficient reference: %zu of %d O and LSE values differ\n", differ, 90 * 17);
     /* torch's CPU flash: T = 603 (a 512-key tile, then 91 = 5·16 + 11 = 11·8 + 3: both widths have a tail) */
@@ -592,14 +558,14 @@ int main(void) {
             char pol[96];
             snprintf(pol, sizeof pol, "bf16-sdpa-cpu-flash%s", W == 16 ? "" : "+vexp:u20x8");
             rng_state = 8 + (uint64_t)D2;
-            CHECKF(compare_cpu_flash(pol, 603, D2, W) == 0, "%s, D %d differs from the CPU flash reference", pol, D2);
+            CHECKF(compare_o_lse(pol, 603, D2, W) == 0, "%s, D %d differs from the CPU flash reference", pol, D2);
         }
     rng_state = 72; /* the modifier acts: plain exp and key-order sums differ, and so do the two widths */
-    differ = compare_cpu_flash("bf16-sdpa-cpu-flash+vexp:off", 603, 64, 16);
+    differ = compare_o_lse("bf16-sdpa-cpu-flash+vexp:off", 603, 64, 16);
     CHECKF(differ > 0 && differ != (size_t)-1, "+vexp:off reproduced the exp_u20 kernel");
     printf("sdpa-cpu-flash without exp_u20: %zu of %d O and LSE values differ from the reference\n", differ, 603 * 65);
     rng_state = 72;
-    differ = compare_cpu_flash("bf16-sdpa-cpu-flash+vexp:u20x8", 603, 64, 16);
+    differ = compare_o_lse("bf16-sdpa-cpu-flash+vexp:u20x8", 603, 64, 16);
     CHECKF(differ > 0 && differ != (size_t)-1, "8 lanes reproduced the 16-lane kernel");
     {
         tsc_policy_t p;
