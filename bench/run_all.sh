@@ -4,7 +4,8 @@
 # and for each benchmark its command, the load average at its start and end, its README row and its
 # whole output. The README's speed table is then regenerated from that file
 # (scripts/bench_table.sh), so the figures it states are the ones measured, never typed.
-#   bench/run_all.sh [BUILD_DIR]        (TSC_BENCH_REPEAT=N: runs of each table benchmark, default 5)
+#   bench/run_all.sh [BUILD_DIR]        (TSC_BENCH_REPEAT=N: runs of each table benchmark, default 5;
+#                                         TSC_BENCH_ONLY=REGEX: only the benchmarks whose command matches)
 # Before each benchmark it waits (up to 60 s) for the load of the previous one to fade; a benchmark
 # that still starts on a busy machine says so and claims no ratio (bench/load.sh).
 set -uo pipefail
@@ -22,10 +23,12 @@ py=/usr/bin/python3
 # run [-1] SHOWN_COMMAND command...: runs one benchmark $repeat times (once with -1: the long ones), its
 # output to the terminal and to $tmp/N.out; the README row is then the runs' rows merged by
 # bench/merge_rows.py (each figure the median with the min–max range)
+only=${TSC_BENCH_ONLY:-}
 run() {
     local times=$repeat
     [ "$1" = -1 ] && { times=1; shift; }
     local shown=$1; shift
+    if [ -n "$only" ] && ! [[ $shown =~ $only ]]; then return 0; fi
     n=$((n + 1))
     local ok=1
     : > "$tmp/$n.out"
@@ -65,6 +68,7 @@ run -1 "TSC_BENCH_CMDS=analyze bash bench/bench_long_context.sh build/tilescope 
     echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "- machine: $(lscpu 2> /dev/null | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs, $(uname -sm)$(grep -q avx512f /proc/cpuinfo && echo ', AVX-512' || { grep -q avx2 /proc/cpuinfo && echo ', AVX2 (no AVX-512)'; })"
     echo "- runs: $repeat of each benchmark in the table (each figure the median, the min–max range in brackets)"
+    [ -z "$only" ] || echo "- selection: only the benchmarks matching \`$only\` (TSC_BENCH_ONLY)"
     echo "- commit: $(git -C "$src" describe --always --dirty 2> /dev/null || echo unknown)"
     echo "- load limit: $(bench_load_limit) (a benchmark starting above it claims no ratio)"
     for i in $(seq 1 "$n"); do
