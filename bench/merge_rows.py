@@ -3,9 +3,10 @@
 
 Reads "TABLE | ... |" rows (one per run, the same benchmark) on stdin and prints one row in which
 every number is replaced by "MEDIAN (MIN–MAX)" over the runs, the numbers matched by position; the
-text around them comes from the first row. The median of an even count is the lower middle value,
-so every figure printed is one that was measured. A row whose numbers do not line up with the
-first (a run that claimed no ratio, a failed run) is left out and counted.
+text around them comes from the rows of the most common shape (the first of them; ties go to the
+shape seen first), so one busy run that claimed no ratio cannot set the shape for the others. The
+median of an even count is the lower middle value, so every figure printed is one that was measured.
+A row of another shape (a run that claimed no ratio, a failed run) is left out and counted.
     bench/merge_rows.py < rows.txt   ->   "TABLE | ... | 2326 (2290–2410) / ... | ... (5 runs) |"
 """
 import re
@@ -18,15 +19,11 @@ def merge(rows):
     rows = [r.rstrip("\n") for r in rows if r.startswith("TABLE |")]
     if not rows:
         return None, 0
-    first = rows[0]
-    cols = [NUM.findall(first)]
-    skipped = 0
-    for r in rows[1:]:
-        n = NUM.findall(r)
-        if len(n) == len(cols[0]) and NUM.sub("#", r) == NUM.sub("#", first):
-            cols.append(n)
-        else:
-            skipped += 1
+    shapes = [NUM.sub("#", r) for r in rows]
+    common = max(shapes, key=lambda sh: (shapes.count(sh), -shapes.index(sh)))
+    kept = [r for r, sh in zip(rows, shapes) if sh == common]
+    first, skipped = kept[0], len(rows) - len(kept)
+    cols = [NUM.findall(r) for r in kept]
     if len(cols) == 1:
         return first, skipped
     out, i = [], 0
@@ -49,4 +46,4 @@ if __name__ == "__main__":
         sys.exit("merge_rows: no TABLE row on stdin")
     print(row)
     if skipped:
-        print("merge_rows: %d run(s) left out: their row does not match the first's shape" % skipped, file=sys.stderr)
+        print("merge_rows: %d run(s) left out: their row is not of the runs' common shape" % skipped, file=sys.stderr)

@@ -21,6 +21,12 @@ want = ("TABLE | gpt2 fp32, B 8 | 2326 (2300–2400) / 2620 (2600–2700) | 1515
         "1.54 (1.51–1.60)x (median of 3 runs, range in brackets) |")
 c.check(row == want, "merged row:\n  %s\nwant\n  %s" % (row, want))
 c.check(skipped == 1, "the n/a row is left out and counted (%d)" % skipped)
+# the first run claimed nothing (busy): the other runs' shape wins, and the first is the one left out
+row, skipped = merge_rows.merge(["TABLE | x | 83.3 ms | not claimed (machine busy) |\n"] +
+                                ["TABLE | x | %s ms | %sx |\n" % (t, r) for t, r in (("80.9", "3.73"), ("79.9", "3.74"),
+                                                                                      ("76.5", "4.01"))])
+c.check(row == "TABLE | x | 79.9 (76.5–80.9) ms | 3.74 (3.73–4.01)x (median of 3 runs, range in brackets) |"
+        and skipped == 1, "a busy first run does not decide the shape: %s (%d left out)" % (row, skipped))
 row, _ = merge_rows.merge(["TABLE | a 1 | 4 |\n", "TABLE | a 1 | 2 |\n", "TABLE | a 1 | 3 |\n", "TABLE | a 1 | 9 |\n"])
 c.check(row == "TABLE | a 1 | 3 (2–9) (median of 4 runs, range in brackets) |", "even count: lower middle: %s" % row)
 row, skipped = merge_rows.merge(["TABLE | one run | 7.5 |\n"])
