@@ -810,10 +810,12 @@ static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
     bk->c[r] = c;
     /* the Triton tutorial's diagonal (on-band) tiles: a causal row's key tiles from its query tile's start */
     const int onband = cx->causal && j0 >= (bk->t0 + r) / cx->Br * cx->Br;
-    SFX(pexp_arr)(cx, s, pa, n, mn, &st[TSC_STAGE_EXPARG], onband);
+    /* +vexp: the tile's vector columns (the first vw·⌊jn/vw⌋) take exp_u20, the rest exp as usual */
     const int vw = pol->vexp == TSC_VEXP_U20X16 ? 16 : pol->vexp == TSC_VEXP_U20X8 ? 8 : 0;
-    for (int jj = 0; jj < n && jj < jn / (vw ? vw : 1) * vw; jj++) /* the vector columns: exp_u20 */
+    const int nvec = vw ? (jn / vw * vw < n ? jn / vw * vw : n) : 0;
+    for (int jj = 0; jj < nvec; jj++)
         pa[jj] = (R)SFX(exp_u20)((float)SFX(rnd)(s[jj] - mn, &st[TSC_STAGE_EXPARG]));
+    SFX(pexp_arr)(cx, s + nvec, pa + nvec, n - nvec, mn, &st[TSC_STAGE_EXPARG], onband);
     for (int jj = 0; jj < n; jj++) pb[jj] = pa[jj];
     SFX(rnd_arr)(pa, n, &st[TSC_STAGE_PBAR_PV]);
     SFX(rnd_arr)(pb, n, &st[TSC_STAGE_PBAR_L]);
