@@ -80,22 +80,31 @@ static inline int attn_ld(int T) {
 #undef TMPL_SIMD
 
 #ifdef TSC_ATTN_X86
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,bmi,bmi2")
+/* The SIMD instances: the same template compiled for a target (GCC's target pragma; clang's
+ * attribute pragma, which applies the target to every function the instance defines). */
+#ifdef __clang__
+#define TSC_TARGET_BEGIN_512 _Pragma("clang attribute push(__attribute__((target(\"avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,bmi,bmi2\"))), apply_to = function)")
+#define TSC_TARGET_BEGIN_256 _Pragma("clang attribute push(__attribute__((target(\"avx2,fma,bmi,bmi2\"))), apply_to = function)")
+#define TSC_TARGET_END _Pragma("clang attribute pop")
+#else
+#define TSC_TARGET_BEGIN_512 _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,bmi,bmi2\")")
+#define TSC_TARGET_BEGIN_256 _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,bmi,bmi2\")")
+#define TSC_TARGET_END _Pragma("GCC pop_options")
+#endif
+TSC_TARGET_BEGIN_512
 #define SFX(name) name##_x
 #define TMPL_SIMD 16
 #include "attention_tmpl.c"
 #undef TMPL_SIMD
 #undef SFX
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,bmi,bmi2")
+TSC_TARGET_END
+TSC_TARGET_BEGIN_256
 #define SFX(name) name##_v
 #define TMPL_SIMD 8
 #include "attention_tmpl.c"
 #undef TMPL_SIMD
 #undef SFX
-#pragma GCC pop_options
+TSC_TARGET_END
 #endif
 #undef R
 #undef TMPL_DOUBLE

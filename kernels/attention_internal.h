@@ -13,8 +13,9 @@
 extern "C" {
 #endif
 
-/* The SIMD instances of the reference template (AVX-512, AVX2 + FMA) are compiled in (x86-64 GCC). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* The SIMD instances of the reference template (AVX-512, AVX2 + FMA) are compiled in (x86-64, GCC or
+ * clang). */
+#if defined(__x86_64__) && defined(__GNUC__)
 #define TSC_ATTN_X86 1
 #endif
 

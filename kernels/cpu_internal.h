@@ -23,8 +23,8 @@ int tsc_cpu_has(tsc_cpu_feature_t f);
 int tsc_cpu_cap(int level);
 
 /* Compile a hot loop for AVX-512 and AVX2 as well as the baseline, chosen at run time (gcc
- * function multiversioning). Not with clang nor in sanitized builds, where the clones only add
- * noise. */
+ * function multiversioning). Not with clang, whose resolvers (clang 14) are exported from the
+ * library even for static functions, nor in sanitized builds, where the clones only add noise. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(TSC_SANITIZE)
 #define TSC_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else

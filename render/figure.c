@@ -382,7 +382,7 @@ static tsc_status_t fig3(tsc_figure_src_t *s, const tsc_figure_opts_t *o, const 
         return tsc_error_set(TSC_ERR_MISSING, "fig3 needs w_q: the analysis has no W^Q norms for layer %d "
                                               "(w_q was not captured)", sel->layer);
     }
-    char labels[64][8];
+    char labels[64][12];
     const char *cats[64];
     int n = H > 64 ? 64 : H;
     for (int h = 0; h < n; h++) snprintf(labels[h], sizeof labels[h], "%d", h), cats[h] = labels[h];

@@ -190,8 +190,11 @@ static void current_path(const tsc_json_t *j, char *out, size_t cap) {
 void tsc_json_number(tsc_json_t *j, double v) {
     before_value(j);
     if (!isfinite(v)) {
-        if (j->n_nonfinite < TSC_JSON_MAX_NOTES)
-            current_path(j, j->nonfinite_paths[j->n_nonfinite], sizeof j->nonfinite_paths[0]);
+        if (j->n_nonfinite < TSC_JSON_MAX_NOTES) { /* built apart: the path's keys live in j too */
+            char path[sizeof j->nonfinite_paths[0]];
+            current_path(j, path, sizeof path);
+            memcpy(j->nonfinite_paths[j->n_nonfinite], path, sizeof path);
+        }
         j->n_nonfinite++;
         puts_(j, "null");
         return;

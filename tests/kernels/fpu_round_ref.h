@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* The exhaustive loops visit every high half-word (HI_STRIDE 1), each with all CHUNK low half-words;
- * under TSC_SANITIZE (-O0 with ASan/UBSan, far slower) every 257th: 255 binades of both signs spread
+ * under TSC_SANITIZE (ASan/UBSan at -O1, far slower) every 257th: 255 binades of both signs spread
  * from subnormal to the top, each with every tie, sticky and carry pattern. */
 #ifdef TSC_SANITIZE
 #define HI_STRIDE 257u

@@ -523,7 +523,7 @@ static void check_registry(void) {
         tsc_attn_cuda_io_t dio = {TSC_CUDA_F32, x, x, x, NULL, o, NULL, NULL, NULL, NULL, NULL};
         CHECK(tsc_attn_cuda_run(&p, &d, &dio, NULL, NULL) == TSC_ERR_UNSUPPORTED);
     }
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__)
     const tsc_attn_backend_t *simd = tsc_attn_backend_get("cpu-simd");
     CHECK(simd != NULL);
     if (simd) CHECK_EQ_INT(simd->available(), tsc_attn_simd_available());

@@ -9,7 +9,7 @@
  * (AVX-512 BF16 where the CPU has it), the portable bulk path, and (on 1/16 of the inputs)
  * the scalar function.
  *
- * Under TSC_SANITIZE (-O0 with ASan/UBSan, far slower) the outer loop takes every 257th high
+ * Under TSC_SANITIZE (ASan/UBSan at -O1, far slower) the outer loop takes every 257th high
  * half-word: 255 binades of both signs spread from subnormal to the top, each with all 65536
  * low half-words (every tie, sticky and carry pattern); NaN/Inf and the SIMD-vs-portable
  * comparison on specials are in test_formats.c. The normal build is exhaustive. */

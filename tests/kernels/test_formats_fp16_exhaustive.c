@@ -9,7 +9,7 @@
  * input in 61, which must agree with the fast one, and the FP16 -> FP32 decode of all 2^16 codes
  * against _Float16 -> float.
  *
- * Under TSC_SANITIZE (-O0, ~20x slower) the outer loop takes every 127th high half-word. */
+ * Under TSC_SANITIZE (ASan/UBSan, several times slower) the outer loop takes every 127th high half-word. */
 #include "tsc_formats.h"
 #include "tsc_test.h"
 

@@ -172,7 +172,7 @@ static void test_hostile_strings(void) {
     char oldcwd[4096];
     CHECK(getcwd(oldcwd, sizeof oldcwd) != NULL);
     CHECK(chdir(dir) == 0);
-    char pwn[6][16];
+    char pwn[6][24];
     for (int i = 0; i < 6; i++) snprintf(pwn[i], sizeof pwn[i], "pwned%d", i);
     char t_title[1024], t_name[1024], t_xl[1024], t_cat[1024];
     snprintf(t_title, sizeof t_title, "x'); system(\"touch %s\"); print('", pwn[0]);
