@@ -29,6 +29,9 @@
  * the residual's norm (a dropped tile leaves ~0; an unrelated tile leaves ~1). */
 #define CHK_TILE_EXPLAINS 0.5
 
+/* Keys per block of the rows' score loop: its sums stay in registers (two 8-lane vectors each). */
+#define CHK_JB 16
+
 /* Below this many non-zero finite values a slice's values say nothing about its format (zeros fit every format). */
 #define CHK_MIN_VALUES 64
 
@@ -57,8 +60,10 @@ typedef struct {
     size_t TD;
     float *q, *k, *v, *out, *lse;  /* one head: [T, D] each, lse [T] */
     chk_rowres_t *rr;              /* [T] */
-    double *scratch;               /* per thread: S, α·Σ|q k|, e^(S − m) [T], Ô, A, B [D] each */
-    double *kt, *vcum;             /* one head: K transposed [D, T] and Σ_{i<=j} |V[i, :]| [T, D], in double */
+    double *scratch;               /* per thread: S, α·Σ|q k|, e^(S − m) [ldk], Ô, A, B [D] each */
+    double *kt, *vcum;             /* one head: K in blocks of CHK_JB keys, each [D, CHK_JB] (a block's
+                                    * keys side by side, feature by feature), and Σ_{i<=j} |V[i, :]| [T, D] */
+    int ldk;                       /* T rounded up to CHK_JB (the last block's missing keys are 0) */
     int nthr;
 } chk_run_t;
 
@@ -189,35 +194,39 @@ static tsc_status_t plan_pairs(chk_run_t *R) {
 /* Checks query row t of the loaded head (docs/CHECK.md has each formula). sc: S, α·Σ|q k|, e^(S − m) [T], then Ô, A, B [D].
  * Its vector loops keep every lane independent (no reduction across lanes, no contraction: the file is built
  * with -ffp-contract=off), so each clone gives the same bits. */
+/* Eight FP64 lanes (GCC/clang vector extensions: each clone of check_row lowers them to its own
+ * registers; every lane is its own chain, so every clone gives the same bits). Macros, not
+ * functions: a function passing these by value would have a different ABI in each clone. */
+typedef double chk_v8 __attribute__((vector_size(64)));
+typedef float chk_v8f __attribute__((vector_size(32)));
+typedef long long chk_v8i __attribute__((vector_size(64)));
+#define CHK_LOAD(v, p) memcpy(&(v), (p), sizeof(chk_v8))
+#define CHK_LOAD_F(v, p) do { chk_v8f f_; memcpy(&f_, (p), sizeof f_); (v) = __builtin_convertvector(f_, chk_v8); } while (0)
+#define CHK_ABS(x) ((chk_v8)((chk_v8i)(x) & abs_mask))
+
 TSC_SIMD_CLONES
 static void check_row(const chk_run_t *R, const chk_fmt_t *f, int t, int causal, double alpha, int has_lse, double *sc,
                       chk_rowres_t *res) {
     const int T = R->T, D = R->D, nvis = causal ? t + 1 : T;
     const float *q = R->q + (size_t)t * D;
-    double *S = sc, *Sa = sc + T, *E = Sa + T, *oh = E + T, *A = oh + D, *Bv = A + D;
+    double *S = sc, *Sa = sc + R->ldk, *E = Sa + R->ldk, *oh = E + R->ldk, *A = oh + D, *Bv = A + D;
     double m = -INFINITY;
-    /* any order of the FP64 sum is the reference (its error is far below every bound): feature by feature
-     * over K transposed, so the keys are the vector lanes and no dot product ends in a horizontal sum */
-    for (int j = 0; j < nvis; j++) S[j] = Sa[j] = 0;
-    int d = 0;
-    for (; d + 4 <= D; d += 4) { /* four features per pass over the row: the same adds, a quarter of the loads */
-        const double q0 = q[d], q1 = q[d + 1], q2 = q[d + 2], q3 = q[d + 3];
-        const double *k0 = R->kt + (size_t)d * T, *k1 = k0 + T, *k2 = k1 + T, *k3 = k2 + T;
-#pragma omp simd
-        for (int j = 0; j < nvis; j++) {
-            const double x0 = q0 * k0[j], x1 = q1 * k1[j], x2 = q2 * k2[j], x3 = q3 * k3[j];
-            S[j] = (((S[j] + x0) + x1) + x2) + x3;
-            Sa[j] = (((Sa[j] + fabs(x0)) + fabs(x1)) + fabs(x2)) + fabs(x3);
+    /* any order of the FP64 sum is the reference (its error is far below every bound); this one is
+     * feature by feature, CHK_JB keys at a time (a block of K, read in order), the keys' sums in registers */
+    const chk_v8i abs_mask = {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
+    for (int j0 = 0; j0 < nvis; j0 += CHK_JB) {
+        chk_v8 s0 = {0}, s1 = {0}, a0 = {0}, a1 = {0};
+        const double *kp = R->kt + (size_t)j0 * D;
+        for (int d = 0; d < D; d++, kp += CHK_JB) {
+            const double qd = q[d];
+            chk_v8 k0, k1;
+            CHK_LOAD(k0, kp), CHK_LOAD(k1, kp + 8);
+            const chk_v8 x0 = qd * k0, x1 = qd * k1;
+            s0 += x0, s1 += x1;
+            a0 += CHK_ABS(x0), a1 += CHK_ABS(x1);
         }
-    }
-    for (; d < D; d++) {
-        const double qd = q[d], *kd = R->kt + (size_t)d * T;
-#pragma omp simd
-        for (int j = 0; j < nvis; j++) {
-            const double x = qd * kd[j];
-            S[j] += x;
-            Sa[j] += fabs(x);
-        }
+        memcpy(S + j0, &s0, sizeof s0), memcpy(S + j0 + 8, &s1, sizeof s1);
+        memcpy(Sa + j0, &a0, sizeof a0), memcpy(Sa + j0 + 8, &a1, sizeof a1);
     }
     for (int j = 0; j < nvis; j++) {
         S[j] *= alpha;
@@ -255,12 +264,26 @@ static void check_row(const chk_run_t *R, const chk_fmt_t *f, int t, int causal,
         res->lse_ratio = fabs(res->lse_err) / lam;
     }
     /* O: Ô = P V, A = P|V|, B = Σ|V| (the absolute underflow term of P's format) */
-    for (int d = 0; d < D; d++) oh[d] = A[d] = 0;
-    for (int j = 0; j < nvis; j++) {
+    int d0 = 0;
+    for (; d0 + 16 <= D; d0 += 16) { /* 16 features at a time, the sums in registers, keys in order */
+        chk_v8 o0 = {0}, o1 = {0}, a0 = {0}, a1 = {0};
+        const float *vj = R->v + d0;
+        for (int j = 0; j < nvis; j++, vj += D) {
+            const double p = S[j];
+            chk_v8 v0, v1;
+            CHK_LOAD_F(v0, vj);
+            CHK_LOAD_F(v1, vj + 8);
+            o0 += p * v0, o1 += p * v1;
+            a0 += p * CHK_ABS(v0), a1 += p * CHK_ABS(v1);
+        }
+        memcpy(oh + d0, &o0, sizeof o0), memcpy(oh + d0 + 8, &o1, sizeof o1);
+        memcpy(A + d0, &a0, sizeof a0), memcpy(A + d0 + 8, &a1, sizeof a1);
+    }
+    for (int d = d0; d < D; d++) oh[d] = A[d] = 0;
+    for (int j = 0; j < nvis && d0 < D; j++) {
         const float *vj = R->v + (size_t)j * D;
         const double p = S[j];
-#pragma omp simd
-        for (int d = 0; d < D; d++) {
+        for (int d = d0; d < D; d++) {
             oh[d] += p * vj[d];
             A[d] += p * fabs(vj[d]);
         }
@@ -367,7 +390,7 @@ static tsc_status_t check_head(chk_run_t *R, tsc_check_head_t *h, int b, int has
     }
     for (int j = 0; j < T; j++) /* the rows' shared operands */
         for (int d = 0; d < D; d++) {
-            R->kt[(size_t)d * T + j] = R->k[(size_t)j * D + d];
+            R->kt[((size_t)(j / CHK_JB) * D + d) * CHK_JB + j % CHK_JB] = R->k[(size_t)j * D + d];
             R->vcum[(size_t)j * D + d] = (j ? R->vcum[(size_t)(j - 1) * D + d] : 0) + fabs(R->v[(size_t)j * D + d]);
         }
 #pragma omp parallel for schedule(dynamic, 16) num_threads(R->nthr)
@@ -377,7 +400,7 @@ static tsc_status_t check_head(chk_run_t *R, tsc_check_head_t *h, int b, int has
         thr = omp_get_thread_num();
 #endif
         if (bad[t]) continue;
-        check_row(R, &hf, t, m->causal, m->softmax_scale, has_lse, R->scratch + (size_t)thr * (3 * (size_t)T + 3 * (size_t)D),
+        check_row(R, &hf, t, m->causal, m->softmax_scale, has_lse, R->scratch + (size_t)thr * (3 * (size_t)R->ldk + 3 * (size_t)D),
                   &R->rr[t]);
     }
     int64_t o_tile_bad = 0;
@@ -475,8 +498,10 @@ static tsc_status_t alloc_bufs(chk_run_t *R) {
 #ifdef _OPENMP
     R->nthr = omp_get_max_threads();
 #endif
-    const size_t per_thr = 3 * (size_t)R->T + 3 * (size_t)R->D;
-    const size_t bytes = (4 * R->TD + (size_t)R->T) * sizeof(float) + 2 * R->TD * sizeof(double) +
+    R->ldk = (R->T + CHK_JB - 1) / CHK_JB * CHK_JB;
+    const size_t KT = (size_t)R->D * (size_t)R->ldk;
+    const size_t per_thr = 3 * (size_t)R->ldk + 3 * (size_t)R->D;
+    const size_t bytes = (4 * R->TD + (size_t)R->T) * sizeof(float) + (KT + R->TD) * sizeof(double) +
                          (size_t)R->T * sizeof(chk_rowres_t) +
                          (size_t)R->nthr * per_thr * sizeof(double) +
                          (size_t)R->c->n_pairs * (size_t)R->rs.n_heads * sizeof(tsc_check_head_t);
@@ -485,8 +510,8 @@ static tsc_status_t alloc_bufs(chk_run_t *R) {
     R->q = malloc((4 * R->TD + (size_t)R->T) * sizeof(float));
     R->rr = calloc((size_t)R->T, sizeof *R->rr);
     R->scratch = malloc((size_t)R->nthr * per_thr * sizeof(double));
-    R->kt = malloc(2 * R->TD * sizeof(double));
-    R->vcum = R->kt ? R->kt + R->TD : NULL;
+    R->kt = calloc(KT + R->TD, sizeof(double)); /* the padding keys stay 0 */
+    R->vcum = R->kt ? R->kt + KT : NULL;
     R->c->heads = calloc((size_t)R->c->n_pairs * (size_t)R->rs.n_heads, sizeof *R->c->heads);
     if (!R->q || !R->rr || !R->scratch || !R->kt || !R->c->heads)
         return tsc_error_set(TSC_ERR_NOMEM, "check: out of memory for %s", R->c->dump_path);

@@ -129,6 +129,19 @@ static inline int SFX(n_valid)(const SFX(hctx_t) *cx, int t, int j0, int jn) {
     return v < 0 ? 0 : (v > jn ? jn : v);
 }
 
+/* y[i] = R(y[i] + R(x[i])) for i < n, one stage (an unfused tile's part added to its gradient); x
+ * is scratch, rounded in place. Rounding passes over whole arrays vectorise; stochastic rounding
+ * keeps the element-by-element order of its stream's draws. */
+static void SFX(acc_round)(R *restrict y, R *restrict x, int n, rst_t *rs) {
+    if (rs->mode == TSC_ROUND_STOCHASTIC) {
+        for (int i = 0; i < n; i++) y[i] = SFX(rnd)(y[i] + SFX(rnd)(x[i], rs), rs);
+        return;
+    }
+    SFX(rnd_arr)(x, n, rs);
+    for (int i = 0; i < n; i++) y[i] += x[i];
+    SFX(rnd_arr)(y, n, rs);
+}
+
 /* y[0..n) = R_st(fma(a, x, y)) (fused accumulation step) */
 static inline void SFX(axpy_round)(R a, const R *restrict x, R *restrict y, int n, rst_t *rs,
                                    rst_t *acc) {
@@ -1170,12 +1183,9 @@ static void SFX(bwd_head)(SFX(hctx_t) *cx, const R *q, const R *k, const R *kT, 
             }
             if (!fused) {
                 rst_t *rq = &st[TSC_STAGE_DQ], *rk = &st[TSC_STAGE_DK], *rv = &st[TSC_STAGE_DV];
-                for (size_t i = 0; i < (size_t)tn * D; i++)
-                    dq[(size_t)ti0 * D + i] = SFX(rnd)(dq[(size_t)ti0 * D + i] + SFX(rnd)(dq_part[i], rq), rq);
-                for (size_t i = 0; i < (size_t)jn * D; i++) {
-                    dk[(size_t)j0 * D + i] = SFX(rnd)(dk[(size_t)j0 * D + i] + SFX(rnd)(dk_part[i], rk), rk);
-                    dv[(size_t)j0 * D + i] = SFX(rnd)(dv[(size_t)j0 * D + i] + SFX(rnd)(dv_part[i], rv), rv);
-                }
+                SFX(acc_round)(dq + (size_t)ti0 * D, dq_part, tn * D, rq);
+                SFX(acc_round)(dk + (size_t)j0 * D, dk_part, jn * D, rk);
+                SFX(acc_round)(dv + (size_t)j0 * D, dv_part, jn * D, rv);
             }
         }
     }
@@ -1272,16 +1282,28 @@ static void SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const
     SFX(hctx_init)(&cx, pol, dims, b, h, 0);
     SFX(load)(io->q, io->dtype, qoff, TD, q, &cx.st[TSC_STAGE_Q]);
     SFX(load)(io->k, io->dtype, koff, TD, kk, &cx.st[TSC_STAGE_K]);
-    if (pol->exp == TSC_EXP_EXP2_PRESCALED) /* q = (q * SM_SCALE * RCP_LN2).to(MATMUL_PRECISION) */
+    /* The products first, then one rounding pass (rnd_arr's vectorised loops), except under
+     * stochastic rounding, whose one stream takes q's and k's draws interleaved. */
+    if (pol->exp == TSC_EXP_EXP2_PRESCALED) { /* q = (q * SM_SCALE * RCP_LN2).to(MATMUL_PRECISION) */
         for (size_t i = 0; i < TD; i++) {
-            const R a = q[i] * cx.alpha_f, b = a * cx.c2;
-            q[i] = SFX(rnd)(b, &cx.st[TSC_STAGE_Q]);
+            const R a = q[i] * cx.alpha_f;
+            q[i] = a * cx.c2;
         }
-    if (pol->scale == TSC_SCALE_QK) /* Q̃ = R_S(Q·√α), K̃ = R_S(K·√α); the scores then take no α */
-        for (size_t i = 0; i < TD; i++) {
-            q[i] = SFX(rnd)(q[i] * cx.qk_scale, &cx.st[TSC_STAGE_S]);
-            kk[i] = SFX(rnd)(kk[i] * cx.qk_scale, &cx.st[TSC_STAGE_S]);
+        SFX(rnd_arr)(q, (int)TD, &cx.st[TSC_STAGE_Q]);
+    }
+    if (pol->scale == TSC_SCALE_QK) { /* Q̃ = R_S(Q·√α), K̃ = R_S(K·√α); the scores then take no α */
+        rst_t *rs = &cx.st[TSC_STAGE_S];
+        if (rs->mode == TSC_ROUND_STOCHASTIC) {
+            for (size_t i = 0; i < TD; i++) {
+                q[i] = SFX(rnd)(q[i] * cx.qk_scale, rs);
+                kk[i] = SFX(rnd)(kk[i] * cx.qk_scale, rs);
+            }
+        } else {
+            for (size_t i = 0; i < TD; i++) q[i] *= cx.qk_scale, kk[i] *= cx.qk_scale;
+            SFX(rnd_arr)(q, (int)TD, rs);
+            SFX(rnd_arr)(kk, (int)TD, rs);
         }
+    }
     SFX(transpose)(kk, T, D, kT, attn_ld(T));
     SFX(load)(io->v, io->dtype, koff, TD, v, &cx.st[TSC_STAGE_V]);
     SFX(fwd_head)(&cx, q, kT, v, o, lse, mrow, lrow, sink, work);
