@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "tsc_attention.h"
 #include "tsc_comm.h"
 #include "tsc_diagnose.h"
 #include "tsc_dump.h"
@@ -30,7 +31,8 @@ const char tsc_usage_diagnose[] =
     "  --max-steps N       steps replayed per head, those with the largest bias (integer, default 4; 0 all)\n"
     "  --json              print summary.json to stdout instead of the text\n"
     "  --top N             at-risk heads printed, most at risk first (integer, default 10)\n"
-    "  -v, --verbose       print every at-risk head (summary.json always lists every one)\n"
+    "  -v, --verbose       print every at-risk head (summary.json always lists every one), and on stderr\n"
+    "                      the attention work done (runs, heads, FLOPs by formula)\n"
     "  -q, --quiet         no configuration line and no progress on stderr\n"
     "Progress (with the time left) goes to stderr: a bar on a terminal, else a line every 10%.\n"
     "Under a launcher (mpirun -n N tilescope diagnose ...) the processes share the analysis' head\n"
@@ -159,6 +161,12 @@ int tsc_cmd_diagnose(int argc, char **argv) {
         if (dg->sweep_explanation[0]) printf("what the beta sweep did: %s\n", dg->sweep_explanation);
     }
     if (poor) poor_fit(json ? stderr : stdout, dg, dump);
+    if (verbose) {
+        const tsc_attn_work_t w = tsc_attn_work();
+        fprintf(stderr, "attention work of this process: %lld runs, %lld heads forward, %lld of them backward "
+                        "(delta or gradients); %.2f GFLOP (FP32, counted from the formulas)\n",
+                (long long)w.calls, (long long)w.forwards, (long long)w.backwards, w.flops / 1e9);
+    }
     tsc_diagnose_free(dg);
     return poor ? TSC_CLI_EXIT_POOR_FIT : 0;
 }

@@ -156,6 +156,22 @@ static const char *missing_cap(const tsc_attn_backend_t *be, const tsc_policy_t 
     return NULL;
 }
 
+/* tsc_attn_work's counters (atomic: heads run on several threads). */
+static int64_t work_calls, work_fwd, work_bwd, work_flops;
+
+static void work_add(const tsc_policy_t *pol, const tsc_attn_dims_t *dims, const tsc_attn_io_t *io) {
+    const int64_t heads = (int64_t)dims->B * dims->H;
+    double f = tsc_attn_flops(dims, 0);
+    if (io->dout) {
+        f += io->dq ? tsc_attn_flops(dims, 1) : 2.0 * dims->T * dims->D * (double)heads;
+        if (pol->delta_src != TSC_DELTA_LP_O) f += tsc_attn_flops(dims, 0);
+    }
+    __atomic_fetch_add(&work_calls, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&work_fwd, heads, __ATOMIC_RELAXED);
+    if (io->dout) __atomic_fetch_add(&work_bwd, heads, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&work_flops, (int64_t)f, __ATOMIC_RELAXED);
+}
+
 tsc_status_t tsc_attn_run_with(const tsc_attn_backend_t *be, const tsc_policy_t *pol, const tsc_attn_dims_t *dims,
                                const tsc_attn_io_t *io, const tsc_attn_opts_t *opts) {
     static const tsc_attn_opts_t none = {TSC_ATTN_EXACT, NULL, NULL, 0};
@@ -171,7 +187,18 @@ tsc_status_t tsc_attn_run_with(const tsc_attn_backend_t *be, const tsc_policy_t 
     const char *miss = missing_cap(be, pol, io, opts);
     if (miss) return tsc_error_set(TSC_ERR_UNSUPPORTED, "attention: backend %s does not support %s", be->name, miss);
     tsc_attn_tile_stats_reset(opts->tiles);
-    return be->run(pol, dims, io, opts);
+    st = be->run(pol, dims, io, opts);
+    if (st == TSC_OK) work_add(pol, dims, io);
+    return st;
+}
+
+tsc_attn_work_t tsc_attn_work(void) {
+    tsc_attn_work_t w;
+    w.calls = __atomic_load_n(&work_calls, __ATOMIC_RELAXED);
+    w.forwards = __atomic_load_n(&work_fwd, __ATOMIC_RELAXED);
+    w.backwards = __atomic_load_n(&work_bwd, __ATOMIC_RELAXED);
+    w.flops = (double)__atomic_load_n(&work_flops, __ATOMIC_RELAXED);
+    return w;
 }
 
 tsc_status_t tsc_attn_run(const tsc_policy_t *pol, const tsc_attn_dims_t *dims, const tsc_attn_io_t *io,

@@ -367,6 +367,19 @@ TSC_API tsc_status_t tsc_attn_run_with(const tsc_attn_backend_t *be, const tsc_p
  * head, T' = number of unmasked (t, j) pairs. */
 TSC_API double tsc_attn_flops(const tsc_attn_dims_t *dims, int backward);
 
+/* The attention this process has run through tsc_attn_run_with (every thread), counted from the
+ * formulas of tsc_attn_flops, not timed: a forward 4·T'·D per head; a backward 10·T'·D, or when it
+ * returns δ alone (no dq) 2·T·D; either plus 4·T'·D for δ from an FP32 O (a second forward) or
+ * from rowsum(dP ∘ P) (the scores and dP again). Lets a benchmark set a command's work against the
+ * machine's peak. */
+typedef struct {
+    int64_t calls;     /* tsc_attn_run_with calls that ran */
+    int64_t forwards;  /* (b, h) heads forward */
+    int64_t backwards; /* of them, also backward (δ alone or the gradients) */
+    double flops;      /* FP32 FLOPs by the formulas above */
+} tsc_attn_work_t;
+TSC_API tsc_attn_work_t tsc_attn_work(void);
+
 /* The FP32 exp and log of the reference (deterministic, same bits on every path, the CUDA
  * kernels included). */
 TSC_API float tsc_attn_expf(float x);
