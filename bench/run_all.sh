@@ -5,7 +5,9 @@
 # whole output. The README's speed table is then regenerated from that file
 # (scripts/bench_table.sh), so the figures it states are the ones measured, never typed.
 #   bench/run_all.sh [BUILD_DIR]        (TSC_BENCH_REPEAT=N: runs of each table benchmark, default 5;
-#                                         TSC_BENCH_ONLY=REGEX: only the benchmarks whose command matches)
+#                                         TSC_BENCH_ONLY=REGEX: only the benchmarks whose command matches;
+#                                         the results file keeps the other benchmarks' sections,
+#                                         bench/merge_results.py)
 # Before each benchmark it waits (up to 60 s) for the load of the previous one to fade; a benchmark
 # that still starts on a busy machine says so and claims no ratio (bench/load.sh).
 set -uo pipefail
@@ -68,7 +70,7 @@ run -1 "TSC_BENCH_CMDS=analyze bash bench/bench_long_context.sh build/tilescope 
     echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "- machine: $(lscpu 2> /dev/null | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs, $(uname -sm)$(grep -q avx512f /proc/cpuinfo && echo ', AVX-512' || { grep -q avx2 /proc/cpuinfo && echo ', AVX2 (no AVX-512)'; })"
     echo "- runs: $repeat of each benchmark in the table (each figure the median, the min–max range in brackets)"
-    [ -z "$only" ] || echo "- selection: only the benchmarks matching \`$only\` (TSC_BENCH_ONLY)"
+    [ -z "$only" ] || echo "- selection: this run measured only the benchmarks matching \`$only\` (TSC_BENCH_ONLY); the other sections are kept from earlier runs, each with the date and commit it was measured at"
     echo "- commit: $(git -C "$src" describe --always --dirty 2> /dev/null || echo unknown)"
     echo "- load limit: $(bench_load_limit) (a benchmark starting above it claims no ratio)"
     for i in $(seq 1 "$n"); do
@@ -87,6 +89,10 @@ run -1 "TSC_BENCH_CMDS=analyze bash bench/bench_long_context.sh build/tilescope 
         echo '```'
     done
 } > "$tmp/results.md"
+# a selection replaces its benchmarks' sections and keeps the others' (each section says when it ran)
+if [ -n "$only" ] && [ -f "$out" ]; then
+    "$py" "$src/bench/merge_results.py" "$out" "$tmp/results.md" > "$tmp/merged.md" && mv "$tmp/merged.md" "$tmp/results.md"
+fi
 mv "$tmp/results.md" "$out"
 echo
 echo "results: $out"

@@ -64,16 +64,21 @@ static void dot4(const double *restrict a0, const double *restrict a1, const dou
  * rows i and j in the lane order of dot4 (the lone rows of the last block of four take the same
  * path with a repeated row), so g is symmetric by construction. */
 static void gram_rows(const double *a, size_t k, size_t m, double *g) {
-    for (size_t i0 = 0; i0 < k; i0 += 4) {
-        const double *r[4];
-        for (size_t d = 0; d < 4; d++) r[d] = a + (i0 + d < k ? i0 + d : i0) * m;
-        for (size_t j = 0; j < k && j < i0 + 4; j++) {
-            double o[4];
-            dot4(r[0], r[1], r[2], r[3], a + j * m, m, o);
-            for (size_t d = 0; d < 4 && i0 + d < k; d++)
-                if (j <= i0 + d) g[(i0 + d) * k + j] = g[j * k + i0 + d] = o[d];
-        }
-    }
+    /* GRAM_ROWS rows of a at a time, each row j dotted with their blocks of four one after the other
+     * (row j is read from memory once per GRAM_ROWS rows, not once per four); the products are dot4's
+     * whatever the grouping */
+    enum { GRAM_ROWS = 16 };
+    for (size_t i1 = 0; i1 < k; i1 += GRAM_ROWS)
+        for (size_t j = 0; j < k && j < i1 + GRAM_ROWS; j++)
+            for (size_t i0 = i1; i0 < i1 + GRAM_ROWS && i0 < k; i0 += 4) {
+                if (j >= i0 + 4) continue; /* the upper triangle: its mirror entry is set */
+                const double *r[4];
+                for (size_t d = 0; d < 4; d++) r[d] = a + (i0 + d < k ? i0 + d : i0) * m;
+                double o[4];
+                dot4(r[0], r[1], r[2], r[3], a + j * m, m, o);
+                for (size_t d = 0; d < 4 && i0 + d < k; d++)
+                    if (j <= i0 + d) g[(i0 + d) * k + j] = g[j * k + i0 + d] = o[d];
+            }
 }
 
 /* The smaller side of w [rows, cols] (float wf or double wd) as the rows of a [k, m] in double:
