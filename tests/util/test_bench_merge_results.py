@@ -17,12 +17,19 @@ old = ("# Benchmark results\n\n- date: 2026-01-01 10:00 UTC\n- commit: aaa111\n\
 new = ("# Benchmark results\n\n- date: 2026-02-02 12:00 UTC\n- commit: bbb222\n\n"
        "## `bench two`\n\n- status: ok\n- row: | `bench two` | new two |\n\n```text\nnew output 2\n```\n\n"
        "## `bench three`\n\n- status: ok\n- row: | `bench three` | new three |\n")
-with tempfile.TemporaryDirectory() as d:
-    po, pn = os.path.join(d, "old.md"), os.path.join(d, "new.md")
-    open(po, "w").write(old)
-    open(pn, "w").write(new)
-    out = subprocess.run([sys.executable, os.path.join(SRC, "bench", "merge_results.py"), po, pn],
-                         capture_output=True, text=True, check=True).stdout
+
+
+def merge(old_text, new_text):
+    """merge_results.py's output for the two files' texts."""
+    with tempfile.TemporaryDirectory() as d:
+        po, pn = os.path.join(d, "old.md"), os.path.join(d, "new.md")
+        open(po, "w").write(old_text)
+        open(pn, "w").write(new_text)
+        return subprocess.run([sys.executable, os.path.join(SRC, "bench", "merge_results.py"), po, pn],
+                              capture_output=True, text=True, check=True).stdout
+
+
+out = merge(old, new)
 heads = [l for l in out.splitlines() if l.startswith("## ")]
 c.check(heads == ["## `bench one`", "## `bench two`", "## `bench three`"], "sections in OLD's order, new ones last: %s" % heads)
 c.check("- date: 2026-02-02 12:00 UTC" in out and "2026-01-01 10:00 UTC\n- commit" not in out,
@@ -37,11 +44,6 @@ c.check("- measured: 2026-01-01 10:00 UTC, commit aaa111 (an earlier run, kept)"
 c.check("- measured: 2026-02-02 12:00 UTC, commit bbb222" in two and "earlier" not in two,
         "the new section says this run: %r" % two[:120])
 # merging again keeps one '- measured' line per section
-with tempfile.TemporaryDirectory() as d:
-    po, pn = os.path.join(d, "old.md"), os.path.join(d, "new.md")
-    open(po, "w").write(out)
-    open(pn, "w").write(new)
-    out2 = subprocess.run([sys.executable, os.path.join(SRC, "bench", "merge_results.py"), po, pn],
-                          capture_output=True, text=True, check=True).stdout
+out2 = merge(out, new)
 c.check(out2.count("- measured: ") == 3, "one '- measured' line per section after a second merge: %d" % out2.count("- measured: "))
 c.finish()
