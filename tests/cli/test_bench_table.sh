@@ -43,6 +43,16 @@ printf 'no markers\n' > "$tmp/plain.md"
 expect 1 "lacks the bench-table markers" bash "$gen" "$tmp/RESULTS.md" "$tmp/plain.md"
 expect 1 "cannot read" bash "$gen" "$tmp/nope.md" "$tmp/README.md"
 
+# a partial run merged into an earlier one (bench/merge_results.py): the header says which rows ran when
+sed -e 's/^## `bench one`$/&\n\n- measured: 2030-01-02 03:04 UTC, commit abc1234/' \
+    -e 's/^## `bench two`$/&\n\n- measured: 2029-05-06 07:08 UTC, commit def5678 (an earlier run, kept)/' \
+    "$tmp/RESULTS.md" > "$tmp/merged.md"
+cp "$tmp/orig.md" "$tmp/README2.md"
+ok bash "$gen" "$tmp/merged.md" "$tmp/README2.md"
+grep -qF '2030-01-02 03:04 UTC, commit abc1234 (one);' "$tmp/README2.md" &&
+    grep -qF '2029-05-06 07:08 UTC, commit def5678 (two)' "$tmp/README2.md" && ok ||
+    bad "merged header: $(sed -n '/begin/,/^$/p' "$tmp/README2.md")"
+
 # the load rule
 . "$src/bench/load.sh"
 TSC_BENCH_MAX_LOAD=100000 bench_load start > "$tmp/l1"
