@@ -47,6 +47,7 @@ run() {
 }
 run "bash bench/bench_diagnose.sh build/tilescope 2" bash "$src/bench/bench_diagnose.sh" "$build/tilescope" 2
 run -1 "bash bench/bench_diagnose_scaling.sh build/tilescope" bash "$src/bench/bench_diagnose_scaling.sh" "$build/tilescope"
+run -1 "bash bench/profile_diagnose.sh build/tilescope 2" bash "$src/bench/profile_diagnose.sh" "$build/tilescope" 2
 run "bash bench/run_attention.sh build --reps 5" bash "$src/bench/run_attention.sh" "$build" --reps 5
 run "bash bench/bench_dump_io.sh build --reps 3" bash "$src/bench/bench_dump_io.sh" "$build" --reps 3
 run "bash bench/run_heatmap.sh build --reps 3" bash "$src/bench/run_heatmap.sh" "$build" --reps 3
