@@ -511,24 +511,27 @@ static inline int SFX(poly_col)(const tsc_policy_t *pol, int c, int Bc) {
  * ms = exp2_ms(m), with FA4's emulated exp2 on the columns poly_col selects. */
 static inline void SFX(pexp_arr)(SFX(hctx_t) *cx, const R *s, R *out, int n, R m, rst_t *arg, int onband) {
     if (cx->expm == TSC_EXP_E) {
-        for (int jj = 0; jj < n; jj++) out[jj] = SFX(rnd)(s[jj] - m, arg);
+        for (int jj = 0; jj < n; jj++) out[jj] = s[jj] - m;
+        SFX(rnd_arr)(out, n, arg);
         for (int jj = 0; jj < n; jj++) out[jj] = EXPR(out[jj]);
         return;
     }
     if (cx->expm == TSC_EXP_EXP2_SCALED || cx->expm == TSC_EXP_EXP2_PRESCALED) { /* S in log2 units */
-        for (int jj = 0; jj < n; jj++) out[jj] = SFX(rnd)(s[jj] - m, arg);
+        for (int jj = 0; jj < n; jj++) out[jj] = s[jj] - m;
+        SFX(rnd_arr)(out, n, arg);
         for (int jj = 0; jj < n; jj++) out[jj] = EXP2R(out[jj]);
         return;
     }
     const R ms = SFX(exp2_ms)(cx, m), sig = cx->sig;
     if (cx->expm == TSC_EXP_EXP2_FMA || (cx->expm == TSC_EXP_EXP2_TRITON && !onband)) {
-        for (int jj = 0; jj < n; jj++) out[jj] = SFX(rnd)(FMA(s[jj], sig, -ms), arg);
+        for (int jj = 0; jj < n; jj++) out[jj] = FMA(s[jj], sig, -ms);
     } else {
         for (int jj = 0; jj < n; jj++) {
             const R a = s[jj] * sig;
-            out[jj] = SFX(rnd)(a - ms, arg);
+            out[jj] = a - ms;
         }
     }
+    SFX(rnd_arr)(out, n, arg);
     const tsc_policy_t *pol = cx->pol;
     if (pol->poly_freq) {
         for (int jj = 0; jj < n; jj++)
@@ -542,24 +545,27 @@ static inline void SFX(pexp_arr)(SFX(hctx_t) *cx, const R *s, R *out, int n, R m
  * exp2(R_EXPARG_BWD(fma(S, σ, −R(LSE·log2e)))) / exp2(R_EXPARG_BWD(R(S·σ) − R(LSE·log2e))). */
 static inline void SFX(pexp_bwd_arr)(SFX(hctx_t) *cx, const R *s, R *out, int n, R lse, rst_t *arg) {
     if (cx->expm == TSC_EXP_E) {
-        for (int jj = 0; jj < n; jj++) out[jj] = SFX(rnd)(s[jj] - lse, arg);
+        for (int jj = 0; jj < n; jj++) out[jj] = s[jj] - lse;
+        SFX(rnd_arr)(out, n, arg);
         for (int jj = 0; jj < n; jj++) out[jj] = EXPR(out[jj]);
         return;
     }
     const R ms = lse * (R)1.4426950408889634074f, sig = cx->sig;
     if (cx->expm == TSC_EXP_EXP2_SCALED || cx->expm == TSC_EXP_EXP2_PRESCALED) {
-        for (int jj = 0; jj < n; jj++) out[jj] = SFX(rnd)(s[jj] - ms, arg);
+        for (int jj = 0; jj < n; jj++) out[jj] = s[jj] - ms;
+        SFX(rnd_arr)(out, n, arg);
         for (int jj = 0; jj < n; jj++) out[jj] = EXP2R(out[jj]);
         return;
     }
     if (cx->expm == TSC_EXP_EXP2_FMA || cx->expm == TSC_EXP_EXP2_TRITON) {
-        for (int jj = 0; jj < n; jj++) out[jj] = SFX(rnd)(FMA(s[jj], sig, -ms), arg);
+        for (int jj = 0; jj < n; jj++) out[jj] = FMA(s[jj], sig, -ms);
     } else {
         for (int jj = 0; jj < n; jj++) {
             const R a = s[jj] * sig;
-            out[jj] = SFX(rnd)(a - ms, arg);
+            out[jj] = a - ms;
         }
     }
+    SFX(rnd_arr)(out, n, arg);
     for (int jj = 0; jj < n; jj++) out[jj] = EXP2R(out[jj]);
 }
 
@@ -833,22 +839,31 @@ static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
     SFX(rnd_arr)(pa, n, &st[TSC_STAGE_PBAR_PV]);
     SFX(rnd_arr)(pb, n, &st[TSC_STAGE_PBAR_L]);
     if (pol->fused && cx->ltile) { /* l_i = l_i * alpha + tl.sum(p, 1): one FMA (Triton fuses it) */
-        for (int d = 0; d < D; d++) oacc[d] = SFX(rnd)(c * oacc[d], &st[TSC_STAGE_OACC]);
+        for (int d = 0; d < D; d++) oacc[d] = c * oacc[d];
+        SFX(rnd_arr)(oacc, D, &st[TSC_STAGE_OACC]);
         R sum = 0;
         for (int jj = 0; jj < n; jj++) sum = SFX(rnd)(sum + pb[jj], &st[TSC_STAGE_ACC]);
         if (cx->expm == TSC_EXP_EXP2_MEMEFF) /* s_prime *= m_prime_exp; then + the tile's total */
             bk->l[r] = SFX(rnd)(SFX(rnd)(c * bk->l[r], &st[TSC_STAGE_L_RESCALE]) + sum, &st[TSC_STAGE_L]);
         else bk->l[r] = SFX(rnd)(FMA(bk->l[r], c, sum), &st[TSC_STAGE_L]);
     } else if (pol->fused) {
-        for (int d = 0; d < D; d++) oacc[d] = SFX(rnd)(c * oacc[d], &st[TSC_STAGE_OACC]);
+        for (int d = 0; d < D; d++) oacc[d] = c * oacc[d];
+        SFX(rnd_arr)(oacc, D, &st[TSC_STAGE_OACC]);
         bk->l[r] = SFX(rnd)(c * bk->l[r], &st[TSC_STAGE_L_RESCALE]); /* the keys' terms follow */
     } else {
         for (int d = 0; d < D; d++) pv[d] = 0;
         SFX(axpy_rows)(pv, pa, v + (size_t)j0 * D, n, D, &st[TSC_STAGE_ACC], &st[TSC_STAGE_ACC]);
         SFX(rnd_arr)(pv, D, &st[TSC_STAGE_PV]);
-        for (int d = 0; d < D; d++) {
-            R scaled = SFX(rnd)(c * oacc[d], &st[TSC_STAGE_OACC]);
-            oacc[d] = SFX(rnd)(scaled + pv[d], &st[TSC_STAGE_OACC]);
+        if (st[TSC_STAGE_OACC].mode == TSC_ROUND_STOCHASTIC) { /* the stream's draws interleave */
+            for (int d = 0; d < D; d++) {
+                R scaled = SFX(rnd)(c * oacc[d], &st[TSC_STAGE_OACC]);
+                oacc[d] = SFX(rnd)(scaled + pv[d], &st[TSC_STAGE_OACC]);
+            }
+        } else {
+            for (int d = 0; d < D; d++) oacc[d] = c * oacc[d];
+            SFX(rnd_arr)(oacc, D, &st[TSC_STAGE_OACC]);
+            for (int d = 0; d < D; d++) oacc[d] = oacc[d] + pv[d];
+            SFX(rnd_arr)(oacc, D, &st[TSC_STAGE_OACC]);
         }
         if (vw) { /* torch's CPU flash: sum + exp_tmp * sum[row], contracted to one FMA */
             const R sum = SFX(sum_vexp)(pb, n, jn, vw, &st[TSC_STAGE_ACC]);
