@@ -2,6 +2,8 @@
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+# extra ctest arguments of test, asan and clang (e.g. CTEST_ARGS='-LE slow' skips the slow tests)
+CTEST_ARGS ?=
 
 .PHONY: all setup configure build demo test asan clang fuzz bench install clean
 
@@ -25,20 +27,20 @@ demo: setup
 test:
 	@bash scripts/setup.sh --test
 	@$(MAKE) --no-print-directory build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 # The same tests under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan:
 	@bash scripts/setup.sh --test
 	@$(MAKE) --no-print-directory BUILD=build-asan CMAKE_FLAGS="-DTSC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)" build
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 # The same tests built with clang (a second compiler's warnings and code generation).
 clang:
 	@bash scripts/setup.sh --test
 	@command -v clang >/dev/null || bash scripts/setup.sh --ci
 	@$(MAKE) --no-print-directory BUILD=build-clang CMAKE_FLAGS="-DCMAKE_C_COMPILER=clang $(CMAKE_FLAGS)" build
-	cd build-clang && ctest --output-on-failure -j $(JOBS)
+	cd build-clang && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 # libFuzzer on the readers of untrusted input (clang), FUZZ_SECONDS per target (docs/FUZZING.md).
 FUZZ_SECONDS ?= 10
