@@ -82,7 +82,7 @@ int main(int argc, char **argv) {
     int lanes = 0;
     int dp = prec == TSC_PREC_BF16 && tsc_cpu_has(TSC_CPU_AVX512_BF16); /* vdpbf16ps: 2 multiply-adds a lane */
     double ghz = measure_ghz(), peak = fma_peak(&lanes) * 1e9 * (dp ? 2 : 1), la[3] = {0};
-    const char *path = prec == TSC_PREC_BF16 ? (dp ? "AVX-512 BF16" : tsc_cpu_has(TSC_CPU_AVX2_FMA) ? "AVX2 + FMA" : "portable")
+    const char *path = prec == TSC_PREC_BF16 ? (dp ? "AVX-512 BF16" : tsc_train_have_avx512() ? "AVX-512 FP32 chains" : tsc_cpu_has(TSC_CPU_AVX2_FMA) ? "AVX2 + FMA" : "portable")
                                               : tsc_train_have_avx512() ? "AVX-512" : tsc_train_have_avx2() ? "AVX2 + FMA" : "portable";
     if (getloadavg(la, 3) < 0) la[0] = -1;
     char desc[160];

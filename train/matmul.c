@@ -84,7 +84,9 @@ GEMM_BLAS(gemm_f32_blas, float, cblas_sgemm)
 
 /* ------------------------------------------------------------------ BF16 */
 
-enum { MR = 8, NP = 16, NR = 32 }; /* rows per block, columns per panel, columns per block */
+/* rows per block, columns per panel, columns per block (two panels; the FP32 chains' AVX-512 kernel
+ * takes three, NR3 columns: 24 accumulators keep its two FMA ports busy where 16 measured 60-85%) */
+enum { MR = 8, NP = 16, NR = 32, NR3 = 48 };
 
 static inline float bits_f(uint32_t u) {
     float f;
@@ -194,13 +196,14 @@ static void pack_b(int N, int K, int K2, tsc_mref_t B, uint32_t *pb) {
     }
 }
 
-/* ---- FP32: the same blocking, one fused multiply-add per k in increasing k from +0. A is read in
- * place (row r's element k at row[r][k * cs]); B is packed: pb[(jp * K + k) * NP + l] = B(16 jp + l, k),
- * zero padded to an even panel count. The kernel writes a full block straight into C (ldo = ldc,
- * acc as asked) and an edge block into a tile (ldo = NR, acc 0). */
+/* ---- FP32: blocks of MR rows and npb panels (the kernel's: 3 for AVX-512, 2 otherwise), one fused
+ * multiply-add per k in increasing k from +0. A is read in place (row r's element k at
+ * row[r][k * cs]); B is packed: pb[(jp * K + k) * NP + l] = B(16 jp + l, k), zero padded to a whole
+ * number of blocks. The kernel writes a full block straight into C (ldo = ldc, acc as asked) and an
+ * edge block into a tile (ldo = the block's width, acc 0). */
 
-static void pack_b_f32(int N, int K, tsc_mref_t B, float *pb) {
-    int npan = (N + NR - 1) / NR * 2;
+static void pack_b_f32(int N, int K, int npb, tsc_mref_t B, float *pb) {
+    int npan = (N + npb * NP - 1) / (npb * NP) * npb;
     const float *b = B.p;
 #pragma omp parallel for schedule(static)
     for (int jp = 0; jp < npan; jp++)
@@ -226,22 +229,25 @@ static void kern_f32_portable(const float *const *row, size_t cs, const float *p
 }
 
 #ifdef TSC_MM_X86
+/* 8 rows x 3 panels (NR3 columns) */
 __attribute__((target("avx512f,fma")))
 static void kern_f32_avx512(const float *const *row, size_t cs, const float *pb, int K, float *out, size_t ldo,
                             int acc) {
-    __m512 c0[MR], c1[MR];
+    __m512 c0[MR], c1[MR], c2[MR];
     const float *a[MR];
 #pragma GCC unroll 8
-    for (int r = 0; r < MR; r++) c0[r] = c1[r] = _mm512_setzero_ps(), a[r] = row[r];
-    const float *pb1 = pb + (size_t)K * NP;
+    for (int r = 0; r < MR; r++) c0[r] = c1[r] = c2[r] = _mm512_setzero_ps(), a[r] = row[r];
+    const float *pb1 = pb + (size_t)K * NP, *pb2 = pb1 + (size_t)K * NP;
     for (int k = 0; k < K; k++) {
         __m512 b0 = _mm512_loadu_ps(pb + (size_t)k * NP), b1 = _mm512_loadu_ps(pb1 + (size_t)k * NP);
+        __m512 b2 = _mm512_loadu_ps(pb2 + (size_t)k * NP);
         size_t ka = (size_t)k * cs;
 #pragma GCC unroll 8
         for (int r = 0; r < MR; r++) {
             __m512 av = _mm512_set1_ps(a[r][ka]);
             c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
             c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+            c2[r] = _mm512_fmadd_ps(av, b2, c2[r]);
         }
     }
 #pragma GCC unroll 8
@@ -250,9 +256,11 @@ static void kern_f32_avx512(const float *const *row, size_t cs, const float *pb,
         if (acc) {
             c0[r] = _mm512_add_ps(_mm512_loadu_ps(o), c0[r]);
             c1[r] = _mm512_add_ps(_mm512_loadu_ps(o + NP), c1[r]);
+            c2[r] = _mm512_add_ps(_mm512_loadu_ps(o + 2 * NP), c2[r]);
         }
         _mm512_storeu_ps(o, c0[r]);
         _mm512_storeu_ps(o + NP, c1[r]);
+        _mm512_storeu_ps(o + 2 * NP, c2[r]);
     }
 }
 
@@ -305,6 +313,13 @@ int tsc_train_f32_simd_set(int enable) {
     f32_simd_off = !enable;
     return tsc_train_have_avx512() || tsc_train_have_avx2();
 }
+
+/* The FP32 chains' kernel for this CPU and its panels per block. */
+static int f32_kernel(kern_f32_fn *kern) {
+    if (tsc_train_have_avx512()) return *kern = kern_f32_avx512, NR3 / NP;
+    *kern = tsc_train_have_avx2() ? kern_f32_avx2 : kern_f32_portable;
+    return NR / NP;
+}
 #else
 int tsc_train_have_avx512(void) { return 0; }
 int tsc_train_have_avx2(void) { return 0; }
@@ -322,26 +337,43 @@ void tsc_gemm_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *C, siz
     gemm_f32_blas(M, N, K, A, B, C, ldc, accumulate); /* no AVX-512 build: BLAS (docs/TRAINING.md) */
     (void)work;
 #else
-    int Mb = (M + MR - 1) / MR, Nb = (N + NR - 1) / NR;
-    pack_b_f32(N, K, B, work);
-    kern_f32_fn kern = tsc_train_have_avx512() ? kern_f32_avx512 : tsc_train_have_avx2() ? kern_f32_avx2 : kern_f32_portable;
+    kern_f32_fn kern;
+    int npb = f32_kernel(&kern), nr = npb * NP, Mb = (M + MR - 1) / MR, Nb = (N + nr - 1) / nr;
+    pack_b_f32(N, K, npb, B, work);
+    /* a k-major A (rs = 1: the backward's dY^T) is copied into blocks of MR rows, pa[(ib K + k) MR + r],
+     * 8 blocks per pass over k: read in place, each block would take half a cache line per k and, A
+     * being larger than the cache, read every line twice (the weight gradients ran at half the speed
+     * of the other products) */
+    float *pa = A.rs == 1 && M > 1 ? work + (size_t)Nb * nr * K : NULL;
+    if (pa) {
+#pragma omp parallel for schedule(static)
+        for (int g = 0; g < (Mb + 7) / 8; g++)
+            for (int k = 0; k < K; k++) {
+                const float *src = (const float *)A.p + (size_t)k * A.cs;
+                for (int ib = 8 * g; ib < Mb && ib < 8 * g + 8; ib++)
+                    for (int r = 0; r < MR; r++) /* rows past M repeat row M − 1 (dropped) */
+                        pa[((size_t)ib * K + k) * MR + r] = src[ib * MR + r < M ? ib * MR + r : M - 1];
+            }
+    }
 #pragma omp parallel for collapse(2) schedule(static)
     for (int jb = 0; jb < Nb; jb++)
         for (int ib = 0; ib < Mb; ib++) {
             const float *row[MR];
             for (int r = 0; r < MR; r++) /* rows past M repeat row M − 1; their results are dropped */
-                row[r] = (const float *)A.p + (size_t)(ib * MR + r < M ? ib * MR + r : M - 1) * A.rs;
-            const float *pb = work + (size_t)jb * NR * K;
-            float *dst = C + (size_t)ib * MR * ldc + (size_t)jb * NR;
-            if ((ib + 1) * MR <= M && (jb + 1) * NR <= N) {
-                kern(row, A.cs, pb, K, dst, ldc, accumulate);
+                row[r] = pa ? pa + (size_t)ib * K * MR + r
+                            : (const float *)A.p + (size_t)(ib * MR + r < M ? ib * MR + r : M - 1) * A.rs;
+            size_t cs = pa ? MR : A.cs;
+            const float *pb = work + (size_t)jb * nr * K;
+            float *dst = C + (size_t)ib * MR * ldc + (size_t)jb * nr;
+            if ((ib + 1) * MR <= M && (jb + 1) * nr <= N) {
+                kern(row, cs, pb, K, dst, ldc, accumulate);
                 continue;
             }
-            float tile[MR * NR];
-            kern(row, A.cs, pb, K, tile, NR, 0);
+            float tile[MR * NR3];
+            kern(row, cs, pb, K, tile, (size_t)nr, 0);
             for (int r = 0; r < MR && ib * MR + r < M; r++)
-                for (int c = 0; c < NR && jb * NR + c < N; c++)
-                    dst[r * ldc + c] = accumulate ? dst[r * ldc + c] + tile[r * NR + c] : tile[r * NR + c];
+                for (int c = 0; c < nr && jb * nr + c < N; c++)
+                    dst[r * ldc + c] = accumulate ? dst[r * ldc + c] + tile[r * nr + c] : tile[r * nr + c];
         }
 #endif
     stat_sec += now() - t0;
@@ -537,14 +569,39 @@ static int pack8_avx2(tsc_mref_t X, int rows, int K, int Kp, int r0, float *dst,
     return m < mine ? m : mine;
 }
 
+/* pack8_avx2 on n <= 8 consecutive groups of 8 rows from r0, group b into dst[b], its smallest
+ * exponent into mine[b]. A k-major X (rs = 1; the backward's transposed operands) is read a k row of
+ * 8n values at a time: whole cache lines, where one group alone reads half a line per k and, on a
+ * source larger than the cache, reads each line again for the next group (that made packing a
+ * quarter of a BF16 product's time). */
+__attribute__((target("avx2,fma")))
+static void pack8n_avx2(tsc_mref_t X, int rows, int K, int Kp, int r0, int n, float *const *dst, size_t ld,
+                        int *mine) {
+    if (X.rs != 1 || r0 + 8 * n > rows) {
+        for (int b = 0; b < n; b++) mine[b] = pack8_avx2(X, rows, K, Kp, r0 + 8 * b, dst[b], ld);
+        return;
+    }
+    __m256i mv[8];
+    for (int b = 0; b < n; b++) mv[b] = _mm256_set1_epi32(255);
+    for (int k = 0; k < K; k++) {
+        const float *src = (const float *)X.p + (size_t)k * X.cs + r0;
+        for (int b = 0; b < n; b++)
+            _mm256_storeu_ps(dst[b] + (size_t)(k ^ 1) * ld, bf16_daz8(_mm256_loadu_ps(src + 8 * b), &mv[b]));
+    }
+    for (int b = 0; b < n; b++) {
+        for (int k = K; k < Kp; k++) _mm256_storeu_ps(dst[b] + (size_t)(k ^ 1) * ld, _mm256_setzero_ps());
+        mine[b] = min8(mv[b]);
+    }
+}
+
 /* The exact fallback of a block whose operands are too small for the fast chains (see above). */
-static void kern_bf16_exact(const float *pa, const float *pb, int Kp, float *out) {
+static void kern_bf16_exact(const float *pa, const float *pb, int Kp, int nr, float *out) {
     for (int r = 0; r < MR; r++)
-        for (int c = 0; c < NR; c++) {
+        for (int c = 0; c < nr; c++) {
             const float *b = pb + (size_t)(c / NP) * Kp * NP + c % NP;
             float s = 0.0f;
             for (int k = 0; k < Kp; k++) s = tsc_bf16_dot_step(s, pa[(size_t)k * MR + r], b[(size_t)k * NP]);
-            out[r * NR + c] = s;
+            out[r * nr + c] = s;
         }
 }
 
@@ -561,44 +618,56 @@ static inline void epilogue8(const float *t, const float *bias16, float *o, int 
 
 static void gemm_bf16_avx2(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, const float *bias, float *C, size_t ldc,
                            int accumulate, uint32_t *work) {
-    int Kp = (K + 1) / 2 * 2, Mb = (M + MR - 1) / MR, Nb = (N + NR - 1) / NR;
-    float *paf = (float *)work, *pbf = paf + (size_t)Mb * MR * Kp, *bias16 = pbf + (size_t)Nb * NR * Kp;
-    int *emin = (int *)(bias16 + N); /* Mb block minima of A, then 2 Nb panel minima of B */
+    kern_f32_fn kern; /* the FP32 chains, 16 lanes where the CPU has AVX-512 */
+    int npb = f32_kernel(&kern), nr = npb * NP;
+    int Kp = (K + 1) / 2 * 2, Mb = (M + MR - 1) / MR, Nb = (N + nr - 1) / nr;
+    float *paf = (float *)work, *pbf = paf + (size_t)Mb * MR * Kp, *bias16 = pbf + (size_t)Nb * nr * Kp;
+    int *emin = (int *)(bias16 + N); /* Mb block minima of A, then npb Nb panel minima of B */
     if (bias)
         for (int j = 0; j < N; j++) bias16[j] = tsc_bf16_to_f32(tsc_bf16_from_f32(bias[j]));
+    /* A in groups of 8 blocks; B in groups of 8 half panels: a panel of 16 columns is two packs of 8
+     * "rows" of B, side by side in its NP-wide k rows */
 #pragma omp parallel for schedule(static)
-    for (int ib = 0; ib < Mb; ib++) emin[ib] = pack8_avx2(A, M, K, Kp, ib * MR, paf + (size_t)ib * MR * Kp, MR);
-    /* a panel of 16 columns is two packs of 8 "rows" of B, side by side in its NP-wide k rows */
+    for (int g = 0; g < (Mb + 7) / 8; g++) {
+        int n = Mb - 8 * g < 8 ? Mb - 8 * g : 8;
+        float *d[8];
+        for (int b = 0; b < n; b++) d[b] = paf + (size_t)(8 * g + b) * MR * Kp;
+        pack8n_avx2(A, M, K, Kp, 8 * g * MR, n, d, MR, emin + 8 * g);
+    }
+    int nh = 2 * npb * Nb;
 #pragma omp parallel for schedule(static)
-    for (int jp = 0; jp < 2 * Nb; jp++) {
-        float *dst = pbf + (size_t)jp * Kp * NP;
-        int e0 = pack8_avx2(B, N, K, Kp, jp * NP, dst, NP), e1 = pack8_avx2(B, N, K, Kp, jp * NP + 8, dst + 8, NP);
-        emin[Mb + jp] = e0 < e1 ? e0 : e1;
+    for (int g = 0; g < (nh + 7) / 8; g++) {
+        int n = nh - 8 * g < 8 ? nh - 8 * g : 8, eh[8];
+        float *d[8];
+        for (int b = 0; b < n; b++) d[b] = pbf + (size_t)((8 * g + b) / 2) * Kp * NP + (size_t)(b % 2) * 8;
+        pack8n_avx2(B, N, K, Kp, 8 * g * 8, n, d, NP, eh);
+        for (int b = 0; b < n; b += 2) emin[Mb + (8 * g + b) / 2] = eh[b] < eh[b + 1] ? eh[b] : eh[b + 1];
     }
 #pragma omp parallel for collapse(2) schedule(static)
     for (int jb = 0; jb < Nb; jb++)
         for (int ib = 0; ib < Mb; ib++) {
-            const float *a = paf + (size_t)ib * MR * Kp, *b = pbf + (size_t)jb * NR * Kp;
-            int eb = emin[Mb + 2 * jb] < emin[Mb + 2 * jb + 1] ? emin[Mb + 2 * jb] : emin[Mb + 2 * jb + 1];
-            float tile[MR * NR];
+            const float *a = paf + (size_t)ib * MR * Kp, *b = pbf + (size_t)jb * nr * Kp;
+            int eb = 255;
+            for (int q = 0; q < npb; q++) eb = emin[Mb + npb * jb + q] < eb ? emin[Mb + npb * jb + q] : eb;
+            float tile[MR * NR3];
             if (emin[ib] + eb >= 142) {
                 const float *row[MR];
                 for (int r = 0; r < MR; r++) row[r] = a + r;
-                kern_f32_avx2(row, MR, b, Kp, tile, NR, 0);
+                kern(row, MR, b, Kp, tile, (size_t)nr, 0);
             } else {
-                kern_bf16_exact(a, b, Kp, tile);
+                kern_bf16_exact(a, b, Kp, nr, tile);
             }
-            float *dst = C + (size_t)ib * MR * ldc + (size_t)jb * NR;
-            if ((ib + 1) * MR <= M && (jb + 1) * NR <= N) {
+            float *dst = C + (size_t)ib * MR * ldc + (size_t)jb * nr;
+            if ((ib + 1) * MR <= M && (jb + 1) * nr <= N) {
                 for (int r = 0; r < MR; r++)
-                    for (int c = 0; c < NR; c += 8)
-                        epilogue8(tile + r * NR + c, bias ? bias16 + jb * NR + c : NULL,
+                    for (int c = 0; c < nr; c += 8)
+                        epilogue8(tile + r * nr + c, bias ? bias16 + jb * nr + c : NULL,
                                   dst + (size_t)r * ldc + c, accumulate);
                 continue;
             }
             for (int r = 0; r < MR && ib * MR + r < M; r++)
-                for (int c = 0; c < NR && jb * NR + c < N; c++)
-                    epilogue(tile[r * NR + c], bias ? bias16 : NULL, jb * NR + c, dst + (size_t)r * ldc + c, accumulate);
+                for (int c = 0; c < nr && jb * nr + c < N; c++)
+                    epilogue(tile[r * nr + c], bias ? bias16 : NULL, jb * nr + c, dst + (size_t)r * ldc + c, accumulate);
         }
 }
 #endif
@@ -624,9 +693,10 @@ static kern_fn pick_kernel(void) {
 }
 
 size_t tsc_gemm_work(int M, int N, int K) {
-    size_t Mb = (size_t)(M + MR - 1) / MR, Nb = (size_t)(N + NR - 1) / NR;
-    size_t packed = (Mb * MR + Nb * NR) * (size_t)(K + 1); /* FP32 panels, or BF16 pairs (as floats on AVX2) */
-    return packed + (size_t)N + Mb + 2 * Nb;                /* + the rounded bias, + AVX2's exponent minima */
+    size_t Mb = (size_t)(M + MR - 1) / MR, n2 = (size_t)(N + NR - 1) / NR * NR, n3 = (size_t)(N + NR3 - 1) / NR3 * NR3;
+    size_t cols = n2 > n3 ? n2 : n3;                     /* B padded to blocks of two panels or of three */
+    size_t packed = (Mb * MR + cols) * (size_t)(K + 1); /* FP32 panels, or BF16 pairs (as floats: FP32 chains) */
+    return packed + (size_t)N + Mb + cols / NP;          /* + the rounded bias, + the chains' exponent minima */
 }
 
 void tsc_gemm_bf16(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, const float *bias, float *C, size_t ldc,

@@ -146,7 +146,7 @@ static void run_case(int M, int N, int K, int specials, int tiny, int with_bias,
     }
     printf("M %d N %d K %d specials %d tiny %d bias %d acc %d (simd: %s; AVX2 %s): %zu elements, %zu NaN, %zu zero; "
            "mismatches simd %zu portable %zu transposed %zu avx2 %zu\n", M, N, K, specials, tiny, with_bias, acc,
-           !simd ? "none" : tsc_cpu_has(TSC_CPU_AVX512_BF16) ? "AVX-512 BF16" : "AVX2", tsc_cpu_has(TSC_CPU_AVX2_FMA) ? "run" : "absent",
+           !simd ? "none" : tsc_cpu_has(TSC_CPU_AVX512_BF16) ? "AVX-512 BF16" : tsc_train_have_avx512() ? "AVX-512 FP32 chains" : "AVX2", tsc_cpu_has(TSC_CPU_AVX2_FMA) ? "run" : "absent",
            nC, nan, zero, bad1, bad2, bad3, bad4);
     CHECK_EQ_INT(bad4, 0);
     CHECK_EQ_INT(bad1, 0);
@@ -195,9 +195,9 @@ static void check_forward_bf16(const char *name) {
 }
 
 /* FP32 product: per element fmaf(A(i,k), B(j,k), acc) for k = 0, 1, ... from +0, bit for bit, on a
- * row-major A and on the transposed views the backward uses (A(i,k) at k·M + i, B(j,k) at k·N + j). */
-static void check_f32(uint64_t *s) {
-    int M = 21, N = 45, K = 77;
+ * row-major A and on the transposed views the backward uses (A(i,k) at k·M + i, B(j,k) at k·N + j).
+ * N = 45: one edge block of every kernel; N = 101: whole blocks of 32 and of 48 columns, and edges. */
+static void check_f32(int M, int N, int K, uint64_t *s) {
     float *A = malloc((size_t)M * K * 4), *B = malloc((size_t)N * K * 4), *C = malloc((size_t)M * N * 4);
     float *work = malloc(tsc_gemm_work(M, N, K) * 4);
     for (int i = 0; i < M * K; i++) A[i] = (float)tsc_test_nrand(s);
@@ -224,8 +224,8 @@ static void check_f32(uint64_t *s) {
                 }
                 bad += fbits(C[i * N + j]) != fbits(1.0f + acc);
             }
-        CHECKF(bad == 0, "fp32 gemm layout %d path %d: %zu of %d elements differ from the FMA chain", layout, path, bad,
-               M * N);
+        CHECKF(bad == 0, "fp32 gemm %dx%dx%d layout %d path %d: %zu of %d elements differ from the FMA chain", M, N, K,
+               layout, path, bad, M * N);
     }
     free(A); free(B); free(C); free(work);
 }
@@ -275,7 +275,8 @@ static void check_gelu_f32(uint64_t *s) {
 int main(void) {
     uint64_t s = 2024;
     check_step();
-    check_f32(&s);
+    check_f32(21, 45, 77, &s);
+    check_f32(19, 101, 33, &s);
     check_gelu_f32(&s);
     run_case(13, 37, 67, 0, 0, 0, 0, &s);
     run_case(9, 50, 130, 1, 0, 1, 0, &s);
