@@ -196,7 +196,8 @@ static void check_forward_bf16(const char *name) {
 
 /* FP32 product: per element fmaf(A(i,k), B(j,k), acc) for k = 0, 1, ... from +0, bit for bit, on a
  * row-major A and on the transposed views the backward uses (A(i,k) at k·M + i, B(j,k) at k·N + j).
- * N = 45: one edge block of every kernel; N = 101: whole blocks of 32 and of 48 columns, and edges. */
+ * N = 45: one edge block of every kernel; N = 101: whole blocks of 32 and of 48 columns, and edges;
+ * K = 1000: a long chain. */
 static void check_f32(int M, int N, int K, uint64_t *s) {
     float *A = malloc((size_t)M * K * 4), *B = malloc((size_t)N * K * 4), *C = malloc((size_t)M * N * 4);
     float *work = malloc(tsc_gemm_work(M, N, K) * 4);
@@ -277,6 +278,7 @@ int main(void) {
     check_step();
     check_f32(21, 45, 77, &s);
     check_f32(19, 101, 33, &s);
+    check_f32(13, 50, 1000, &s);
     check_gelu_f32(&s);
     run_case(13, 37, 67, 0, 0, 0, 0, &s);
     run_case(9, 50, 130, 1, 0, 1, 0, &s);
@@ -286,6 +288,8 @@ int main(void) {
     run_case(40, 45, 1, 1, 0, 0, 0, &s);
     run_case(24, 70, 96, 0, 2, 1, 0, &s);
     run_case(24, 70, 96, 0, 3, 0, 0, &s);
+    run_case(24, 70, 801, 0, 2, 1, 1, &s); /* a long K: blocks of both kinds, bias, accumulate */
+    run_case(17, 101, 1030, 1, 0, 0, 0, &s);
     check_forward_bf16("gpt2-tiny");
     check_forward_bf16("llama-tiny");
     return tsc_test_done();
