@@ -207,11 +207,16 @@ static void pack_b_f32(int N, int K, int npb, tsc_mref_t B, float *pb) {
     const float *b = B.p;
 #pragma omp parallel for schedule(static)
     for (int jp = 0; jp < npan; jp++)
-        for (int k = 0; k < K; k++)
+        for (int k = 0; k < K; k++) {
+            if (B.rs == 1 && (jp + 1) * NP <= N) { /* k-major: the panel's 16 values side by side */
+                memcpy(pb + ((size_t)jp * K + k) * NP, b + (size_t)jp * NP + (size_t)k * B.cs, NP * sizeof(float));
+                continue;
+            }
             for (int l = 0; l < NP; l++) {
                 int j = jp * NP + l;
                 pb[((size_t)jp * K + k) * NP + l] = j < N ? b[(size_t)j * B.rs + (size_t)k * B.cs] : 0.0f;
             }
+        }
 }
 
 typedef void (*kern_f32_fn)(const float *const *row, size_t cs, const float *pb, int K, float *out, size_t ldo,
@@ -350,9 +355,13 @@ void tsc_gemm_f32(int M, int N, int K, tsc_mref_t A, tsc_mref_t B, float *C, siz
         for (int g = 0; g < (Mb + 7) / 8; g++)
             for (int k = 0; k < K; k++) {
                 const float *src = (const float *)A.p + (size_t)k * A.cs;
-                for (int ib = 8 * g; ib < Mb && ib < 8 * g + 8; ib++)
-                    for (int r = 0; r < MR; r++) /* rows past M repeat row M − 1 (dropped) */
-                        pa[((size_t)ib * K + k) * MR + r] = src[ib * MR + r < M ? ib * MR + r : M - 1];
+                for (int ib = 8 * g; ib < Mb && ib < 8 * g + 8; ib++) {
+                    float *d = pa + ((size_t)ib * K + k) * MR;
+                    if ((ib + 1) * MR <= M) memcpy(d, src + ib * MR, MR * sizeof(float));
+                    else
+                        for (int r = 0; r < MR; r++) /* rows past M repeat row M − 1 (dropped) */
+                            d[r] = src[ib * MR + r < M ? ib * MR + r : M - 1];
+                }
             }
     }
 #pragma omp parallel for collapse(2) schedule(static)
