@@ -611,7 +611,7 @@ static R SFX(stable_max)(SFX(hctx_t) *cx, R r_m, int r_s) {
 }
 
 /* Work elements fwd_head needs. */
-static size_t SFX(fwd_work)(int Bc, int D) { return 3 * (size_t)RB * Bc + (size_t)RB * D + 2 * (size_t)D; }
+static size_t SFX(fwd_work)(int Bc, int D) { return 3 * (size_t)RB * Bc + 2 * (size_t)RB * D + 2 * (size_t)D; }
 
 /* State of a block of RB rows of the forward: running max m, ℓ, and of the current key tile
  * r_m, m_new, the rescale factor c, the unmasked key count jv, the tie counts. */
@@ -622,9 +622,9 @@ typedef struct {
 } SFX(fblk_t);
 
 /* Forward scratch: S, P̄ as P̄V operand (PA) and as ℓ term (PB) [RB, Bc], Ō [RB, D], pv and the
- * trace's side sum [D]. */
+ * trace's side sum [D], the block's P̄V rows [RB, D] (fwd_head's batched P̄V). */
 typedef struct {
-    R *S, *PA, *PB, *OACC, *pv, *side;
+    R *S, *PA, *PB, *OACC, *pv, *side, *PV;
 } SFX(fwork_t);
 
 /* torch's exp_u20 of one FP32 lane (tsc_attention.h, "torch's CPU flash kernel"): x clamped to
@@ -778,23 +778,22 @@ static void SFX(fwd_row_mat)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, co
     SFX(rnd_arr)(oacc, D, &st[TSC_STAGE_PV]);
 }
 
-/* One row r of the block against the key tile at j0 (jn keys, bk->jv[r] unmasked): S finished,
- * r_m and the tie counts, m_tile (Algorithm 3), m_new, c, P̄; unfused, Ō and ℓ take the tile
- * here; fused, they are rescaled here and take the keys in fwd_fused_tile. */
-static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, int jn, const R *v,
-                              const SFX(fwork_t) *w) {
-    const int D = cx->D, Bc = cx->Bc, n = bk->jv[r];
+/* fwd_row_tile's first part (below): S finished, r_m and the tie counts, m_tile (Algorithm 3),
+ * m_new, c and P̄ (PA and PB). Returns 0 when the row is done with this tile (no key, or the
+ * materialized softmax, which does all here). */
+static int SFX(fwd_row_pre)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, int jn, const R *v,
+                            const SFX(fwork_t) *w) {
+    const int Bc = cx->Bc, n = bk->jv[r];
     const tsc_policy_t *pol = cx->pol;
     rst_t *st = cx->st;
     const double eps = pol->stable.enabled ? pol->stable.eps : 1e-3;
     R *s = w->S + (size_t)r * Bc, *pa = w->PA + (size_t)r * Bc, *pb = w->PB + (size_t)r * Bc;
-    R *oacc = w->OACC + (size_t)r * D, *pv = w->pv;
     bk->r_m[r] = -INFINITY;
     bk->ties[r] = bk->r_s[r] = 0;
-    if (n == 0 && !pol->torch_quirks) return; /* this row is done */
+    if (n == 0 && !pol->torch_quirks) return 0; /* this row is done */
     if (pol->softmax == TSC_SOFTMAX_MATERIALIZED) {
         SFX(fwd_row_mat)(cx, bk, r, j0, v, w);
-        return;
+        return 0;
     }
     R m_tile;
     if (n > 0) {
@@ -838,6 +837,20 @@ static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
     for (int jj = 0; jj < n; jj++) pb[jj] = pa[jj];
     SFX(rnd_arr)(pa, n, &st[TSC_STAGE_PBAR_PV]);
     SFX(rnd_arr)(pb, n, &st[TSC_STAGE_PBAR_L]);
+    return 1;
+}
+
+/* Its second part: Ō and ℓ take the tile (fused: they are rescaled). pvs: the row's P̄V when the
+ * caller summed it already (fwd_head's batched form), else NULL. */
+static void SFX(fwd_row_post)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, int jn, const R *v,
+                              const SFX(fwork_t) *w, const R *pvs) {
+    const int D = cx->D, Bc = cx->Bc, n = bk->jv[r];
+    const tsc_policy_t *pol = cx->pol;
+    rst_t *st = cx->st;
+    R *pa = w->PA + (size_t)r * Bc, *pb = w->PB + (size_t)r * Bc;
+    R *oacc = w->OACC + (size_t)r * D, *pv = w->pv;
+    const R c = bk->c[r], mn = bk->m_new[r];
+    const int vw = pol->vexp == TSC_VEXP_U20X16 ? 16 : pol->vexp == TSC_VEXP_U20X8 ? 8 : 0;
     if (pol->fused && cx->ltile) { /* l_i = l_i * alpha + tl.sum(p, 1): one FMA (Triton fuses it) */
         for (int d = 0; d < D; d++) oacc[d] = c * oacc[d];
         SFX(rnd_arr)(oacc, D, &st[TSC_STAGE_OACC]);
@@ -851,8 +864,12 @@ static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
         SFX(rnd_arr)(oacc, D, &st[TSC_STAGE_OACC]);
         bk->l[r] = SFX(rnd)(c * bk->l[r], &st[TSC_STAGE_L_RESCALE]); /* the keys' terms follow */
     } else {
-        for (int d = 0; d < D; d++) pv[d] = 0;
-        SFX(axpy_rows)(pv, pa, v + (size_t)j0 * D, n, D, &st[TSC_STAGE_ACC], &st[TSC_STAGE_ACC]);
+        if (pvs) {
+            for (int d = 0; d < D; d++) pv[d] = pvs[d];
+        } else {
+            for (int d = 0; d < D; d++) pv[d] = 0;
+            SFX(axpy_rows)(pv, pa, v + (size_t)j0 * D, n, D, &st[TSC_STAGE_ACC], &st[TSC_STAGE_ACC]);
+        }
         SFX(rnd_arr)(pv, D, &st[TSC_STAGE_PV]);
         if (st[TSC_STAGE_OACC].mode == TSC_ROUND_STOCHASTIC) { /* the stream's draws interleave */
             for (int d = 0; d < D; d++) {
@@ -876,6 +893,14 @@ static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
         }
     }
     bk->m[r] = mn;
+}
+
+/* One row r of the block against the key tile at j0 (jn keys, bk->jv[r] unmasked): S finished,
+ * r_m and the tie counts, m_tile (Algorithm 3), m_new, c, P̄; unfused, Ō and ℓ take the tile
+ * here; fused, they are rescaled here and take the keys in fwd_fused_tile. */
+static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, int jn, const R *v,
+                              const SFX(fwork_t) *w) {
+    if (SFX(fwd_row_pre)(cx, bk, r, j0, jn, v, w)) SFX(fwd_row_post)(cx, bk, r, j0, jn, v, w, NULL);
 }
 
 /* fused: Ō_r += P̄ V and ℓ_r += P̄ for the block's nr rows, each row's chain in key order (rows
@@ -987,9 +1012,17 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
     w.OACC = w.PB + (size_t)RB * Bc;
     w.pv = w.OACC + (size_t)RB * D;
     w.side = w.pv + D;
+    w.PV = w.side + D;
     rst_t *st = cx->st;
     const int n_kt = (T + Bc - 1) / Bc;
     tsc_attn_trace_t *win = sink && sink->tr && sink->tr->row_fn ? sink->tr : NULL;
+    /* the batched P̄V (below): where its four-row kernel exists, and no stage draws random numbers
+     * (stochastic rounding's draws must keep the row-by-row order) */
+    int batch_pv = 0;
+#if TMPL_SIMD == 16
+    batch_pv = !pol->fused && pol->softmax == TSC_SOFTMAX_ONLINE && D == 64 && st[TSC_STAGE_ACC].id;
+    for (int i = 0; i < TSC_STAGE_COUNT; i++) batch_pv &= st[i].mode != TSC_ROUND_STOCHASTIC;
+#endif
     for (int t0 = 0; t0 < T; t0 += RB) {
         const int nr = T - t0 < RB ? T - t0 : RB;
         SFX(fblk_t) bk;
@@ -1010,7 +1043,22 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
             /* causal: once no row of the block sees a key here, no later tile has one either */
             if (!any && !pol->torch_quirks) break;
             if (any) SFX(rowdot_rows)(cx, q + (size_t)t0 * D, nr, kT, j0, bk.jv, w.S, Bc);
-            for (int r = 0; r < nr; r++) SFX(fwd_row_tile)(cx, &bk, r, j0, jn, v, &w);
+            if (batch_pv && nr == RB) {
+                /* unfused, deterministic: every row's P̄ first, then the four rows' P̄V chains
+                 * together (axpy_multi: 16 independent FMA chains, where one row has 4), then each
+                 * row's Ō and ℓ; a row's operations and their order are those of fwd_row_tile */
+                int go[RB], jv[RB];
+                for (int r = 0; r < RB; r++) {
+                    go[r] = SFX(fwd_row_pre)(cx, &bk, r, j0, jn, v, &w);
+                    jv[r] = go[r] ? bk.jv[r] : 0;
+                }
+                for (size_t i = 0; i < (size_t)RB * D; i++) w.PV[i] = 0;
+                SFX(axpy_multi)(cx, w.PV, w.PA, Bc, v + (size_t)j0 * D, RB, jv, &st[TSC_STAGE_ACC]);
+                for (int r = 0; r < RB; r++)
+                    if (go[r]) SFX(fwd_row_post)(cx, &bk, r, j0, jn, v, &w, w.PV + (size_t)r * D);
+            } else {
+                for (int r = 0; r < nr; r++) SFX(fwd_row_tile)(cx, &bk, r, j0, jn, v, &w);
+            }
             if (pol->fused && any && pol->softmax == TSC_SOFTMAX_ONLINE) SFX(fwd_fused_tile)(cx, &bk, nr, j0, v, &w);
             if (sink) SFX(fwd_record)(cx, sink, &bk, nr, t0, jt, v, &w);
         }
