@@ -7,9 +7,9 @@
 #        (default build/tilescope, 2 threads, bench/results/diagnose.tsv)
 # Both sides get the same number of threads (OMP_NUM_THREADS / torch.set_num_threads).
 # Also prints cpu/wall of each side (2.0 at 2 threads: both cores busy throughout) and the load
-# average at the start and the end (bench/load.sh). On a busy machine (the load rule of bench/load.sh,
-# at the start or the end) the wall-time ratio is not claimed: the script says so and gives the CPU-time
-# ratio only.
+# average at the start and the end (bench/load.sh). On a busy machine (the load rule of bench/load.sh
+# at the start; at the end, the load that others added while it ran, its own threads taken out:
+# bench_others) the wall-time ratio is not claimed: the script says so and gives the CPU-time ratio only.
 # Results file (tab-separated): '# key=value' lines (bench, date, machine, cores, threads,
 # load_before, load_after, quiet, max_load), then a header line and one row per side:
 #   side  wall_s  user_s  sys_s  cpu_s  cpu_per_wall  rss_mib
@@ -39,10 +39,12 @@ export OMP_NUM_THREADS=$THREADS
 bench_load start
 load_before=$(load)
 busy_start=$BENCH_BUSY
+l0=$(cut -d' ' -f1 /proc/loadavg)
+t_start=$(date +%s.%N)
 read -r t_wall t_user t_sys t_rss < <(measure tilescope "$TSC" diagnose "$tmp/g.h5" -o "$tmp/diag" -q -v)
 read -r p_wall p_user p_sys p_rss < <(measure torch "$PY" "$here/bench_diagnose_torch.py" "$tmp/g.h5" "$tmp/base.json" "$THREADS")
 load_after=$(load)
-bench_load end
+bench_others "$l0" "$(awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')" "$THREADS"
 quiet=1
 if [ "$busy_start" = 1 ] || [ "$BENCH_BUSY" = 1 ]; then quiet=0; fi
 t_cpu=$(awk -v a="$t_user" -v b="$t_sys" 'BEGIN { printf "%.2f", a + b }')

@@ -3,6 +3,11 @@
 # ends, and claims no ratio (it says "not claimed" and why) when the 1-minute load average at its
 # start exceeds the limit: $TSC_BENCH_MAX_LOAD, else 0.75 x the online CPUs (1.5 on 2 cores).
 #   bench_load WHEN   prints "load average (WHEN): ..."; sets BENCH_BUSY=1 when above the limit
+#   bench_others L0 S N  after a run of S seconds on N threads that started at 1-minute load L0: the
+#                     load that others added on average meanwhile (the 1-minute average is an
+#                     exponential one, time constant 60 s: L = L0 e^(-S/60) + (N + others)(1 - e^(-S/60)));
+#                     sets BENCH_BUSY=1 when it is above 0.5 (half a CPU taken from the run); a run
+#                     under 15 s (the average moves in 5 s steps) is held to the start's limit instead
 #   bench_settle [S]  waits up to S seconds (default 60) for the load to fall to the limit
 #   bench_stats FILE  "median min max" (%.2f) of the numbers in FILE, one a line
 #   bench_mpi_env     mpirun present (else says how to install it, status 1); the environment of one
@@ -16,6 +21,19 @@ bench_load() {
     read -r -a la < /proc/loadavg
     BENCH_BUSY=$(awk -v a="${la[0]}" -v l="$lim" 'BEGIN { print (a > l) ? 1 : 0 }')
     echo "load average ($1): ${la[0]} ${la[1]} ${la[2]} (limit $lim, $(nproc) CPUs)$([ "$BENCH_BUSY" = 1 ] && echo ': BUSY')"
+}
+bench_others() {
+    local la
+    read -r -a la < /proc/loadavg
+    local o
+    o=$(awk -v l0="$1" -v s="$2" -v n="$3" -v l="${la[0]}" 'BEGIN { d = exp(-s / 60);
+        if (s < 15) { print "unknown"; exit } printf "%.2f", (l - l0 * d) / (1 - d) - n }')
+    if [ "$o" = unknown ]; then # under 15 s: the start rule
+        BENCH_BUSY=$(awk -v a="${la[0]}" -v l="$(bench_load_limit)" 'BEGIN { print (a > l) ? 1 : 0 }')
+    else
+        BENCH_BUSY=$(awk -v o="$o" 'BEGIN { print (o + 0 > 0.5) ? 1 : 0 }')
+    fi
+    echo "load average (end): ${la[0]} ${la[1]} ${la[2]}; added by others during the run: $o (limit 0.50)$([ "$BENCH_BUSY" = 1 ] && echo ': BUSY')"
 }
 bench_settle() {
     local end=$((SECONDS + ${1:-60})) lim
