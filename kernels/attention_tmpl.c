@@ -841,14 +841,14 @@ static int SFX(fwd_row_pre)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, int
 }
 
 /* Its second part: Ō and ℓ take the tile (fused: they are rescaled). pvs: the row's P̄V when the
- * caller summed it already (fwd_head's batched form), else NULL. */
+ * caller summed it already (fwd_head's batched form; rounded there in place), else NULL. */
 static void SFX(fwd_row_post)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, int jn, const R *v,
-                              const SFX(fwork_t) *w, const R *pvs) {
+                              const SFX(fwork_t) *w, R *pvs) {
     const int D = cx->D, Bc = cx->Bc, n = bk->jv[r];
     const tsc_policy_t *pol = cx->pol;
     rst_t *st = cx->st;
     R *pa = w->PA + (size_t)r * Bc, *pb = w->PB + (size_t)r * Bc;
-    R *oacc = w->OACC + (size_t)r * D, *pv = w->pv;
+    R *oacc = w->OACC + (size_t)r * D, *pv = pvs ? pvs : w->pv;
     const R c = bk->c[r], mn = bk->m_new[r];
     const int vw = pol->vexp == TSC_VEXP_U20X16 ? 16 : pol->vexp == TSC_VEXP_U20X8 ? 8 : 0;
     if (pol->fused && cx->ltile) { /* l_i = l_i * alpha + tl.sum(p, 1): one FMA (Triton fuses it) */
@@ -864,9 +864,7 @@ static void SFX(fwd_row_post)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
         SFX(rnd_arr)(oacc, D, &st[TSC_STAGE_OACC]);
         bk->l[r] = SFX(rnd)(c * bk->l[r], &st[TSC_STAGE_L_RESCALE]); /* the keys' terms follow */
     } else {
-        if (pvs) {
-            for (int d = 0; d < D; d++) pv[d] = pvs[d];
-        } else {
+        if (!pvs) {
             for (int d = 0; d < D; d++) pv[d] = 0;
             SFX(axpy_rows)(pv, pa, v + (size_t)j0 * D, n, D, &st[TSC_STAGE_ACC], &st[TSC_STAGE_ACC]);
         }
