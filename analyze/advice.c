@@ -223,6 +223,10 @@ void adv_recommend(tsc_diag_head_t *dh, double removed_frac) {
     if (strcmp(dh->culprit, "none") != 0)
         snprintf(dh->stage_note, sizeof dh->stage_note, "holding stages '%s' in FP32 %s", dh->culprit,
                  adv_effect(dh->culprit_ratio, removed_frac, eff, sizeof eff));
+    else if (strcmp(dh->nearest, "none") != 0)
+        snprintf(dh->stage_note, sizeof dh->stage_note,
+                 "no set of up to 3 stages held in FP32 removes the bias; the closest, '%s', %s", dh->nearest,
+                 adv_effect(dh->nearest_ratio, removed_frac, eff, sizeof eff));
     else
         snprintf(dh->stage_note, sizeof dh->stage_note, "no set of up to 3 stages held in FP32 removes the bias");
 }

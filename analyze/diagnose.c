@@ -377,6 +377,14 @@ static void alt_insert(tsc_diag_head_t *dh, const char *name, double ratio) {
     dh->n_alt = n + 1;
 }
 
+/* Keeps the replayed set with the smallest |ratio| so far, whether it removes the bias or not: when
+ * none does, the diagnosis still says which rounding steps carry most of it. */
+static void nearest_note(tsc_diag_head_t *dh, const char *name, double ratio, double se) {
+    if (!isfinite(ratio) || (isfinite(dh->nearest_ratio) && fabs(dh->nearest_ratio) <= fabs(ratio))) return;
+    snprintf(dh->nearest, sizeof dh->nearest, "%s", name);
+    dh->nearest_ratio = ratio, dh->nearest_se = se;
+}
+
 /* The head's analysed steps, and the features B sums over: every flagged feature (pooled over
  * steps, the same in each of its records), or all D when none is flagged. */
 static tsc_status_t head_setup(rep_t *r, const tsc_analysis_t *a, tsc_diag_head_t *dh) {
@@ -458,6 +466,13 @@ static tsc_status_t measure_lp(rep_t *r, const tsc_policy_t *hp, const tsc_polic
     r->use_mask = r->n_tie_rows > 0;
     dh->n_tie_rows = r->n_tie_rows;
     if ((st = bias_of(r, lp, dh->layer, dh->head, 0, &dh->bias_lp, r->bstep)) != TSC_OK) return st;
+    if (r->use_mask && !(fabs(dh->bias_lp) >= 2 * row_se(r, dh->bias_lp))) {
+        /* too few tie rows for B to stand out of its own rounding noise (a head flagged by its δ sum
+         * over every row): a substitution's ratio would be noise over noise, so B takes every row */
+        r->use_mask = 0;
+        dh->n_tie_rows = 0;
+        if ((st = bias_of(r, lp, dh->layer, dh->head, 0, &dh->bias_lp, r->bstep)) != TSC_OK) return st;
+    }
     int sbest = 0;
     for (int si = 1; si < r->ns; si++)
         if (fabs(r->bstep[si]) > fabs(r->bstep[sbest])) sbest = si;
@@ -488,6 +503,16 @@ static int forward_candidates(rep_t *r, const tsc_policy_t *lp, const tsc_diag_h
     return nfw;
 }
 
+/* 1: a substitution's ratio B(set)/B(lp), standard error se, removes the bias: its point estimate
+ * is within removed_frac of 0 and its effect stands out of the noise (|ratio| + 2 se < 1). Raising
+ * the scores changes every probability, and on a head with few rows B then lands anywhere, near 0
+ * by chance too; such a draw has a wide se and is not taken for the cause. (Stricter than this,
+ * |ratio| + 2 se <= removed_frac as for the fixes, would demand a precision of removed_frac / 2 that
+ * a head flagged at 2-3 se never allows.) */
+static int set_removes(double ratio, double se, double removed_frac) {
+    return isfinite(ratio) && fabs(ratio) <= removed_frac && fabs(ratio) + 2 * (isfinite(se) ? se : 0.0) < 1.0;
+}
+
 /* 2a: each candidate stage alone raised to FP32. */
 static tsc_status_t subst_single(rep_t *r, const tsc_policy_t *lp, const tsc_stage_t *fw, int nfw, double base,
                                  double removed_frac, tsc_diag_head_t *dh) {
@@ -502,12 +527,12 @@ static tsc_status_t subst_single(rep_t *r, const tsc_policy_t *lp, const tsc_sta
         TSC_INVARIANT(tsc_policy_format(&q, dh->subst_name[k], sizeof dh->subst_name[k]) == TSC_OK);
         snprintf(dh->subst_stage[k], sizeof dh->subst_stage[k], "%s", tsc_stage_name(fw[si]));
         dh->subst_ratio[k] = sv / base;
-        if (fabs(dh->subst_ratio[k]) < best) {
+        dh->subst_se[k] = row_se(r, sv) / fabs(base);
+        nearest_note(dh, dh->subst_stage[k], dh->subst_ratio[k], dh->subst_se[k]);
+        if (set_removes(dh->subst_ratio[k], dh->subst_se[k], removed_frac) && fabs(dh->subst_ratio[k]) < best) {
             best = fabs(dh->subst_ratio[k]);
-            if (best <= removed_frac) {
-                snprintf(dh->culprit, sizeof dh->culprit, "%s", tsc_stage_name(fw[si]));
-                dh->culprit_ratio = dh->subst_ratio[k];
-            }
+            snprintf(dh->culprit, sizeof dh->culprit, "%s", tsc_stage_name(fw[si]));
+            dh->culprit_ratio = dh->subst_ratio[k], dh->culprit_se = dh->subst_se[k];
         }
     }
     return TSC_OK;
@@ -524,8 +549,8 @@ static tsc_policy_t raised(const tsc_policy_t *lp, const tsc_stage_t *fw, int i0
     return q;
 }
 
-/* 2b, one set size: every set of `size` candidates; the smallest |ratio| that removes the bias
- * is the culprit, the other removing sets its alternatives. */
+/* 2b, one set size: every set of `size` candidates; among the sets that remove the bias
+ * (set_removes), the smallest |ratio| is the culprit, the others its alternatives. */
 static tsc_status_t subst_sets(rep_t *r, const tsc_policy_t *lp, const tsc_stage_t *fw, int nfw, int size,
                                double base, double removed_frac, tsc_diag_head_t *dh) {
     double best_set = INFINITY;
@@ -539,23 +564,27 @@ static tsc_status_t subst_sets(rep_t *r, const tsc_policy_t *lp, const tsc_stage
                 double sv;
                 tsc_status_t st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL);
                 if (st != TSC_OK) return st;
-                if (fabs(sv / base) <= removed_frac) alt_insert(dh, nm, sv / base);
-                if (fabs(sv / base) < best_set) {
-                    best_set = fabs(sv / base);
+                double ratio = sv / base, se = row_se(r, sv) / fabs(base);
+                nearest_note(dh, nm, ratio, se);
+                if (!set_removes(ratio, se, removed_frac)) continue;
+                alt_insert(dh, nm, ratio);
+                if (fabs(ratio) < best_set) {
+                    best_set = fabs(ratio);
                     bi0 = i0, bi1 = i1, bi2 = i2;
                 }
             }
-    if (bi0 < 0 || best_set > removed_frac || dh->n_subst >= TSC_DIAG_MAX_SUBST) return TSC_OK;
+    if (bi0 < 0 || dh->n_subst >= TSC_DIAG_MAX_SUBST) return TSC_OK;
     tsc_policy_t q = raised(lp, fw, bi0, bi1, bi2, nm, sizeof nm);
     double sv;
-    tsc_status_t st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL);
+    tsc_status_t st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL); /* memoised: no replay */
     if (st != TSC_OK) return st;
     int k = dh->n_subst++;
     TSC_INVARIANT(tsc_policy_format(&q, dh->subst_name[k], sizeof dh->subst_name[k]) == TSC_OK);
     snprintf(dh->subst_stage[k], sizeof dh->subst_stage[k], "%s", nm);
     dh->subst_ratio[k] = sv / base;
+    dh->subst_se[k] = row_se(r, sv) / fabs(base);
     snprintf(dh->culprit, sizeof dh->culprit, "%s", dh->subst_stage[k]);
-    dh->culprit_ratio = dh->subst_ratio[k];
+    dh->culprit_ratio = dh->subst_ratio[k], dh->culprit_se = dh->subst_se[k];
     /* the culprit itself is the first of the list (smallest |ratio|): keep the others */
     int w = 0;
     for (int i = 0; i < dh->n_alt; i++)
@@ -714,10 +743,12 @@ static tsc_status_t at_risk(tsc_diagnosis_t *dg) {
             dh->head = x->head;
             dh->step = x->step;
             dh->culprit_ratio = dh->stable_ratio = dh->delta_src_ratio = dh->dpp_ratio = dh->fp32o_ratio = NAN;
+            dh->nearest_ratio = dh->nearest_se = dh->culprit_se = NAN;
             dh->feature_mean_ulp = dh->accum_gain = NAN;
             dh->top_feature = -1;
             for (int b = 0; b < TSC_DIAG_MAX_BETAS; b++) dh->beta_ratio[b] = NAN;
             snprintf(dh->culprit, sizeof dh->culprit, "none");
+            snprintf(dh->nearest, sizeof dh->nearest, "none");
         }
         dh->flagged |= x->flagged;
         dh->delta_biased |= x->delta_biased;
@@ -1022,6 +1053,89 @@ tsc_status_t tsc_diagnose_run(const char *dump_path, const char *out_dir, const 
     return TSC_OK;
 }
 
+/* A closest set names its stages in the run's tally when it removes at least half of the bias. */
+#define DIAG_CLOSEST_NAMES 0.5
+
+/* Adds each stage of the set "a+b+c" to the tally (culprit: 1, closest: 0). */
+static void steps_add(tsc_diag_steps_t *o, const char *set, int culprit) {
+    char tmp[48];
+    snprintf(tmp, sizeof tmp, "%s", set);
+    for (char *save = NULL, *t = strtok_r(tmp, "+", &save); t; t = strtok_r(NULL, "+", &save)) {
+        int k = 0;
+        while (k < o->n_stages && strcmp(o->stage[k], t) != 0) k++;
+        if (k == o->n_stages) {
+            if (k == (int)(sizeof o->stage / sizeof o->stage[0])) continue;
+            snprintf(o->stage[k], sizeof o->stage[k], "%s", t);
+            o->culprit[k] = o->closest[k] = 0;
+            o->n_stages++;
+        }
+        if (culprit) o->culprit[k]++;
+        else o->closest[k]++;
+    }
+}
+
+/* Rank of a stage name in the policy's stage order (inputs q, k, v are stages too). */
+static int stage_rank(const char *name) {
+    tsc_stage_t s;
+    return tsc_stage_parse(name, &s) == TSC_OK ? (int)s : TSC_STAGE_COUNT;
+}
+
+void tsc_diagnose_steps(const tsc_diagnosis_t *d, tsc_diag_steps_t *o) {
+    memset(o, 0, sizeof *o);
+    for (size_t i = 0; i < d->n; i++) {
+        const tsc_diag_head_t *h = &d->heads[i];
+        if (h->n_subst == 0) continue; /* not examined */
+        o->n_heads++;
+        if (strcmp(h->culprit, "none") != 0) steps_add(o, h->culprit, 1);
+        else if (strcmp(h->nearest, "none") != 0 && fabs(h->nearest_ratio) <= DIAG_CLOSEST_NAMES)
+            steps_add(o, h->nearest, 0);
+    }
+    for (int a = 1; a < o->n_stages; a++) /* insertion sort: count, then culprit, then stage order */
+        for (int b = a; b > 0; b--) {
+            int tb = o->culprit[b] + o->closest[b], ta = o->culprit[b - 1] + o->closest[b - 1];
+            if (tb < ta || (tb == ta && o->culprit[b] < o->culprit[b - 1]) ||
+                (tb == ta && o->culprit[b] == o->culprit[b - 1] && stage_rank(o->stage[b]) >= stage_rank(o->stage[b - 1])))
+                break;
+            char t[16];
+            memcpy(t, o->stage[b], sizeof t), memcpy(o->stage[b], o->stage[b - 1], sizeof t);
+            memcpy(o->stage[b - 1], t, sizeof t);
+            int x = o->culprit[b]; o->culprit[b] = o->culprit[b - 1], o->culprit[b - 1] = x;
+            x = o->closest[b]; o->closest[b] = o->closest[b - 1], o->closest[b - 1] = x;
+        }
+    /* the majority stages, joined in the policy's stage order */
+    size_t w = 0;
+    for (int r = 0; r <= TSC_STAGE_COUNT; r++)
+        for (int k = 0; k < o->n_stages; k++)
+            if (stage_rank(o->stage[k]) == r && 2 * (o->culprit[k] + o->closest[k]) >= o->n_heads && o->n_heads > 0 &&
+                w < sizeof o->biased_step)
+                w += (size_t)snprintf(o->biased_step + w, sizeof o->biased_step - w, "%s%s", w ? "+" : "", o->stage[k]);
+    if (!w) snprintf(o->biased_step, sizeof o->biased_step, "none");
+}
+
+const char *tsc_diagnose_steps_line(const tsc_diagnosis_t *d, char *buf, size_t size) {
+    tsc_diag_steps_t o;
+    tsc_diagnose_steps(d, &o);
+    size_t w = (size_t)snprintf(buf, size, "biased step over the %d examined head%s: %s", o.n_heads,
+                                o.n_heads == 1 ? "" : "s", o.biased_step);
+    for (int k = 0; k < o.n_stages && w < size; k++)
+        w += (size_t)snprintf(buf + w, size - w, "%s%s %d/%d", k ? ", " : " (stages named by substitution, in the culprit "
+                              "set / in the closest set when none removes the bias and it leaves at most half: ", o.stage[k], o.culprit[k], o.closest[k]);
+    if (o.n_stages && w < size) snprintf(buf + w, size - w, ")");
+    return buf;
+}
+
+const char *tsc_diagnose_step_text(const tsc_diag_head_t *h, char *buf, size_t size) {
+    if (strcmp(h->culprit, "none") != 0)
+        snprintf(buf, size, "%s (FP32 there leaves %+.0f%% +- %.0f%% of the bias)", h->culprit,
+                 100 * h->culprit_ratio, 100 * h->culprit_se);
+    else if (strcmp(h->nearest, "none") != 0 && isfinite(h->nearest_ratio))
+        snprintf(buf, size, "not isolated (the closest, %s in FP32, leaves %+.0f%% +- %.0f%%)", h->nearest,
+                 100 * h->nearest_ratio, 100 * h->nearest_se);
+    else
+        snprintf(buf, size, "not isolated (no stage replayed)");
+    return buf;
+}
+
 const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, size_t size) {
     const tsc_diag_head_t *h = &d->heads[i];
     if (strcmp(h->verdict, "not examined") == 0) {
@@ -1039,10 +1153,12 @@ const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, siz
         if (h->n_features_summed > h->n_features && n < sizeof feats - 24)
             snprintf(feats + n, sizeof feats - n, ",... (%d in all)", h->n_features_summed);
     }
+    char step[128];
+    tsc_diagnose_step_text(h, step, sizeof step);
     snprintf(buf, size,
              "layer %d head %d: evidence: features %s biased (B %+.3g over %d steps), accumulated "
-             "sum_T(delta_lp-delta_hp) %+.3g; verdict: %s%s; recommendation: %s",
-             h->layer, h->head, feats, h->bias_lp, h->n_steps, h->delta_cumsum, h->verdict, gain,
+             "sum_T(delta_lp-delta_hp) %+.3g; biased step: %s; verdict: %s%s; recommendation: %s",
+             h->layer, h->head, feats, h->bias_lp, h->n_steps, h->delta_cumsum, step, h->verdict, gain,
              h->recommendation[0] ? h->recommendation : "-");
     return buf;
 }
@@ -1074,7 +1190,7 @@ const char *tsc_diagnose_event_text(const tsc_diagnosis_t *d, size_t i, char *bu
 
 /* key: [{stage, policy (when given), bias_ratio}, ...] */
 static void stage_list(tsc_json_t *j, const char *key, int n, const char (*stage)[48],
-                       const char (*policy)[TSC_POLICY_STR_MAX], const double *ratio) {
+                       const char (*policy)[TSC_POLICY_STR_MAX], const double *ratio, const double *se) {
     tsc_json_key(j, key);
     tsc_json_array_begin(j);
     for (int s = 0; s < n; s++) {
@@ -1082,6 +1198,7 @@ static void stage_list(tsc_json_t *j, const char *key, int n, const char (*stage
         tsc_json_kv_string(j, "stage", stage[s]);
         if (policy) tsc_json_kv_string(j, "policy", policy[s]);
         tsc_json_kv_number(j, "bias_ratio", ratio[s]);
+        if (se) tsc_json_kv_number(j, "bias_ratio_se", se[s]);
         tsc_json_object_end(j);
     }
     tsc_json_array_end(j);
@@ -1184,6 +1301,19 @@ static void diag_json(void *ctx, tsc_json_t *j) {
         tsc_json_object_end(j);
     }
     tsc_json_kv_int(j, "n_at_risk", (int64_t)d->n);
+    tsc_diag_steps_t st;
+    tsc_diagnose_steps(d, &st);
+    tsc_json_kv_string(j, "biased_step", st.biased_step);
+    tsc_json_key(j, "steps_named");
+    tsc_json_array_begin(j);
+    for (int k = 0; k < st.n_stages; k++) {
+        tsc_json_object_begin(j);
+        tsc_json_kv_string(j, "stage", st.stage[k]);
+        tsc_json_kv_int(j, "culprit", st.culprit[k]);
+        tsc_json_kv_int(j, "closest", st.closest[k]);
+        tsc_json_object_end(j);
+    }
+    tsc_json_array_end(j);
     tsc_json_key(j, "at_risk");
     tsc_json_array_begin(j);
     for (size_t i = 0; i < d->n; i++) {
@@ -1197,10 +1327,14 @@ static void diag_json(void *ctx, tsc_json_t *j) {
         tsc_json_kv_int(j, "top_feature", h->top_feature);
         tsc_json_kv_number(j, "feature_mean_ulp", h->feature_mean_ulp);
         tsc_json_kv_number(j, "bias_lp", h->bias_lp);
-        stage_list(j, "substitutions", h->n_subst, h->subst_stage, h->subst_name, h->subst_ratio);
+        stage_list(j, "substitutions", h->n_subst, h->subst_stage, h->subst_name, h->subst_ratio, h->subst_se);
         tsc_json_kv_string(j, "culprit", h->culprit);
         tsc_json_kv_number(j, "culprit_ratio", h->culprit_ratio);
-        stage_list(j, "culprit_alternatives", h->n_alt, h->alt_stage, NULL, h->alt_ratio);
+        tsc_json_kv_number(j, "culprit_ratio_se", h->culprit_se);
+        stage_list(j, "culprit_alternatives", h->n_alt, h->alt_stage, NULL, h->alt_ratio, NULL);
+        tsc_json_kv_string(j, "nearest_set", h->nearest);
+        tsc_json_kv_number(j, "nearest_ratio", h->nearest_ratio);
+        tsc_json_kv_number(j, "nearest_ratio_se", h->nearest_se);
         tsc_json_kv_number(j, "delta_src_ratio", h->delta_src_ratio);
         tsc_json_kv_number(j, "stable_ratio", h->stable_ratio);
         tsc_json_kv_numbers(j, "beta_ratios", h->beta_ratio, (size_t)d->n_betas);

@@ -123,8 +123,13 @@ typedef struct {
     char subst_name[TSC_DIAG_MAX_SUBST][TSC_POLICY_STR_MAX]; /* policy strings */
     char subst_stage[TSC_DIAG_MAX_SUBST][48];                /* stage name(s), "a+b" for a set */
     double subst_ratio[TSC_DIAG_MAX_SUBST];
-    char culprit[48];                  /* the stage (or smallest set "a+b") removing the bias, or "none" */
-    double culprit_ratio;
+    double subst_se[TSC_DIAG_MAX_SUBST];                     /* standard errors of those ratios */
+    char culprit[48];                  /* the stage (or smallest set "a+b") removing the bias (|ratio| <=
+                                          removed_frac and |ratio| + 2 se < 1), or "none" */
+    double culprit_ratio, culprit_se;
+    char nearest[48];                  /* the replayed set with the smallest |ratio|, removing or not (the
+                                          culprit when there is one; "none" when no set was replayed) */
+    double nearest_ratio, nearest_se;
     int n_alt;                         /* other sets of the culprit's size that remove it too */
     char alt_stage[TSC_DIAG_MAX_ALT][48];
     double alt_ratio[TSC_DIAG_MAX_ALT];
@@ -137,7 +142,7 @@ typedef struct {
     double stable_se, delta_src_se, dpp_se, fp32o_se; /* standard errors of those ratios */
     int n_fixes;
     tsc_diag_fix_t fixes[TSC_DIAG_MAX_FIXES]; /* in the fixed order of preference */
-    char stage_note[200];              /* the culprit stage set, in the tool's stage names (appendix) */
+    char stage_note[288];              /* the culprit stage set, in the tool's stage names (appendix) */
     char verdict[32];                  /* "accumulates", "biased", "biased (no x)", "not biased" */
     double mean_cos, top_energy;       /* from the analysis (NaN without x) */
     double accum_gain;                 /* tsc_head_pooled_t.accum_gain (NaN without x) */
@@ -184,6 +189,25 @@ TSC_API void tsc_diagnose_free(tsc_diagnosis_t *d);
 
 /* One line for head i: "layer L head H: evidence ...; verdict ...; recommendation ...". Returns buf. */
 TSC_API const char *tsc_diagnose_line(const tsc_diagnosis_t *d, size_t i, char *buf, size_t size);
+/* The head's biased step in words: "pv+oacc (FP32 there leaves +3% of the bias)", or "not isolated
+ * (the closest, S in FP32, leaves +35%)" when no set of up to 3 stages removes it. Returns buf. */
+TSC_API const char *tsc_diagnose_step_text(const tsc_diag_head_t *h, char *buf, size_t size);
+/* The rounding steps the substitutions name over the examined heads: for each stage, the heads whose
+ * culprit set holds it and the heads without a culprit whose closest set holds it and leaves at most
+ * half of the bias (|nearest_ratio| <= 0.5). */
+typedef struct {
+    int n_stages;
+    char stage[TSC_STAGE_COUNT + 3][16]; /* by decreasing count (culprit + closest), then culprit */
+    int culprit[TSC_STAGE_COUNT + 3];
+    int closest[TSC_STAGE_COUNT + 3];
+    int n_heads;                       /* examined heads (those with a replayed substitution) */
+    char biased_step[48];              /* the stages named for at least half of them, "a+b" in stage
+                                          order ("pv+oacc"), or "none" */
+} tsc_diag_steps_t;
+TSC_API void tsc_diagnose_steps(const tsc_diagnosis_t *d, tsc_diag_steps_t *out);
+/* "biased step over the 7 examined heads: pv+oacc (named by substitution, culprit set / closest set
+ * when none removes the bias: pv 4/3, oacc 4/3, scores 1/0)". Returns buf. */
+TSC_API const char *tsc_diagnose_steps_line(const tsc_diagnosis_t *d, char *buf, size_t size);
 /* The worked-example block of head i's rounding event (multi-line), or "" when none. Returns buf. */
 TSC_API const char *tsc_diagnose_event_text(const tsc_diagnosis_t *d, size_t i, char *buf, size_t size);
 /* The analysis summary plus "diagnosis" (keys in docs/FORMAT.md §3). */

@@ -158,10 +158,12 @@ int tsc_cmd_diagnose(int argc, char **argv) {
             printf("(%zu of %zu at-risk heads shown, most at risk first; %zu omitted: --verbose prints all, --top N "
                    "more, %s/summary.json has every one)\n", shown, dg->n, dg->n - shown, outdir);
         if (dg->n == 0 && !poor) printf("nothing at risk: no head shows a significant bias\n");
+        if (dg->n > 0) printf("%s\n", tsc_diagnose_steps_line(dg, line, sizeof line));
         if (dg->sweep_explanation[0]) printf("what the beta sweep did: %s\n", dg->sweep_explanation);
     }
     if (poor) poor_fit(json ? stderr : stdout, dg, dump);
     if (verbose) {
+        fflush(stdout); /* the report first, then this line, also when both go to one pipe */
         const tsc_attn_work_t w = tsc_attn_work();
         fprintf(stderr, "attention work of this process: %lld runs, %lld heads forward, %lld of them backward "
                         "(delta or gradients); %.2f GFLOP (FP32, counted from the formulas)\n",

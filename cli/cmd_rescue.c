@@ -208,9 +208,12 @@ static int write_md(rescue_t *r, const tsc_jv_t *sm, const char *png) {
     tsc_strbuf_printf(&md, "- at-risk layer/heads: %d, in layers %s\n", f->n_at_risk, f->layers[0] ? f->layers : "-");
     if (f->n_at_risk)
         tsc_strbuf_printf(&md, "- top head: layer %d, head %d (accumulated delta bias %+.3g at step %lld)\n"
-                               "- biased step (stages whose FP32 substitution removes the bias): %s\n"
+                               "- biased step over the examined heads (stages named by FP32 substitution for at "
+                               "least half of them): %s; the top head's (the set whose FP32 substitution "
+                               "removes its bias): %s\n"
                                "- verdict: %s\n- recommendation: %s\n",
-                          f->layer, f->head, f->delta_cumsum, f->step, f->culprit, f->verdict, f->recommendation);
+                          f->layer, f->head, f->delta_cumsum, f->step, f->biased_step[0] ? f->biased_step : "?",
+                          f->culprit, f->verdict, f->recommendation);
     tsc_strbuf_printf(&md, "\n## Fix applied\n\n`%s` appended to every attention policy of the run%s, from the "
                            "checkpoint after step %lld (%s/fixed/; the same weights, batches and settings up to "
                            "there, so its log starts as the run's).\n\n",
@@ -288,8 +291,10 @@ int tsc_cmd_rescue(int argc, char **argv) {
     r.lp = tsc_jv_str(sm, "lp") ? tsc_jv_str(sm, "lp") : "?";
     const tsc_repro_fix_t *f = &r.fix;
     if (f->n_at_risk)
-        printf("diagnosis: layer %d head %d carries the largest bias (%+.3g); biased step: %s; verdict: %s\n"
-               "recommendation: %s\n", f->layer, f->head, f->delta_cumsum, f->culprit, f->verdict, f->recommendation);
+        printf("diagnosis: biased step over the examined heads: %s; layer %d head %d carries the largest bias "
+               "(%+.3g; its biased step: %s); verdict: %s\nrecommendation: %s\n",
+               f->biased_step[0] ? f->biased_step : "?", f->layer, f->head, f->delta_cumsum, f->culprit, f->verdict,
+               f->recommendation);
     else
         printf("diagnosis: no at-risk head in %s (%s/summary.json)\n", r.dump.path, ddir);
     r.modifier = strcmp(fix, "auto") ? fix : f->modifier;

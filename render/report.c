@@ -183,7 +183,7 @@ static char **at_risk_rows(const tsc_jv_t *sm, int *nrows) {
             double fu = tsc_jv_num(h, "feature_mean_ulp"), tf = tsc_jv_num(h, "top_feature");
             r[4] = isfinite(fu) && tf >= 0 ? cell("%s; top %g (%+.3g ULP)", feats[0] ? feats : "none", tf, fu)
                                            : cell("%s", feats[0] ? feats : "none");
-            if (!isfinite(tsc_jv_num(h, "culprit_ratio"))) {
+            if (tsc_jv_str(h, "verdict") && strcmp(tsc_jv_str(h, "verdict"), "not examined") == 0) {
                 r[5] = cell("not examined (beyond --max-heads)");
                 r[6] = cell("-");
                 r[7] = cell("-");
@@ -312,9 +312,12 @@ static void verdict_text(const tsc_jv_t *sm, const tsc_jv_t *top, char *verdict,
     tsc_fig_counts_t n = tsc_fig_head_counts(sm);
     char of[32] = "";
     if (n.heads > 0) snprintf(of, sizeof of, " of %d", n.heads);
+    char step[96] = "";
+    const char *bs = tsc_jv_str(sm, "diagnosis.biased_step");
+    if (bs && strcmp(bs, "none") != 0) snprintf(step, sizeof step, "; biased rounding step: %.48s", bs);
     if (top)
-        snprintf(verdict, cap, "%g%s heads at risk. Top: layer %g head %g: %s. Recommendation: %s",
-                 tsc_jv_num(sm, "diagnosis.n_at_risk"), of, tsc_jv_num(top, "layer"), tsc_jv_num(top, "head"),
+        snprintf(verdict, cap, "%g%s heads at risk%s. Top: layer %g head %g: %s. Recommendation: %s",
+                 tsc_jv_num(sm, "diagnosis.n_at_risk"), of, step, tsc_jv_num(top, "layer"), tsc_jv_num(top, "head"),
                  tsc_jv_str(top, "verdict") ? tsc_jv_str(top, "verdict") : "?",
                  tsc_jv_str(top, "recommendation") ? tsc_jv_str(top, "recommendation") : "-");
     else if (n.flagged > 0 || (n.heads < 0 && tsc_jv_num(sm, "n_flagged_heads") > 0))
@@ -538,6 +541,8 @@ static void stage_text(const tsc_jv_t *sm, char *buf, size_t cap) {
     snprintf(buf, cap, "Attribution by substitution: the smallest set of the policy's rounding stages (docs/FORMAT.md "
                        "stage names) that, held in FP32, removes the bias; a tool for locating the rounding, not a "
                        "kernel option.\n");
+    const char *run = tsc_jv_str(sm, "diagnosis.biased_step");
+    if (run) addf_buf(buf, cap, "Over the examined heads (the stages named for at least half of them): %s.\n", run);
     for (size_t i = 0; ar && i < ar->n && i < 12; i++) {
         const tsc_jv_t *h = ar->items[i];
         if (!str_of(h, "stage_note")[0]) continue;

@@ -303,8 +303,12 @@ tsc_status_t tsc_repro_outcome_md(const tsc_repro_outcome_t *oc, const tsc_repro
     double nr = tsc_jv_num(doc->diagnosis, "diagnosis.n_at_risk");
     const tsc_jv_t *ph = tsc_jv_get(doc->diagnosis, "per_head");
     const char *fit = tsc_jv_str(doc->diagnosis, "diagnosis.fit.sentence");
-    tsc_strbuf_printf(sb, "## Diagnosis of lp's capture (%s/diagnose/)\n\n%s; %.0f of %zu heads at risk.\n", dir,
-                      fit ? fit : "no fit", isfinite(nr) ? nr : 0, ph ? ph->n : 0);
+    const char *bs = tsc_jv_str(doc->diagnosis, "diagnosis.biased_step");
+    tsc_strbuf_printf(sb, "## Diagnosis of lp's capture (%s/diagnose/)\n\n%s; %.0f of %zu heads at risk%s%s.\n", dir,
+                      fit ? fit : "no fit", isfinite(nr) ? nr : 0, ph ? ph->n : 0,
+                      bs && strcmp(bs, "none") ? "; biased rounding step (named by FP32 substitution for at least "
+                                                 "half of the examined heads): " : "",
+                      bs && strcmp(bs, "none") ? bs : "");
     flight_note(doc->flight_dir, sb);
     for (size_t i = 0; i < oc->n; i++)
         if (oc->rows[i].role == TSC_REPRO_LP && oc->rows[i].diverged_at >= 0 && doc->flight_dir && doc->ckpt_kept)
@@ -392,6 +396,7 @@ tsc_status_t tsc_repro_fix_choose(const tsc_jv_t *summary, const char *where, ts
                                   where ? where : "summary");
     size_t n = tsc_jv_len(summary, "diagnosis.at_risk");
     fix->n_at_risk = (int)n;
+    copy_field(fix->biased_step, sizeof fix->biased_step, tsc_jv_str(summary, "diagnosis.biased_step"));
     uint64_t layers = 0;
     for (size_t i = 0; i < n; i++) {
         long long l = tsc_jv_int(tsc_jv_at(at, i), "layer", -1);

@@ -160,7 +160,9 @@ typedef struct {
     int layer, head;           /* the top-ranked one (-1 when none) */
     long long step;            /* the step of its largest bias (-1) */
     double delta_cumsum;       /* its accumulated delta bias sum_T(delta_lp - delta_hp) (NaN) */
-    char culprit[64];          /* the stages whose FP32 substitution removes the bias ("pv,oacc"; "none") */
+    char culprit[64];          /* the top head's stages whose FP32 substitution removes the bias ("pv+oacc"; "none") */
+    char biased_step[64];      /* the stages named for at least half of the examined heads
+                                  (diagnosis.biased_step: "pv+oacc"; "none"; "" from an older summary) */
     char verdict[160];         /* the accumulation verdict */
     char fix[96];              /* the recommended fix's name ("stable softmax fix (beta 2, eps 0.001)") */
     char modifier[64];         /* its policy modifier ("+stable:beta=2"); when no single fix removes the

@@ -133,7 +133,58 @@ static void test_recommend(void) {
            h.recommendation);
 }
 
+/* The run's biased step: the stages of the culprit sets (the closest set where a head has none) of at
+ * least half of the examined heads, in the policy's stage order; heads not examined do not count. */
+static void test_steps(void) {
+    tsc_diag_head_t hs[5];
+    memset(hs, 0, sizeof hs);
+    const char *culprit[5] = {"oacc+pv", "none", "scores", "none", "none"};
+    const char *nearest[5] = {"oacc+pv", "pv+oacc+l", "scores", "none", "o"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(hs[i].culprit, sizeof hs[i].culprit, "%s", culprit[i]);
+        snprintf(hs[i].nearest, sizeof hs[i].nearest, "%s", nearest[i]);
+        hs[i].n_subst = i == 4 ? 0 : 3; /* the last was not examined (beyond --max-heads) */
+        hs[i].nearest_ratio = 0.3, hs[i].nearest_se = 0.1;
+    }
+    tsc_diagnosis_t d;
+    memset(&d, 0, sizeof d);
+    d.n = 5, d.heads = hs;
+    tsc_diag_steps_t st;
+    tsc_diagnose_steps(&d, &st);
+    CHECK_EQ_INT(st.n_heads, 4);
+    CHECKF(strcmp(st.biased_step, "pv+oacc") == 0, "%s", st.biased_step); /* 2 of 4, in stage order */
+    CHECK_EQ_INT(st.n_stages, 4);
+    CHECK(strcmp(st.stage[0], "pv") == 0 && st.culprit[0] == 1 && st.closest[0] == 1);
+    CHECK(strcmp(st.stage[1], "oacc") == 0 && st.culprit[1] == 1 && st.closest[1] == 1);
+    CHECK(strcmp(st.stage[2], "scores") == 0 && st.culprit[2] == 1 && st.closest[2] == 0);
+    CHECK(strcmp(st.stage[3], "l") == 0 && st.culprit[3] == 0 && st.closest[3] == 1);
+    char buf[512];
+    CHECKF(strstr(tsc_diagnose_steps_line(&d, buf, sizeof buf), "over the 4 examined heads: pv+oacc (") &&
+               strstr(buf, "scores 1/0, l 0/1)"), "%s", buf);
+    CHECK(strstr(tsc_diagnose_step_text(&hs[1], buf, sizeof buf), "not isolated (the closest, pv+oacc+l") &&
+          strstr(buf, "+30% +- 10%"));
+    /* a closest set that leaves more than half of the bias names nothing */
+    hs[1].nearest_ratio = -0.6;
+    tsc_diagnose_steps(&d, &st);
+    CHECKF(strcmp(st.biased_step, "none") == 0 && st.n_stages == 3, "%s %d", st.biased_step, st.n_stages);
+    for (int k = 0; k < st.n_stages; k++) CHECK(st.closest[k] == 0 && st.culprit[k] == 1); /* 1 of 4: below half */
+    hs[1].nearest_ratio = 0.3;
+    /* one stage named for 1 of 3 heads is below half: no biased step */
+    snprintf(hs[0].culprit, sizeof hs[0].culprit, "q");
+    snprintf(hs[1].nearest, sizeof hs[1].nearest, "k");
+    hs[3].n_subst = 0;
+    tsc_diagnose_steps(&d, &st);
+    CHECKF(strcmp(st.biased_step, "none") == 0 && st.n_heads == 3, "%s %d", st.biased_step, st.n_heads);
+    /* the stage note of a head without a culprit names the closest set */
+    tsc_diag_head_t h = hs[1];
+    snprintf(h.nearest, sizeof h.nearest, "pv+oacc+l");
+    adv_recommend(&h, 0.1);
+    CHECKF(strstr(h.stage_note, "no set of up to 3 stages") && strstr(h.stage_note, "'pv+oacc+l'") &&
+               strstr(h.stage_note, "+30%"), "%s", h.stage_note);
+}
+
 int main(void) {
+    test_steps();
     test_same_tile();
     test_split_tiles();
     test_sentences();

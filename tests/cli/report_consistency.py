@@ -244,7 +244,7 @@ if diag_out is not None and diag:
     elif not m or (int(m.group(1)), int(m.group(2))) != (len(at_risk), n_heads):
         errors.append('diagnose says %r' % (m and m.group(0)))
     for r in at_risk:
-        m = re.search(r'layer %d head %d: evidence: .*?accumulated sum_T\(delta_lp-delta_hp\) ([-+0-9.e]+); verdict: '
+        m = re.search(r'layer %d head %d: evidence: .*?accumulated sum_T\(delta_lp-delta_hp\) ([-+0-9.e]+); biased step: [^;]+; verdict: '
                       r'[a-z() ]+?(?: \(accumulation gain ([0-9.]+)\))?;' % (r['layer'], r['head']), diag_out)
         if not m:
             errors.append('diagnose has no line for layer %d head %d' % (r['layer'], r['head']))

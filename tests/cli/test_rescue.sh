@@ -50,13 +50,19 @@ dose=(--model gpt2-tiny,ctx=64 --threads 2 --batch 4 --seq-len 64 --precision bf
   && ok || bad "dosed run failed: $(head -3 err)"
 "$T" rescue dosed -o res >out 2>err; rc=$?
 [ "$rc" = 0 ] || [ "$rc" = 4 ] && ok || bad "rescue of the dosed run exit $rc: $(tail -3 err)"
-grep -q "^diagnosis: layer [0-9] head [0-9] carries the largest bias" out && ok || bad "no diagnosis line: $(grep -m3 diag out)"
+grep -q "^diagnosis: biased step over the examined heads: [a-z+-]*; layer [0-9] head [0-9] carries the largest bias" out && ok || bad "no diagnosis line: $(grep -m3 diag out)"
+# told nothing of the dose, the diagnosis names the dosed rounding (P-bar V and O-bar) as the biased step,
+# and says so as summary.json does
+step=$(sed -n 's/^diagnosis: biased step over the examined heads: \([a-z+-]*\);.*/\1/p' out)
+case "+$step+" in *+pv+*|*+oacc+*) ok ;; *) bad "biased step '$step' does not name pv or oacc" ;; esac
+py=$(find_py) || py=python3
+[ "$step" = "$("$py" -c 'import json; print(json.load(open("res/diagnose/summary.json"))["diagnosis"]["biased_step"])')" ] \
+  && ok || bad "biased step '$step' is not summary.json's"
 fix=$(grep -o '\[train\] fork dosed@[0-9]* -> res/fixed with [^ ]* appended' out)
 [ -n "$fix" ] && ok || bad "no fork line: $(grep -m2 train out)"
 at=$(echo "$fix" | sed 's/.*dosed@\([0-9]*\).*/\1/')
 applied=$(echo "$fix" | sed 's/.* with \([^ ]*\) appended/\1/')
 # the applied modifier is the recommended fix of the top head in summary.json (read independently here)
-py=$(find_py) || py=python3
 want=$("$py" -c '
 import json, sys
 s = json.load(open("res/diagnose/summary.json"))["diagnosis"]["at_risk"][0]
