@@ -10,12 +10,6 @@
 
 enum { CHUNK = 64 };
 
-static int dexp(double x) { /* exponent of |x|'s leading bit; x a non-zero finite normal double */
-    int e;
-    frexp(x, &e);
-    return e;
-} /* features per pass: the running sums stay in registers / L1 */
-
 static inline uint32_t f32_bits(float x) {
     union {
         float f;
@@ -24,16 +18,34 @@ static inline uint32_t f32_bits(float x) {
     return b.u;
 }
 
-/* One key for n <= CHUNK features: prev[i] = s[i], s[i] = fma(a, v[i], s[i]); carry[i] = 1 for a
- * *candidate* carry, from FP32 exponent fields only (so the loop vectorises): both operands and
- * the sum non-zero, the sum finite, and the sum's exponent above both operands' or the sum
- * subnormal. The product's exponent is taken one lower when its rounded value is a power of two
- * (rounding may have carried it up), and subnormal operands have field 0, so every true carry is a
- * candidate; the caller confirms each candidate exactly. Returns whether any is. */
+static inline int dexp_field(double x) { /* the biased exponent field of a double */
+    union {
+        double d;
+        uint64_t u;
+    } b = {.d = x};
+    return (int)((b.u >> 52) & 0x7ff);
+}
+
+/* One key for n <= CHUNK features: prev[i] = s[i], s[i] = fma(a, v[i], s[i]); mark[i] = 1 where the
+ * addition may be an event, decided in the vector loop:
+ * - a candidate carry, from FP32 exponent fields: both operands and the sum non-zero, the sum finite,
+ *   and the sum's exponent above both operands' or the sum subnormal (the product's exponent taken
+ *   one lower when its rounded value is a power of two: rounding may have carried it up; subnormal
+ *   operands have field 0), so every true carry is a candidate;
+ * - confirmed exactly (tsc_accum's carry_shift = +1) from exponents of doubles: prev and the
+ *   FP32 x FP32 product are exact in double; their double sum has the exact sum's exponent except
+ *   within 2^-53 below a power of two, where the FP32 sum is that power of two and has no rounding
+ *   bit anyway;
+ * - when narrow (sh = 23 - kept bits > 0): the FP32 sum's rounding bit and sticky bits set where its
+ *   exponent lies in [lo, hi] (normal in the output format, no overflow on rounding up), or any
+ *   exponent outside that range (event_error decides those with tsc_accum_round).
+ * The caller recomputes the event of each mark (event_error). Returns whether any is marked. */
 TSC_SIMD_CLONES
 static int key_step(float a, const float *restrict v, float *restrict s, float *restrict prev,
-                    int32_t *restrict carry, int n) {
+                    int32_t *restrict mark, int n, int narrow, int sh, int lo, int hi) {
     int any = 0;
+    const uint32_t rbit = narrow ? 1u << (sh - 1) : 0, sticky = rbit ? rbit - 1 : 0;
+    const double ad = (double)a;
 #pragma omp simd reduction(| : any)
     for (int i = 0; i < n; i++) {
         float si = s[i], vi = v[i], p = a * vi, sn = fmaf(a, vi, si);
@@ -41,7 +53,12 @@ static int key_step(float a, const float *restrict v, float *restrict s, float *
         int es = (int)((bs >> 23) & 0xff), ep = (int)((bp >> 23) & 0xff) - ((bp & 0x7fffff) == 0),
             en = (int)((bn >> 23) & 0xff);
         int c = (si != 0.0f) & (vi != 0.0f) & (sn != 0.0f) & (en != 0xff) & (((en > es) & (en > ep)) | (en == 0));
-        carry[i] = c;
+        double pd = ad * (double)vi, sd = (double)si + pd;
+        int xs = dexp_field(sd);
+        c &= (xs > dexp_field((double)si)) & (xs > dexp_field(pd));
+        int ex = en - 127, inside = (ex >= lo) & (ex <= hi);
+        c &= narrow & ((!inside) | (((bn & rbit) != 0) & ((bn & sticky) != 0)));
+        mark[i] = c;
         any |= c;
         prev[i] = si;
         s[i] = sn;
@@ -73,6 +90,15 @@ static int event_error(float x, tsc_format_t out_fmt, int keep, int bias, double
     return 1;
 }
 
+/* Which of the two int32 marks read as one uint64 holds m's lowest set bit (memory order). */
+static inline int mark_index(uint64_t m) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return __builtin_ctzll(m) < 32;
+#else
+    return __builtin_ctzll(m) >= 32;
+#endif
+}
+
 void tsc_census_row(const double *a, const float *v, int nv, int D, int block_k, tsc_format_t out_fmt, double l,
                     uint8_t *evt, tsc_census_t *acc) {
     int keep = tsc_format_mant_bits(out_fmt), narrow = keep < 23;
@@ -82,34 +108,32 @@ void tsc_census_row(const double *a, const float *v, int nv, int D, int block_k,
     for (int i0 = 0; i0 < D; i0 += CHUNK) {
         int n = D - i0 < CHUNK ? D - i0 : CHUNK;
         float s[CHUNK], prev[CHUNK];
-        int32_t carry[CHUNK];
+        int32_t mark[CHUNK];
         for (int j = 0; j < nv; j++) {
             if (j % block_k == 0) memset(s, 0, sizeof s);
             float aj = (float)a[j];
             if (aj == 0.0f) continue;
             acc->additions += n;
             const float *vj = v + (size_t)j * D + i0;
-            if (!key_step(aj, vj, s, prev, carry, n) || !narrow) continue;
-            for (int i = 0; i < n; i++) {
-                if (!carry[i]) continue;
-                /* The exact test (tsc_accum's carry_shift = +1) from exponents of doubles: prev and
-                 * the FP32 x FP32 product are exact in double; their double sum has the exact sum's
-                 * exponent except within 2^-53 below a power of two, where the FP32 sum is that
-                 * power of two and has no rounding bit anyway. */
-                double pd = (double)aj * (double)vj[i];
-                if (!(dexp(prev[i] + pd) > dexp(prev[i]) && dexp(prev[i] + pd) > dexp(pd))) continue;
-                double err;
-                int ev = event_error(s[i], out_fmt, keep, bias, &err);
-                if (!ev) continue;
-                double e = err / div;
-                if (s[i] < 0) {
-                    acc->events_neg++;
-                    acc->err_neg += e;
-                } else {
-                    acc->events_pos++;
-                    acc->err_pos += e;
+            if (!key_step(aj, vj, s, prev, mark, n, narrow, 23 - keep, 1 - bias, bias - 1)) continue;
+            if (n < CHUNK) memset(mark + n, 0, (size_t)(CHUNK - n) * sizeof mark[0]);
+            for (int w = 0; w < CHUNK; w += 2) { /* the marks two at a time: most pairs are 0 */
+                uint64_t m2;
+                memcpy(&m2, mark + w, 8);
+                for (; m2; m2 &= m2 - 1) { /* each mark is 0 or 1: one bit per marked feature */
+                    int i = w + mark_index(m2);
+                    double err;
+                    if (!event_error(s[i], out_fmt, keep, bias, &err)) continue;
+                    double e = err / div;
+                    if (s[i] < 0) {
+                        acc->events_neg++;
+                        acc->err_neg += e;
+                    } else {
+                        acc->events_pos++;
+                        acc->err_pos += e;
+                    }
+                    if (evt) evt[i0 + i] = 1;
                 }
-                if (evt) evt[i0 + i] = 1;
             }
         }
     }
