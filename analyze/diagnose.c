@@ -32,7 +32,7 @@ void tsc_diagnose_opts_init(tsc_diagnose_opts_t *o) {
     o->max_steps = 4;
 }
 
-typedef struct {
+typedef struct rep {
     tsc_dump_t *d;
     const tsc_dump_meta_t *m;
     int T, D, H, Hkv, nb;
@@ -64,6 +64,10 @@ typedef struct {
     int n_memo, memo_cap;
     char (*memo_pol)[TSC_POLICY_STR_MAX];
     struct memo_val { double sum, row_sq; long long row_n; } *memo_val; /* B and its per-row spread */
+    /* threads left over when this process examines fewer heads than it has threads: their contexts
+     * (own input and output buffers) replay this head's substitution sets beside it (bias_many) */
+    struct rep *help;
+    int n_help;
 } rep_t;
 
 /* The most bytes of inputs one thread caches for its head (rep_t.cache); more replays read the dump. */
@@ -513,21 +517,83 @@ static int set_removes(double ratio, double se, double removed_frac) {
     return isfinite(ratio) && fabs(ratio) <= removed_frac && fabs(ratio) + 2 * (isfinite(se) ? se : 0.0) < 1.0;
 }
 
+/* B and its standard error for n policies of this head, as bias_of gives them one by one (the memo
+ * consulted first and filled after, in order), the replays shared among r and its helpers: each
+ * runs in a copy of r with the helper's own input and output buffers and the head's shared state
+ * (steps, features, hp outputs, tie rows, the input cache read only). Each replay is the same
+ * computation whichever thread runs it, so the results do not depend on the number of threads. */
+static tsc_status_t bias_many(rep_t *r, const tsc_policy_t *pols, int n, int layer, int h, double *sum, double *se) {
+    enum { MSG = 512 };
+    char(*key)[TSC_POLICY_STR_MAX] = malloc((size_t)(n ? n : 1) * sizeof *key);
+    double *sq = malloc((size_t)(n ? n : 1) * sizeof *sq);
+    long long *rn = malloc((size_t)(n ? n : 1) * sizeof *rn);
+    uint8_t *todo = calloc((size_t)(n ? n : 1), 1);
+    tsc_status_t *st = calloc((size_t)(n ? n : 1), sizeof *st);
+    char(*msg)[MSG] = calloc((size_t)(n ? n : 1), sizeof *msg);
+    tsc_status_t ret = TSC_OK;
+    if (!key || !sq || !rn || !todo || !st || !msg) ret = tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    int *same = malloc((size_t)(n ? n : 1) * sizeof *same); /* an earlier equal policy of the list, or -1 */
+    if (!same && ret == TSC_OK) ret = tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    for (int i = 0; ret == TSC_OK && i < n; i++) {
+        TSC_INVARIANT(tsc_policy_format(&pols[i], key[i], sizeof key[i]) == TSC_OK);
+        same[i] = -1;
+        for (int j = 0; j < i && same[i] < 0; j++)
+            if (strcmp(key[j], key[i]) == 0) same[i] = j;
+        if (same[i] >= 0) continue;
+        if (memo_get(r, key[i], &sum[i])) sq[i] = r->row_sq, rn[i] = r->row_n;
+        else todo[i] = 1;
+    }
+    int nt = 1 + r->n_help;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && ret == TSC_OK)
+    for (int i = 0; i < n; i++) {
+        if (ret != TSC_OK || !todo[i]) continue;
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        rep_t w = *r;
+        if (tid > 0) { /* the helper's own buffers */
+            const rep_t *hp = &r->help[tid - 1];
+            w.q = hp->q, w.k = hp->k, w.v = hp->v, w.dO = hp->dO, w.o = hp->o, w.lse = hp->lse, w.dl = hp->dl;
+        }
+        w.cache_on = 0; /* read the cache, add nothing to it */
+        st[i] = bias_replay(&w, &pols[i], layer, h, 0, &sum[i], NULL);
+        sq[i] = w.row_sq, rn[i] = w.row_n;
+        if (st[i] != TSC_OK) snprintf(msg[i], MSG, "%s", tsc_error_last());
+    }
+    for (int i = 0; ret == TSC_OK && i < n; i++) {
+        if (todo[i] && st[i] != TSC_OK) {
+            ret = tsc_error_set(st[i], "%s", msg[i]);
+            break;
+        }
+        if (same[i] >= 0) sum[i] = sum[same[i]], sq[i] = sq[same[i]], rn[i] = rn[same[i]];
+        r->row_sq = sq[i], r->row_n = rn[i];
+        if (todo[i]) memo_put(r, key[i], sum[i]);
+        se[i] = row_se(r, sum[i]);
+    }
+    free(key), free(sq), free(rn), free(todo), free(st), free(msg), free(same);
+    return ret;
+}
+
 /* 2a: each candidate stage alone raised to FP32. */
 static tsc_status_t subst_single(rep_t *r, const tsc_policy_t *lp, const tsc_stage_t *fw, int nfw, double base,
                                  double removed_frac, tsc_diag_head_t *dh) {
+    if (nfw > TSC_DIAG_MAX_SUBST - dh->n_subst) nfw = TSC_DIAG_MAX_SUBST - dh->n_subst;
+    tsc_policy_t q[TSC_DIAG_MAX_SUBST] = {0};
+    double sv[TSC_DIAG_MAX_SUBST] = {0}, se[TSC_DIAG_MAX_SUBST] = {0};
+    for (int si = 0; si < nfw; si++) {
+        q[si] = *lp;
+        tsc_policy_stage_set(&q[si], fw[si], TSC_FMT_FP32);
+    }
+    tsc_status_t st = bias_many(r, q, nfw, dh->layer, dh->head, sv, se);
+    if (st != TSC_OK) return st;
     double best = INFINITY;
-    for (int si = 0; si < nfw && dh->n_subst < TSC_DIAG_MAX_SUBST; si++) {
-        tsc_policy_t q = *lp;
-        tsc_policy_stage_set(&q, fw[si], TSC_FMT_FP32);
-        double sv;
-        tsc_status_t st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL);
-        if (st != TSC_OK) return st;
+    for (int si = 0; si < nfw; si++) {
         int k = dh->n_subst++;
-        TSC_INVARIANT(tsc_policy_format(&q, dh->subst_name[k], sizeof dh->subst_name[k]) == TSC_OK);
+        TSC_INVARIANT(tsc_policy_format(&q[si], dh->subst_name[k], sizeof dh->subst_name[k]) == TSC_OK);
         snprintf(dh->subst_stage[k], sizeof dh->subst_stage[k], "%s", tsc_stage_name(fw[si]));
-        dh->subst_ratio[k] = sv / base;
-        dh->subst_se[k] = row_se(r, sv) / fabs(base);
+        dh->subst_ratio[k] = sv[si] / base;
+        dh->subst_se[k] = se[si] / fabs(base);
         nearest_note(dh, dh->subst_stage[k], dh->subst_ratio[k], dh->subst_se[k]);
         if (set_removes(dh->subst_ratio[k], dh->subst_se[k], removed_frac) && fabs(dh->subst_ratio[k]) < best) {
             best = fabs(dh->subst_ratio[k]);
@@ -557,32 +623,41 @@ static tsc_status_t subst_sets(rep_t *r, const tsc_policy_t *lp, const tsc_stage
     int bi0 = -1, bi1 = -1, bi2 = -1;
     char nm[48];
     dh->n_alt = 0;
-    for (int i0 = 0; i0 < nfw; i0++)
+    int n = 0, cap = nfw * nfw * (size == 3 ? nfw : 1) + 1;
+    tsc_policy_t *q = malloc((size_t)cap * sizeof *q);
+    int(*ix)[3] = malloc((size_t)cap * sizeof *ix);
+    double *sv = malloc((size_t)cap * sizeof *sv), *se = malloc((size_t)cap * sizeof *se);
+    tsc_status_t st = q && ix && sv && se ? TSC_OK : tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    for (int i0 = 0; st == TSC_OK && i0 < nfw; i0++)
         for (int i1 = i0 + 1; i1 < nfw; i1++)
             for (int i2 = size == 3 ? i1 + 1 : -1; size == 3 ? i2 < nfw : i2 < 0; i2++) {
-                tsc_policy_t q = raised(lp, fw, i0, i1, i2, nm, sizeof nm);
-                double sv;
-                tsc_status_t st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL);
-                if (st != TSC_OK) return st;
-                double ratio = sv / base, se = row_se(r, sv) / fabs(base);
-                nearest_note(dh, nm, ratio, se);
-                if (!set_removes(ratio, se, removed_frac)) continue;
-                alt_insert(dh, nm, ratio);
-                if (fabs(ratio) < best_set) {
-                    best_set = fabs(ratio);
-                    bi0 = i0, bi1 = i1, bi2 = i2;
-                }
+                q[n] = raised(lp, fw, i0, i1, i2, nm, sizeof nm);
+                ix[n][0] = i0, ix[n][1] = i1, ix[n][2] = i2;
+                n++;
             }
-    if (bi0 < 0 || dh->n_subst >= TSC_DIAG_MAX_SUBST) return TSC_OK;
-    tsc_policy_t q = raised(lp, fw, bi0, bi1, bi2, nm, sizeof nm);
-    double sv;
-    tsc_status_t st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL); /* memoised: no replay */
+    if (st == TSC_OK) st = bias_many(r, q, n, dh->layer, dh->head, sv, se);
+    for (int k = 0; st == TSC_OK && k < n; k++) {
+        raised(lp, fw, ix[k][0], ix[k][1], ix[k][2], nm, sizeof nm);
+        double ratio = sv[k] / base, rse = se[k] / fabs(base);
+        nearest_note(dh, nm, ratio, rse);
+        if (!set_removes(ratio, rse, removed_frac)) continue;
+        alt_insert(dh, nm, ratio);
+        if (fabs(ratio) < best_set) {
+            best_set = fabs(ratio);
+            bi0 = ix[k][0], bi1 = ix[k][1], bi2 = ix[k][2];
+        }
+    }
+    free(q), free(ix), free(sv), free(se);
     if (st != TSC_OK) return st;
+    if (bi0 < 0 || dh->n_subst >= TSC_DIAG_MAX_SUBST) return TSC_OK;
+    tsc_policy_t qc = raised(lp, fw, bi0, bi1, bi2, nm, sizeof nm);
+    double svc;
+    if ((st = bias_of(r, &qc, dh->layer, dh->head, 0, &svc, NULL)) != TSC_OK) return st; /* memoised: no replay */
     int k = dh->n_subst++;
-    TSC_INVARIANT(tsc_policy_format(&q, dh->subst_name[k], sizeof dh->subst_name[k]) == TSC_OK);
+    TSC_INVARIANT(tsc_policy_format(&qc, dh->subst_name[k], sizeof dh->subst_name[k]) == TSC_OK);
     snprintf(dh->subst_stage[k], sizeof dh->subst_stage[k], "%s", nm);
-    dh->subst_ratio[k] = sv / base;
-    dh->subst_se[k] = row_se(r, sv) / fabs(base);
+    dh->subst_ratio[k] = svc / base;
+    dh->subst_se[k] = row_se(r, svc) / fabs(base);
     snprintf(dh->culprit, sizeof dh->culprit, "%s", dh->subst_stage[k]);
     dh->culprit_ratio = dh->subst_ratio[k], dh->culprit_se = dh->subst_se[k];
     /* the culprit itself is the first of the list (smallest |ratio|): keep the others */
@@ -646,27 +721,30 @@ static tsc_status_t sweep_stats(rep_t *r, const tsc_policy_t *q, double ratio, t
  * FP32 O (+fp32:pv,oacc,o). */
 static tsc_status_t mitigation(rep_t *r, const tsc_policy_t *stable,
                                const tsc_diagnose_opts_t *opts, double base, tsc_diag_head_t *dh) {
-    double sv;
-    tsc_status_t st = bias_of(r, stable, dh->layer, dh->head, 0, &sv, NULL);
-    if (st != TSC_OK) return st;
-    dh->stable_ratio = sv / base;
-    dh->stable_se = row_se(r, sv) / fabs(base);
-    for (int bi = 0; bi < opts->n_betas; bi++) {
-        tsc_policy_t q = *stable;
-        q.stable.beta = opts->betas[bi];
-        if ((st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL)) != TSC_OK) return st;
-        dh->beta_ratio[bi] = sv / base;
-        double se = row_se(r, sv) / fabs(base);
-        if ((st = sweep_stats(r, &q, dh->beta_ratio[bi], dh, &dh->sweep[bi])) != TSC_OK) return st;
-        dh->sweep[bi].ratio_se = se;
+    /* the replays of B first, shared among the helpers: lp+stable, each β, FP32 O */
+    tsc_policy_t q[TSC_DIAG_MAX_BETAS + 2];
+    double sv[TSC_DIAG_MAX_BETAS + 2], se[TSC_DIAG_MAX_BETAS + 2];
+    int nb = opts->n_betas < TSC_DIAG_MAX_BETAS ? opts->n_betas : TSC_DIAG_MAX_BETAS;
+    q[0] = *stable;
+    for (int bi = 0; bi < nb; bi++) {
+        q[1 + bi] = *stable;
+        q[1 + bi].stable.beta = opts->betas[bi];
     }
-    tsc_policy_t q = *r->lp;
-    tsc_policy_stage_set(&q, TSC_STAGE_PV, TSC_FMT_FP32);
-    tsc_policy_stage_set(&q, TSC_STAGE_OACC, TSC_FMT_FP32);
-    tsc_policy_stage_set(&q, TSC_STAGE_O, TSC_FMT_FP32);
-    if ((st = bias_of(r, &q, dh->layer, dh->head, 0, &sv, NULL)) != TSC_OK) return st;
-    dh->fp32o_ratio = sv / base;
-    dh->fp32o_se = row_se(r, sv) / fabs(base);
+    q[1 + nb] = *r->lp;
+    tsc_policy_stage_set(&q[1 + nb], TSC_STAGE_PV, TSC_FMT_FP32);
+    tsc_policy_stage_set(&q[1 + nb], TSC_STAGE_OACC, TSC_FMT_FP32);
+    tsc_policy_stage_set(&q[1 + nb], TSC_STAGE_O, TSC_FMT_FP32);
+    tsc_status_t st = bias_many(r, q, nb + 2, dh->layer, dh->head, sv, se);
+    if (st != TSC_OK) return st;
+    dh->stable_ratio = sv[0] / base;
+    dh->stable_se = se[0] / fabs(base);
+    for (int bi = 0; bi < nb; bi++) {
+        dh->beta_ratio[bi] = sv[1 + bi] / base;
+        if ((st = sweep_stats(r, &q[1 + bi], dh->beta_ratio[bi], dh, &dh->sweep[bi])) != TSC_OK) return st;
+        dh->sweep[bi].ratio_se = se[1 + bi] / fabs(base);
+    }
+    dh->fp32o_ratio = sv[1 + nb] / base;
+    dh->fp32o_se = se[1 + nb] / fabs(base);
     return TSC_OK;
 }
 
@@ -815,8 +893,11 @@ static tsc_status_t examine_all(tsc_diagnosis_t *dg, const char *dump_path, cons
     size_t n_exam = dg->n < (size_t)(opts->max_heads > 0 ? opts->max_heads : 0) ? dg->n : (size_t)opts->max_heads;
     size_t n_mine = 0;
     for (size_t k = 0; k < n_exam; k++) n_mine += (int)(k % (size_t)c->size) == c->rank;
+    int total = nthr;
     if ((size_t)nthr > n_mine) nthr = (int)(n_mine ? n_mine : 1);
-    rep_t *rs = calloc((size_t)nthr, sizeof *rs);
+    /* one head and spare threads (a long context examined alone): they replay its substitution sets */
+    int n_help = nthr == 1 && n_mine == 1 ? total - 1 : 0;
+    rep_t *rs = calloc((size_t)(nthr + n_help), sizeof *rs);
     tsc_status_t *hst = calloc(dg->n ? dg->n : 1, sizeof *hst);
     char (*hmsg)[512] = calloc(dg->n ? dg->n : 1, sizeof *hmsg);
     if (!rs || !hst || !hmsg) {
@@ -830,8 +911,10 @@ static tsc_status_t examine_all(tsc_diagnosis_t *dg, const char *dump_path, cons
         const tsc_dump_meta_t *m = tsc_dump_meta(d);
         uint64_t T = (uint64_t)m->seq_len, per = 5 * T * m->head_dim * sizeof(float) + 16 * T +
                                                  TSC_ATTN_TRACE_ROW_BLOCK * 2 * T * 2 * sizeof(double) + DIAG_CACHE_BYTES;
-        st = tsc_mem_check((uint64_t)nthr * per, "diagnose: the per-thread replay buffers");
-        for (int t = 0; t < nthr && st == TSC_OK; t++) st = rep_init(&rs[t], d, a, P->lp, &opts->an.sel.batches);
+        st = tsc_mem_check((uint64_t)(nthr + n_help) * per, "diagnose: the per-thread replay buffers");
+        for (int t = 0; t < nthr + n_help && st == TSC_OK; t++)
+            st = rep_init(&rs[t], d, a, P->lp, &opts->an.sel.batches);
+        rs[0].help = rs + nthr, rs[0].n_help = n_help;
     }
     long long n_done = 0;
     if (c->rank == 0) tsc_progress_begin(opts->an.progress, "at-risk heads examined", (long long)n_exam);
@@ -856,7 +939,7 @@ static tsc_status_t examine_all(tsc_diagnosis_t *dg, const char *dump_path, cons
 #pragma omp critical(tsc_diagnose_progress)
         tsc_progress_tick(opts->an.progress, ++n_done);
     }
-    for (int t = 0; t < nthr; t++) rep_free(&rs[t]);
+    for (int t = 0; t < nthr + n_help; t++) rep_free(&rs[t]);
     free(rs);
     tsc_dump_close(d);
     st = TSC_OK;

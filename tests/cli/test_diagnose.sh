@@ -88,6 +88,15 @@ for h in json.load(open(sys.argv[1]))["diagnosis"]["at_risk"]:
     assert not {"q", "k", "v"} & {x["stage"] for x in h["substitutions"]}, h["substitutions"]
 PYEOF
 
+# One head examined on two threads: the spare thread replays its substitution sets and fixes beside
+# it (bias_many); the diagnosis is the one thread's, byte for byte (the same --run-id).
+for t in 1 2; do
+    OMP_NUM_THREADS=$t "$TSC" diagnose "$tmp/p.h5" -o "$tmp/t$t" -q --max-steps 2 --max-heads 1 \
+        --run-id 0123456789abcdef0123456789abcdef > /dev/null || bad "diagnose on $t threads"
+done
+cmp -s "$tmp/t1/summary.json" "$tmp/t2/summary.json" && grep -q '"culprit": "[a-z]' "$tmp/t1/summary.json" \
+    && ok || bad "one head on 1 and 2 threads: $(cmp "$tmp/t1/summary.json" "$tmp/t2/summary.json")"
+
 "$TSC" synth -o "$tmp/n.h5" --steps 0:12 --layers 1 --no-plant --quiet || exit 1
 "$TSC" diagnose "$tmp/n.h5" -o "$tmp/n" -q > "$tmp/n.txt"; rc=$?
 [ $rc -eq 0 ] && grep -q "nothing at risk" "$tmp/n.txt" && ok || bad "no-plant: exit $rc, $(cat "$tmp/n.txt")"
