@@ -54,8 +54,8 @@ static int key_step(float a, const float *restrict v, float *restrict s, float *
             en = (int)((bn >> 23) & 0xff);
         int c = (si != 0.0f) & (vi != 0.0f) & (sn != 0.0f) & (en != 0xff) & (((en > es) & (en > ep)) | (en == 0));
         double pd = ad * (double)vi, sd = (double)si + pd;
-        int xs = dexp_field(sd);
-        c &= (xs > dexp_field((double)si)) & (xs > dexp_field(pd));
+        int xs = dexp_field(sd), xprev = dexp_field((double)si), xp = dexp_field(pd);
+        c &= (xs > xprev) & (xs > xp);
         int ex = en - 127, inside = (ex >= lo) & (ex <= hi);
         c &= narrow & ((!inside) | (((bn & rbit) != 0) & ((bn & sticky) != 0)));
         mark[i] = c;
