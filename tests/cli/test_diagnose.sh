@@ -97,6 +97,34 @@ done
 cmp -s "$tmp/t1/summary.json" "$tmp/t2/summary.json" && grep -q '"culprit": "[a-z]' "$tmp/t1/summary.json" \
     && ok || bad "one head on 1 and 2 threads: $(cmp "$tmp/t1/summary.json" "$tmp/t2/summary.json")"
 
+# Inputs stored in FP32 whose values are all BF16 numbers (BF16 tensors saved in FP32, then imported):
+# bf16-torch's rounding of them is the identity, so they are no substitution candidates (each would
+# replay lp itself, and pairs and triples grow with the candidates); a q that is not BF16-valued is.
+"$PY" - "$tmp" <<'PYEOF' || bad "npz"
+import sys
+import numpy as np
+rng = np.random.default_rng(5)
+for name, exact_q in (("a", True), ("b", False)):
+    t = {}
+    for nm, h in (("q", 2), ("k", 1), ("v", 1), ("do", 2)):
+        x = rng.standard_normal((1, h, 256, 64), dtype=np.float32)
+        if nm != "q" or exact_q:
+            x = (x.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+        t[nm] = x
+    np.savez("%s/s%s.npz" % (sys.argv[1], name), **t)
+PYEOF
+for n in a b; do
+    TSC_PYTHON=$PY "$TSC" import "$tmp/s$n.npz" -o "$tmp/s$n.h5" --policy bf16-torch > /dev/null &&
+        "$TSC" diagnose "$tmp/s$n.h5" -o "$tmp/ds$n" -q --alpha 1 --min-ulp 0 --max-heads 1 > /dev/null ||
+        bad "import and diagnose $n"
+done
+if "$PY" - "$tmp/dsa/summary.json" "$tmp/dsb/summary.json" <<'PYEOF'; then ok; else bad "exact inputs replayed"; fi
+import sys, json
+st = [[x["stage"] for x in json.load(open(f))["diagnosis"]["at_risk"][0]["substitutions"]] for f in sys.argv[1:]]
+assert not {"q", "k", "v"} & set(st[0]) and "scores" in st[0], st[0]
+assert "q" in st[1] and not {"k", "v"} & set(st[1]), st[1]
+PYEOF
+
 "$TSC" synth -o "$tmp/n.h5" --steps 0:12 --layers 1 --no-plant --quiet || exit 1
 "$TSC" diagnose "$tmp/n.h5" -o "$tmp/n" -q > "$tmp/n.txt"; rc=$?
 [ $rc -eq 0 ] && grep -q "nothing at risk" "$tmp/n.txt" && ok || bad "no-plant: exit $rc, $(cat "$tmp/n.txt")"
