@@ -542,30 +542,28 @@ static int set_removes(double ratio, double se, double removed_frac) {
  * (steps, features, hp outputs, tie rows, the input cache read only). Each replay is the same
  * computation whichever thread runs it, so the results do not depend on the number of threads. */
 static tsc_status_t bias_many(rep_t *r, const tsc_policy_t *pols, int n, int layer, int h, double *sum, double *se) {
-    enum { MSG = 512 };
-    char(*key)[TSC_POLICY_STR_MAX] = malloc((size_t)(n ? n : 1) * sizeof *key);
-    double *sq = malloc((size_t)(n ? n : 1) * sizeof *sq);
-    long long *rn = malloc((size_t)(n ? n : 1) * sizeof *rn);
-    uint8_t *todo = calloc((size_t)(n ? n : 1), 1);
-    tsc_status_t *st = calloc((size_t)(n ? n : 1), sizeof *st);
-    char(*msg)[MSG] = calloc((size_t)(n ? n : 1), sizeof *msg);
-    tsc_status_t ret = TSC_OK;
-    if (!key || !sq || !rn || !todo || !st || !msg) ret = tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
-    int *same = malloc((size_t)(n ? n : 1) * sizeof *same); /* an earlier equal policy of the list, or -1 */
-    if (!same && ret == TSC_OK) ret = tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
-    for (int i = 0; ret == TSC_OK && i < n; i++) {
-        TSC_INVARIANT(tsc_policy_format(&pols[i], key[i], sizeof key[i]) == TSC_OK);
-        same[i] = -1;
-        for (int j = 0; j < i && same[i] < 0; j++)
-            if (strcmp(key[j], key[i]) == 0) same[i] = j;
-        if (same[i] >= 0) continue;
-        if (memo_get(r, key[i], &sum[i])) sq[i] = r->row_sq, rn[i] = r->row_n;
-        else todo[i] = 1;
+    struct item {
+        char key[TSC_POLICY_STR_MAX];
+        int todo, same;                /* replay it here; an earlier equal policy of the list, or -1 */
+        double sq;                     /* the per-row spread of the sum (row_sq, row_n) */
+        long long rn;
+        tsc_status_t st;
+        char msg[512];
+    } *it = calloc((size_t)(n ? n : 1), sizeof *it);
+    if (!it) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    for (int i = 0; i < n; i++) {
+        TSC_INVARIANT(tsc_policy_format(&pols[i], it[i].key, sizeof it[i].key) == TSC_OK);
+        it[i].same = -1;
+        for (int j = 0; j < i && it[i].same < 0; j++)
+            if (strcmp(it[j].key, it[i].key) == 0) it[i].same = j;
+        if (it[i].same >= 0) continue;
+        if (memo_get(r, it[i].key, &sum[i])) it[i].sq = r->row_sq, it[i].rn = r->row_n;
+        else it[i].todo = 1;
     }
     int nt = 1 + r->n_help;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && ret == TSC_OK)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
     for (int i = 0; i < n; i++) {
-        if (ret != TSC_OK || !todo[i]) continue;
+        if (!it[i].todo) continue;
         int tid = 0;
 #ifdef _OPENMP
         tid = omp_get_thread_num();
@@ -576,21 +574,23 @@ static tsc_status_t bias_many(rep_t *r, const tsc_policy_t *pols, int n, int lay
             w.q = hp->q, w.k = hp->k, w.v = hp->v, w.dO = hp->dO, w.o = hp->o, w.lse = hp->lse, w.dl = hp->dl;
         }
         w.cache_on = 0; /* read the cache, add nothing to it */
-        st[i] = bias_replay(&w, &pols[i], layer, h, 0, &sum[i], NULL);
-        sq[i] = w.row_sq, rn[i] = w.row_n;
-        if (st[i] != TSC_OK) snprintf(msg[i], MSG, "%s", tsc_error_last());
+        it[i].st = bias_replay(&w, &pols[i], layer, h, 0, &sum[i], NULL);
+        it[i].sq = w.row_sq, it[i].rn = w.row_n;
+        if (it[i].st != TSC_OK) snprintf(it[i].msg, sizeof it[i].msg, "%s", tsc_error_last());
     }
-    for (int i = 0; ret == TSC_OK && i < n; i++) {
-        if (todo[i] && st[i] != TSC_OK) {
-            ret = tsc_error_set(st[i], "%s", msg[i]);
+    tsc_status_t ret = TSC_OK;
+    for (int i = 0; i < n; i++) {
+        if (it[i].todo && it[i].st != TSC_OK) {
+            ret = tsc_error_set(it[i].st, "%s", it[i].msg);
             break;
         }
-        if (same[i] >= 0) sum[i] = sum[same[i]], sq[i] = sq[same[i]], rn[i] = rn[same[i]];
-        r->row_sq = sq[i], r->row_n = rn[i];
-        if (todo[i]) memo_put(r, key[i], sum[i]);
+        int f = it[i].same >= 0 ? it[i].same : i;
+        sum[i] = sum[f];
+        r->row_sq = it[f].sq, r->row_n = it[f].rn;
+        if (it[i].todo) memo_put(r, it[i].key, sum[i]);
         se[i] = row_se(r, sum[i]);
     }
-    free(key), free(sq), free(rn), free(todo), free(st), free(msg), free(same);
+    free(it);
     return ret;
 }
 
@@ -638,56 +638,43 @@ static tsc_policy_t raised(const tsc_policy_t *lp, const tsc_stage_t *fw, int i0
  * (set_removes), the smallest |ratio| is the culprit, the others its alternatives. */
 static tsc_status_t subst_sets(rep_t *r, const tsc_policy_t *lp, const tsc_stage_t *fw, int nfw, int size,
                                double base, double removed_frac, tsc_diag_head_t *dh) {
-    double best_set = INFINITY;
-    int bi0 = -1, bi1 = -1, bi2 = -1;
-    char nm[48];
     dh->n_alt = 0;
-    int n = 0, cap = nfw * nfw * (size == 3 ? nfw : 1) + 1;
+    int n = 0, cap = nfw * nfw * (size == 3 ? nfw : 1) + 1, kb = -1;
     tsc_policy_t *q = malloc((size_t)cap * sizeof *q);
-    int(*ix)[3] = malloc((size_t)cap * sizeof *ix);
+    char(*nm)[48] = malloc((size_t)cap * sizeof *nm);
     double *sv = malloc((size_t)cap * sizeof *sv), *se = malloc((size_t)cap * sizeof *se);
-    tsc_status_t st = q && ix && sv && se ? TSC_OK : tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    tsc_status_t st = q && nm && sv && se ? TSC_OK : tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
     for (int i0 = 0; st == TSC_OK && i0 < nfw; i0++)
         for (int i1 = i0 + 1; i1 < nfw; i1++)
-            for (int i2 = size == 3 ? i1 + 1 : -1; size == 3 ? i2 < nfw : i2 < 0; i2++) {
-                q[n] = raised(lp, fw, i0, i1, i2, nm, sizeof nm);
-                ix[n][0] = i0, ix[n][1] = i1, ix[n][2] = i2;
-                n++;
-            }
+            for (int i2 = size == 3 ? i1 + 1 : -1; size == 3 ? i2 < nfw : i2 < 0; i2++, n++)
+                q[n] = raised(lp, fw, i0, i1, i2, nm[n], sizeof nm[n]);
     if (st == TSC_OK) st = bias_many(r, q, n, dh->layer, dh->head, sv, se);
     for (int k = 0; st == TSC_OK && k < n; k++) {
-        raised(lp, fw, ix[k][0], ix[k][1], ix[k][2], nm, sizeof nm);
         double ratio = sv[k] / base, rse = se[k] / fabs(base);
-        nearest_note(dh, nm, ratio, rse);
+        nearest_note(dh, nm[k], ratio, rse);
         if (!set_removes(ratio, rse, removed_frac)) continue;
-        alt_insert(dh, nm, ratio);
-        if (fabs(ratio) < best_set) {
-            best_set = fabs(ratio);
-            bi0 = ix[k][0], bi1 = ix[k][1], bi2 = ix[k][2];
-        }
+        alt_insert(dh, nm[k], ratio);
+        if (kb < 0 || fabs(ratio) < fabs(sv[kb] / base)) kb = k;
     }
-    free(q), free(ix), free(sv), free(se);
-    if (st != TSC_OK) return st;
-    if (bi0 < 0 || dh->n_subst >= TSC_DIAG_MAX_SUBST) return TSC_OK;
-    tsc_policy_t qc = raised(lp, fw, bi0, bi1, bi2, nm, sizeof nm);
-    double svc;
-    if ((st = bias_of(r, &qc, dh->layer, dh->head, 0, &svc, NULL)) != TSC_OK) return st; /* memoised: no replay */
-    int k = dh->n_subst++;
-    TSC_INVARIANT(tsc_policy_format(&qc, dh->subst_name[k], sizeof dh->subst_name[k]) == TSC_OK);
-    snprintf(dh->subst_stage[k], sizeof dh->subst_stage[k], "%s", nm);
-    dh->subst_ratio[k] = svc / base;
-    dh->subst_se[k] = row_se(r, svc) / fabs(base);
-    snprintf(dh->culprit, sizeof dh->culprit, "%s", dh->subst_stage[k]);
-    dh->culprit_ratio = dh->subst_ratio[k], dh->culprit_se = dh->subst_se[k];
-    /* the culprit itself is the first of the list (smallest |ratio|): keep the others */
-    int w = 0;
-    for (int i = 0; i < dh->n_alt; i++)
-        if (strcmp(dh->alt_stage[i], dh->culprit) != 0) {
-            memmove(dh->alt_stage[w], dh->alt_stage[i], sizeof dh->alt_stage[w]);
-            dh->alt_ratio[w++] = dh->alt_ratio[i];
-        }
-    dh->n_alt = w;
-    return TSC_OK;
+    if (st == TSC_OK && kb >= 0 && dh->n_subst < TSC_DIAG_MAX_SUBST) {
+        int k = dh->n_subst++;
+        TSC_INVARIANT(tsc_policy_format(&q[kb], dh->subst_name[k], sizeof dh->subst_name[k]) == TSC_OK);
+        snprintf(dh->subst_stage[k], sizeof dh->subst_stage[k], "%s", nm[kb]);
+        dh->subst_ratio[k] = sv[kb] / base;
+        dh->subst_se[k] = se[kb] / fabs(base);
+        snprintf(dh->culprit, sizeof dh->culprit, "%s", dh->subst_stage[k]);
+        dh->culprit_ratio = dh->subst_ratio[k], dh->culprit_se = dh->subst_se[k];
+        /* the culprit itself is the first of the list (smallest |ratio|): keep the others */
+        int w = 0;
+        for (int i = 0; i < dh->n_alt; i++)
+            if (strcmp(dh->alt_stage[i], dh->culprit) != 0) {
+                memmove(dh->alt_stage[w], dh->alt_stage[i], sizeof dh->alt_stage[w]);
+                dh->alt_ratio[w++] = dh->alt_ratio[i];
+            }
+        dh->n_alt = w;
+    }
+    free(q), free(nm), free(sv), free(se);
+    return st;
 }
 
 /* 2: substitutions: each candidate alone; when none removes the bias, every pair, then every
@@ -1164,15 +1151,14 @@ static void steps_add(tsc_diag_steps_t *o, const char *set, int culprit) {
     snprintf(tmp, sizeof tmp, "%s", set);
     for (char *save = NULL, *t = strtok_r(tmp, "+", &save); t; t = strtok_r(NULL, "+", &save)) {
         int k = 0;
-        while (k < o->n_stages && strcmp(o->stage[k], t) != 0) k++;
+        while (k < o->n_stages && strcmp(o->named[k].stage, t) != 0) k++;
         if (k == o->n_stages) {
-            if (k == (int)(sizeof o->stage / sizeof o->stage[0])) continue;
-            snprintf(o->stage[k], sizeof o->stage[k], "%s", t);
-            o->culprit[k] = o->closest[k] = 0;
+            if (k == (int)(sizeof o->named / sizeof o->named[0])) continue;
+            snprintf(o->named[k].stage, sizeof o->named[k].stage, "%s", t);
             o->n_stages++;
         }
-        if (culprit) o->culprit[k]++;
-        else o->closest[k]++;
+        if (culprit) o->named[k].culprit++;
+        else o->named[k].closest++;
     }
 }
 
@@ -1180,6 +1166,15 @@ static void steps_add(tsc_diag_steps_t *o, const char *set, int culprit) {
 static int stage_rank(const char *name) {
     tsc_stage_t s;
     return tsc_stage_parse(name, &s) == TSC_OK ? (int)s : TSC_STAGE_COUNT;
+}
+
+/* Most named first, then most often as a culprit, then in stage order. */
+static int by_named(const void *pa, const void *pb) {
+    const tsc_diag_named_t *a = pa, *b = pb;
+    int ta = a->culprit + a->closest, tb = b->culprit + b->closest;
+    if (ta != tb) return tb - ta;
+    if (a->culprit != b->culprit) return b->culprit - a->culprit;
+    return stage_rank(a->stage) - stage_rank(b->stage);
 }
 
 void tsc_diagnose_steps(const tsc_diagnosis_t *d, tsc_diag_steps_t *o) {
@@ -1192,25 +1187,15 @@ void tsc_diagnose_steps(const tsc_diagnosis_t *d, tsc_diag_steps_t *o) {
         else if (strcmp(h->nearest, "none") != 0 && fabs(h->nearest_ratio) <= DIAG_CLOSEST_NAMES)
             steps_add(o, h->nearest, 0);
     }
-    for (int a = 1; a < o->n_stages; a++) /* insertion sort: count, then culprit, then stage order */
-        for (int b = a; b > 0; b--) {
-            int tb = o->culprit[b] + o->closest[b], ta = o->culprit[b - 1] + o->closest[b - 1];
-            if (tb < ta || (tb == ta && o->culprit[b] < o->culprit[b - 1]) ||
-                (tb == ta && o->culprit[b] == o->culprit[b - 1] && stage_rank(o->stage[b]) >= stage_rank(o->stage[b - 1])))
-                break;
-            char t[16];
-            memcpy(t, o->stage[b], sizeof t), memcpy(o->stage[b], o->stage[b - 1], sizeof t);
-            memcpy(o->stage[b - 1], t, sizeof t);
-            int x = o->culprit[b]; o->culprit[b] = o->culprit[b - 1], o->culprit[b - 1] = x;
-            x = o->closest[b]; o->closest[b] = o->closest[b - 1], o->closest[b - 1] = x;
-        }
+    qsort(o->named, (size_t)o->n_stages, sizeof o->named[0], by_named);
     /* the majority stages, joined in the policy's stage order */
     size_t w = 0;
     for (int r = 0; r <= TSC_STAGE_COUNT; r++)
         for (int k = 0; k < o->n_stages; k++)
-            if (stage_rank(o->stage[k]) == r && 2 * (o->culprit[k] + o->closest[k]) >= o->n_heads && o->n_heads > 0 &&
-                w < sizeof o->biased_step)
-                w += (size_t)snprintf(o->biased_step + w, sizeof o->biased_step - w, "%s%s", w ? "+" : "", o->stage[k]);
+            if (stage_rank(o->named[k].stage) == r && 2 * (o->named[k].culprit + o->named[k].closest) >= o->n_heads &&
+                o->n_heads > 0 && w < sizeof o->biased_step)
+                w += (size_t)snprintf(o->biased_step + w, sizeof o->biased_step - w, "%s%s", w ? "+" : "",
+                                      o->named[k].stage);
     if (!w) snprintf(o->biased_step, sizeof o->biased_step, "none");
 }
 
@@ -1220,8 +1205,10 @@ const char *tsc_diagnose_steps_line(const tsc_diagnosis_t *d, char *buf, size_t 
     size_t w = (size_t)snprintf(buf, size, "biased step over the %d examined head%s: %s", o.n_heads,
                                 o.n_heads == 1 ? "" : "s", o.biased_step);
     for (int k = 0; k < o.n_stages && w < size; k++)
-        w += (size_t)snprintf(buf + w, size - w, "%s%s %d/%d", k ? ", " : " (stages named by substitution, in the culprit "
-                              "set / in the closest set when none removes the bias and it leaves at most half: ", o.stage[k], o.culprit[k], o.closest[k]);
+        w += (size_t)snprintf(buf + w, size - w, "%s%s %d/%d",
+                              k ? ", " : " (stages named by substitution, in the culprit set / in the closest set "
+                                         "when none removes the bias and it leaves at most half: ",
+                              o.named[k].stage, o.named[k].culprit, o.named[k].closest);
     if (o.n_stages && w < size) snprintf(buf + w, size - w, ")");
     return buf;
 }
@@ -1410,9 +1397,9 @@ static void diag_json(void *ctx, tsc_json_t *j) {
     tsc_json_array_begin(j);
     for (int k = 0; k < st.n_stages; k++) {
         tsc_json_object_begin(j);
-        tsc_json_kv_string(j, "stage", st.stage[k]);
-        tsc_json_kv_int(j, "culprit", st.culprit[k]);
-        tsc_json_kv_int(j, "closest", st.closest[k]);
+        tsc_json_kv_string(j, "stage", st.named[k].stage);
+        tsc_json_kv_int(j, "culprit", st.named[k].culprit);
+        tsc_json_kv_int(j, "closest", st.named[k].closest);
         tsc_json_object_end(j);
     }
     tsc_json_array_end(j);

@@ -196,10 +196,13 @@ TSC_API const char *tsc_diagnose_step_text(const tsc_diag_head_t *h, char *buf, 
  * culprit set holds it and the heads without a culprit whose closest set holds it and leaves at most
  * half of the bias (|nearest_ratio| <= 0.5). */
 typedef struct {
+    char stage[16];
+    int culprit, closest;              /* heads naming the stage in their culprit set, in their closest set */
+} tsc_diag_named_t;
+typedef struct {
     int n_stages;
-    char stage[TSC_STAGE_COUNT + 3][16]; /* by decreasing count (culprit + closest), then culprit */
-    int culprit[TSC_STAGE_COUNT + 3];
-    int closest[TSC_STAGE_COUNT + 3];
+    tsc_diag_named_t named[TSC_STAGE_COUNT + 3]; /* by decreasing count (culprit + closest), then culprit,
+                                                    then stage order */
     int n_heads;                       /* examined heads (those with a replayed substitution) */
     char biased_step[48];              /* the stages named for at least half of them, "a+b" in stage
                                           order ("pv+oacc"), or "none" */

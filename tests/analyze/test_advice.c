@@ -154,10 +154,10 @@ static void test_steps(void) {
     CHECK_EQ_INT(st.n_heads, 4);
     CHECKF(strcmp(st.biased_step, "pv+oacc") == 0, "%s", st.biased_step); /* 2 of 4, in stage order */
     CHECK_EQ_INT(st.n_stages, 4);
-    CHECK(strcmp(st.stage[0], "pv") == 0 && st.culprit[0] == 1 && st.closest[0] == 1);
-    CHECK(strcmp(st.stage[1], "oacc") == 0 && st.culprit[1] == 1 && st.closest[1] == 1);
-    CHECK(strcmp(st.stage[2], "scores") == 0 && st.culprit[2] == 1 && st.closest[2] == 0);
-    CHECK(strcmp(st.stage[3], "l") == 0 && st.culprit[3] == 0 && st.closest[3] == 1);
+    CHECK(strcmp(st.named[0].stage, "pv") == 0 && st.named[0].culprit == 1 && st.named[0].closest == 1);
+    CHECK(strcmp(st.named[1].stage, "oacc") == 0 && st.named[1].culprit == 1 && st.named[1].closest == 1);
+    CHECK(strcmp(st.named[2].stage, "scores") == 0 && st.named[2].culprit == 1 && st.named[2].closest == 0);
+    CHECK(strcmp(st.named[3].stage, "l") == 0 && st.named[3].culprit == 0 && st.named[3].closest == 1);
     char buf[512];
     CHECKF(strstr(tsc_diagnose_steps_line(&d, buf, sizeof buf), "over the 4 examined heads: pv+oacc (") &&
                strstr(buf, "scores 1/0, l 0/1)"), "%s", buf);
@@ -167,7 +167,7 @@ static void test_steps(void) {
     hs[1].nearest_ratio = -0.6;
     tsc_diagnose_steps(&d, &st);
     CHECKF(strcmp(st.biased_step, "none") == 0 && st.n_stages == 3, "%s %d", st.biased_step, st.n_stages);
-    for (int k = 0; k < st.n_stages; k++) CHECK(st.closest[k] == 0 && st.culprit[k] == 1); /* 1 of 4: below half */
+    for (int k = 0; k < st.n_stages; k++) CHECK(st.named[k].closest == 0 && st.named[k].culprit == 1); /* 1 of 4: below half */
     hs[1].nearest_ratio = 0.3;
     /* one stage named for 1 of 3 heads is below half: no biased step */
     snprintf(hs[0].culprit, sizeof hs[0].culprit, "q");
