@@ -487,40 +487,49 @@ static tsc_status_t measure_lp(rep_t *r, const tsc_policy_t *hp, const tsc_polic
     return TSC_OK;
 }
 
-/* 1: every value of input s (q, k or v) over the head's replayed (step, batch row)s is a number of
- * lp's format for it, so rounding it there is the identity (in any mode) and raising it to FP32
- * would replay lp itself: BF16 values stored as FP32 (an import of BF16 tensors saved in FP32).
- * A read that fails answers 0: the replay then reports it. */
-static int input_exact(rep_t *r, const tsc_policy_t *lp, tsc_stage_t s, const tsc_diag_head_t *dh) {
+static const tsc_stage_t diag_inputs[3] = {TSC_STAGE_Q, TSC_STAGE_K, TSC_STAGE_V};
+
+/* Clears narrow[c] for each input c (q, k, v) whose every value over the head's replayed (step, batch
+ * row)s is a number of lp's format for it already: rounding it there is the identity (in any mode),
+ * so raising it to FP32 would replay lp itself (BF16 values stored as FP32: an import of BF16 tensors
+ * saved in FP32). One read of each (step, batch row); a read that fails clears nothing (the replay
+ * then reports it). */
+static void drop_exact_inputs(rep_t *r, const tsc_policy_t *lp, const tsc_diag_head_t *dh, int narrow[3]) {
     const size_t n = (size_t)r->T * r->D;
-    for (int si = 0; si < r->ns; si++)
-        for (int bi = 0; bi < r->nb; bi++) {
-            if (load(r, r->steps[si], dh->layer, dh->head, r->bs[bi]) != TSC_OK) return 0;
-            const float *x = s == TSC_STAGE_Q ? r->q : s == TSC_STAGE_K ? r->k : r->v;
-            for (size_t i = 0; i < n; i++)
-                if (x[i] == x[i] && tsc_round_f32(x[i], lp->fmt[s], TSC_ROUND_NEAREST_EVEN, NULL) != x[i]) return 0;
+    int exact[3] = {narrow[0], narrow[1], narrow[2]};
+    for (int si = 0; si < r->ns && (exact[0] | exact[1] | exact[2]); si++)
+        for (int bi = 0; bi < r->nb && (exact[0] | exact[1] | exact[2]); bi++) {
+            if (load(r, r->steps[si], dh->layer, dh->head, r->bs[bi]) != TSC_OK) return;
+            const float *x[3] = {r->q, r->k, r->v};
+            for (int c = 0; c < 3; c++) {
+                const tsc_format_t f = lp->fmt[diag_inputs[c]];
+                for (size_t i = 0; exact[c] && i < n; i++)
+                    if (x[c][i] == x[c][i] && tsc_round_f32(x[c][i], f, TSC_ROUND_NEAREST_EVEN, NULL) != x[c][i])
+                        exact[c] = 0;
+            }
         }
-    return 1;
+    for (int c = 0; c < 3; c++)
+        if (exact[c]) narrow[c] = 0;
 }
 
 /* The stages substitution raises: each input (q, k, v) whose format in lp is narrower than the
  * dump's stored one (FP8 inputs from a BF16 dump: the quantisation itself can be the bias; a BF16
  * stage on BF16 data changes nothing and is not replayed, nor is one whose stored values all are
- * numbers of lp's format already: input_exact), and each low forward stage. Every candidate costs
- * a replay alone, and pairs and triples grow with the square and cube of their number. */
+ * numbers of lp's format already: drop_exact_inputs), and each low forward stage. Every candidate
+ * costs a replay alone, and pairs and triples grow with the square and cube of their number. */
 static int forward_candidates(rep_t *r, const tsc_policy_t *lp, const tsc_diag_head_t *dh, tsc_stage_t *fw) {
     tsc_stage_t stages[TSC_STAGE_COUNT];
-    int nst = tsc_policy_low_stages(lp, stages), nfw = 0;
-    static const tsc_stage_t inputs[3] = {TSC_STAGE_Q, TSC_STAGE_K, TSC_STAGE_V};
-    for (int i = 0; i < 3; i++) {
+    int nst = tsc_policy_low_stages(lp, stages), nfw = 0, narrow[3];
+    for (int c = 0; c < 3; c++) {
         tsc_dump_dataset_info_t info;
         tsc_h5_lock();
-        tsc_status_t ist = tsc_dump_dataset_info(r->d, dh->step, dh->layer, tsc_stage_name(inputs[i]), &info);
+        tsc_status_t ist = tsc_dump_dataset_info(r->d, dh->step, dh->layer, tsc_stage_name(diag_inputs[c]), &info);
         tsc_h5_unlock();
-        if (ist == TSC_OK && tsc_format_mant_bits(lp->fmt[inputs[i]]) < tsc_format_mant_bits(info.dtype) &&
-            !input_exact(r, lp, inputs[i], dh))
-            fw[nfw++] = inputs[i];
+        narrow[c] = ist == TSC_OK && tsc_format_mant_bits(lp->fmt[diag_inputs[c]]) < tsc_format_mant_bits(info.dtype);
     }
+    if (narrow[0] | narrow[1] | narrow[2]) drop_exact_inputs(r, lp, dh, narrow);
+    for (int c = 0; c < 3; c++)
+        if (narrow[c]) fw[nfw++] = diag_inputs[c];
     for (int i = 0; i < nst; i++)
         if (is_forward_stage(stages[i])) fw[nfw++] = stages[i];
     return nfw;
