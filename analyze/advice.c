@@ -71,7 +71,7 @@ tsc_status_t adv_sweep_replay(adv_sweep_acc_t *a, const tsc_attn_dims_t *dims, c
     sweep_ctx_t c = {a, tie};
     tsc_attn_trace_t tr;
     tsc_status_t st = tsc_attn_trace_init_rows(&tr, dims->T, dims->D, a->pol->block_k,
-                                               TSC_TRACE_SCORES | TSC_TRACE_TILES, TSC_ATTN_TRACE_ROW_BLOCK,
+                                               TSC_TRACE_SCORES | TSC_TRACE_TILES, TSC_ATTN_ROW_GROUP,
                                                sweep_block, &c);
     if (st != TSC_OK) return st;
     tsc_attn_dims_t d1 = *dims;

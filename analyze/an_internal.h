@@ -103,7 +103,7 @@ enum { AN_PK_ROWS = 64 };
  * and the P K rows of e (an_ties_row, an_census_row, an_pk_row); keep the probe row's P-bar. */
 enum { AN_TR_NONE = 0, AN_TR_ROWS = 1, AN_TR_PROBE = 2 };
 /* Rows the lp trace window holds (the forward's row block). */
-enum { AN_TR_WINDOW = TSC_ATTN_TRACE_ROW_BLOCK };
+enum { AN_TR_WINDOW = TSC_ATTN_ROW_GROUP };
 
 static inline int an_n_visible(int causal, int T, int t) { return causal ? t + 1 : T; }
 

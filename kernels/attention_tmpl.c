@@ -611,7 +611,11 @@ static R SFX(stable_max)(SFX(hctx_t) *cx, R r_m, int r_s) {
 }
 
 /* Work elements fwd_head needs. */
-static size_t SFX(fwd_work)(int Bc, int D) { return 3 * (size_t)RB * Bc + 2 * (size_t)RB * D + 2 * (size_t)D; }
+/* Row blocks that visit a key tile together (fwd_head). */
+#define FG (TSC_ATTN_ROW_GROUP / RB)
+static size_t SFX(fwd_work)(int Bc, int D) {
+    return 3 * (size_t)RB * Bc + (FG + 1) * (size_t)RB * D + 2 * (size_t)D;
+}
 
 /* State of a block of RB rows of the forward: running max m, ℓ, and of the current key tile
  * r_m, m_new, the rescale factor c, the unmasked key count jv, the tie counts. */
@@ -841,9 +845,10 @@ static int SFX(fwd_row_pre)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, int
 }
 
 /* Its second part: Ō and ℓ take the tile (fused: they are rescaled). pvs: the row's P̄V when the
- * caller summed it already (fwd_head's batched form; rounded there in place), else NULL. */
+ * caller summed it already (fwd_head's batched form; rounded there in place), else NULL; lsum:
+ * the tile's sum of P̄ in key order when the caller has it (the same batched form), else NULL. */
 static void SFX(fwd_row_post)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, int jn, const R *v,
-                              const SFX(fwork_t) *w, R *pvs) {
+                              const SFX(fwork_t) *w, R *pvs, const R *lsum) {
     const int D = cx->D, Bc = cx->Bc, n = bk->jv[r];
     const tsc_policy_t *pol = cx->pol;
     rst_t *st = cx->st;
@@ -884,7 +889,7 @@ static void SFX(fwd_row_post)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
             const R sum = SFX(sum_vexp)(pb, n, jn, vw, &st[TSC_STAGE_ACC]);
             bk->l[r] = SFX(rnd)(FMA(c, bk->l[r], sum), &st[TSC_STAGE_L]);
         } else {
-            R sum = SFX(sum_ordered)(pol, pb, n, &st[TSC_STAGE_ACC]);
+            R sum = lsum ? *lsum : SFX(sum_ordered)(pol, pb, n, &st[TSC_STAGE_ACC]);
             if (pol->torch_quirks && sum < (R)1e-10) sum = (R)1e-10;
             R scaled = SFX(rnd)(c * bk->l[r], &st[TSC_STAGE_L_RESCALE]);
             bk->l[r] = SFX(rnd)(scaled + sum, &st[TSC_STAGE_L]);
@@ -898,7 +903,7 @@ static void SFX(fwd_row_post)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
  * here; fused, they are rescaled here and take the keys in fwd_fused_tile. */
 static void SFX(fwd_row_tile)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, int jn, const R *v,
                               const SFX(fwork_t) *w) {
-    if (SFX(fwd_row_pre)(cx, bk, r, j0, jn, v, w)) SFX(fwd_row_post)(cx, bk, r, j0, jn, v, w, NULL);
+    if (SFX(fwd_row_pre)(cx, bk, r, j0, jn, v, w)) SFX(fwd_row_post)(cx, bk, r, j0, jn, v, w, NULL, NULL);
 }
 
 /* fused: Ō_r += P̄ V and ℓ_r += P̄ for the block's nr rows, each row's chain in key order (rows
@@ -998,7 +1003,13 @@ static void SFX(win_reset)(tsc_attn_trace_t *tr, int t0, int nr) {
 
 /* Forward of one head. q [T, D], kT [D, ldT], v [T, D] (rounded inputs); o [T, D] and lse [T]
  * out (either may be NULL); work: fwd_work elements. sink: tile statistics and/or a trace of
- * this head, or NULL. */
+ * this head, or NULL.
+ * Rows go in blocks of RB, and up to FG blocks form a group that visits each key tile in turn:
+ * the tile's K and V are then read from cache by every block of the group instead of from memory
+ * by each (at long T they do not fit in cache: one block alone reads 2 bytes per FLOP). Each
+ * block keeps its own state and Ō, and a row's operations and their order do not depend on the
+ * grouping, so neither do the bits; only stochastic rounding, whose streams are drawn in row
+ * order, and a trace window smaller than the group run blocks one at a time. */
 static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, R *o, R *lse,
                           R *mrow, R *lrow, const tile_sink_t *sink, R *work) {
     const int T = cx->T, D = cx->D, Bc = cx->Bc;
@@ -1007,8 +1018,9 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
     w.S = work;
     w.PA = w.S + (size_t)RB * Bc;
     w.PB = w.PA + (size_t)RB * Bc;
-    w.OACC = w.PB + (size_t)RB * Bc;
-    w.pv = w.OACC + (size_t)RB * D;
+    R *oacc_g = w.PB + (size_t)RB * Bc; /* FG blocks' Ō, [FG, RB, D] */
+    w.OACC = oacc_g;
+    w.pv = oacc_g + (size_t)FG * RB * D;
     w.side = w.pv + D;
     w.PV = w.side + D;
     rst_t *st = cx->st;
@@ -1016,87 +1028,131 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
     tsc_attn_trace_t *win = sink && sink->tr && sink->tr->row_fn ? sink->tr : NULL;
     /* the batched P̄V (below): where its four-row kernel exists, and no stage draws random numbers
      * (stochastic rounding's draws must keep the row-by-row order) */
-    int batch_pv = 0;
+    int batch_pv = 0, stoch = 0;
+    for (int i = 0; i < TSC_STAGE_COUNT; i++) stoch |= st[i].mode == TSC_ROUND_STOCHASTIC;
 #if TMPL_SIMD == 16
-    batch_pv = !pol->fused && pol->softmax == TSC_SOFTMAX_ONLINE && D == 64 && st[TSC_STAGE_ACC].id;
-    for (int i = 0; i < TSC_STAGE_COUNT; i++) batch_pv &= st[i].mode != TSC_ROUND_STOCHASTIC;
+    batch_pv = !pol->fused && pol->softmax == TSC_SOFTMAX_ONLINE && D == 64 && st[TSC_STAGE_ACC].id && !stoch;
 #endif
-    for (int t0 = 0; t0 < T; t0 += RB) {
-        const int nr = T - t0 < RB ? T - t0 : RB;
-        SFX(fblk_t) bk;
-        bk.t0 = t0;
-        for (int r = 0; r < nr; r++) {
-            bk.m[r] = -INFINITY;
-            bk.l[r] = 0;
+    int fg = stoch ? 1 : FG;
+    if (win && win->rows / RB < fg) fg = win->rows / RB;
+    for (int T0 = 0; T0 < T; T0 += fg * RB) {
+        const int ng = (T - T0 + RB - 1) / RB < fg ? (T - T0 + RB - 1) / RB : fg;
+        SFX(fblk_t) bks[FG];
+        int live[FG];
+        for (int g = 0; g < ng; g++) {
+            SFX(fblk_t) *bk = &bks[g];
+            const int t0 = T0 + g * RB, nr = T - t0 < RB ? T - t0 : RB;
+            bk->t0 = t0;
+            for (int r = 0; r < nr; r++) {
+                bk->m[r] = -INFINITY;
+                bk->l[r] = 0;
+            }
+            for (size_t i = 0; i < (size_t)nr * D; i++) oacc_g[(size_t)g * RB * D + i] = 0;
+            if (win) SFX(win_reset)(win, t0, nr);
+            live[g] = 1;
         }
-        for (size_t i = 0; i < (size_t)nr * D; i++) w.OACC[i] = 0;
-        if (win) SFX(win_reset)(win, t0, nr);
         for (int jt = 0; jt < n_kt; jt++) {
             const int j0 = jt * Bc, jn = (T - j0 < Bc) ? T - j0 : Bc;
-            int any = 0;
-            for (int r = 0; r < nr; r++) {
-                bk.jv[r] = SFX(n_valid)(cx, t0 + r, j0, jn);
-                any |= bk.jv[r] > 0;
-            }
-            /* causal: once no row of the block sees a key here, no later tile has one either */
-            if (!any && !pol->torch_quirks) break;
-            if (any) SFX(rowdot_rows)(cx, q + (size_t)t0 * D, nr, kT, j0, bk.jv, w.S, Bc);
-            if (batch_pv && nr == RB) {
-                /* unfused, deterministic: every row's P̄ first, then the four rows' P̄V chains
-                 * together (axpy_multi: 16 independent FMA chains, where one row has 4), then each
-                 * row's Ō and ℓ; a row's operations and their order are those of fwd_row_tile */
-                int go[RB], jv[RB];
-                for (int r = 0; r < RB; r++) {
-                    go[r] = SFX(fwd_row_pre)(cx, &bk, r, j0, jn, v, &w);
-                    jv[r] = go[r] ? bk.jv[r] : 0;
+            int any_g = 0;
+            for (int g = 0; g < ng; g++) {
+                if (!live[g]) continue;
+                SFX(fblk_t) *bk = &bks[g];
+                const int t0 = bk->t0, nr = T - t0 < RB ? T - t0 : RB;
+                w.OACC = oacc_g + (size_t)g * RB * D;
+                int any = 0;
+                for (int r = 0; r < nr; r++) {
+                    bk->jv[r] = SFX(n_valid)(cx, t0 + r, j0, jn);
+                    any |= bk->jv[r] > 0;
                 }
-                for (size_t i = 0; i < (size_t)RB * D; i++) w.PV[i] = 0;
-                SFX(axpy_multi)(cx, w.PV, w.PA, Bc, v + (size_t)j0 * D, RB, jv, &st[TSC_STAGE_ACC]);
-                for (int r = 0; r < RB; r++)
-                    if (go[r]) SFX(fwd_row_post)(cx, &bk, r, j0, jn, v, &w, w.PV + (size_t)r * D);
-            } else {
-                for (int r = 0; r < nr; r++) SFX(fwd_row_tile)(cx, &bk, r, j0, jn, v, &w);
-            }
-            if (pol->fused && any && pol->softmax == TSC_SOFTMAX_ONLINE) SFX(fwd_fused_tile)(cx, &bk, nr, j0, v, &w);
-            if (sink) SFX(fwd_record)(cx, sink, &bk, nr, t0, jt, v, &w);
-        }
-        for (int r = 0; r < nr; r++) {
-            const int t = t0 + r;
-            const int mat = pol->softmax == TSC_SOFTMAX_MATERIALIZED;
-            if (o) { /* O = R_O(Ō / ℓ) (materialized: R_O(Ō)), as loops that vectorise */
-                R *orow = o + (size_t)t * D;
-                const R *ob = w.OACC + (size_t)r * D, l = bk.l[r];
-                if (mat) for (int d = 0; d < D; d++) orow[d] = ob[d];
-                else if (pol->norm == TSC_SOFTMAX_NORM_RECIP) {
-                    const R il = (R)1 / l; /* the CUDA kernels' O = Ō·(1/ℓ) */
-                    for (int d = 0; d < D; d++) orow[d] = ob[d] * il;
-                } else for (int d = 0; d < D; d++) orow[d] = ob[d] / l;
-                SFX(rnd_arr)(orow, D, &st[TSC_STAGE_O]);
-            }
-            if (mrow) {
-                mrow[t] = bk.m[r];
-                lrow[t] = bk.l[r];
-            }
-            if (lse || win) { /* win implies lse (run_head): one rounding, as without a trace */
-                /* exp2 kernels: fma(m', α, log(ℓ·2^-offset)) (m' unscaled; the FP8 offset taken out) */
-                R lv;
-                if (cx->expm == TSC_EXP_E) {
-                    lv = SFX(rnd)(bk.m[r] + LOGR(bk.l[r]), &st[TSC_STAGE_LSE]);
-                } else if (cx->expm == TSC_EXP_EXP2_SCALED || cx->expm == TSC_EXP_EXP2_PRESCALED) {
-                    const R l2 = (R)log2((double)bk.l[r]), e2 = bk.m[r] + l2; /* m_i + log2(l_i) */
-                    lv = SFX(rnd)(e2 * (R)0.693147180559945309417, &st[TSC_STAGE_LSE]);  /* in natural units */
-                } else if (cx->expm == TSC_EXP_EXP2_MEMEFF) { /* mi / kLog2e + log(s_prime), mi = R(m'·σ) */
-                    const R mi = bk.m[r] * cx->sig, a = mi / (R)1.4426950408889634074f;
-                    lv = SFX(rnd)(a + LOGR(bk.l[r]), &st[TSC_STAGE_LSE]);
+                /* causal: once no row of the block sees a key here, no later tile has one either */
+                if (!any && !pol->torch_quirks) {
+                    live[g] = 0;
+                    continue;
+                }
+                any_g = 1;
+                if (any) SFX(rowdot_rows)(cx, q + (size_t)t0 * D, nr, kT, j0, bk->jv, w.S, Bc);
+                if (batch_pv && nr == RB) {
+                    /* unfused, deterministic: every row's P̄ first, then the four rows' P̄V chains
+                     * together (axpy_multi: 16 independent FMA chains, where one row has 4), then
+                     * each row's Ō and ℓ; a row's operations and their order are those of
+                     * fwd_row_tile */
+                    int go[RB], jv[RB];
+                    for (int r = 0; r < RB; r++) {
+                        go[r] = SFX(fwd_row_pre)(cx, bk, r, j0, jn, v, &w);
+                        jv[r] = go[r] ? bk->jv[r] : 0;
+                    }
+                    for (size_t i = 0; i < (size_t)RB * D; i++) w.PV[i] = 0;
+                    SFX(axpy_multi)(cx, w.PV, w.PA, Bc, v + (size_t)j0 * D, RB, jv, &st[TSC_STAGE_ACC]);
+                    /* ℓ's tile sums in key order (sum_ordered's TSC_SUM_SEQ), the four chains
+                     * interleaved: one row's adds wait on each other, four rows' do not */
+                    R ls[RB] = {0};
+                    const int seq = pol->sum_order == TSC_SUM_SEQ && !pol->vexp;
+                    if (seq) {
+                        int jmin = jv[0];
+                        for (int r = 1; r < RB; r++) jmin = jv[r] < jmin ? jv[r] : jmin;
+                        const R *p0 = w.PB, *p1 = p0 + Bc, *p2 = p1 + Bc, *p3 = p2 + Bc;
+                        for (int jj = 0; jj < jmin; jj++) { /* ACC is FP32 here (batch_pv) */
+                            ls[0] = ls[0] + p0[jj];
+                            ls[1] = ls[1] + p1[jj];
+                            ls[2] = ls[2] + p2[jj];
+                            ls[3] = ls[3] + p3[jj];
+                        }
+                        for (int r = 0; r < RB; r++)
+                            for (int jj = jmin; jj < jv[r]; jj++) ls[r] = ls[r] + w.PB[(size_t)r * Bc + jj];
+                    }
+                    for (int r = 0; r < RB; r++)
+                        if (go[r])
+                            SFX(fwd_row_post)(cx, bk, r, j0, jn, v, &w, w.PV + (size_t)r * D, seq ? &ls[r] : NULL);
                 } else {
-                    lv = SFX(rnd)(FMA(bk.m[r], cx->alpha_f, LOGR(bk.l[r] * (R)ldexp(1.0, -pol->p_offset))),
-                                  &st[TSC_STAGE_LSE]);
+                    for (int r = 0; r < nr; r++) SFX(fwd_row_tile)(cx, bk, r, j0, jn, v, &w);
                 }
-                if (lse) lse[t] = lv;
-                if (win) win->lse[t % win->rows] = (double)lv;
+                if (pol->fused && any && pol->softmax == TSC_SOFTMAX_ONLINE)
+                    SFX(fwd_fused_tile)(cx, bk, nr, j0, v, &w);
+                if (sink) SFX(fwd_record)(cx, sink, bk, nr, t0, jt, v, &w);
             }
+            if (!any_g) break;
         }
-        if (win) win->row_fn(win->row_ctx, win, t0, nr);
+        for (int g = 0; g < ng; g++) {
+            const SFX(fblk_t) *bk = &bks[g];
+            const int t0 = bk->t0, nr = T - t0 < RB ? T - t0 : RB;
+            for (int r = 0; r < nr; r++) {
+                const int t = t0 + r;
+                const int mat = pol->softmax == TSC_SOFTMAX_MATERIALIZED;
+                if (o) { /* O = R_O(Ō / ℓ) (materialized: R_O(Ō)), as loops that vectorise */
+                    R *orow = o + (size_t)t * D;
+                    const R *ob = oacc_g + ((size_t)g * RB + r) * D, l = bk->l[r];
+                    if (mat) for (int d = 0; d < D; d++) orow[d] = ob[d];
+                    else if (pol->norm == TSC_SOFTMAX_NORM_RECIP) {
+                        const R il = (R)1 / l; /* the CUDA kernels' O = Ō·(1/ℓ) */
+                        for (int d = 0; d < D; d++) orow[d] = ob[d] * il;
+                    } else for (int d = 0; d < D; d++) orow[d] = ob[d] / l;
+                    SFX(rnd_arr)(orow, D, &st[TSC_STAGE_O]);
+                }
+                if (mrow) {
+                    mrow[t] = bk->m[r];
+                    lrow[t] = bk->l[r];
+                }
+                if (lse || win) { /* win implies lse (run_head): one rounding, as without a trace */
+                    /* exp2 kernels: fma(m', α, log(ℓ·2^-offset)) (m' unscaled; the FP8 offset taken out) */
+                    R lv;
+                    if (cx->expm == TSC_EXP_E) {
+                        lv = SFX(rnd)(bk->m[r] + LOGR(bk->l[r]), &st[TSC_STAGE_LSE]);
+                    } else if (cx->expm == TSC_EXP_EXP2_SCALED || cx->expm == TSC_EXP_EXP2_PRESCALED) {
+                        const R l2 = (R)log2((double)bk->l[r]), e2 = bk->m[r] + l2; /* m_i + log2(l_i) */
+                        lv = SFX(rnd)(e2 * (R)0.693147180559945309417, &st[TSC_STAGE_LSE]); /* natural units */
+                    } else if (cx->expm == TSC_EXP_EXP2_MEMEFF) { /* mi / kLog2e + log(s_prime), mi = R(m'·σ) */
+                        const R mi = bk->m[r] * cx->sig, a = mi / (R)1.4426950408889634074f;
+                        lv = SFX(rnd)(a + LOGR(bk->l[r]), &st[TSC_STAGE_LSE]);
+                    } else {
+                        lv = SFX(rnd)(FMA(bk->m[r], cx->alpha_f, LOGR(bk->l[r] * (R)ldexp(1.0, -pol->p_offset))),
+                                      &st[TSC_STAGE_LSE]);
+                    }
+                    if (lse) lse[t] = lv;
+                    if (win) win->lse[t % win->rows] = (double)lv;
+                }
+            }
+            if (win) win->row_fn(win->row_ctx, win, t0, nr);
+        }
     }
 }
 
@@ -1409,6 +1465,7 @@ static void SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const
 #endif
 #undef FAST_RANK1
 #undef RB
+#undef FG
 #endif /* TSC_ATTN_TMPL */
 #ifndef TSC_ATTN_TMPL
 typedef int tsc_attention_tmpl_unused_t; /* built on its own: an empty but valid unit */

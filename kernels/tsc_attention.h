@@ -236,12 +236,15 @@ enum {
 /* Row-window traces (long contexts): a trace made by tsc_attn_trace_init_rows holds only
  * `rows` rows (a multiple of TSC_ATTN_TRACE_ROW_BLOCK): row t lives in slot t % rows of every
  * array below (s, pbar [rows, T]; the tile arrays [rows, n_kt]; pv, oacc [rows, n_kt, D]) plus
- * lse [rows]. The forward runs rows in blocks of TSC_ATTN_TRACE_ROW_BLOCK: it resets the block's
- * slots (−inf / 0 / NaN / -1) before the block and calls row_fn(row_ctx, tr, t0, nr) once the
- * block's rows t0 .. t0+nr-1 are complete (every tile visited, lse written), on the thread that
- * runs the head. The consumer reads those rows there; they are overwritten later. Memory
- * O(rows·T) instead of O(T²): the values are the full trace's, bit for bit. */
-enum { TSC_ATTN_TRACE_ROW_BLOCK = 4 };
+ * lse [rows]. The forward runs rows in blocks of TSC_ATTN_TRACE_ROW_BLOCK, and up to
+ * TSC_ATTN_ROW_GROUP rows (as many as the window holds) visit each key tile together: it resets
+ * the group's slots (−inf / 0 / NaN / -1) before the group and, once the group is complete (every
+ * tile visited, lse written), calls row_fn(row_ctx, tr, t0, nr) for each of its blocks of rows
+ * t0 .. t0+nr-1 in order, on the thread that runs the head. The consumer reads those rows there;
+ * they are overwritten later. Memory O(rows·T) instead of O(T²): the values are the full trace's,
+ * bit for bit, whatever the window. A window of TSC_ATTN_ROW_GROUP rows runs as fast as no trace;
+ * a smaller one makes each block read K and V alone (at long T, from memory: slower). */
+enum { TSC_ATTN_TRACE_ROW_BLOCK = 4, TSC_ATTN_ROW_GROUP = 32 };
 struct tsc_attn_trace;
 typedef void (*tsc_attn_trace_row_fn)(void *ctx, const struct tsc_attn_trace *tr, int t0, int nr);
 
