@@ -45,6 +45,8 @@ typedef struct rep {
     int *feats;                /* [nf <= D] features B sums over */
     float *ohp, *dof;          /* [ns, nb, T, nf] hp O and dO at those features */
     double *bstep;             /* [ns] B(lp) per step */
+    double *bstep_sq;          /* [ns] its per-row sum of squares (row_sq) and row count per step */
+    long long *bstep_n;
     uint8_t *tie;              /* [ns, nb, T] rows with >= 2 exact maxima in lp's scores */
     int use_mask;              /* 1: B sums over the tie rows only */
     int64_t n_tie_rows;
@@ -169,7 +171,7 @@ static tsc_status_t bias_replay(rep_t *r, const tsc_policy_t *pol, int layer, in
 
 /* The row-window trace's consumer for the tie rows (rep_t.tr): a row is a tie row when the exact
  * ties at its row max, summed over its tiles, are at least 2. Memory O(T·tiles per row) for the
- * block of TSC_ATTN_TRACE_ROW_BLOCK rows, never T x T. */
+ * group of TSC_ATTN_ROW_GROUP rows, never T x T. */
 static void tie_block(void *ctx, const tsc_attn_trace_t *tr, int t0, int nr) {
     rep_t *r = ctx;
     for (int t = t0; t < t0 + nr; t++) {
@@ -187,7 +189,7 @@ static void tie_block(void *ctx, const tsc_attn_trace_t *tr, int t0, int nr) {
 }
 
 /* B(pol) over the head's steps (see tsc_diagnose.h); with hp_pass, fills the hp cache instead.
- * per_step (may be NULL) gets B per step. */
+ * per_step (may be NULL) gets B per step (and r->bstep_sq, bstep_n its per-row spread). */
 static tsc_status_t bias_of(rep_t *r, const tsc_policy_t *pol, int layer, int h, int hp_pass, double *sum,
                             double *per_step) {
     char key[TSC_POLICY_STR_MAX];
@@ -207,7 +209,8 @@ static tsc_status_t bias_replay(rep_t *r, const tsc_policy_t *pol, int layer, in
     *sum = 0.0;
     r->row_sq = 0.0, r->row_n = 0;
     for (int si = 0; si < r->ns; si++) {
-        double bs = 0.0;
+        double bs = 0.0, sq0 = r->row_sq;
+        long long n0 = r->row_n;
         for (int bi = 0; bi < r->nb; bi++) {
             tsc_status_t st = load(r, r->steps[si], layer, h, r->bs[bi]);
             size_t mrow = ((size_t)si * r->nb + bi) * (size_t)r->T;
@@ -237,7 +240,10 @@ static tsc_status_t bias_replay(rep_t *r, const tsc_policy_t *pol, int layer, in
                 }
             }
         }
-        if (per_step) per_step[si] = bs;
+        if (per_step) {
+            per_step[si] = bs;
+            r->bstep_sq[si] = r->row_sq - sq0, r->bstep_n[si] = r->row_n - n0;
+        }
         *sum += bs;
     }
     return TSC_OK;
@@ -342,7 +348,7 @@ static tsc_status_t find_event(rep_t *r, const tsc_policy_t *lp, tsc_format_t ou
     event_ctx_t c = {r, lp, out_fmt, rows, dh, best, b, rb, rb ? rb - 1 : 0};
     tsc_attn_trace_t tr;
     tsc_status_t st = tsc_attn_trace_init_rows(&tr, r->T, r->D, lp->block_k, TSC_TRACE_SCORES | TSC_TRACE_TILES,
-                                               TSC_ATTN_TRACE_ROW_BLOCK, event_block, &c);
+                                               TSC_ATTN_ROW_GROUP, event_block, &c);
     if (st != TSC_OK) return st;
     if ((st = load(r, step, layer, h, b)) == TSC_OK) st = run(r, lp, 0, &tr);
     tsc_attn_trace_free(&tr);
@@ -419,14 +425,16 @@ static tsc_status_t head_setup(rep_t *r, const tsc_analysis_t *a, tsc_diag_head_
     tsc_status_t mst = tsc_mem_check(2 * n * sizeof(float) + (uint64_t)r->ns * r->nb * r->T,
                                      "diagnose: a head's FP32 outputs and tie rows over its steps");
     if (mst != TSC_OK) return mst;
-    free(r->ohp), free(r->dof), free(r->bstep);
+    free(r->ohp), free(r->dof), free(r->bstep), free(r->bstep_sq), free(r->bstep_n);
     free(r->tie);
     r->tie = calloc((size_t)r->ns * r->nb * r->T + 1, 1);
     r->n_tie_rows = 0;
     r->ohp = malloc((n ? n : 1) * sizeof *r->ohp);
     r->dof = malloc((n ? n : 1) * sizeof *r->dof);
     r->bstep = malloc((size_t)(r->ns ? r->ns : 1) * sizeof *r->bstep);
-    if (!r->ohp || !r->dof || !r->bstep || !r->tie)
+    r->bstep_sq = malloc((size_t)(r->ns ? r->ns : 1) * sizeof *r->bstep_sq);
+    r->bstep_n = malloc((size_t)(r->ns ? r->ns : 1) * sizeof *r->bstep_n);
+    if (!r->ohp || !r->dof || !r->bstep || !r->bstep_sq || !r->bstep_n || !r->tie)
         return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory for %zu values", n);
     return TSC_OK;
 }
@@ -446,6 +454,7 @@ static tsc_status_t keep_top_steps(rep_t *r, int max_steps, tsc_diag_head_t *dh)
     size_t blk = (size_t)r->nb * r->T * r->nf, mblk = (size_t)r->nb * r->T;
     int w = 0;
     dh->bias_lp = 0.0;
+    r->row_sq = 0.0, r->row_n = 0;
     for (int si = 0; si < r->ns; si++) {
         if (!keep[si]) continue;
         memmove(r->ohp + (size_t)w * blk, r->ohp + (size_t)si * blk, blk * sizeof *r->ohp);
@@ -454,6 +463,7 @@ static tsc_status_t keep_top_steps(rep_t *r, int max_steps, tsc_diag_head_t *dh)
         r->steps[w] = r->steps[si];
         r->bstep[w] = r->bstep[si];
         dh->bias_lp += r->bstep[w];
+        r->row_sq += r->bstep_sq[si], r->row_n += r->bstep_n[si];
         w++;
     }
     r->ns = w;
@@ -482,6 +492,7 @@ static tsc_status_t measure_lp(rep_t *r, const tsc_policy_t *hp, const tsc_polic
         if (fabs(r->bstep[si]) > fabs(r->bstep[sbest])) sbest = si;
     if (r->ns) dh->step = r->steps[sbest];
     if (max_steps > 0 && r->ns > max_steps && (st = keep_top_steps(r, max_steps, dh)) != TSC_OK) return st;
+    dh->bias_lp_se = row_se(r, dh->bias_lp); /* row_sq, row_n: lp's replay, over the kept steps */
     dh->n_steps_replayed = r->ns;
     cache_start(r);
     return TSC_OK;
@@ -697,9 +708,19 @@ static tsc_status_t substitutions(rep_t *r, const tsc_policy_t *hp, const tsc_po
     int nfw = forward_candidates(r, lp, dh, fw);
     tsc_status_t st = subst_single(r, lp, fw, nfw, base, removed_frac, dh);
     if (st != TSC_OK) return st;
-    if (strcmp(dh->culprit, "none") == 0 && nfw > 1)
-        for (int size = 2; size <= 3 && strcmp(dh->culprit, "none") == 0; size++)
+    dh->search_size = nfw ? 1 : 0;
+    /* Pairs and triples only when B(lp) is at least one standard error from 0. Below that there is
+     * no bias to attribute, only noise, and the search (28 + 56 replays for 8 candidates; at long T
+     * each takes minutes) would only add chances for a set to pass by luck. The threshold is one SE,
+     * not two: a set that removes a real bias also removes its spread, so its ratio can stand out
+     * of the noise when B(lp) itself is at 1-2 SE (fp8-fa3's V on the planted dump). The singles
+     * stay, for the closest set. */
+    const int measured = isfinite(dh->bias_lp_se) && fabs(dh->bias_lp) >= dh->bias_lp_se;
+    if (strcmp(dh->culprit, "none") == 0 && nfw > 1 && measured)
+        for (int size = 2; size <= 3 && size <= nfw && strcmp(dh->culprit, "none") == 0; size++) {
             if ((st = subst_sets(r, lp, fw, nfw, size, base, removed_frac, dh)) != TSC_OK) return st;
+            dh->search_size = size;
+        }
     tsc_policy_t q = *lp;
     q.delta_src = TSC_DELTA_HP_O;
     double s_lp, s_q;
@@ -836,7 +857,7 @@ static tsc_status_t at_risk(tsc_diagnosis_t *dg) {
             dh->head = x->head;
             dh->step = x->step;
             dh->culprit_ratio = dh->stable_ratio = dh->delta_src_ratio = dh->dpp_ratio = dh->fp32o_ratio = NAN;
-            dh->nearest_ratio = dh->nearest_se = dh->culprit_se = NAN;
+            dh->nearest_ratio = dh->nearest_se = dh->culprit_se = dh->bias_lp_se = NAN;
             dh->feature_mean_ulp = dh->accum_gain = NAN;
             dh->top_feature = -1;
             for (int b = 0; b < TSC_DIAG_MAX_BETAS; b++) dh->beta_ratio[b] = NAN;
@@ -881,13 +902,13 @@ static tsc_status_t rep_init(rep_t *r, tsc_dump_t *d, const tsc_analysis_t *a, c
     r->dl_hp = malloc((size_t)r->T * sizeof(double));
     r->steps = malloc((size_t)(a->n_steps ? a->n_steps : 1) * sizeof(long long));
     if (bad || !r->lse || !r->dl || !r->dl_hp || !r->steps) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
-    return tsc_attn_trace_init_rows(&r->tr, r->T, r->D, lp->block_k, TSC_TRACE_TILES, TSC_ATTN_TRACE_ROW_BLOCK,
+    return tsc_attn_trace_init_rows(&r->tr, r->T, r->D, lp->block_k, TSC_TRACE_TILES, TSC_ATTN_ROW_GROUP,
                                     tie_block, r);
 }
 
 static void rep_free(rep_t *r) {
     void *ps[] = {r->bs, r->feats, r->q, r->k, r->v, r->dO, r->o, r->lse, r->dl, r->dl_hp, r->steps,
-                  r->ohp, r->dof, r->bstep, r->tie, r->cache, r->c_step, r->c_b, r->memo_pol, r->memo_val};
+                  r->ohp, r->dof, r->bstep, r->bstep_sq, r->bstep_n, r->tie, r->cache, r->c_step, r->c_b, r->memo_pol, r->memo_val};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     tsc_attn_trace_free(&r->tr);
 }
@@ -920,12 +941,12 @@ static tsc_status_t examine_all(tsc_diagnosis_t *dg, const char *dump_path, cons
         return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
     }
     tsc_status_t st = n_mine ? tsc_dump_open(&d, dump_path) : TSC_OK;
-    /* per thread: q, k, v, dO, O of one head, its row vectors, two row-window traces (4 rows of S,
-     * P-bar and tile numbers) and the input cache: O(T·D), never T x T */
+    /* per thread: q, k, v, dO, O of one head, its row vectors, two row-window traces (a group of
+     * rows of S, P-bar and tile numbers) and the input cache: O(T·D), never T x T */
     if (st == TSC_OK && d) {
         const tsc_dump_meta_t *m = tsc_dump_meta(d);
         uint64_t T = (uint64_t)m->seq_len, per = 5 * T * m->head_dim * sizeof(float) + 16 * T +
-                                                 TSC_ATTN_TRACE_ROW_BLOCK * 2 * T * 2 * sizeof(double) + DIAG_CACHE_BYTES;
+                                                 TSC_ATTN_ROW_GROUP * 2 * T * 2 * sizeof(double) + DIAG_CACHE_BYTES;
         st = tsc_mem_check((uint64_t)(nthr + n_help) * per, "diagnose: the per-thread replay buffers");
         for (int t = 0; t < nthr + n_help && st == TSC_OK; t++)
             st = rep_init(&rs[t], d, a, P->lp, &opts->an.sel.batches);
@@ -1226,6 +1247,12 @@ const char *tsc_diagnose_step_text(const tsc_diag_head_t *h, char *buf, size_t s
     if (strcmp(h->culprit, "none") != 0)
         snprintf(buf, size, "%s (FP32 there leaves %+.0f%% +- %.0f%% of the bias)", h->culprit,
                  100 * h->culprit_ratio, 100 * h->culprit_se);
+    else if (strcmp(h->nearest, "none") != 0 && isfinite(h->nearest_ratio) && h->search_size == 1 &&
+             !(fabs(h->bias_lp) >= h->bias_lp_se))
+        snprintf(buf, size,
+                 "not isolated: B(lp) %+.3g is within one SE (%.3g) of 0, noise, so only single stages were "
+                 "replayed (the closest, %s in FP32, leaves %+.0f%% +- %.0f%%)",
+                 h->bias_lp, h->bias_lp_se, h->nearest, 100 * h->nearest_ratio, 100 * h->nearest_se);
     else if (strcmp(h->nearest, "none") != 0 && isfinite(h->nearest_ratio))
         snprintf(buf, size, "not isolated (the closest, %s in FP32, leaves %+.0f%% +- %.0f%%)", h->nearest,
                  100 * h->nearest_ratio, 100 * h->nearest_se);
@@ -1425,6 +1452,7 @@ static void diag_json(void *ctx, tsc_json_t *j) {
         tsc_json_kv_int(j, "top_feature", h->top_feature);
         tsc_json_kv_number(j, "feature_mean_ulp", h->feature_mean_ulp);
         tsc_json_kv_number(j, "bias_lp", h->bias_lp);
+        tsc_json_kv_number(j, "bias_lp_se", h->bias_lp_se);
         stage_list(j, "substitutions", h->n_subst, h->subst_stage, h->subst_name, h->subst_ratio, h->subst_se);
         tsc_json_kv_string(j, "culprit", h->culprit);
         tsc_json_kv_number(j, "culprit_ratio", h->culprit_ratio);
@@ -1433,6 +1461,7 @@ static void diag_json(void *ctx, tsc_json_t *j) {
         tsc_json_kv_string(j, "nearest_set", h->nearest);
         tsc_json_kv_number(j, "nearest_ratio", h->nearest_ratio);
         tsc_json_kv_number(j, "nearest_ratio_se", h->nearest_se);
+        tsc_json_kv_int(j, "search_size", h->search_size);
         tsc_json_kv_number(j, "delta_src_ratio", h->delta_src_ratio);
         tsc_json_kv_number(j, "stable_ratio", h->stable_ratio);
         tsc_json_kv_numbers(j, "beta_ratios", h->beta_ratio, (size_t)d->n_betas);

@@ -10,7 +10,8 @@
  *    pair of stages, then every triple, is replayed and the set with the smallest |ratio| of the
  *    smallest size that removes the bias is the culprit (e.g. "pv+oacc+o" for bf16-torch, which
  *    rounds the tied P̄V sum, then Ō, then O: raising one alone is undone by the next); "none"
- *    when no triple removes it.
+ *    when no triple removes it. Pairs and triples are replayed only when B(lp) is at least
+ *    one SE from 0: below that it is noise, with no bias to attribute.
  * 3. Accumulation verdict: the δ bias test plus the similarity of the rank-1 directions, where x
  *    is captured: the accumulation gain over all tokens (tsc_head_result_t.rank1_accum_gain),
  *    pooled over the head's steps, ≥ TSC_DIAG_ACCUM_GAIN, or mean cosine / top energy of the N
@@ -118,6 +119,7 @@ typedef struct {
     int top_feature;                   /* the head's pooled top feature (tsc_head_pooled_t), -1: none */
     double feature_mean_ulp;           /* its pooled mean O error (ULPs) */
     double bias_lp;                    /* B(lp) over the replayed steps */
+    double bias_lp_se;                 /* its standard error (from the per-row spread) */
     int flagged, delta_biased;
     int n_subst;
     char subst_name[TSC_DIAG_MAX_SUBST][TSC_POLICY_STR_MAX]; /* policy strings */
@@ -130,6 +132,7 @@ typedef struct {
     char nearest[48];                  /* the replayed set with the smallest |ratio|, removing or not (the
                                           culprit when there is one; "none" when no set was replayed) */
     double nearest_ratio, nearest_se;
+    int search_size;                   /* the largest set size replayed: 1, 2 or 3 (0: no candidate) */
     int n_alt;                         /* other sets of the culprit's size that remove it too */
     char alt_stage[TSC_DIAG_MAX_ALT][48];
     double alt_ratio[TSC_DIAG_MAX_ALT];

@@ -124,6 +124,20 @@ st = [[x["stage"] for x in json.load(open(f))["diagnosis"]["at_risk"][0]["substi
 assert not {"q", "k", "v"} & set(st[0]) and "scores" in st[0], st[0]
 assert "q" in st[1] and not {"k", "v"} & set(st[1]), st[1]
 PYEOF
+# Random inputs carry no bias. With q not BF16-valued (b), B(lp) of the head opened to examination by
+# --alpha 1 --min-ulp 0 is inside one standard error of 0: noise, so only single stages are replayed (no
+# pair or triple: 9 + 36 + 84 replays would be 9). The planted heads' B stands out, and their search
+# went as far as their culprit's size.
+if "$PY" - "$tmp/dsb/summary.json" "$tmp/d/summary.json" <<'PYEOF'; then ok; else bad "search bound"; fi
+import sys, json
+for h in json.load(open(sys.argv[1]))["diagnosis"]["at_risk"]:
+    assert abs(h["bias_lp"]) < h["bias_lp_se"], (h["bias_lp"], h["bias_lp_se"])
+    assert h["search_size"] == 1 and h["culprit"] == "none", (h["search_size"], h["culprit"])
+    assert len(h["substitutions"]) > 1 and all("+" not in x["stage"] for x in h["substitutions"]), h["substitutions"]
+for h in json.load(open(sys.argv[2]))["diagnosis"]["at_risk"]:
+    assert abs(h["bias_lp"]) >= h["bias_lp_se"], (h["bias_lp"], h["bias_lp_se"])
+    assert h["search_size"] == len(h["culprit"].split("+")), (h["search_size"], h["culprit"])
+PYEOF
 
 "$TSC" synth -o "$tmp/n.h5" --steps 0:12 --layers 1 --no-plant --quiet || exit 1
 "$TSC" diagnose "$tmp/n.h5" -o "$tmp/n" -q > "$tmp/n.txt"; rc=$?
