@@ -611,10 +611,15 @@ static R SFX(stable_max)(SFX(hctx_t) *cx, R r_m, int r_s) {
 }
 
 /* Work elements fwd_head needs. */
-/* Row blocks that visit a key tile together (fwd_head). */
+/* Row blocks that visit a key tile together (fwd_head); their S, P̄ buffers are kept apart for key
+ * tiles up to FG_BC keys (the unfused tiles of 512: fwd_head's phased form), shared above (the
+ * materialized softmax's one tile of up to 65536 keys); the keys a P̄V or score chunk takes. */
 #define FG (TSC_ATTN_ROW_GROUP / RB)
+#define FG_BC 4096
+#define FG_CH 64
+static int SFX(fg_sets)(int Bc) { return Bc <= FG_BC ? FG : 1; }
 static size_t SFX(fwd_work)(int Bc, int D) {
-    return 3 * (size_t)RB * Bc + (FG + 1) * (size_t)RB * D + 2 * (size_t)D;
+    return 3 * (size_t)SFX(fg_sets)(Bc) * RB * Bc + 2 * (size_t)FG * RB * D + 2 * (size_t)D;
 }
 
 /* State of a block of RB rows of the forward: running max m, ℓ, and of the current key tile
@@ -898,6 +903,31 @@ static void SFX(fwd_row_post)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int r, int j0, i
     bk->m[r] = mn;
 }
 
+/* The batched form's last part for a full block: ℓ's tile sums in key order when seq (the four
+ * chains interleaved: one row's adds wait on each other, four rows' do not; ACC is FP32 here),
+ * then each row with go[r] takes its P̄V row (w->PV) into Ō and ℓ (fwd_row_post). jv: the rows'
+ * key counts (0 where go is 0). */
+static void SFX(fwd_block_post)(SFX(hctx_t) *cx, SFX(fblk_t) *bk, int j0, int jn, const R *v,
+                                const SFX(fwork_t) *w, const int *go, const int *jv, int seq) {
+    const int Bc = cx->Bc, D = cx->D;
+    R ls[RB] = {0};
+    if (seq) {
+        int jmin = jv[0];
+        for (int r = 1; r < RB; r++) jmin = jv[r] < jmin ? jv[r] : jmin;
+        const R *p0 = w->PB, *p1 = p0 + Bc, *p2 = p1 + Bc, *p3 = p2 + Bc;
+        for (int jj = 0; jj < jmin; jj++) {
+            ls[0] = ls[0] + p0[jj];
+            ls[1] = ls[1] + p1[jj];
+            ls[2] = ls[2] + p2[jj];
+            ls[3] = ls[3] + p3[jj];
+        }
+        for (int r = 0; r < RB; r++)
+            for (int jj = jmin; jj < jv[r]; jj++) ls[r] = ls[r] + w->PB[(size_t)r * Bc + jj];
+    }
+    for (int r = 0; r < RB; r++)
+        if (go[r]) SFX(fwd_row_post)(cx, bk, r, j0, jn, v, w, w->PV + (size_t)r * D, seq ? &ls[r] : NULL);
+}
+
 /* One row r of the block against the key tile at j0 (jn keys, bk->jv[r] unmasked): S finished,
  * r_m and the tie counts, m_tile (Algorithm 3), m_new, c, P̄; unfused, Ō and ℓ take the tile
  * here; fused, they are rescaled here and take the keys in fwd_fused_tile. */
@@ -1006,23 +1036,21 @@ static void SFX(win_reset)(tsc_attn_trace_t *tr, int t0, int nr) {
  * this head, or NULL.
  * Rows go in blocks of RB, and up to FG blocks form a group that visits each key tile in turn:
  * the tile's K and V are then read from cache by every block of the group instead of from memory
- * by each (at long T they do not fit in cache: one block alone reads 2 bytes per FLOP). Each
- * block keeps its own state and Ō, and a row's operations and their order do not depend on the
- * grouping, so neither do the bits; only stochastic rounding, whose streams are drawn in row
- * order, and a trace window smaller than the group run blocks one at a time. */
+ * by each (at long T they do not fit in cache: one block alone reads 2 bytes per FLOP). The
+ * batched unfused form goes further, in phases over the whole group: every block's scores, then
+ * every block's P̄, then every block's P̄V, FG_CH keys at a time so each chunk of K and V is read
+ * from L1 by all blocks, then each row's Ō and ℓ. Each block keeps its own state, Ō and buffers,
+ * and a row's operations and their order do not depend on the grouping (a chunk only splits a
+ * row's key loop in order), so neither do the bits; only stochastic rounding, whose streams are
+ * drawn in row order, and a trace window smaller than the group run blocks one at a time. */
 static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, R *o, R *lse,
                           R *mrow, R *lrow, const tile_sink_t *sink, R *work) {
-    const int T = cx->T, D = cx->D, Bc = cx->Bc;
+    const int T = cx->T, D = cx->D, Bc = cx->Bc, ns = SFX(fg_sets)(Bc);
     const tsc_policy_t *pol = cx->pol;
-    SFX(fwork_t) w;
-    w.S = work;
-    w.PA = w.S + (size_t)RB * Bc;
-    w.PB = w.PA + (size_t)RB * Bc;
-    R *oacc_g = w.PB + (size_t)RB * Bc; /* FG blocks' Ō, [FG, RB, D] */
-    w.OACC = oacc_g;
-    w.pv = oacc_g + (size_t)FG * RB * D;
-    w.side = w.pv + D;
-    w.PV = w.side + D;
+    R *S0 = work, *PA0 = S0 + (size_t)ns * RB * Bc, *PB0 = PA0 + (size_t)ns * RB * Bc;
+    R *oacc_g = PB0 + (size_t)ns * RB * Bc; /* FG blocks' Ō, [FG, RB, D] */
+    R *pv_g = oacc_g + (size_t)FG * RB * D; /* FG blocks' batched P̄V rows, [FG, RB, D] */
+    R *pv1 = pv_g + (size_t)FG * RB * D, *side = pv1 + D;
     rst_t *st = cx->st;
     const int n_kt = (T + Bc - 1) / Bc;
     tsc_attn_trace_t *win = sink && sink->tr && sink->tr->row_fn ? sink->tr : NULL;
@@ -1033,44 +1061,104 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
 #if TMPL_SIMD == 16
     batch_pv = !pol->fused && pol->softmax == TSC_SOFTMAX_ONLINE && D == 64 && st[TSC_STAGE_ACC].id && !stoch;
 #endif
+    const int phased = batch_pv && ns == FG;
+    /* ℓ's tile sums in key order (sum_ordered's TSC_SUM_SEQ) computed by the batched form */
+    const int seq = pol->sum_order == TSC_SUM_SEQ && !pol->vexp;
     int fg = stoch ? 1 : FG;
     if (win && win->rows / RB < fg) fg = win->rows / RB;
+    SFX(fwork_t) wg[FG];
+    for (int g = 0; g < FG; g++) {
+        const size_t so = (size_t)(ns > 1 ? g : 0) * RB * Bc;
+        wg[g] = (SFX(fwork_t)){S0 + so, PA0 + so, PB0 + so, oacc_g + (size_t)g * RB * D, pv1, side,
+                               pv_g + (size_t)g * RB * D};
+    }
     for (int T0 = 0; T0 < T; T0 += fg * RB) {
         const int ng = (T - T0 + RB - 1) / RB < fg ? (T - T0 + RB - 1) / RB : fg;
         SFX(fblk_t) bks[FG];
-        int live[FG];
+        int live[FG], nrs[FG];
         for (int g = 0; g < ng; g++) {
             SFX(fblk_t) *bk = &bks[g];
             const int t0 = T0 + g * RB, nr = T - t0 < RB ? T - t0 : RB;
             bk->t0 = t0;
+            nrs[g] = nr;
             for (int r = 0; r < nr; r++) {
                 bk->m[r] = -INFINITY;
                 bk->l[r] = 0;
             }
-            for (size_t i = 0; i < (size_t)nr * D; i++) oacc_g[(size_t)g * RB * D + i] = 0;
+            for (size_t i = 0; i < (size_t)nr * D; i++) wg[g].OACC[i] = 0;
             if (win) SFX(win_reset)(win, t0, nr);
             live[g] = 1;
         }
         for (int jt = 0; jt < n_kt; jt++) {
             const int j0 = jt * Bc, jn = (T - j0 < Bc) ? T - j0 : Bc;
-            int any_g = 0;
+            int act[FG], anyk[FG], any_g = 0;
             for (int g = 0; g < ng; g++) {
+                act[g] = anyk[g] = 0;
                 if (!live[g]) continue;
                 SFX(fblk_t) *bk = &bks[g];
-                const int t0 = bk->t0, nr = T - t0 < RB ? T - t0 : RB;
-                w.OACC = oacc_g + (size_t)g * RB * D;
-                int any = 0;
-                for (int r = 0; r < nr; r++) {
-                    bk->jv[r] = SFX(n_valid)(cx, t0 + r, j0, jn);
-                    any |= bk->jv[r] > 0;
+                for (int r = 0; r < nrs[g]; r++) {
+                    bk->jv[r] = SFX(n_valid)(cx, bk->t0 + r, j0, jn);
+                    anyk[g] |= bk->jv[r] > 0;
                 }
                 /* causal: once no row of the block sees a key here, no later tile has one either */
-                if (!any && !pol->torch_quirks) {
+                if (!anyk[g] && !pol->torch_quirks) {
                     live[g] = 0;
                     continue;
                 }
-                any_g = 1;
-                if (any) SFX(rowdot_rows)(cx, q + (size_t)t0 * D, nr, kT, j0, bk->jv, w.S, Bc);
+                act[g] = any_g = 1;
+            }
+            if (!any_g) break;
+            if (phased) {
+                int go[FG][RB], jp[FG][RB];
+                for (int c0 = 0; c0 < jn; c0 += FG_CH) /* every block's scores, a chunk of keys at a time */
+                    for (int g = 0; g < ng; g++) {
+                        if (!anyk[g]) continue;
+                        int jc[RB], mx = 0;
+                        for (int r = 0; r < nrs[g]; r++) {
+                            const int n = bks[g].jv[r] - c0;
+                            jc[r] = n < 0 ? 0 : n > FG_CH ? FG_CH : n;
+                            mx = jc[r] > mx ? jc[r] : mx;
+                        }
+                        if (mx) SFX(rowdot_rows)(cx, q + (size_t)bks[g].t0 * D, nrs[g], kT, j0 + c0, jc, wg[g].S + c0, Bc);
+                    }
+                for (int g = 0; g < ng; g++) { /* every row's P̄ (a last, partial block: its whole tile) */
+                    if (!act[g]) continue;
+                    if (nrs[g] < RB) {
+                        for (int r = 0; r < nrs[g]; r++) SFX(fwd_row_tile)(cx, &bks[g], r, j0, jn, v, &wg[g]);
+                        continue;
+                    }
+                    for (int r = 0; r < RB; r++) {
+                        go[g][r] = SFX(fwd_row_pre)(cx, &bks[g], r, j0, jn, v, &wg[g]);
+                        jp[g][r] = go[g][r] ? bks[g].jv[r] : 0;
+                    }
+                    for (size_t i = 0; i < (size_t)RB * D; i++) wg[g].PV[i] = 0;
+                }
+                for (int c0 = 0; c0 < jn; c0 += FG_CH) /* every block's P̄V chains, a chunk at a time */
+                    for (int g = 0; g < ng; g++) {
+                        if (!act[g] || nrs[g] < RB) continue;
+                        int jc[RB], mx = 0;
+                        for (int r = 0; r < RB; r++) {
+                            const int n = jp[g][r] - c0;
+                            jc[r] = n < 0 ? 0 : n > FG_CH ? FG_CH : n;
+                            mx = jc[r] > mx ? jc[r] : mx;
+                        }
+                        if (mx)
+                            SFX(axpy_multi)(cx, wg[g].PV, wg[g].PA + c0, Bc, v + (size_t)(j0 + c0) * D, RB, jc,
+                                            &st[TSC_STAGE_ACC]);
+                    }
+                for (int g = 0; g < ng; g++) { /* each row's Ō and ℓ */
+                    if (!act[g]) continue;
+                    if (nrs[g] == RB) SFX(fwd_block_post)(cx, &bks[g], j0, jn, v, &wg[g], go[g], jp[g], seq);
+                    if (sink) SFX(fwd_record)(cx, sink, &bks[g], nrs[g], bks[g].t0, jt, v, &wg[g]);
+                }
+                continue;
+            }
+            for (int g = 0; g < ng; g++) {
+                if (!act[g]) continue;
+                SFX(fblk_t) *bk = &bks[g];
+                SFX(fwork_t) *w = &wg[g];
+                const int t0 = bk->t0, nr = nrs[g];
+                if (anyk[g]) SFX(rowdot_rows)(cx, q + (size_t)t0 * D, nr, kT, j0, bk->jv, w->S, Bc);
                 if (batch_pv && nr == RB) {
                     /* unfused, deterministic: every row's P̄ first, then the four rows' P̄V chains
                      * together (axpy_multi: 16 independent FMA chains, where one row has 4), then
@@ -1078,49 +1166,29 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
                      * fwd_row_tile */
                     int go[RB], jv[RB];
                     for (int r = 0; r < RB; r++) {
-                        go[r] = SFX(fwd_row_pre)(cx, bk, r, j0, jn, v, &w);
+                        go[r] = SFX(fwd_row_pre)(cx, bk, r, j0, jn, v, w);
                         jv[r] = go[r] ? bk->jv[r] : 0;
                     }
-                    for (size_t i = 0; i < (size_t)RB * D; i++) w.PV[i] = 0;
-                    SFX(axpy_multi)(cx, w.PV, w.PA, Bc, v + (size_t)j0 * D, RB, jv, &st[TSC_STAGE_ACC]);
-                    /* ℓ's tile sums in key order (sum_ordered's TSC_SUM_SEQ), the four chains
-                     * interleaved: one row's adds wait on each other, four rows' do not */
-                    R ls[RB] = {0};
-                    const int seq = pol->sum_order == TSC_SUM_SEQ && !pol->vexp;
-                    if (seq) {
-                        int jmin = jv[0];
-                        for (int r = 1; r < RB; r++) jmin = jv[r] < jmin ? jv[r] : jmin;
-                        const R *p0 = w.PB, *p1 = p0 + Bc, *p2 = p1 + Bc, *p3 = p2 + Bc;
-                        for (int jj = 0; jj < jmin; jj++) { /* ACC is FP32 here (batch_pv) */
-                            ls[0] = ls[0] + p0[jj];
-                            ls[1] = ls[1] + p1[jj];
-                            ls[2] = ls[2] + p2[jj];
-                            ls[3] = ls[3] + p3[jj];
-                        }
-                        for (int r = 0; r < RB; r++)
-                            for (int jj = jmin; jj < jv[r]; jj++) ls[r] = ls[r] + w.PB[(size_t)r * Bc + jj];
-                    }
-                    for (int r = 0; r < RB; r++)
-                        if (go[r])
-                            SFX(fwd_row_post)(cx, bk, r, j0, jn, v, &w, w.PV + (size_t)r * D, seq ? &ls[r] : NULL);
+                    for (size_t i = 0; i < (size_t)RB * D; i++) w->PV[i] = 0;
+                    SFX(axpy_multi)(cx, w->PV, w->PA, Bc, v + (size_t)j0 * D, RB, jv, &st[TSC_STAGE_ACC]);
+                    SFX(fwd_block_post)(cx, bk, j0, jn, v, w, go, jv, seq);
                 } else {
-                    for (int r = 0; r < nr; r++) SFX(fwd_row_tile)(cx, bk, r, j0, jn, v, &w);
+                    for (int r = 0; r < nr; r++) SFX(fwd_row_tile)(cx, bk, r, j0, jn, v, w);
                 }
-                if (pol->fused && any && pol->softmax == TSC_SOFTMAX_ONLINE)
-                    SFX(fwd_fused_tile)(cx, bk, nr, j0, v, &w);
-                if (sink) SFX(fwd_record)(cx, sink, bk, nr, t0, jt, v, &w);
+                if (pol->fused && anyk[g] && pol->softmax == TSC_SOFTMAX_ONLINE)
+                    SFX(fwd_fused_tile)(cx, bk, nr, j0, v, w);
+                if (sink) SFX(fwd_record)(cx, sink, bk, nr, t0, jt, v, w);
             }
-            if (!any_g) break;
         }
         for (int g = 0; g < ng; g++) {
             const SFX(fblk_t) *bk = &bks[g];
-            const int t0 = bk->t0, nr = T - t0 < RB ? T - t0 : RB;
+            const int t0 = bk->t0, nr = nrs[g];
             for (int r = 0; r < nr; r++) {
                 const int t = t0 + r;
                 const int mat = pol->softmax == TSC_SOFTMAX_MATERIALIZED;
                 if (o) { /* O = R_O(Ō / ℓ) (materialized: R_O(Ō)), as loops that vectorise */
                     R *orow = o + (size_t)t * D;
-                    const R *ob = oacc_g + ((size_t)g * RB + r) * D, l = bk->l[r];
+                    const R *ob = wg[g].OACC + (size_t)r * D, l = bk->l[r];
                     if (mat) for (int d = 0; d < D; d++) orow[d] = ob[d];
                     else if (pol->norm == TSC_SOFTMAX_NORM_RECIP) {
                         const R il = (R)1 / l; /* the CUDA kernels' O = Ō·(1/ℓ) */
@@ -1466,6 +1534,8 @@ static void SFX(run_head)(const tsc_policy_t *pol, const tsc_policy_t *hp, const
 #undef FAST_RANK1
 #undef RB
 #undef FG
+#undef FG_BC
+#undef FG_CH
 #endif /* TSC_ATTN_TMPL */
 #ifndef TSC_ATTN_TMPL
 typedef int tsc_attention_tmpl_unused_t; /* built on its own: an empty but valid unit */
