@@ -38,7 +38,6 @@ typedef struct rep {
     int T, D, H, Hkv, nb;
     int *bs;                   /* [nb] selected batch rows */
     float *q, *k, *v, *dO, *o, *lse, *dl;
-    double *dl_hp;             /* [nb, T] scratch for the delta-src check */
     /* the head being examined */
     int ns, nf;
     long long *steps;          /* [ns] */
@@ -53,7 +52,7 @@ typedef struct rep {
     const tsc_policy_t *lp;
     tsc_attn_trace_t tr;       /* row-window tiles trace of lp (tie rows, tie_block) */
     size_t tie_at;             /* where tie_block writes: r->tie + tie_at + t */
-    double row_sq;             /* the last bias_of / delta_sum_of: sum of squared per-row terms, */
+    double row_sq;             /* the last bias_of / delta_sums: sum of squared per-row terms, */
     long long row_n;           /* and the rows summed (for the spread of the sum, row_se) */
     /* the head's inputs once its replayed steps are chosen: every substitution replays the same
      * (step, batch row)s, read from the dump once (load) */
@@ -75,7 +74,7 @@ typedef struct rep {
 /* The most bytes of inputs one thread caches for its head (rep_t.cache); more replays read the dump. */
 #define DIAG_CACHE_BYTES ((size_t)64 << 20)
 
-/* The standard error of the last bias_of / delta_sum_of sum, from its per-row terms. */
+/* The standard error of the last bias_of / delta_sums sum, from its per-row terms. */
 static double row_se(const rep_t *r, double sum) {
     if (r->row_n < 2) return NAN;
     double n = (double)r->row_n, var = (r->row_sq - sum * sum / n) / (n - 1);
@@ -166,6 +165,46 @@ static tsc_status_t run(rep_t *r, const tsc_policy_t *pol, int backward, tsc_att
     return tsc_attn_run(pol, &dims, &io, tr, tr ? 1 : 0);
 }
 
+/* A helper's copy of r: the head's shared state, the helper's own input and output buffers (tid 0:
+ * r's own), reading the input cache without adding to it. */
+static rep_t rep_worker(const rep_t *r, int tid) {
+    rep_t w = *r;
+    if (tid > 0) {
+        const rep_t *hp = &r->help[tid - 1];
+        w.q = hp->q, w.k = hp->k, w.v = hp->v, w.dO = hp->dO, w.o = hp->o, w.lse = hp->lse, w.dl = hp->dl;
+    }
+    w.cache_on = 0;
+    return w;
+}
+
+/* Runs fn(w, i, ctx) for i < n, shared among r and its helpers (each task on rep_worker's copy,
+ * loading its own inputs; results go to ctx by index, so they do not depend on the thread count).
+ * The first failing task's status and message. */
+typedef tsc_status_t (*head_task_fn)(rep_t *w, int i, void *ctx);
+static tsc_status_t head_tasks(rep_t *r, int n, head_task_fn fn, void *ctx) {
+    struct res {
+        tsc_status_t st;
+        char msg[512];
+    } *res = calloc((size_t)(n ? n : 1), sizeof *res);
+    if (!res) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    int nt = 1 + r->n_help;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
+    for (int i = 0; i < n; i++) {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        rep_t w = rep_worker(r, tid);
+        res[i].st = fn(&w, i, ctx);
+        if (res[i].st != TSC_OK) snprintf(res[i].msg, sizeof res[i].msg, "%s", tsc_error_last());
+    }
+    tsc_status_t ret = TSC_OK;
+    for (int i = 0; i < n && ret == TSC_OK; i++)
+        if (res[i].st != TSC_OK) ret = tsc_error_set(res[i].st, "%s", res[i].msg);
+    free(res);
+    return ret;
+}
+
 static tsc_status_t bias_replay(rep_t *r, const tsc_policy_t *pol, int layer, int h, int hp_pass, double *sum,
                                 double *per_step);
 
@@ -216,9 +255,25 @@ static tsc_status_t bias_replay(rep_t *r, const tsc_policy_t *pol, int layer, in
             size_t mrow = ((size_t)si * r->nb + bi) * (size_t)r->T;
             if (hp_pass && st == TSC_OK) { /* tie rows from lp's tile statistics (tie_block) */
                 r->tie_at = mrow;
-                if ((st = run(r, r->lp, 0, &r->tr)) != TSC_OK) return st;
+                if (r->n_help > 0) { /* beside hp's replay, in a helper's output buffers */
+                    tsc_status_t s2[2] = {TSC_OK, TSC_OK};
+                    char msg[2][512] = {"", ""};
+#pragma omp parallel for num_threads(2)
+                    for (int k = 0; k < 2; k++) {
+                        rep_t w = *r;
+                        if (k == 0) w.o = r->help[0].o, w.lse = r->help[0].lse, w.dl = r->help[0].dl;
+                        s2[k] = k == 0 ? run(&w, r->lp, 0, &r->tr) : run(r, pol, 0, NULL);
+                        if (s2[k] != TSC_OK) snprintf(msg[k], sizeof msg[k], "%s", tsc_error_last());
+                    }
+                    for (int k = 0; k < 2; k++)
+                        if (s2[k] != TSC_OK) return tsc_error_set(s2[k], "%s", msg[k]);
+                } else {
+                    if ((st = run(r, r->lp, 0, &r->tr)) != TSC_OK) return st;
+                    st = run(r, pol, 0, NULL);
+                }
+            } else if (st == TSC_OK) {
+                st = run(r, pol, 0, NULL);
             }
-            if (st == TSC_OK) st = run(r, pol, 0, NULL);
             if (st != TSC_OK) return st;
             size_t base = ((size_t)si * r->nb + bi) * (size_t)r->T * r->nf;
             for (int t = 0; t < r->T; t++) {
@@ -249,29 +304,50 @@ static tsc_status_t bias_replay(rep_t *r, const tsc_policy_t *pol, int layer, in
     return TSC_OK;
 }
 
-/* Σ over the head's steps and tie rows (every row when it has none, as B) of δ_pol − δ_hp (all
- * features; backward replays). */
-static tsc_status_t delta_sum_of(rep_t *r, const tsc_policy_t *hp, const tsc_policy_t *pol, int layer, int h,
-                                 double *sum) {
-    *sum = 0.0;
-    r->row_sq = 0.0, r->row_n = 0;
-    for (int si = 0; si < r->ns; si++)
-        for (int bi = 0; bi < r->nb; bi++) {
-            tsc_status_t st = load(r, r->steps[si], layer, h, r->bs[bi]);
-            if (st == TSC_OK) st = run(r, hp, 1, NULL);
+/* δ of each of n policies over the head's replayed (step, batch row)s, the replays shared among r
+ * and its helpers (head_tasks); dl [n][ns·nb·T]. */
+typedef struct {
+    const tsc_policy_t *pols;
+    int layer, h;
+    float *dl;
+} delta_ctx_t;
+
+static tsc_status_t delta_task(rep_t *w, int i, void *ctx) {
+    const delta_ctx_t *c = ctx;
+    const size_t per = (size_t)w->ns * w->nb * w->T;
+    for (int si = 0; si < w->ns; si++)
+        for (int bi = 0; bi < w->nb; bi++) {
+            tsc_status_t st = load(w, w->steps[si], c->layer, c->h, w->bs[bi]);
+            if (st == TSC_OK) st = run(w, &c->pols[i], 1, NULL);
             if (st != TSC_OK) return st;
-            for (int t = 0; t < r->T; t++) r->dl_hp[t] = r->dl[t];
-            if ((st = run(r, pol, 1, NULL)) != TSC_OK) return st;
-            const uint8_t *tie = r->tie + ((size_t)si * r->nb + bi) * r->T; /* tie rows, as B */
-            for (int t = 0; t < r->T; t++)
-                if (!r->use_mask || tie[t]) {
-                    double dd = (double)r->dl[t] - r->dl_hp[t];
-                    *sum += dd;
-                    r->row_sq += dd * dd;
-                    r->row_n++;
-                }
+            memcpy(c->dl + i * per + ((size_t)si * w->nb + bi) * w->T, w->dl, (size_t)w->T * sizeof(float));
         }
     return TSC_OK;
+}
+
+/* Σ over the head's steps and tie rows (every row when it has none, as B) of δ_pol − δ_hp (all
+ * features; backward replays) for each of n policies (pols[0] is hp), with its standard error:
+ * sum[k], se[k] for k = 1 .. n-1. */
+static tsc_status_t delta_sums(rep_t *r, const tsc_policy_t *pols, int n, int layer, int h, double *sum,
+                               double *se) {
+    const size_t per = (size_t)r->ns * r->nb * r->T;
+    delta_ctx_t c = {pols, layer, h, malloc((size_t)n * (per ? per : 1) * sizeof(float))};
+    if (!c.dl) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory for %d x %zu delta values", n, per);
+    tsc_status_t st = head_tasks(r, n, delta_task, &c);
+    for (int k = 1; st == TSC_OK && k < n; k++) {
+        sum[k] = 0.0;
+        r->row_sq = 0.0, r->row_n = 0;
+        for (size_t x = 0; x < per; x++)
+            if (!r->use_mask || r->tie[x]) { /* tie rows, as B ([ns, nb, T] like the δ) */
+                double dd = (double)c.dl[k * per + x] - (double)c.dl[x];
+                sum[k] += dd;
+                r->row_sq += dd * dd;
+                r->row_n++;
+            }
+        se[k] = row_se(r, sum[k]);
+    }
+    free(c.dl);
+    return st;
 }
 
 /* find_event's search, fed row by row by a row-window trace of lp's forward. */
@@ -588,12 +664,7 @@ static tsc_status_t bias_many(rep_t *r, const tsc_policy_t *pols, int n, int lay
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        rep_t w = *r;
-        if (tid > 0) { /* the helper's own buffers */
-            const rep_t *hp = &r->help[tid - 1];
-            w.q = hp->q, w.k = hp->k, w.v = hp->v, w.dO = hp->dO, w.o = hp->o, w.lse = hp->lse, w.dl = hp->dl;
-        }
-        w.cache_on = 0; /* read the cache, add nothing to it */
+        rep_t w = rep_worker(r, tid);
         it[i].st = bias_replay(&w, &pols[i], layer, h, 0, &sum[i], NULL);
         it[i].sq = w.row_sq, it[i].rn = w.row_n;
         if (it[i].st != TSC_OK) snprintf(it[i].msg, sizeof it[i].msg, "%s", tsc_error_last());
@@ -721,17 +792,17 @@ static tsc_status_t substitutions(rep_t *r, const tsc_policy_t *hp, const tsc_po
             if ((st = subst_sets(r, lp, fw, nfw, size, base, removed_frac, dh)) != TSC_OK) return st;
             dh->search_size = size;
         }
-    tsc_policy_t q = *lp;
-    q.delta_src = TSC_DELTA_HP_O;
-    double s_lp, s_q;
-    if ((st = delta_sum_of(r, hp, lp, dh->layer, dh->head, &s_lp)) != TSC_OK) return st;
-    if ((st = delta_sum_of(r, hp, &q, dh->layer, dh->head, &s_q)) != TSC_OK) return st;
-    dh->delta_src_ratio = s_lp != 0.0 ? s_q / s_lp : NAN;
-    dh->delta_src_se = row_se(r, s_q) / fabs(s_lp);
-    q.delta_src = TSC_DELTA_DPP; /* the paper's other fix, delta = rowsum(dP o P) */
-    if ((st = delta_sum_of(r, hp, &q, dh->layer, dh->head, &s_q)) != TSC_OK) return st;
-    dh->dpp_ratio = s_lp != 0.0 ? s_q / s_lp : NAN;
-    dh->dpp_se = row_se(r, s_q) / fabs(s_lp);
+    /* δ under hp, lp, lp with δ from an FP32 O, and lp with the paper's other fix, δ = rowsum(dP o P) */
+    tsc_policy_t q[4] = {*hp, *lp, *lp, *lp};
+    q[2].delta_src = TSC_DELTA_HP_O;
+    q[3].delta_src = TSC_DELTA_DPP;
+    double sv[4] = {0}, se[4] = {0};
+    if ((st = delta_sums(r, q, 4, dh->layer, dh->head, sv, se)) != TSC_OK) return st;
+    const double s_lp = sv[1];
+    dh->delta_src_ratio = s_lp != 0.0 ? sv[2] / s_lp : NAN;
+    dh->delta_src_se = se[2] / fabs(s_lp);
+    dh->dpp_ratio = s_lp != 0.0 ? sv[3] / s_lp : NAN;
+    dh->dpp_se = se[3] / fabs(s_lp);
     return TSC_OK;
 }
 
@@ -751,6 +822,17 @@ static tsc_status_t sweep_stats(rep_t *r, const tsc_policy_t *q, double ratio, t
     }
     adv_sweep_finish(&acc, q->stable.beta, ratio, out);
     return TSC_OK;
+}
+
+/* One β of the sweep (head_tasks): what Algorithm 3 did on the tie rows under pols[i]. */
+typedef struct {
+    const tsc_policy_t *pols;
+    tsc_diag_head_t *dh;
+} sweep_ctx_t;
+
+static tsc_status_t sweep_task(rep_t *w, int i, void *ctx) {
+    const sweep_ctx_t *c = ctx;
+    return sweep_stats(w, &c->pols[i], c->dh->beta_ratio[i], c->dh, &c->dh->sweep[i]);
 }
 
 /* 5: mitigation: lp+stable, the beta sweep (with what each beta did), and the practitioner's
@@ -774,11 +856,10 @@ static tsc_status_t mitigation(rep_t *r, const tsc_policy_t *stable,
     if (st != TSC_OK) return st;
     dh->stable_ratio = sv[0] / base;
     dh->stable_se = se[0] / fabs(base);
-    for (int bi = 0; bi < nb; bi++) {
-        dh->beta_ratio[bi] = sv[1 + bi] / base;
-        if ((st = sweep_stats(r, &q[1 + bi], dh->beta_ratio[bi], dh, &dh->sweep[bi])) != TSC_OK) return st;
-        dh->sweep[bi].ratio_se = se[1 + bi] / fabs(base);
-    }
+    for (int bi = 0; bi < nb; bi++) dh->beta_ratio[bi] = sv[1 + bi] / base;
+    sweep_ctx_t c = {q + 1, dh};
+    if ((st = head_tasks(r, nb, sweep_task, &c)) != TSC_OK) return st;
+    for (int bi = 0; bi < nb; bi++) dh->sweep[bi].ratio_se = se[1 + bi] / fabs(base);
     dh->fp32o_ratio = sv[1 + nb] / base;
     dh->fp32o_se = se[1 + nb] / fabs(base);
     return TSC_OK;
@@ -899,15 +980,14 @@ static tsc_status_t rep_init(rep_t *r, tsc_dump_t *d, const tsc_analysis_t *a, c
         if (!(*bufs[i] = malloc(TD * sizeof(float)))) bad = 1;
     r->lse = malloc((size_t)r->T * sizeof(float));
     r->dl = malloc((size_t)r->T * sizeof(float));
-    r->dl_hp = malloc((size_t)r->T * sizeof(double));
     r->steps = malloc((size_t)(a->n_steps ? a->n_steps : 1) * sizeof(long long));
-    if (bad || !r->lse || !r->dl || !r->dl_hp || !r->steps) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
+    if (bad || !r->lse || !r->dl || !r->steps) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory");
     return tsc_attn_trace_init_rows(&r->tr, r->T, r->D, lp->block_k, TSC_TRACE_TILES, TSC_ATTN_ROW_GROUP,
                                     tie_block, r);
 }
 
 static void rep_free(rep_t *r) {
-    void *ps[] = {r->bs, r->feats, r->q, r->k, r->v, r->dO, r->o, r->lse, r->dl, r->dl_hp, r->steps,
+    void *ps[] = {r->bs, r->feats, r->q, r->k, r->v, r->dO, r->o, r->lse, r->dl, r->steps,
                   r->ohp, r->dof, r->bstep, r->bstep_sq, r->bstep_n, r->tie, r->cache, r->c_step, r->c_b, r->memo_pol, r->memo_val};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     tsc_attn_trace_free(&r->tr);
