@@ -355,79 +355,112 @@ typedef struct {
     rep_t *r;
     const tsc_policy_t *lp;
     tsc_format_t out_fmt;
-    const uint8_t *rows;       /* rows searched (NULL: all) */
+    const uint8_t *rows;       /* candidate rows (NULL: all) */
     tsc_diag_head_t *dh;
     double *best;
     int b;
     uint32_t rb, stm;          /* the rounding bit and the sticky bits below it, relative to out_fmt */
+    const float *vr;           /* [T, nf] V at the features, rounded to lp's V format */
+    long long stride, seen;    /* every stride-th candidate row is searched; candidates seen so far */
 } event_ctx_t;
+
+/* frexpf's exponent of a finite nonzero float, from its bits when it is normal. */
+static inline int fexp(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    int e = (int)((u >> 23) & 0xff);
+    if (e) return e - 126;
+    frexpf(x, &e);
+    return e;
+}
+
+/* Key-feature visits one batch row's event search may make (the search is O(T²·features): at
+ * T = 131072 and 64 features, 5.5·10^11): above it, every stride-th candidate row is searched. */
+#define DIAG_EVENT_VISITS ((long long)1 << 32)
 
 /* The events of row t (see find_event), from the row's slot of the window trace. */
 static void event_row(const event_ctx_t *c, const tsc_attn_trace_t *tr, int t) {
     const rep_t *r = c->r;
-    const int bk = c->lp->block_k, slot = t % tr->rows;
+    const int bk = c->lp->block_k, slot = t % tr->rows, nf = r->nf;
     const double *pbar = tr->pbar + (size_t)slot * r->T;
-    for (int f = 0; f < r->nf; f++) {
+    for (int f = 0; f < nf; f++) {
         int i = r->feats[f], nv = r->m->causal ? t + 1 : r->T;
         int lt = r->m->causal ? t / bk : tr->n_kt - 1;
         double l = tr->l[(size_t)slot * tr->n_kt + lt]; /* O = O-bar / l: the event's weight in O */
         if (!(l > 0)) l = 1.0;
-        float s = 0.0f;
-        for (int j = 0; j < nv; j++) {
-            if (j % bk == 0) s = 0.0f;
-            float a = (float)pbar[j];
-            if (a == 0.0f) continue;
-            float vv = (float)tsc_round(r->v[(size_t)j * r->D + i], c->lp->fmt[TSC_STAGE_V], TSC_ROUND_NEAREST_EVEN,
-                                        NULL);
-            float p = a * vv, sn = fmaf(a, vv, s);
-            if (s != 0.0f && p != 0.0f && sn != 0.0f && isfinite(sn)) {
-                int es, ep, en;
-                frexpf(s, &es);
-                frexpf(p, &ep);
-                frexpf(sn, &en);
-                uint32_t u;
-                memcpy(&u, &sn, sizeof u);
-                if (en > (es > ep ? es : ep) && (u & c->rb) && (u & c->stm)) {
-                    double rounded = tsc_round((double)sn, c->out_fmt, TSC_ROUND_NEAREST_EVEN, NULL);
-                    double e = rounded - (double)sn;
-                    if (fabs(e) / l > *c->best) {
-                        tsc_diag_head_t *dh = c->dh;
-                        *c->best = fabs(e) / l;
-                        dh->ev_found = 1;
-                        dh->ev_b = c->b, dh->ev_t = t, dh->ev_i = i, dh->ev_key = j;
-                        dh->ev_before = s, dh->ev_term = p, dh->ev_sum = sn;
-                        dh->ev_pbar = a, dh->ev_v = vv;
-                        dh->ev_rounded = rounded, dh->ev_err = e;
+        for (int j0 = 0; j0 < nv; j0 += bk) { /* the sum restarts at each key tile */
+            const int j1 = j0 + bk < nv ? j0 + bk : nv;
+            float s = 0.0f;
+            for (int j = j0; j < j1; j++) {
+                float a = (float)pbar[j];
+                if (a == 0.0f) continue;
+                float vv = c->vr[(size_t)j * nf + f];
+                float p = a * vv, sn = fmaf(a, vv, s);
+                if (s != 0.0f && p != 0.0f && sn != 0.0f && isfinite(sn)) {
+                    uint32_t u;
+                    memcpy(&u, &sn, sizeof u);
+                    if ((u & c->rb) && (u & c->stm)) {
+                        int es = fexp(s), ep = fexp(p);
+                        if (fexp(sn) > (es > ep ? es : ep)) {
+                            double rounded = tsc_round((double)sn, c->out_fmt, TSC_ROUND_NEAREST_EVEN, NULL);
+                            double e = rounded - (double)sn;
+                            if (fabs(e) / l > *c->best) {
+                                tsc_diag_head_t *dh = c->dh;
+                                *c->best = fabs(e) / l;
+                                dh->ev_found = 1;
+                                dh->ev_b = c->b, dh->ev_t = t, dh->ev_i = i, dh->ev_key = j;
+                                dh->ev_before = s, dh->ev_term = p, dh->ev_sum = sn;
+                                dh->ev_pbar = a, dh->ev_v = vv;
+                                dh->ev_rounded = rounded, dh->ev_err = e;
+                            }
+                        }
                     }
                 }
+                s = sn;
             }
-            s = sn;
         }
     }
 }
 
 static void event_block(void *ctx, const tsc_attn_trace_t *tr, int t0, int nr) {
-    const event_ctx_t *c = ctx;
+    event_ctx_t *c = ctx;
     for (int t = t0; t < t0 + nr && c->rb; t++)
-        if (!c->rows || c->rows[t]) event_row(c, tr, t);
+        if (!c->rows || c->rows[t]) {
+            if (c->seen++ % c->stride == 0) {
+                event_row(c, tr, t);
+                c->dh->ev_rows++;
+            }
+        }
 }
 
-/* The largest rounding event among the features F of every row of batch row b at step: FP32
- * additions s + a*v (sums from 0 per key tile) whose significand overflowed and whose result has
- * rounding bit 1 and sticky bits set relative to out_fmt; the error is R_out(sum) - sum. The
- * forward's scores are read a block of rows at a time (a row-window trace), so memory is O(T) per
- * row held, not T x T. */
 static tsc_status_t find_event(rep_t *r, const tsc_policy_t *lp, tsc_format_t out_fmt, long long step, int layer,
                                int h, int b, const uint8_t *rows, tsc_diag_head_t *dh, double *best) {
     int sh = 23 - tsc_format_mant_bits(out_fmt);
     uint32_t rb = sh >= 2 ? 1u << (sh - 1) : 0;
-    event_ctx_t c = {r, lp, out_fmt, rows, dh, best, b, rb, rb ? rb - 1 : 0};
+    long long work = 0, cand = 0;
+    for (int t = 0; t < r->T; t++)
+        if (!rows || rows[t]) work += (long long)(r->m->causal ? t + 1 : r->T) * r->nf, cand++;
+    const long long budget = DIAG_EVENT_VISITS / (r->nb > 0 ? r->nb : 1);
+    float *vr = malloc(((size_t)r->T * r->nf + 1) * sizeof *vr);
+    if (!vr) return tsc_error_set(TSC_ERR_NOMEM, "diagnose: no memory for the event search's V");
+    event_ctx_t c = {r, lp, out_fmt, rows, dh, best, b, rb, rb ? rb - 1 : 0, vr, work > budget ? (work + budget - 1) / budget : 1, 0};
+    dh->ev_rows_of += cand;
     tsc_attn_trace_t tr;
     tsc_status_t st = tsc_attn_trace_init_rows(&tr, r->T, r->D, lp->block_k, TSC_TRACE_SCORES | TSC_TRACE_TILES,
                                                TSC_ATTN_ROW_GROUP, event_block, &c);
-    if (st != TSC_OK) return st;
-    if ((st = load(r, step, layer, h, b)) == TSC_OK) st = run(r, lp, 0, &tr);
+    if (st != TSC_OK) {
+        free(vr);
+        return st;
+    }
+    if ((st = load(r, step, layer, h, b)) == TSC_OK) {
+        for (int j = 0; j < r->T; j++)
+            for (int f = 0; f < r->nf; f++)
+                vr[(size_t)j * r->nf + f] = (float)tsc_round(r->v[(size_t)j * r->D + r->feats[f]],
+                                                            lp->fmt[TSC_STAGE_V], TSC_ROUND_NEAREST_EVEN, NULL);
+        st = run(r, lp, 0, &tr);
+    }
     tsc_attn_trace_free(&tr);
+    free(vr);
     if (st != TSC_OK) return st;
     snprintf(dh->ev_fmt, sizeof dh->ev_fmt, "%s", tsc_format_name(out_fmt));
     return TSC_OK;
@@ -908,6 +941,7 @@ static tsc_status_t examine(rep_t *r, const tsc_analysis_t *a, const diag_pols_t
     /* 4. the bit level at the examined step */
     double evbest = 0.0;
     dh->ev_found = 0;
+    dh->ev_rows = dh->ev_rows_of = 0;
     for (int bi = 0; bi < r->nb && r->ns; bi++) {
         int si = 0;
         while (si < r->ns - 1 && r->steps[si] != dh->step) si++;
@@ -1390,6 +1424,10 @@ const char *tsc_diagnose_event_text(const tsc_diagnosis_t *d, size_t i, char *bu
              "    rounded to %s    %.17g  (%s), error %.17g\n",
              h->layer, h->head, h->step, h->ev_b, h->ev_t, h->ev_i, h->ev_key, h->ev_pbar, h->ev_v, (double)h->ev_before,
              b1, (double)h->ev_term, b2, (double)h->ev_sum, b3, h->ev_fmt, h->ev_rounded, b4, h->ev_err);
+    size_t w = strlen(buf);
+    if (h->ev_rows < h->ev_rows_of && w < size)
+        snprintf(buf + w, size - w, "    (searched in %lld of the %lld candidate rows, evenly spaced: the search is bounded "
+                 "at 2^32 key-feature visits)\n", h->ev_rows, h->ev_rows_of);
     return buf;
 }
 
@@ -1556,6 +1594,8 @@ static void diag_json(void *ctx, tsc_json_t *j) {
         tsc_json_key(j, "event");
         tsc_json_object_begin(j);
         tsc_json_kv_bool(j, "found", h->ev_found);
+        tsc_json_kv_int(j, "rows_searched", h->ev_rows);
+        tsc_json_kv_int(j, "rows_candidates", h->ev_rows_of);
         if (h->ev_found) tsc_json_kv_fields(j, h, event_fields, TSC_JSON_NFIELDS(event_fields));
         tsc_json_object_end(j);
         tsc_json_object_end(j);

@@ -152,6 +152,8 @@ typedef struct {
     char recommendation[480];
     /* the single largest rounding event at the examined step (flagged features, every row) */
     int ev_found;
+    long long ev_rows, ev_rows_of;     /* rows searched, of the candidate rows (tie rows, else every row;
+                                          every k-th when the search would pass DIAG_EVENT_VISITS) */
     int ev_b, ev_t, ev_i, ev_key;
     float ev_before, ev_term, ev_sum;  /* FP32 running sum, the term a·v, the FP32 result */
     double ev_pbar, ev_v;              /* a = P̄ as used, v */
