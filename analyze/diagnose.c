@@ -433,6 +433,12 @@ static void event_block(void *ctx, const tsc_attn_trace_t *tr, int t0, int nr) {
         }
 }
 
+/* The largest rounding event among the features F of the candidate rows (rows, or every row) of
+ * batch row b at step: FP32 additions s + a*v (sums from 0 per key tile) whose significand
+ * overflowed and whose result has rounding bit 1 and sticky bits set relative to out_fmt; the error
+ * is R_out(sum) - sum. Every stride-th candidate row when all would pass the batch row's share of
+ * DIAG_EVENT_VISITS. The forward's scores are read a group of rows at a time (a row-window trace),
+ * so memory is O(T) per row held, not T x T. */
 static tsc_status_t find_event(rep_t *r, const tsc_policy_t *lp, tsc_format_t out_fmt, long long step, int layer,
                                int h, int b, const uint8_t *rows, tsc_diag_head_t *dh, double *best) {
     int sh = 23 - tsc_format_mant_bits(out_fmt);

@@ -1031,6 +1031,18 @@ static void SFX(win_reset)(tsc_attn_trace_t *tr, int t0, int nr) {
     }
 }
 
+/* The keys of the chunk at c0 (FG_CH wide) each of nr rows takes, jc[r] from its count jv[r];
+ * returns the largest (0: no row has a key there). */
+static int SFX(chunk_keys)(const int *jv, int nr, int c0, int *jc) {
+    int mx = 0;
+    for (int r = 0; r < nr; r++) {
+        const int n = jv[r] - c0;
+        jc[r] = n < 0 ? 0 : n > FG_CH ? FG_CH : n;
+        mx = jc[r] > mx ? jc[r] : mx;
+    }
+    return mx;
+}
+
 /* Forward of one head. q [T, D], kT [D, ldT], v [T, D] (rounded inputs); o [T, D] and lse [T]
  * out (either may be NULL); work: fwd_work elements. sink: tile statistics and/or a trace of
  * this head, or NULL.
@@ -1113,13 +1125,8 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
                 for (int c0 = 0; c0 < jn; c0 += FG_CH) /* every block's scores, a chunk of keys at a time */
                     for (int g = 0; g < ng; g++) {
                         if (!anyk[g]) continue;
-                        int jc[RB], mx = 0;
-                        for (int r = 0; r < nrs[g]; r++) {
-                            const int n = bks[g].jv[r] - c0;
-                            jc[r] = n < 0 ? 0 : n > FG_CH ? FG_CH : n;
-                            mx = jc[r] > mx ? jc[r] : mx;
-                        }
-                        if (mx) SFX(rowdot_rows)(cx, q + (size_t)bks[g].t0 * D, nrs[g], kT, j0 + c0, jc, wg[g].S + c0, Bc);
+                        int jc[RB];
+                        if (SFX(chunk_keys)(bks[g].jv, nrs[g], c0, jc)) SFX(rowdot_rows)(cx, q + (size_t)bks[g].t0 * D, nrs[g], kT, j0 + c0, jc, wg[g].S + c0, Bc);
                     }
                 for (int g = 0; g < ng; g++) { /* every row's P̄ (a last, partial block: its whole tile) */
                     if (!act[g]) continue;
@@ -1136,13 +1143,8 @@ static void SFX(fwd_head)(SFX(hctx_t) *cx, const R *q, const R *kT, const R *v, 
                 for (int c0 = 0; c0 < jn; c0 += FG_CH) /* every block's P̄V chains, a chunk at a time */
                     for (int g = 0; g < ng; g++) {
                         if (!act[g] || nrs[g] < RB) continue;
-                        int jc[RB], mx = 0;
-                        for (int r = 0; r < RB; r++) {
-                            const int n = jp[g][r] - c0;
-                            jc[r] = n < 0 ? 0 : n > FG_CH ? FG_CH : n;
-                            mx = jc[r] > mx ? jc[r] : mx;
-                        }
-                        if (mx)
+                        int jc[RB];
+                        if (SFX(chunk_keys)(jp[g], RB, c0, jc))
                             SFX(axpy_multi)(cx, wg[g].PV, wg[g].PA + c0, Bc, v + (size_t)(j0 + c0) * D, RB, jc,
                                             &st[TSC_STAGE_ACC]);
                     }
